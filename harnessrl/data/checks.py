@@ -1,0 +1,323 @@
+"""Programmatic criteria: typed checks evaluated in code, whatever the judge backend.
+
+Everything formal about a response (length, required or forbidden phrases, a pattern, a format)
+is checked here rather than asked of a judge: the answer is exact, free and never missing. Each
+check is a pydantic model tagged by ``type``; a criterion carries one in its ``check`` field, e.g.
+``{"type": "word_count", "max_words": 80}``. ``evaluate`` returns 1.0 when the response passes and
+0.0 when it does not.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+__all__ = [
+    "CHECK_TYPES",
+    "BulletCount",
+    "CharCount",
+    "Check",
+    "Contains",
+    "EndsWith",
+    "JsonFormat",
+    "LetterCase",
+    "MarkdownFormat",
+    "NotContains",
+    "ParagraphCount",
+    "Regex",
+    "SentenceCount",
+    "StartsWith",
+    "WordCount",
+    "split_sentences",
+]
+
+_WORD = re.compile(r"\b[\w'’-]+\b", re.UNICODE)
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
+_BULLET = re.compile(r"^\s*(?:[-*•+]|\d+[.)])\s+\S", re.MULTILINE)
+_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+\S", re.MULTILINE)
+_TABLE_ROW = re.compile(r"^\s*\|.*\|\s*$", re.MULTILINE)
+_BOLD = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
+_FENCE = re.compile(r"^```[a-zA-Z]*\s*\n(.*?)\n```\s*$", re.DOTALL)
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split text into sentences (and lines: a bullet or a heading is its own sentence)."""
+    out: list[str] = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line:
+            out.extend(s.strip() for s in _SENTENCE_END.split(line) if s.strip())
+    return out
+
+
+def _count_words(text: str) -> int:
+    return len(_WORD.findall(text))
+
+
+def _paragraphs(text: str) -> list[str]:
+    return [p for p in re.split(r"\n\s*\n", text.strip()) if p.strip()]
+
+
+class _CheckBase(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    def evaluate(self, response: str) -> float:  # pragma: no cover - every subclass overrides
+        raise NotImplementedError
+
+
+class _Range(_CheckBase):
+    """A count that must lie in [min, max]; either bound may be omitted, not both."""
+
+    min: int | None = Field(default=None, ge=0)
+    max: int | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _bounds(self):
+        if self.min is None and self.max is None:
+            raise ValueError(f"check {self.type!r} needs 'min', 'max' or both")  # type: ignore[attr-defined]
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise ValueError(f"check {self.type!r} has min {self.min} > max {self.max}")  # type: ignore[attr-defined]
+        return self
+
+    def _count(self, response: str) -> int:  # pragma: no cover - every subclass overrides
+        raise NotImplementedError
+
+    def evaluate(self, response: str) -> float:
+        n = self._count(response)
+        ok = (self.min is None or n >= self.min) and (self.max is None or n <= self.max)
+        return float(ok)
+
+
+class WordCount(_Range):
+    """Number of words in [min, max]."""
+
+    type: Literal["word_count"] = "word_count"
+
+    def _count(self, response: str) -> int:
+        return _count_words(response)
+
+
+class SentenceCount(_Range):
+    """Number of sentences in [min, max]."""
+
+    type: Literal["sentence_count"] = "sentence_count"
+
+    def _count(self, response: str) -> int:
+        return len(split_sentences(response))
+
+
+class ParagraphCount(_Range):
+    """Number of blank-line separated paragraphs in [min, max]."""
+
+    type: Literal["paragraph_count"] = "paragraph_count"
+
+    def _count(self, response: str) -> int:
+        return len(_paragraphs(response))
+
+
+class CharCount(_Range):
+    """Number of characters (stripped) in [min, max]."""
+
+    type: Literal["char_count"] = "char_count"
+
+    def _count(self, response: str) -> int:
+        return len(response.strip())
+
+
+class BulletCount(_Range):
+    """Number of bullet or numbered-list lines in [min, max]."""
+
+    type: Literal["bullet_count"] = "bullet_count"
+
+    def _count(self, response: str) -> int:
+        return len(_BULLET.findall(response))
+
+
+class _Phrases(_CheckBase):
+    phrases: list[str] = Field(min_length=1)
+    case_sensitive: bool = False
+
+    @field_validator("phrases")
+    @classmethod
+    def _no_blank(cls, v: list[str]) -> list[str]:
+        if any(not p.strip() for p in v):
+            raise ValueError("phrases must not be blank")
+        return v
+
+    def _found(self, response: str) -> list[bool]:
+        if self.case_sensitive:
+            return [p in response for p in self.phrases]
+        low = response.casefold()
+        return [p.casefold() in low for p in self.phrases]
+
+
+class Contains(_Phrases):
+    """The response contains all (``mode="all"``) or at least one (``mode="any"``) of the phrases."""
+
+    type: Literal["contains"] = "contains"
+    mode: Literal["all", "any"] = "all"
+
+    def evaluate(self, response: str) -> float:
+        found = self._found(response)
+        return float(all(found) if self.mode == "all" else any(found))
+
+
+class NotContains(_Phrases):
+    """The response contains none of the phrases."""
+
+    type: Literal["not_contains"] = "not_contains"
+
+    def evaluate(self, response: str) -> float:
+        return float(not any(self._found(response)))
+
+
+class Regex(_CheckBase):
+    """The pattern is found in the response (``must_match=True``) or is not (``False``)."""
+
+    type: Literal["regex"] = "regex"
+    pattern: str
+    must_match: bool = True
+    ignore_case: bool = False
+    multiline: bool = True
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, v: str) -> str:
+        try:
+            re.compile(v)
+        except re.error as e:
+            raise ValueError(f"pattern {v!r} is not a valid regular expression: {e}") from None
+        return v
+
+    def evaluate(self, response: str) -> float:
+        flags = (re.IGNORECASE if self.ignore_case else 0) | (re.MULTILINE if self.multiline else 0)
+        found = re.search(self.pattern, response, flags) is not None
+        return float(found == self.must_match)
+
+
+class JsonFormat(_CheckBase):
+    """The response is one JSON value (a fenced ```json block is accepted) with the given keys."""
+
+    type: Literal["json"] = "json"
+    required_keys: list[str] = Field(default_factory=list)
+
+    def evaluate(self, response: str) -> float:
+        text = response.strip()
+        fenced = _FENCE.match(text)
+        if fenced:
+            text = fenced.group(1)
+        try:
+            value = json.loads(text)
+        except ValueError:
+            return 0.0
+        if self.required_keys:
+            return float(isinstance(value, dict) and all(k in value for k in self.required_keys))
+        return 1.0
+
+
+class MarkdownFormat(_CheckBase):
+    """Markdown structure: at least so many headings and bullets, optionally a table or bold text."""
+
+    type: Literal["markdown"] = "markdown"
+    min_headings: int = Field(default=0, ge=0)
+    min_bullets: int = Field(default=0, ge=0)
+    table: bool = False
+    bold: bool = False
+
+    @model_validator(mode="after")
+    def _asks_something(self):
+        if not (self.min_headings or self.min_bullets or self.table or self.bold):
+            raise ValueError("check 'markdown' asks for nothing: set min_headings, min_bullets, table or bold")
+        return self
+
+    def evaluate(self, response: str) -> float:
+        ok = (
+            len(_HEADING.findall(response)) >= self.min_headings
+            and len(_BULLET.findall(response)) >= self.min_bullets
+            and (not self.table or len(_TABLE_ROW.findall(response)) >= 2)
+            and (not self.bold or _BOLD.search(response) is not None)
+        )
+        return float(ok)
+
+
+class StartsWith(_CheckBase):
+    """The response (stripped) starts with the text."""
+
+    type: Literal["starts_with"] = "starts_with"
+    text: str = Field(min_length=1)
+    case_sensitive: bool = False
+
+    def evaluate(self, response: str) -> float:
+        r, t = response.strip(), self.text
+        if not self.case_sensitive:
+            r, t = r.casefold(), t.casefold()
+        return float(r.startswith(t))
+
+
+class EndsWith(_CheckBase):
+    """The response (stripped) ends with the text."""
+
+    type: Literal["ends_with"] = "ends_with"
+    text: str = Field(min_length=1)
+    case_sensitive: bool = False
+
+    def evaluate(self, response: str) -> float:
+        r, t = response.strip(), self.text
+        if not self.case_sensitive:
+            r, t = r.casefold(), t.casefold()
+        return float(r.endswith(t))
+
+
+class LetterCase(_CheckBase):
+    """Every letter of the response is lower case (``case="lower"``) or upper case (``"upper"``)."""
+
+    type: Literal["letter_case"] = "letter_case"
+    case: Literal["lower", "upper"]
+
+    def evaluate(self, response: str) -> float:
+        letters = [c for c in response if c.isalpha()]
+        if not letters:
+            return 0.0
+        return float(all(c.islower() for c in letters) if self.case == "lower" else all(c.isupper() for c in letters))
+
+
+Check = Annotated[
+    WordCount
+    | SentenceCount
+    | ParagraphCount
+    | CharCount
+    | BulletCount
+    | Contains
+    | NotContains
+    | Regex
+    | JsonFormat
+    | MarkdownFormat
+    | StartsWith
+    | EndsWith
+    | LetterCase,
+    Field(discriminator="type"),
+]
+"""Any programmatic check, told apart by its ``type`` field."""
+
+CHECK_TYPES: dict[str, type[_CheckBase]] = {
+    cls.model_fields["type"].default: cls
+    for cls in (
+        WordCount,
+        SentenceCount,
+        ParagraphCount,
+        CharCount,
+        BulletCount,
+        Contains,
+        NotContains,
+        Regex,
+        JsonFormat,
+        MarkdownFormat,
+        StartsWith,
+        EndsWith,
+        LetterCase,
+    )
+}
+"""The valid ``type`` names, each with its model."""

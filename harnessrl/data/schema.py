@@ -1,0 +1,137 @@
+"""The task schema: a prompt, an optional reference answer, and a rubric of weighted criteria.
+
+A criterion is either *judged* (natural-language text graded by a judge backend) or *programmatic*
+(the same kind of text, plus a typed ``check`` evaluated in code). A negative weight makes it a
+pitfall: satisfying it lowers the reward. The rubric stored on a task is version 0, the dataset's;
+the rubric-criteria interface versions its own edits and never changes this one.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from harnessrl.data.checks import Check
+
+__all__ = ["ChatMessage", "Criterion", "Task", "prompt_text"]
+
+
+class ChatMessage(BaseModel):
+    """One chat turn of a prompt."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+class Criterion(BaseModel):
+    """One rubric criterion: what a good response does (weight > 0) or must not do (weight < 0)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str = Field(min_length=1)
+    text: str
+    weight: float
+    kind: Literal["judged", "programmatic"] = "judged"
+    check: Check | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _infer_kind(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "kind" not in data and data.get("check") is not None:
+            data = {**data, "kind": "programmatic"}
+        return data
+
+    @field_validator("text")
+    @classmethod
+    def _text_not_blank(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("criterion text is blank: say in words what the response must (not) do")
+        return v.strip()
+
+    @field_validator("weight", mode="before")
+    @classmethod
+    def _weight_number(cls, v: Any) -> Any:
+        if isinstance(v, bool) or not isinstance(v, int | float | str):
+            raise ValueError(f"weight {v!r} is not a number")
+        try:
+            w = float(v)
+        except ValueError:
+            raise ValueError(f"weight {v!r} is not a number") from None
+        if w != w or w in (float("inf"), float("-inf")):
+            raise ValueError(f"weight {v!r} is not a finite number")
+        if w == 0:
+            raise ValueError("weight is 0: use a positive weight, or a negative one for a pitfall")
+        return w
+
+    @model_validator(mode="after")
+    def _kind_matches_check(self):
+        if self.kind == "programmatic" and self.check is None:
+            raise ValueError("a programmatic criterion needs a 'check' (e.g. {\"type\": \"word_count\", \"max\": 80})")
+        if self.kind == "judged" and self.check is not None:
+            raise ValueError("a judged criterion has no 'check': drop it, or set kind to 'programmatic'")
+        return self
+
+    @property
+    def is_pitfall(self) -> bool:
+        return self.weight < 0
+
+
+class Task(BaseModel):
+    """One open-ended task with its rubric (version 0)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str = Field(min_length=1)
+    domain: str = Field(min_length=1)
+    prompt: str | list[ChatMessage]
+    reference_answer: str | None = None
+    rubric: list[Criterion]
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("prompt")
+    @classmethod
+    def _prompt_not_empty(cls, v: str | list[ChatMessage]) -> str | list[ChatMessage]:
+        if isinstance(v, str):
+            if not v.strip():
+                raise ValueError("prompt is empty")
+        elif not v or not any(m.role == "user" and m.content.strip() for m in v):
+            raise ValueError("prompt has no non-empty user message")
+        return v
+
+    @field_validator("reference_answer")
+    @classmethod
+    def _blank_reference_is_none(cls, v: str | None) -> str | None:
+        return v if v and v.strip() else None
+
+    @field_validator("rubric")
+    @classmethod
+    def _rubric_sound(cls, v: list[Criterion]) -> list[Criterion]:
+        if not v:
+            raise ValueError("rubric is empty: give at least one criterion with a positive weight")
+        if not any(c.weight > 0 for c in v):
+            raise ValueError("rubric has no criterion with a positive weight: the reward would be undefined")
+        seen: set[str] = set()
+        for c in v:
+            if c.id in seen:
+                raise ValueError(f"criterion id {c.id!r} appears twice in the rubric")
+            seen.add(c.id)
+        return v
+
+    def messages(self) -> list[dict[str, str]]:
+        """The prompt as chat messages (a text prompt becomes one user turn)."""
+        if isinstance(self.prompt, str):
+            return [{"role": "user", "content": self.prompt}]
+        return [m.model_dump() for m in self.prompt]
+
+
+def prompt_text(prompt: str | list[ChatMessage] | list[dict[str, str]]) -> str:
+    """A prompt as plain text, for judges and embeddings (chat turns joined with their roles)."""
+    if isinstance(prompt, str):
+        return prompt
+    turns = [m if isinstance(m, dict) else m.model_dump() for m in prompt]
+    if len(turns) == 1:
+        return turns[0]["content"]
+    return "\n".join(f"{t['role']}: {t['content']}" for t in turns)

@@ -1,0 +1,59 @@
+"""The one exception tree of HarnessRL: every message says what was wrong and how to fix it."""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigError",
+    "DataValidationError",
+    "HarnessRLError",
+    "JudgeError",
+    "ResourceMissingError",
+    "RowError",
+]
+
+from dataclasses import dataclass
+
+
+class HarnessRLError(Exception):
+    """Root of every error HarnessRL raises on purpose."""
+
+
+class ConfigError(HarnessRLError):
+    """A configuration value is missing, of the wrong type, or names something that does not exist."""
+
+
+class ResourceMissingError(HarnessRLError):
+    """A file, package or model that HarnessRL needs is not on this machine."""
+
+
+class JudgeError(HarnessRLError):
+    """A judge backend could not be built or used (not a single failed verdict: those are *missing*)."""
+
+
+@dataclass(frozen=True)
+class RowError:
+    """One bad row of a data file: where it is and what is wrong with it."""
+
+    line: int
+    message: str
+    task_id: str | None = None
+
+    def __str__(self) -> str:
+        where = f"line {self.line}"
+        if self.task_id:
+            where += f" (task {self.task_id!r})"
+        return f"{where}: {self.message}"
+
+
+class DataValidationError(HarnessRLError):
+    """A task file has bad rows; ``errors`` lists each one with its line number."""
+
+    def __init__(self, source: str, errors: list[RowError]):
+        self.source = source
+        self.errors = errors
+        shown = "\n".join(f"  {e}" for e in errors[:50])
+        more = f"\n  ... and {len(errors) - 50} more" if len(errors) > 50 else ""
+        super().__init__(
+            f"{source}: {len(errors)} invalid row(s); fix them and run "
+            f"`harnessrl data validate {source}` again:\n{shown}{more}"
+        )
