@@ -1,0 +1,39 @@
+"""Settings of the judge: which backend, which model or server, and its limits."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["JudgeConfig"]
+
+
+class JudgeConfig(BaseModel):
+    """How rewards are graded. The embedded default (``semantic``) is an offline stand-in;
+    point ``backend: openai`` with ``base_url`` at a real judge (OpenAI, vLLM, any compatible server)
+    for real runs."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    backend: str = Field(
+        default="semantic",
+        description="semantic | local-lm | openai, or a dotted path 'package.module:Factory'",
+    )
+    model: str | None = Field(
+        default=None,
+        description="local-lm: a Hugging Face id, a local path or 'embedded'; openai: the model name",
+    )
+    base_url: str | None = Field(default=None, description="openai: server URL, e.g. http://localhost:8000/v1")
+    api_key_env: str = Field(default="OPENAI_API_KEY", description="openai: environment variable holding the key")
+    structured_output: Literal["json_schema", "json_object", "none"] = "json_schema"
+    max_concurrency: int = Field(default=8, ge=1)
+    timeout_s: float = Field(default=60.0, gt=0)
+    max_retries: int = Field(default=3, ge=0, description="openai: retries of a failed request, with backoff")
+    temperature: float = Field(default=0.0, ge=0)
+    max_tokens: int = Field(default=600, ge=16)
+    batch_size: int = Field(default=32, ge=1, description="semantic / local-lm: pairs scored per forward pass")
+    device: str = Field(default="cpu", description="semantic / local-lm: torch device")
+    missing_retries: int = Field(default=1, ge=0, description="times a missing verdict is asked for again")
+    min_coverage: float = Field(default=0.5, gt=0, le=1, description="share of positive weight needing a verdict")
+    cache_size: int = Field(default=200_000, ge=0)
