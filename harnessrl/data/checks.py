@@ -3,7 +3,7 @@
 Everything formal about a response (length, required or forbidden phrases, a pattern, a format)
 is checked here rather than asked of a judge: the answer is exact, free and never missing. Each
 check is a pydantic model tagged by ``type``; a criterion carries one in its ``check`` field, e.g.
-``{"type": "word_count", "max_words": 80}``. ``evaluate`` returns 1.0 when the response passes and
+``{"type": "word_count", "max": 80}``. ``evaluate`` returns 1.0 when the response passes and
 0.0 when it does not.
 """
 
@@ -35,7 +35,8 @@ __all__ = [
 ]
 
 _WORD = re.compile(r"\b[\w'’-]+\b", re.UNICODE)
-_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
+# the space after . ! ? (and any closing quotes or brackets, which stay with their sentence)
+_SENTENCE_END = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][\"')\]])|(?<=[.!?][\"')\]]{2}))\s+(?=[\"'(\[]?[A-Z0-9])")
 _BULLET = re.compile(r"^\s*(?:[-*•+]|\d+[.)])\s+\S", re.MULTILINE)
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+\S", re.MULTILINE)
 _TABLE_ROW = re.compile(r"^\s*\|.*\|\s*$", re.MULTILINE)

@@ -78,9 +78,7 @@ class ValidationReport:
                 "max": max(per_task, default=0),
             },
             "pitfall_share": round(sum(c.is_pitfall for c in crits) / len(crits), 3) if crits else 0.0,
-            "programmatic_share": round(sum(c.kind == "programmatic" for c in crits) / len(crits), 3)
-            if crits
-            else 0.0,
+            "programmatic_share": round(sum(c.kind == "programmatic" for c in crits) / len(crits), 3) if crits else 0.0,
             "with_reference": sum(t.reference_answer is not None for t in self.tasks),
         }
 
@@ -97,7 +95,7 @@ def read_rows(path: str | Path) -> tuple[list[tuple[int, dict[str, Any]]], list[
             table = pq.read_table(path)
         except Exception as e:  # pyarrow raises several types for a broken file
             raise HarnessRLError(f"{path}: not a readable parquet file ({e})") from e
-        rows = table.to_pylist()
+        rows = [_drop_arrow_nulls(r) for r in table.to_pylist()]
         if not rows:
             return [], [RowError(0, "file is empty: it holds no tasks")]
         return list(enumerate(rows, start=1)), []
@@ -113,8 +111,10 @@ def read_rows(path: str | Path) -> tuple[list[tuple[int, dict[str, Any]]], list[
         try:
             row = json.loads(line)
         except json.JSONDecodeError as e:
-            hint = " (truncated line?)" if e.pos >= len(line.rstrip()) - 1 else ""
-            errors.append(RowError(lineno, f"not valid JSON{hint}: {e.msg} at column {e.colno}"))
+            # a line cut short ends inside a value, or inside a string (reported where the string starts)
+            cut = e.pos >= len(line.rstrip()) - 1 or e.msg.startswith("Unterminated string")
+            hint = " (truncated line?)" if cut else ""
+            errors.append(RowError(lineno, f"not valid JSON{hint}: {e.msg} (column {e.colno})"))
             continue
         if not isinstance(row, dict):
             errors.append(RowError(lineno, f"a row must be a JSON object, got {type(row).__name__}"))
@@ -123,6 +123,31 @@ def read_rows(path: str | Path) -> tuple[list[tuple[int, dict[str, Any]]], list[
     if not rows and not errors:
         errors.append(RowError(0, "file is empty: it holds no tasks"))
     return rows, errors
+
+
+def _drop_arrow_nulls(row: Any) -> Any:
+    """Undo Arrow's struct unification: a key one criterion (or check, or metadata) lacks comes back as None.
+
+    Parquet and ``datasets`` store a list of dicts as one struct type, so ``{"id", "text", "weight"}``
+    next to a criterion with a ``check`` reads back with ``"check": None, "kind": None``, and two
+    check types each get the other's fields as None: all of which the schema would reject.
+    """
+    if not isinstance(row, dict):
+        return row
+    row = dict(row)
+    if isinstance(row.get("metadata"), dict):
+        row["metadata"] = {k: v for k, v in row["metadata"].items() if v is not None}
+    rubric = row.get("rubric")
+    if isinstance(rubric, list):
+        items = []
+        for item in rubric:
+            if isinstance(item, dict):
+                item = {k: v for k, v in item.items() if v is not None}
+                if isinstance(item.get("check"), dict):
+                    item["check"] = {k: v for k, v in item["check"].items() if v is not None}
+            items.append(item)
+        row["rubric"] = items
+    return row
 
 
 def _looks_like_rar(row: Mapping[str, Any]) -> bool:
@@ -171,6 +196,7 @@ def _from_mapping(row: Mapping[str, Any], index: int, mapping: Mapping[str, str]
         theirs = mapping.get(ours, ours)
         if theirs in row:
             out[ours] = row[theirs]
+    out = _drop_arrow_nulls(out)  # a mapped rubric column of a `datasets` table has Arrow's None-filled keys
     out.setdefault("id", f"task-{index:06d}")
     out["id"] = str(out["id"])
     if default_domain and not out.get("domain"):
@@ -332,6 +358,6 @@ def load_hf_dataset(
     dataset's columns; unmapped fields are looked up under their own name. Pass ``fmt="rar"`` for a
     dataset in the RaR layout (e.g. a downloaded RaR-Medicine split).
     """
-    rows = [(i, dict(r)) for i, r in enumerate(dataset, start=1)]
+    rows = [(i, _drop_arrow_nulls(dict(r))) for i, r in enumerate(dataset, start=1)]
     errors = [] if rows else [RowError(0, "dataset is empty: it holds no tasks")]
     return validate_rows(rows, source, fmt, mapping, default_domain, errors).raise_if_invalid()

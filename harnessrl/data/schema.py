@@ -69,7 +69,7 @@ class Criterion(BaseModel):
     @model_validator(mode="after")
     def _kind_matches_check(self):
         if self.kind == "programmatic" and self.check is None:
-            raise ValueError("a programmatic criterion needs a 'check' (e.g. {\"type\": \"word_count\", \"max\": 80})")
+            raise ValueError('a programmatic criterion needs a \'check\' (e.g. {"type": "word_count", "max": 80})')
         if self.kind == "judged" and self.check is not None:
             raise ValueError("a judged criterion has no 'check': drop it, or set kind to 'programmatic'")
         return self

