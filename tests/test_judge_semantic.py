@@ -52,8 +52,13 @@ CASES = [
 
 def _req(prompt, ref, crit_text, response, weight=3.0):
     t = Task.model_validate(
-        {"id": "x", "domain": "d", "prompt": prompt, "reference_answer": ref,
-         "rubric": [{"id": "c1", "text": crit_text, "weight": weight}]}
+        {
+            "id": "x",
+            "domain": "d",
+            "prompt": prompt,
+            "reference_answer": ref,
+            "rubric": [{"id": "c1", "text": crit_text, "weight": weight}],
+        }
     )
     return GradeRequest(prompt, response, t.rubric[0], ref)
 

@@ -37,7 +37,7 @@ def aggregate_reward(
     gained = lost = covered = 0.0
     for c in rubric:
         v = verdicts.get(c.id)
-        if v is None:
+        if v is None or v != v:  # missing (None, or a NaN that slipped through) is never read as 0
             continue
         v = min(1.0, max(0.0, float(v)))
         if c.weight > 0:

@@ -60,8 +60,10 @@ def build_judge(config: JudgeConfig | dict | None = None) -> RubricJudge:
     factory = _resolve(config.backend)
     backend = factory.from_config(config) if hasattr(factory, "from_config") else factory(config)
     if not isinstance(backend, JudgeBackend):
-        raise ConfigError(f"judge backend {config.backend!r} built {type(backend).__name__}, "
-                          "which has no name and grade(requests) method")
+        raise ConfigError(
+            f"judge backend {config.backend!r} built {type(backend).__name__}, "
+            "which has no name and grade(requests) method"
+        )
     return RubricJudge(
         backend,
         missing_retries=config.missing_retries,

@@ -118,6 +118,7 @@ class JudgeStats:
     cache_hits: int = 0
     backend_calls: int = 0
     backend_requests: int = 0
+    first_asks: int = 0
     missing_first_try: int = 0
     missing_final: int = 0
     programmatic: int = 0
@@ -131,7 +132,8 @@ class JudgeStats:
             "judge/seconds": self.seconds,
             "judge/calls": float(self.backend_requests),
             "judge/cache_hit_rate": self.cache_hits / judged,
-            "judge/parse_fail_rate": self.missing_first_try / max(1, self.backend_requests),
+            # first asks only: retries would otherwise dilute it (an always-failing backend reads 1.0)
+            "judge/parse_fail_rate": self.missing_first_try / max(1, self.first_asks),
             "judge/missing_rate": self.missing_final / judged,
         }
 
@@ -143,6 +145,7 @@ class JudgeStats:
                 "cache_hits",
                 "backend_calls",
                 "backend_requests",
+                "first_asks",
                 "missing_first_try",
                 "missing_final",
                 "programmatic",
@@ -210,14 +213,22 @@ class RubricJudge:
                         self._cache.move_to_end(key)
                 if hit is not None:
                     self.stats.cache_hits += 1
-                    row.append(Verdict(criterion_id=c.id, value=hit.value, confidence=hit.confidence,
-                                       reason=hit.reason, source="cache"))
+                    row.append(
+                        Verdict(
+                            criterion_id=c.id,
+                            value=hit.value,
+                            confidence=hit.confidence,
+                            reason=hit.reason,
+                            source="cache",
+                        )
+                    )
                 else:
                     row.append(None)
                     todo.append((i, j, req, key))
             slots.append(row)
 
         pending = todo
+        self.stats.first_asks += len(todo)
         for attempt in range(self.missing_retries + 1):
             if not pending:
                 break
@@ -230,15 +241,17 @@ class RubricJudge:
                     still.append((i, j, req, key))
                     continue
                 self._remember(key, bv)
-                slots[i][j] = Verdict(criterion_id=req.criterion.id, value=bv.value,
-                                      confidence=bv.confidence, reason=bv.reason)
+                slots[i][j] = Verdict(
+                    criterion_id=req.criterion.id, value=bv.value, confidence=bv.confidence, reason=bv.reason
+                )
             pending = still
         for i, j, req, _ in pending:
             self.stats.missing_final += 1
             slots[i][j] = Verdict(criterion_id=req.criterion.id, value=None, reason="judge gave no verdict")
         if pending:
-            logger.warning("%d verdict(s) missing after %d retries (backend %s)",
-                           len(pending), self.missing_retries, self.name)
+            logger.warning(
+                "%d verdict(s) missing after %d retries (backend %s)", len(pending), self.missing_retries, self.name
+            )
 
         results = []
         for r, row in zip(requests, slots, strict=True):
@@ -257,12 +270,17 @@ class RubricJudge:
         try:
             out = list(self.backend.grade(reqs))
         except Exception:  # a broken backend call loses these verdicts, never the run
-            logger.exception("judge backend %s failed on a batch of %d; verdicts count as missing",
-                             self.name, len(reqs))
+            logger.exception(
+                "judge backend %s failed on a batch of %d; verdicts count as missing", self.name, len(reqs)
+            )
             out = [None] * len(reqs)
         if len(out) != len(reqs):
-            logger.error("judge backend %s returned %d verdicts for %d requests; treating all as missing",
-                         self.name, len(out), len(reqs))
+            logger.error(
+                "judge backend %s returned %d verdicts for %d requests; treating all as missing",
+                self.name,
+                len(out),
+                len(reqs),
+            )
             out = [None] * len(reqs)
         self.stats.seconds += time.perf_counter() - t0
         self.stats.backend_calls += 1
@@ -288,4 +306,3 @@ def _clean(v: BackendVerdict | None) -> BackendVerdict | None:
     if not 0.0 <= value <= 1.0:
         return None
     return v if value == v.value else BackendVerdict(value, v.confidence, v.reason)
-

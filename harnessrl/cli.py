@@ -1,0 +1,320 @@
+"""The ``harnessrl`` command: data validation, grading with the judge, benchmarks.
+
+Later subcommands (train, eval, report, evolver) plug into the same typer app.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from harnessrl.errors import HarnessRLError
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="harnessrl",
+    help="Rubric-based RL with a training-time harness that co-evolves with the policy.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+data_app = typer.Typer(help="Check and locate task data.", no_args_is_help=True)
+bench_app = typer.Typer(help="Measure speed and quality; every command prints its figures.", no_args_is_help=True)
+app.add_typer(data_app, name="data")
+app.add_typer(bench_app, name="bench")
+
+console = Console()
+err_console = Console(stderr=True)
+
+FormatOpt = Annotated[str, typer.Option("--format", "-f", help="auto | harnessrl | rar | hf")]
+
+
+@app.callback()
+def _root(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log debug details.")] = False) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    if not verbose:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+        hf_logging.set_verbosity_error()
+
+
+# ------------------------------------------------------------------------------------------- data
+@data_app.command("validate")
+def data_validate(
+    file: Annotated[Path, typer.Argument(help="Task file: JSONL (ours or RaR layout) or parquet.")],
+    fmt: FormatOpt = "auto",
+    domain: Annotated[str | None, typer.Option(help="Domain for rows that name none.")] = None,
+) -> None:
+    """Check every row; print each bad row with its line number, or a summary of a good file."""
+    from harnessrl.data.loaders import validate_file
+
+    report = validate_file(file, fmt, default_domain=domain)  # type: ignore[arg-type]
+    if report.errors:
+        err_console.print(f"[bold red]{file}: {len(report.errors)} invalid row(s)[/]")
+        for e in report.errors:
+            # one unwrapped line per bad row (grep-able); the row's text is escaped, the mark is markup
+            err_console.print(f"  [red]✗[/] {escape(str(e))}", highlight=False, soft_wrap=True)
+        err_console.print(f"{len(report.tasks)} row(s) were valid. Fix the rows above and validate again.")
+        raise typer.Exit(1)
+    s = report.summary()
+    console.print(f"[bold green]✓ {file}[/]: {s['tasks']} valid tasks (format: {report.format})")
+    table = Table(title="Tasks per domain")
+    table.add_column("domain")
+    table.add_column("tasks", justify="right")
+    for d, n in s["domains"].items():
+        table.add_row(d, str(n))
+    console.print(table)
+    cpt = s["criteria_per_task"]
+    console.print(
+        f"criteria: {s['criteria']} (per task min {cpt['min']} / mean {cpt['mean']} / max {cpt['max']}), "
+        f"pitfalls {s['pitfall_share']:.1%}, programmatic {s['programmatic_share']:.1%}, "
+        f"tasks with a reference answer: {s['with_reference']}"
+    )
+
+
+@data_app.command("path")
+def data_path() -> None:
+    """Print where the bundled Rubric-Mix sample lies."""
+    from harnessrl.data import bundled_path
+
+    for split in ("train", "heldout"):
+        console.print(f"{split}: {bundled_path(split)}", highlight=False)  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------------------------------ judge
+def _judge_config(backend: str | None, model: str | None, base_url: str | None, config: Path | None):
+    from harnessrl.config import load_yaml
+    from harnessrl.trainer.judges import JudgeConfig
+
+    data: dict = {}
+    if config:
+        raw = load_yaml(config)
+        data = dict(raw.get("judge", raw))
+    for key, val in (("backend", backend), ("model", model), ("base_url", base_url)):
+        if val is not None:
+            data[key] = val
+    return JudgeConfig.model_validate(data)
+
+
+def _read_responses(path: Path) -> list[tuple[str | None, str]]:
+    """(task_id or None, response) from a JSONL of {"response", "task_id"?} or a text file, one per line."""
+    out: list[tuple[str | None, str]] = []
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        if path.suffix == ".jsonl":
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise HarnessRLError(f"{path} line {lineno}: not valid JSON ({e.msg})") from None
+            if not isinstance(row, dict) or not isinstance(row.get("response"), str):
+                raise HarnessRLError(f'{path} line {lineno}: expected {{"response": "...", "task_id": "..."}}')
+            out.append((row.get("task_id"), row["response"]))
+        else:
+            out.append((None, line.replace("\\n", "\n")))
+    if not out:
+        raise HarnessRLError(f"{path}: no responses in it")
+    return out
+
+
+def _verdict_table(task, result, title: str) -> Table:
+    crit = {c.id: c for c in task.rubric}
+    table = Table(title=title, title_justify="left", show_lines=False)
+    for col, kw in (
+        ("criterion", {}),
+        ("kind", {}),
+        ("weight", {"justify": "right"}),
+        ("verdict", {"justify": "right"}),
+        ("conf.", {"justify": "right"}),
+        ("reason", {"overflow": "fold"}),
+    ):
+        table.add_column(col, **kw)
+    for v in result.verdicts:
+        c = crit[v.criterion_id]
+        if v.value is None:
+            shown = "[yellow]missing[/]"
+        else:
+            good = v.value >= 0.5 if c.weight > 0 else v.value < 0.5
+            shown = f"[{'green' if good else 'red'}]{v.value:.2f}[/]"
+        text = c.text if len(c.text) <= 60 else c.text[:57] + "..."
+        table.add_row(
+            f"{c.id} {text}",
+            c.kind + (" pitfall" if c.weight < 0 else ""),
+            f"{c.weight:g}",
+            shown,
+            "" if v.confidence is None else f"{v.confidence:.2f}",
+            v.reason or v.source,
+        )
+    reward = "dropped (too many missing verdicts)" if result.reward is None else f"{result.reward:.3f}"
+    table.caption = f"reward = {reward}"
+    return table
+
+
+@app.command("judge")
+def judge_cmd(
+    task_id: Annotated[str | None, typer.Option("--task", "-t", help="Task id (default: each response's own).")] = None,
+    data: Annotated[Path | None, typer.Option(help="Task file (default: the bundled sample).")] = None,
+    response: Annotated[str | None, typer.Option("--response", "-r", help="A response to grade.")] = None,
+    responses: Annotated[
+        Path | None, typer.Option(help='File of responses: JSONL {"response", "task_id"?} or text, one a line.')
+    ] = None,
+    reference: Annotated[bool, typer.Option(help="Grade the task's reference answer.")] = False,
+    poor: Annotated[bool, typer.Option(help="Grade the task's deliberately poor answer (metadata).")] = False,
+    backend: Annotated[str | None, typer.Option(help="semantic | local-lm | openai")] = None,
+    model: Annotated[str | None, typer.Option(help="Judge model (local-lm path/id, or the server's model).")] = None,
+    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible server URL.")] = None,
+    config: Annotated[Path | None, typer.Option(help="YAML with a 'judge:' section (JudgeConfig fields).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
+) -> None:
+    """Grade responses against a task's rubric: a per-criterion table with verdicts and the reward."""
+    from harnessrl.data import load_bundled, load_tasks
+    from harnessrl.trainer.judges import RubricRequest, build_judge
+
+    tasks = load_tasks(data) if data else load_bundled("all")
+    by_id = {t.id: t for t in tasks}
+    items: list[tuple[str | None, str, str]] = []  # (task id, label, response)
+    if response is not None:
+        items.append((task_id, "response", response))
+    if responses is not None:
+        items += [
+            (tid or task_id, f"{responses.name}:{i}", r) for i, (tid, r) in enumerate(_read_responses(responses), 1)
+        ]
+    if (reference or poor) and task_id is None:
+        raise HarnessRLError("--reference / --poor need --task ID")
+    if not items and not (reference or poor):
+        raise HarnessRLError("nothing to grade: pass --response TEXT, --responses FILE, --reference or --poor")
+    resolved = []
+    for tid, label, text in items:
+        if tid is None:
+            raise HarnessRLError(f"{label}: no task id; pass --task ID or put task_id in the responses file")
+        if tid not in by_id:
+            raise HarnessRLError(f"unknown task {tid!r}; `harnessrl data validate` lists the file's tasks")
+        resolved.append((by_id[tid], label, text))
+    if reference or poor:
+        if task_id not in by_id:
+            raise HarnessRLError(f"unknown task {task_id!r}")
+        t = by_id[task_id]
+        if reference:
+            if not t.reference_answer:
+                raise HarnessRLError(f"task {task_id!r} has no reference answer")
+            resolved.append((t, "reference answer", t.reference_answer))
+        if poor:
+            if not t.metadata.get("poor_answer"):
+                raise HarnessRLError(f"task {task_id!r} has no metadata.poor_answer")
+            resolved.append((t, "poor answer", t.metadata["poor_answer"]))
+
+    judge = build_judge(_judge_config(backend, model, base_url, config))
+    with console.status(f"grading {len(resolved)} response(s) with the {judge.name} judge..."):
+        results = judge.grade([RubricRequest.for_task(t, text) for t, _, text in resolved])
+    if as_json:
+        out = [
+            {"task_id": t.id, "label": label, "reward": r.reward, "verdicts": [v.model_dump() for v in r.verdicts]}
+            for (t, label, _), r in zip(resolved, results, strict=True)
+        ]
+        sys.stdout.write(json.dumps(out, indent=2) + "\n")
+        return
+    for (t, label, _), r in zip(resolved, results, strict=True):
+        console.print(_verdict_table(t, r, f"{t.id} ({t.domain}) — {label} — judge: {judge.name}"))
+    m = judge.stats.metrics()
+    console.print(f"judge calls: {int(m['judge/calls'])}, missing verdicts: {sum(r.missing for r in results)}")
+
+
+# ------------------------------------------------------------------------------------------ bench
+@bench_app.command("judge")
+def bench_judge(
+    backend: Annotated[str, typer.Option(help="semantic | local-lm | openai")] = "semantic",
+    model: Annotated[str | None, typer.Option(help="Judge model for local-lm / openai.")] = None,
+    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible server URL.")] = None,
+    batch_sizes: Annotated[str, typer.Option(help="Comma-separated batch sizes to time.")] = "8,32",
+    requests: Annotated[int, typer.Option(help="(response, criterion) pairs to time.")] = 128,
+) -> None:
+    """Judge quality and speed on the bundled sample: agreement with the hand labels, reference vs
+    poor answers, and criteria graded per second."""
+    import random
+
+    from harnessrl.data import load_bundled, load_judge_labels, prompt_text
+    from harnessrl.data.checks import split_sentences
+    from harnessrl.trainer.judges import GradeRequest, build_judge
+    from harnessrl.trainer.judges.evaluation import agreement, measure_throughput, reference_vs_poor
+
+    sizes = [int(b) for b in batch_sizes.split(",") if b.strip()]
+    tasks = load_bundled("all")
+    with console.status(f"loading the {backend} judge..."):
+        judge = build_judge(_judge_config(backend, model, base_url, None))
+    console.print(f"[bold]Judge bench[/] — backend [cyan]{judge.name}[/], {len(tasks)} bundled tasks")
+
+    with console.status("grading the hand-labelled set..."):
+        ag = agreement(judge.backend, load_judge_labels(), tasks)
+    t = Table(title=f"Agreement with {ag.n} hand labels ({ag.positives} positive)", title_justify="left")
+    for col in ("domain", "n", "AUC", "accuracy@0.5"):
+        t.add_column(col, justify="right" if col != "domain" else "left")
+    for d, row in ag.per_domain.items():
+        t.add_row(d, str(int(row["n"])), f"{row['auc']:.3f}", f"{row['accuracy']:.3f}")
+    t.add_row("[bold]all[/]", str(ag.n), f"[bold]{ag.auc:.3f}[/]", f"[bold]{ag.accuracy:.3f}[/]")
+    console.print(t)
+
+    with console.status("grading reference and poor answers..."):
+        rvp = reference_vs_poor(judge, tasks)
+    t = Table(title="Reference answer vs a deliberately poor answer (rubric version 0)", title_justify="left")
+    for col in ("domain", "reference wins", "tasks"):
+        t.add_column(col, justify="right" if col != "domain" else "left")
+    for d, (w, n) in rvp.per_domain.items():
+        t.add_row(d, str(w), str(n))
+    t.add_row("[bold]all[/]", f"[bold]{rvp.reference_wins}[/]", str(rvp.tasks))
+    t.caption = f"mean reward: reference {rvp.mean_reference:.3f}, poor {rvp.mean_poor:.3f}"
+    console.print(t)
+    if rvp.losers:
+        console.print(f"reference not above poor on: {', '.join(rvp.losers)}")
+
+    rng = random.Random(0)
+    pool = [(task, c) for task in tasks for c in task.rubric if c.check is None]
+    texts = [x for task in tasks for x in (task.reference_answer, task.metadata.get("poor_answer")) if x]
+
+    def fresh_requests(tag: str) -> list[GradeRequest]:
+        # every sentence of every response is new, as in training: no cache may flatter the figure
+        # (anchors - prompts, references - recur every step in training and stay cached here too)
+        out = []
+        for i in range(requests):
+            task, c = rng.choice(pool)
+            response = " ".join(
+                f"{s[:-1]} ({tag}.{i}.{k}){s[-1]}" for k, s in enumerate(split_sentences(rng.choice(texts)))
+            )
+            out.append(GradeRequest(prompt_text(task.prompt), response, c, task.reference_answer))
+        return out
+
+    t = Table(title=f"Throughput on this machine ({os.cpu_count()} CPU cores), {requests} pairs", title_justify="left")
+    for col in ("batch size", "seconds", "criteria / s"):
+        t.add_column(col, justify="right")
+    for bs in sizes:
+        with console.status(f"timing batch size {bs}..."):
+            tp = measure_throughput(judge.backend, fresh_requests(str(bs)), bs)
+        t.add_row(str(bs), f"{tp.seconds:.2f}", f"{tp.per_second:.1f}")
+    console.print(t)
+
+
+def main() -> None:
+    """Console entry point: HarnessRL errors become one clear message and exit code 1."""
+    try:
+        app()
+    except HarnessRLError as e:
+        err_console.print(f"[bold red]error:[/] {e}", highlight=False)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
