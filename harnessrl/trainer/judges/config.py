@@ -34,6 +34,9 @@ class JudgeConfig(BaseModel):
     max_tokens: int = Field(default=600, ge=16)
     batch_size: int = Field(default=32, ge=1, description="semantic / local-lm: pairs scored per forward pass")
     device: str = Field(default="cpu", description="semantic / local-lm: torch device")
+    max_length: int | None = Field(
+        default=None, ge=64, description="local-lm: grading prompt tokens (default: the model's limit, at most 2048)"
+    )
     missing_retries: int = Field(default=1, ge=0, description="times a missing verdict is asked for again")
     min_coverage: float = Field(default=0.5, gt=0, le=1, description="share of positive weight needing a verdict")
     cache_size: int = Field(default=200_000, ge=0)

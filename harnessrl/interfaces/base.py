@@ -1,0 +1,34 @@
+"""What the three harness interfaces share: a version counter, an update history, JSON state.
+
+An interface owns some state the trainer consults every step (task weights, guidance texts, rubric
+versions). It changes only through a typed update (a pydantic model whose docstring is the
+instruction the evolver's LLM reads); every applied update bumps the interface's version and is
+appended to its history with the step it applies from, so a run can be read back and resumed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+__all__ = ["AppliedUpdate", "InterfaceUpdate"]
+
+
+class InterfaceUpdate(BaseModel):
+    """Base of every interface update: what to change, and why (``rationale``, for the trace)."""
+
+    rationale: str = Field(default="", description="Why this update: the failure and evidence it answers.")
+
+    @property
+    def interface(self) -> str:  # pragma: no cover - every subclass sets a literal field
+        raise NotImplementedError
+
+
+class AppliedUpdate(BaseModel):
+    """One entry of an interface's history: the update, the version it made, and from which step."""
+
+    version: int
+    step: int
+    update: dict[str, Any]
+    candidate_id: str | None = None

@@ -1,0 +1,133 @@
+"""Rollout guidance: a hint for part of each group, and the sampling temperature, per task or domain.
+
+When every rollout of a task fails the same way, GRPO learns nothing from it. Guiding *part* of the
+group (a hint or scaffold appended to the prompt) lets some rollouts succeed, so the group becomes
+discriminative again; the rest of the group stays unguided, so the policy is still trained on the
+plain prompt. A rule set for a task overrides its domain's rule. Which members of a group are guided
+is fixed by their position in the group (the first ``k``), so every process agrees on it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from pydantic import BaseModel, Field, model_validator
+
+from harnessrl.data.schema import Task
+from harnessrl.interfaces.base import AppliedUpdate, InterfaceUpdate
+
+__all__ = ["GuidanceRule", "RolloutGuidance", "RolloutGuidanceState", "SetGuidance", "guided_count"]
+
+HINT_TEMPLATE = "\n\n(Hint: {text})"
+
+
+class GuidanceRule(BaseModel):
+    """Guidance in force for a task or a domain."""
+
+    text: str | None = None
+    fraction: float = Field(default=0.0, ge=0, le=1)
+    temperature: float | None = Field(default=None, gt=0, le=3)
+
+
+class SetGuidance(InterfaceUpdate):
+    """Guide part of each rollout group for a task or a whole domain: ``text`` is a hint appended to the
+    prompt of the first ``fraction`` of the group (the rest stays unguided, so the policy still learns
+    the plain prompt); ``temperature`` overrides the sampling temperature for the whole group (higher
+    explores more). Use it when a task's rollouts all fail alike (uniformly low rewards). Set
+    ``text`` to null and ``fraction`` to 0 to remove guidance."""
+
+    interface: Literal["rollout_guidance"] = "rollout_guidance"
+    scope: Literal["task", "domain"] = "task"
+    target: str = Field(min_length=1, description="The task id or the domain name.")
+    text: str | None = Field(default=None, max_length=2000, description="The hint shown to guided rollouts.")
+    fraction: float = Field(default=0.5, ge=0, le=1, description="Share of each group that sees the hint.")
+    temperature: float | None = Field(default=None, gt=0, le=3, description="Sampling temperature override.")
+
+    @model_validator(mode="after")
+    def _text_with_fraction(self):
+        if self.fraction > 0 and not (self.text and self.text.strip()):
+            raise ValueError("a guidance fraction > 0 needs a hint text")
+        return self
+
+    def rule(self) -> GuidanceRule:
+        return GuidanceRule(text=self.text, fraction=self.fraction if self.text else 0.0, temperature=self.temperature)
+
+
+class RolloutGuidanceState(BaseModel):
+    per_task: dict[str, GuidanceRule] = Field(default_factory=dict)
+    per_domain: dict[str, GuidanceRule] = Field(default_factory=dict)
+    default_temperature: float = 1.0
+    version: int = 0
+    history: list[AppliedUpdate] = Field(default_factory=list)
+
+
+def guided_count(group_size: int, fraction: float) -> int:
+    """How many of a group get the hint: at least one when fraction > 0, never the whole group."""
+    if fraction <= 0 or group_size < 2:
+        return 0
+    return min(group_size - 1, max(1, math.floor(fraction * group_size + 0.5)))
+
+
+class RolloutGuidance:
+    """The rollout-guidance interface. With no update applied no prompt changes (plain GRPO)."""
+
+    name = "rollout_guidance"
+
+    def __init__(self, default_temperature: float = 1.0, domains: set[str] | None = None):
+        self.state = RolloutGuidanceState(default_temperature=default_temperature)
+        self.domains = domains
+
+    @property
+    def version(self) -> int:
+        return self.state.version
+
+    def rule_for(self, task: Task, overlay: SetGuidance | None = None) -> GuidanceRule | None:
+        """The rule in force for ``task`` (a task rule beats a domain rule); ``overlay`` previews a candidate."""
+        if overlay is not None and (
+            (overlay.scope == "task" and overlay.target == task.id)
+            or (overlay.scope == "domain" and overlay.target == task.domain)
+        ):
+            return overlay.rule()
+        return self.state.per_task.get(task.id) or self.state.per_domain.get(task.domain)
+
+    def temperature_for(self, task: Task, overlay: SetGuidance | None = None) -> float:
+        rule = self.rule_for(task, overlay)
+        return rule.temperature if rule and rule.temperature else self.state.default_temperature
+
+    def prompt_for(
+        self, task: Task, member: int, group_size: int, overlay: SetGuidance | None = None
+    ) -> tuple[list[dict[str, str]], bool]:
+        """Chat messages for group member ``member`` of ``task``, and whether they carry the hint."""
+        messages = task.messages()
+        rule = self.rule_for(task, overlay)
+        if rule is None or not rule.text or member >= guided_count(group_size, rule.fraction):
+            return messages, False
+        last = max(i for i, m in enumerate(messages) if m["role"] == "user")
+        messages = [dict(m) for m in messages]
+        messages[last]["content"] += HINT_TEMPLATE.format(text=rule.text.strip())
+        return messages, True
+
+    def apply(self, update: SetGuidance, step: int, candidate_id: str | None = None) -> int:
+        if update.scope == "domain" and self.domains is not None and update.target not in self.domains:
+            raise ValueError(f"unknown domain {update.target!r}; known: {sorted(self.domains)}")
+        table = self.state.per_task if update.scope == "task" else self.state.per_domain
+        if update.fraction == 0 and update.temperature is None:
+            table.pop(update.target, None)
+        else:
+            table[update.target] = update.rule()
+        self.state.version += 1
+        self.state.history.append(
+            AppliedUpdate(version=self.state.version, step=step, update=update.model_dump(), candidate_id=candidate_id)
+        )
+        return self.state.version
+
+    def to_dict(self) -> dict:
+        return self.state.model_dump()
+
+    @classmethod
+    def from_dict(cls, data: dict, domains: set[str] | None = None) -> RolloutGuidance:
+        obj = cls.__new__(cls)
+        obj.state = RolloutGuidanceState.model_validate(data)
+        obj.domains = domains
+        return obj

@@ -1,0 +1,162 @@
+"""Task sampling: which tasks make up the next batch, from per-task weights and status.
+
+A task is *active* (sampled in proportion to its weight), *parked* until a step (not sampled until
+then: out of reach for now) or *retired* (never again: solved, or useless). A floor keeps every
+active task's share at least ``floor / n_active`` so nothing starves. The draw for a step is a pure
+function of (seed, step, state), so every process of a multi-process run draws the same tasks and
+takes its own slice, and TRL's grouping (each task repeated ``num_generations`` times) is built on
+top by the trainer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, Field, model_validator
+
+from harnessrl.errors import ConfigError
+from harnessrl.interfaces.base import AppliedUpdate, InterfaceUpdate
+
+__all__ = ["ReweightTasks", "TaskSampling", "TaskSamplingState", "TaskStatus"]
+
+TaskStatus = Literal["active", "parked", "retired"]
+
+
+class ReweightTasks(InterfaceUpdate):
+    """Change how often tasks are sampled. Use ``action="reweight"`` with a weight (1.0 is the default;
+    2.0 samples twice as often) to promote tasks in the learnable band or demote ones that teach little;
+    ``"park"`` to stop sampling tasks that are out of reach for now (for ``park_steps`` steps);
+    ``"retire"`` to stop sampling solved or broken tasks for good; ``"activate"`` to bring tasks back."""
+
+    interface: Literal["task_sampling"] = "task_sampling"
+    task_ids: list[str] = Field(min_length=1, description="Tasks this update applies to.")
+    action: Literal["reweight", "park", "retire", "activate"] = "reweight"
+    weight: float | None = Field(default=None, gt=0, le=100, description="New weight (reweight only).")
+    park_steps: int | None = Field(default=None, ge=1, le=100_000, description="How long to park (park only).")
+
+    @model_validator(mode="after")
+    def _fields_match_action(self):
+        if self.action == "reweight" and self.weight is None:
+            raise ValueError("action 'reweight' needs a weight > 0")
+        if self.action == "park" and self.park_steps is None:
+            raise ValueError("action 'park' needs park_steps >= 1")
+        return self
+
+
+class TaskSamplingState(BaseModel):
+    """Serializable state: weights, status, park deadlines, version and history."""
+
+    weights: dict[str, float]
+    status: dict[str, TaskStatus]
+    parked_until: dict[str, int] = Field(default_factory=dict)
+    floor: float = 0.1
+    version: int = 0
+    history: list[AppliedUpdate] = Field(default_factory=list)
+
+
+class TaskSampling:
+    """The task-sampling interface. With no update applied it samples uniformly (plain GRPO)."""
+
+    name = "task_sampling"
+
+    def __init__(self, task_ids: Iterable[str], floor: float = 0.1, seed: int = 0):
+        ids = list(dict.fromkeys(task_ids))
+        if not ids:
+            raise ConfigError("task sampling needs at least one training task")
+        if not 0 <= floor <= 1:
+            raise ConfigError(f"sampling floor must be in [0, 1], got {floor}")
+        self.seed = seed
+        self.state = TaskSamplingState(
+            weights=dict.fromkeys(ids, 1.0), status=dict.fromkeys(ids, "active"), floor=floor
+        )
+
+    @property
+    def version(self) -> int:
+        return self.state.version
+
+    @property
+    def task_ids(self) -> list[str]:
+        return list(self.state.weights)
+
+    def status_at(self, task_id: str, step: int) -> TaskStatus:
+        s = self.state.status[task_id]
+        if s == "parked" and step >= self.state.parked_until.get(task_id, 0):
+            return "active"
+        return s
+
+    def probabilities(self, step: int, weights: dict[str, float] | None = None) -> dict[str, float]:
+        """Sampling probability of each task at ``step`` (0 for parked and retired tasks)."""
+        weights = weights or self.state.weights
+        active = [t for t in weights if self.status_at(t, step) == "active"]
+        if not active:  # everything parked or retired: fall back to the parked ones rather than stop
+            active = [t for t in weights if self.state.status[t] != "retired"] or list(weights)
+        w = np.array([weights[t] for t in active], dtype=float)
+        p = w / w.sum()
+        floor = self.state.floor / len(active)
+        p = np.maximum(p, floor)
+        p = p / p.sum()
+        probs = dict.fromkeys(weights, 0.0)
+        probs.update(zip(active, p.tolist(), strict=True))
+        return probs
+
+    def sample(self, n: int, step: int) -> list[str]:
+        """``n`` tasks for ``step``: distinct while enough tasks are eligible; the same on every process."""
+        probs = self.probabilities(step)
+        ids = [t for t, p in probs.items() if p > 0]
+        p = np.array([probs[t] for t in ids])
+        rng = np.random.default_rng([self.seed, step])
+        if n <= len(ids):
+            return [ids[i] for i in rng.choice(len(ids), size=n, replace=False, p=p)]
+        return [ids[i] for i in rng.choice(len(ids), size=n, replace=True, p=p)]
+
+    def preview(self, update: ReweightTasks, step: int) -> dict[str, float]:
+        """Sampling probabilities if ``update`` were applied (for trials; changes nothing)."""
+        clone = TaskSampling.__new__(TaskSampling)
+        clone.seed = self.seed
+        clone.state = self.state.model_copy(deep=True)
+        clone._apply_state(update, step)
+        return clone.probabilities(step)
+
+    def _check_ids(self, ids: Sequence[str]) -> None:
+        unknown = [t for t in ids if t not in self.state.weights]
+        if unknown:
+            raise ValueError(f"unknown task id(s) {unknown[:5]}: task sampling knows only training tasks")
+
+    def _apply_state(self, update: ReweightTasks, step: int) -> None:
+        self._check_ids(update.task_ids)
+        s = self.state
+        for t in update.task_ids:
+            if update.action == "reweight":
+                s.weights[t] = float(update.weight)  # type: ignore[arg-type]
+                if s.status[t] != "retired":
+                    s.status[t] = "active"
+            elif update.action == "park":
+                s.status[t] = "parked"
+                s.parked_until[t] = step + int(update.park_steps)  # type: ignore[arg-type]
+            elif update.action == "retire":
+                s.status[t] = "retired"
+            else:
+                s.status[t] = "active"
+                s.parked_until.pop(t, None)
+
+    def apply(self, update: ReweightTasks, step: int, candidate_id: str | None = None) -> int:
+        """Apply an update from ``step`` on; returns the new version."""
+        self._apply_state(update, step)
+        self.state.version += 1
+        self.state.history.append(
+            AppliedUpdate(version=self.state.version, step=step, update=update.model_dump(), candidate_id=candidate_id)
+        )
+        return self.state.version
+
+    def to_dict(self) -> dict:
+        return {"seed": self.seed, **self.state.model_dump()}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> TaskSampling:
+        obj = cls.__new__(cls)
+        data = dict(data)
+        obj.seed = data.pop("seed", 0)
+        obj.state = TaskSamplingState.model_validate(data)
+        return obj
