@@ -242,6 +242,9 @@ def bench_judge(
     base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible server URL.")] = None,
     batch_sizes: Annotated[str, typer.Option(help="Comma-separated batch sizes to time.")] = "8,32",
     requests: Annotated[int, typer.Option(help="(response, criterion) pairs to time.")] = 128,
+    max_tasks: Annotated[
+        int | None, typer.Option(help="Compare reference vs poor on the first N tasks of each domain only.")
+    ] = None,
 ) -> None:
     """Judge quality and speed on the bundled sample: agreement with the hand labels, reference vs
     poor answers, and criteria graded per second."""
@@ -269,7 +272,13 @@ def bench_judge(
     console.print(t)
 
     with console.status("grading reference and poor answers..."):
-        rvp = reference_vs_poor(judge, tasks)
+        rvp_tasks = tasks
+        if max_tasks is not None:
+            per_domain: dict[str, list] = {}
+            for task in tasks:
+                per_domain.setdefault(task.domain, []).append(task)
+            rvp_tasks = [task for group in per_domain.values() for task in group[:max_tasks]]
+        rvp = reference_vs_poor(judge, rvp_tasks)
     t = Table(title="Reference answer vs a deliberately poor answer (rubric version 0)", title_justify="left")
     for col in ("domain", "reference wins", "tasks"):
         t.add_column(col, justify="right" if col != "domain" else "left")
@@ -282,22 +291,29 @@ def bench_judge(
         console.print(f"reference not above poor on: {', '.join(rvp.losers)}")
 
     rng = random.Random(0)
-    pool = [(task, c) for task in tasks for c in task.rubric if c.check is None]
     texts = [x for task in tasks for x in (task.reference_answer, task.metadata.get("poor_answer")) if x]
 
     def fresh_requests(tag: str) -> list[GradeRequest]:
-        # every sentence of every response is new, as in training: no cache may flatter the figure
-        # (anchors - prompts, references - recur every step in training and stay cached here too)
-        out = []
-        for i in range(requests):
-            task, c = rng.choice(pool)
-            response = " ".join(
-                f"{s[:-1]} ({tag}.{i}.{k}){s[-1]}" for k, s in enumerate(split_sentences(rng.choice(texts)))
-            )
-            out.append(GradeRequest(prompt_text(task.prompt), response, c, task.reference_answer))
-        return out
+        # as in training: each new response is graded on every judged criterion of its task, and every
+        # sentence is new, so no cache flatters the figure (anchors - prompts, references - recur every
+        # step in training and stay cached here too)
+        out: list[GradeRequest] = []
+        while len(out) < requests:
+            task = rng.choice(tasks)
+            sents = split_sentences(rng.choice(texts))
+            response = " ".join(f"{s[:-1]} ({tag}.{len(out)}.{k}){s[-1]}" for k, s in enumerate(sents))
+            out += [
+                GradeRequest(prompt_text(task.prompt), response, c, task.reference_answer)
+                for c in task.rubric
+                if c.check is None
+            ]
+        return out[:requests]
 
-    t = Table(title=f"Throughput on this machine ({os.cpu_count()} CPU cores), {requests} pairs", title_justify="left")
+    t = Table(
+        title=f"Throughput: {requests} (response, criterion) pairs, whole rubrics per response, "
+        f"{os.cpu_count()} CPU cores",
+        title_justify="left",
+    )
     for col in ("batch size", "seconds", "criteria / s"):
         t.add_column(col, justify="right")
     for bs in sizes:

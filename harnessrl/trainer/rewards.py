@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 
 from harnessrl.data.schema import Criterion
 
-__all__ = ["aggregate_reward"]
+__all__ = ["RubricReward", "aggregate_reward", "completion_text"]
 
 
 def aggregate_reward(
@@ -48,3 +48,48 @@ def aggregate_reward(
     if covered <= 0 or covered / total_pos < min_coverage:
         return None
     return min(1.0, max(0.0, (gained - lost) / covered))
+
+
+def completion_text(completion: str | list[dict]) -> str:
+    """The text of a TRL completion (a string, or a conversational list of messages)."""
+    if isinstance(completion, str):
+        return completion
+    return "".join(m.get("content") or "" for m in completion if m.get("role", "assistant") == "assistant")
+
+
+class RubricReward:
+    """The TRL reward function: grades each completion against its task's rubric *at the version the
+    rollout was made with* (the ``rubric_version`` column), with the unguided prompt as the context.
+
+    The grade results of the last call stay in ``last`` for the trainer's step records.
+    """
+
+    __name__ = "rubric"
+
+    def __init__(self, judge, harness):
+        self.judge = judge
+        self.harness = harness
+        self.last: list = []
+        self.last_texts: list[str] = []
+        self.last_lengths: list[int] = []
+        self.seconds = 0.0
+
+    def __call__(
+        self, prompts, completions, task_id, rubric_version, completion_ids=None, **kwargs
+    ) -> list[float | None]:
+        import time
+
+        from harnessrl.trainer.judges.base import RubricRequest
+
+        reqs = []
+        self.last_texts = [completion_text(c) for c in completions]
+        n = len(self.last_texts)
+        self.last_lengths = [len(ids) for ids in completion_ids] if completion_ids is not None else [0] * n
+        for tid, version, text in zip(task_id, rubric_version, self.last_texts, strict=True):
+            task = self.harness.tasks[tid]
+            rubric = self.harness.rubrics.versions[tid][int(version)].criteria
+            reqs.append(RubricRequest.for_task(task, text, rubric))
+        t0 = time.perf_counter()
+        self.last = self.judge.grade(reqs)
+        self.seconds += time.perf_counter() - t0
+        return [r.reward for r in self.last]

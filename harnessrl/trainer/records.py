@@ -1,0 +1,131 @@
+"""Step records: what each task group of each step looked like, and the rollouts of the last steps.
+
+A :class:`GroupRecord` (one task's group at one step: rewards, std, per-criterion verdicts, lengths,
+guidance used, rubric version) is what the failure detectors and the training memory read; it is
+appended to ``steps.jsonl`` as soon as the step is scored. The rollouts themselves (completion text
+and verdicts) are kept for the last ``keep_steps`` steps, in memory and under ``rollouts/``, so a
+critic can re-grade on-policy samples with a candidate rubric without generating anything.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import OrderedDict
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+__all__ = ["GroupRecord", "Recorder", "RolloutRecord", "StepRecord", "group_stats"]
+
+
+class RolloutRecord(BaseModel):
+    """One completion: its text, length, verdicts and reward, and how it was produced."""
+
+    step: int
+    task_id: str
+    member: int
+    guided: bool
+    rubric_version: int
+    temperature: float
+    completion: str
+    length_tokens: int
+    length_words: int
+    reward: float | None
+    verdicts: dict[str, float | None]
+
+
+class GroupRecord(BaseModel):
+    """One task's group at one step."""
+
+    step: int
+    task_id: str
+    domain: str
+    rubric_version: int
+    guidance: str | None = None
+    guided: int = 0
+    temperature: float = 1.0
+    rewards: list[float | None]
+    mean: float | None
+    std: float | None
+    flat: bool = Field(description="std below harness.zero_std_eps: the group teaches nothing")
+    lengths: list[int]
+    criterion_means: dict[str, float | None]
+    missing: int = 0
+    reference_reward: float | None = None
+
+    def summary(self) -> str:
+        """A one-line text description (what the memory embeds)."""
+        flat = " flat" if self.flat else ""
+        mean = "n/a" if self.mean is None else f"{self.mean:.2f}"
+        std = "n/a" if self.std is None else f"{self.std:.2f}"
+        return (
+            f"step {self.step} task {self.task_id} ({self.domain}) rubric v{self.rubric_version}: "
+            f"reward mean {mean} std {std}{flat}, mean length {np.mean(self.lengths):.0f} tokens"
+            + (f", {self.guided} guided" if self.guided else "")
+        )
+
+
+class StepRecord(BaseModel):
+    step: int
+    groups: list[GroupRecord]
+    seconds: dict[str, float] = Field(default_factory=dict)
+
+
+def group_stats(rewards: Sequence[float | None]) -> tuple[float | None, float | None]:
+    """Mean and population std of the rewards that exist (None: dropped rollouts)."""
+    vals = [r for r in rewards if r is not None and not math.isnan(r)]
+    if not vals:
+        return None, None
+    return float(np.mean(vals)), float(np.std(vals))
+
+
+class Recorder:
+    """Keeps step records; writes ``steps.jsonl`` and the last steps' rollouts under the run directory."""
+
+    def __init__(self, run_dir: str | Path | None, keep_steps: int = 4):
+        self.run_dir = Path(run_dir) if run_dir else None
+        self.keep_steps = keep_steps
+        self.steps: OrderedDict[int, StepRecord] = OrderedDict()
+        self.rollouts: OrderedDict[int, list[RolloutRecord]] = OrderedDict()
+        if self.run_dir:
+            (self.run_dir / "rollouts").mkdir(parents=True, exist_ok=True)
+
+    def add(self, step: StepRecord, rollouts: list[RolloutRecord]) -> None:
+        self.steps[step.step] = step
+        self.rollouts[step.step] = rollouts
+        while len(self.rollouts) > self.keep_steps:
+            old, _ = self.rollouts.popitem(last=False)
+            if self.run_dir:
+                (self.run_dir / "rollouts" / f"step_{old:06d}.jsonl").unlink(missing_ok=True)
+        while len(self.steps) > 1000:
+            self.steps.popitem(last=False)
+        if self.run_dir:
+            with open(self.run_dir / "steps.jsonl", "a", encoding="utf-8") as f:
+                for g in step.groups:
+                    f.write(g.model_dump_json() + "\n")
+            path = self.run_dir / "rollouts" / f"step_{step.step:06d}.jsonl"
+            with open(path, "w", encoding="utf-8") as f:
+                for r in rollouts:
+                    f.write(r.model_dump_json() + "\n")
+
+    def latest_rollouts(self, task_id: str | None = None, steps: int | None = None) -> list[RolloutRecord]:
+        """Rollouts of the last ``steps`` kept steps (all kept by default), optionally of one task."""
+        keys = list(self.rollouts)[-(steps or len(self.rollouts)) :]
+        return [r for k in keys for r in self.rollouts[k] if task_id is None or r.task_id == task_id]
+
+    def load_rollouts(self) -> None:
+        """Reload the kept rollouts from the run directory (after a restart)."""
+        if not self.run_dir:
+            return
+        for path in sorted((self.run_dir / "rollouts").glob("step_*.jsonl"))[-self.keep_steps :]:
+            step = int(path.stem.split("_")[1])
+            rows = []
+            for line in path.read_text(encoding="utf-8").splitlines():
+                try:
+                    rows.append(RolloutRecord.model_validate(json.loads(line)))
+                except ValueError:
+                    break  # a torn last line from a killed write: keep what is whole
+            self.rollouts[step] = rows

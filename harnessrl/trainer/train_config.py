@@ -1,0 +1,153 @@
+"""Settings of a training run: one YAML file, validated before any work starts.
+
+Every section is a pydantic model with ``extra="forbid"``: a misspelt key is an error that names it
+and lists the valid ones, not a silently ignored setting. ``grpo.extra`` passes any other
+``trl.GRPOConfig`` field through unchanged.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from harnessrl.config import load_yaml
+from harnessrl.errors import ConfigError
+from harnessrl.trainer.judges.config import JudgeConfig
+
+__all__ = [
+    "DataConfig",
+    "EvalConfig",
+    "GRPOSettings",
+    "GenerationConfig",
+    "HarnessConfig",
+    "TrainConfig",
+    "load_train_config",
+]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class DataConfig(_Section):
+    """Where the tasks come from. ``bundled`` is the bundled Rubric-Mix sample."""
+
+    train: str = "bundled"
+    heldout: str | None = Field(default="bundled", description="Evaluation-only tasks; null: no held-out eval.")
+    format: Literal["auto", "harnessrl", "rar"] = "auto"
+    domain: str | None = Field(default=None, description="Domain for rows that name none.")
+    tasks_per_domain: int | None = Field(default=None, ge=1, description="Use only the first N train tasks a domain.")
+    heldout_per_domain: int | None = Field(default=None, ge=1, description="Evaluate on the first N a domain.")
+
+
+class GRPOSettings(_Section):
+    """The GRPO settings HarnessRL uses most; anything else of ``trl.GRPOConfig`` goes in ``extra``."""
+
+    num_generations: int = Field(default=4, ge=2, description="Rollouts per task (the group size G).")
+    tasks_per_step: int = Field(default=2, ge=1, description="Task groups per optimisation step (all processes).")
+    max_prompt_length: int | None = Field(default=512, ge=16)
+    max_completion_length: int = Field(default=48, ge=1)
+    learning_rate: float = Field(default=5e-6, gt=0)
+    max_steps: int = Field(default=40, ge=1)
+    beta: float = Field(default=0.0, ge=0, description="KL coefficient (0: no reference model, as in recent GRPO).")
+    temperature: float = Field(default=1.0, gt=0)
+    top_p: float = Field(default=1.0, gt=0, le=1)
+    gradient_accumulation_steps: int = Field(default=1, ge=1)
+    save_steps: int = Field(default=20, ge=1)
+    save_total_limit: int | None = Field(default=2, ge=1)
+    logging_steps: int = Field(default=1, ge=1)
+    loss_type: str = "dapo"
+    extra: dict[str, Any] = Field(default_factory=dict, description="Any other trl.GRPOConfig field.")
+
+
+class GenerationConfig(_Section):
+    """Rollout engine: transformers (CPU or GPU) or vLLM (GPU, ``pip install harnessrl[vllm]``)."""
+
+    backend: Literal["transformers", "vllm"] = "transformers"
+    vllm_mode: Literal["colocate", "server"] = "colocate"
+    vllm_server_base_url: str | None = None
+    vllm_gpu_memory_utilization: float = Field(default=0.3, gt=0, le=1)
+
+
+class HarnessConfig(_Section):
+    """How the harness reads the rewards (thresholds the metrics and the detectors share)."""
+
+    sampling_floor: float = Field(default=0.1, ge=0, le=1, description="Minimum sampling share, over n tasks.")
+    zero_std_eps: float = Field(default=0.02, ge=0, description="A group whose reward std is below this is flat.")
+    keep_rollout_steps: int = Field(default=4, ge=1, description="Steps whose rollouts are kept for re-grading.")
+
+
+class EvalConfig(_Section):
+    """Held-out evaluation: greedy decoding, rubric version 0, the eval judge's own settings."""
+
+    every_steps: int | None = Field(default=20, ge=1, description="null: only before and after training.")
+    before_training: bool = True
+    max_new_tokens: int | None = Field(default=None, ge=1, description="Default: grpo.max_completion_length.")
+    batch_size: int = Field(default=16, ge=1)
+    judge: JudgeConfig | None = Field(default=None, description="Default: the training judge's settings.")
+
+
+class TrainConfig(_Section):
+    """A whole training run."""
+
+    run_dir: str = "runs/demo"
+    seed: int = 0
+    model: str = Field(default="embedded", description="'embedded' (SmolLM2-135M-Instruct), a hub id or a path.")
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    bf16: bool | None = Field(default=None, description="Default: on for CUDA, off on CPU.")
+    data: DataConfig = Field(default_factory=DataConfig)
+    judge: JudgeConfig = Field(default_factory=JudgeConfig)
+    grpo: GRPOSettings = Field(default_factory=GRPOSettings)
+    generation: GenerationConfig = Field(default_factory=GenerationConfig)
+    harness: HarnessConfig = Field(default_factory=HarnessConfig)
+    eval: EvalConfig = Field(default_factory=EvalConfig)
+    report_to: list[str] = Field(default_factory=list, description="TRL/transformers loggers, e.g. [wandb].")
+
+    @model_validator(mode="after")
+    def _check(self):
+        if self.generation.backend == "vllm" and self.device == "cpu":
+            raise ValueError("generation.backend 'vllm' needs a GPU: set device to 'cuda' or 'auto'")
+        return self
+
+    @property
+    def eval_judge(self) -> JudgeConfig:
+        return self.eval.judge or self.judge
+
+
+def _explain(err: ValidationError) -> str:
+    lines = []
+    for e in err.errors(include_url=False):
+        where = ".".join(str(p) for p in e["loc"]) or "config"
+        if e["type"] == "extra_forbidden":
+            lines.append(f"  {where}: unknown setting (check the spelling; see configs/demo.yaml)")
+        else:
+            lines.append(f"  {where}: {e['msg'].removeprefix('Value error, ')}")
+    return "\n".join(lines)
+
+
+def _set_dotted(data: dict, dotted: str, value: Any) -> None:
+    keys = dotted.split(".")
+    node = data
+    for k in keys[:-1]:
+        node = node.setdefault(k, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"override {dotted!r}: {k!r} is not a section")
+    node[keys[-1]] = value
+
+
+def load_train_config(path: str | Path | None = None, overrides: list[str] | None = None) -> TrainConfig:
+    """Read a YAML config and apply ``key.sub=value`` overrides (values parsed as YAML)."""
+    import yaml
+
+    data: dict[str, Any] = load_yaml(path) if path else {}
+    for item in overrides or []:
+        if "=" not in item:
+            raise ConfigError(f"override {item!r} must look like key.sub=value, e.g. grpo.max_steps=10")
+        key, raw = item.split("=", 1)
+        _set_dotted(data, key.strip(), yaml.safe_load(raw))
+    try:
+        return TrainConfig.model_validate(data)
+    except ValidationError as e:
+        raise ConfigError(f"{path or 'config'} has invalid settings:\n{_explain(e)}") from None
