@@ -323,6 +323,58 @@ def bench_judge(
     console.print(t)
 
 
+# ------------------------------------------------------------------------------------------ train
+@app.command("train")
+def train_cmd(
+    config: Annotated[Path | None, typer.Option("--config", "-c", help="Run config YAML (see configs/).")] = None,
+    override: Annotated[
+        list[str] | None, typer.Option("--set", "-s", help="Override a setting: key.sub=value (repeatable).")
+    ] = None,
+    resume: Annotated[bool, typer.Option(help="Continue the run in run_dir from its last checkpoint.")] = False,
+    overwrite: Annotated[bool, typer.Option(help="Delete run_dir's previous run first.")] = False,
+) -> None:
+    """Train a policy with GRPO and the harness; evaluate on the held-out split; write the run directory."""
+    from harnessrl.trainer.report import print_summary, write_report
+    from harnessrl.trainer.run import train
+    from harnessrl.trainer.train_config import load_train_config
+
+    cfg = load_train_config(config, override)
+    summary = train(cfg, resume=resume, overwrite=overwrite, console=console)
+    write_report(summary.run_dir)
+    print_summary(summary, console)
+
+
+@app.command("eval")
+def eval_cmd(
+    run_dir: Annotated[Path, typer.Option("--run-dir", "-r", help="A run directory made by `harnessrl train`.")],
+    checkpoint: Annotated[
+        str | None, typer.Option(help="best | final | checkpoint-N | a path (default: best, else final).")
+    ] = None,
+) -> None:
+    """Evaluate a checkpoint of a run on its held-out split (greedy, rubric version 0, the eval judge)."""
+    from harnessrl.trainer.run import evaluate_run
+
+    res = evaluate_run(run_dir, checkpoint)
+    t = Table(title=f"Held-out evaluation of {res['checkpoint']} ({res['result'].tasks} tasks)", title_justify="left")
+    t.add_column("domain")
+    t.add_column("score", justify="right")
+    for d, v in res["result"].per_domain.items():
+        t.add_row(d, f"{v:.3f}")
+    t.add_row("[bold]overall[/]", f"[bold]{res['result'].overall:.3f}[/]")
+    console.print(t)
+
+
+@app.command("report")
+def report_cmd(
+    run_dir: Annotated[Path, typer.Option("--run-dir", "-r", help="A run directory made by `harnessrl train`.")],
+) -> None:
+    """(Re)write a run's plots and HTML report from its files."""
+    from harnessrl.trainer.report import write_report
+
+    path = write_report(run_dir)
+    console.print(f"report: {path}")
+
+
 def main() -> None:
     """Console entry point: HarnessRL errors become one clear message and exit code 1."""
     try:

@@ -20,10 +20,6 @@ class InterfaceUpdate(BaseModel):
 
     rationale: str = Field(default="", description="Why this update: the failure and evidence it answers.")
 
-    @property
-    def interface(self) -> str:  # pragma: no cover - every subclass sets a literal field
-        raise NotImplementedError
-
 
 class AppliedUpdate(BaseModel):
     """One entry of an interface's history: the update, the version it made, and from which step."""

@@ -50,6 +50,10 @@ class SetGuidance(InterfaceUpdate):
             raise ValueError("a guidance fraction > 0 needs a hint text")
         return self
 
+    def removes(self) -> bool:
+        """Whether this update removes the rule for its target (no hint and no temperature)."""
+        return self.fraction == 0 and self.temperature is None
+
     def rule(self) -> GuidanceRule:
         return GuidanceRule(text=self.text, fraction=self.fraction if self.text else 0.0, temperature=self.temperature)
 
@@ -83,13 +87,18 @@ class RolloutGuidance:
         return self.state.version
 
     def rule_for(self, task: Task, overlay: SetGuidance | None = None) -> GuidanceRule | None:
-        """The rule in force for ``task`` (a task rule beats a domain rule); ``overlay`` previews a candidate."""
-        if overlay is not None and (
-            (overlay.scope == "task" and overlay.target == task.id)
-            or (overlay.scope == "domain" and overlay.target == task.domain)
-        ):
-            return overlay.rule()
-        return self.state.per_task.get(task.id) or self.state.per_domain.get(task.domain)
+        """The rule in force for ``task`` (a task rule beats a domain rule); ``overlay`` previews a candidate
+        exactly as ``apply`` would put it in force (a domain candidate does not override a task rule; a
+        removal uncovers the domain rule)."""
+        per_task = self.state.per_task.get(task.id)
+        per_domain = self.state.per_domain.get(task.domain)
+        if overlay is not None:
+            new = None if overlay.removes() else overlay.rule()
+            if overlay.scope == "task" and overlay.target == task.id:
+                per_task = new
+            elif overlay.scope == "domain" and overlay.target == task.domain:
+                per_domain = new
+        return per_task or per_domain
 
     def temperature_for(self, task: Task, overlay: SetGuidance | None = None) -> float:
         rule = self.rule_for(task, overlay)
@@ -112,7 +121,7 @@ class RolloutGuidance:
         if update.scope == "domain" and self.domains is not None and update.target not in self.domains:
             raise ValueError(f"unknown domain {update.target!r}; known: {sorted(self.domains)}")
         table = self.state.per_task if update.scope == "task" else self.state.per_domain
-        if update.fraction == 0 and update.temperature is None:
+        if update.removes():
             table.pop(update.target, None)
         else:
             table[update.target] = update.rule()

@@ -108,9 +108,15 @@ class Harness:
             obj.sampling = TaskSampling.from_dict(data["task_sampling"])
             obj.guidance = RolloutGuidance.from_dict(data["rollout_guidance"], domains={t.domain for t in tasks})
             obj.rubrics = RubricCriteria.from_dict(data["rubric_criteria"], tasks)
-        except (KeyError, ValueError) as e:
+        except (KeyError, TypeError, ValueError) as e:  # TypeError: valid JSON of the wrong shape
             raise HarnessRLError(f"{path}: saved harness does not match this run's tasks or format ({e})") from e
         missing = set(obj.tasks) - set(obj.sampling.task_ids)
         if missing:
             raise HarnessRLError(f"{path}: saved harness lacks tasks {sorted(missing)[:5]}: was the data changed?")
+        extra = set(obj.sampling.task_ids) - set(obj.tasks)
+        if extra:
+            raise HarnessRLError(
+                f"{path}: saved harness samples tasks {sorted(extra)[:5]} that this run's training data lacks:"
+                " was the data changed?"
+            )
         return obj

@@ -78,12 +78,13 @@ class RubricCriteria:
             raise ValueError(f"task {update.task_id!r} has no criterion {unknown}; current ids: {sorted(crits)}")
         for cid in update.remove:
             del crits[cid]
+        # re-validated (not model_copy): a blank text or a non-finite weight must be rejected here too
         for cid, text in update.reword.items():
             if cid in crits:
-                crits[cid] = crits[cid].model_copy(update={"text": text})
+                crits[cid] = Criterion.model_validate({**crits[cid].model_dump(), "text": text})
         for cid, w in update.reweight.items():
             if cid in crits:
-                crits[cid] = crits[cid].model_copy(update={"weight": float(w)})
+                crits[cid] = Criterion.model_validate({**crits[cid].model_dump(), "weight": w})
         for c in update.add:
             cid = c.id
             n = 2

@@ -56,6 +56,24 @@ class TaskSamplingState(BaseModel):
     history: list[AppliedUpdate] = Field(default_factory=list)
 
 
+def _with_floor(w: np.ndarray, floor: float) -> np.ndarray:
+    """Probabilities proportional to ``w`` where each is at least ``floor`` (``floor * len(w) <= 1``).
+
+    Tasks below the floor are pinned to it and the rest of the mass is shared by the others in
+    proportion to their weights (repeated until nothing falls below): clamping then renormalising
+    would push the pinned tasks back under the floor."""
+    pinned = np.zeros(len(w), dtype=bool)
+    while True:
+        free = ~pinned
+        if not free.any():
+            return np.full(len(w), 1.0 / len(w))
+        p = np.where(pinned, floor, (1.0 - floor * pinned.sum()) * w / w[free].sum())
+        below = free & (p < floor)
+        if not below.any():
+            return p
+        pinned |= below
+
+
 class TaskSampling:
     """The task-sampling interface. With no update applied it samples uniformly (plain GRPO)."""
 
@@ -93,10 +111,7 @@ class TaskSampling:
         if not active:  # everything parked or retired: fall back to the parked ones rather than stop
             active = [t for t in weights if self.state.status[t] != "retired"] or list(weights)
         w = np.array([weights[t] for t in active], dtype=float)
-        p = w / w.sum()
-        floor = self.state.floor / len(active)
-        p = np.maximum(p, floor)
-        p = p / p.sum()
+        p = _with_floor(w, self.state.floor / len(active))
         probs = dict.fromkeys(weights, 0.0)
         probs.update(zip(active, p.tolist(), strict=True))
         return probs

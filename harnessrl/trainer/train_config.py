@@ -47,7 +47,6 @@ class GRPOSettings(_Section):
 
     num_generations: int = Field(default=4, ge=2, description="Rollouts per task (the group size G).")
     tasks_per_step: int = Field(default=2, ge=1, description="Task groups per optimisation step (all processes).")
-    max_prompt_length: int | None = Field(default=512, ge=16)
     max_completion_length: int = Field(default=48, ge=1)
     learning_rate: float = Field(default=5e-6, gt=0)
     max_steps: int = Field(default=40, ge=1)
@@ -59,6 +58,7 @@ class GRPOSettings(_Section):
     save_total_limit: int | None = Field(default=2, ge=1)
     logging_steps: int = Field(default=1, ge=1)
     loss_type: str = "dapo"
+    gradient_checkpointing: bool = Field(default=False, description="Saves memory on big models; slows small ones.")
     extra: dict[str, Any] = Field(default_factory=dict, description="Any other trl.GRPOConfig field.")
 
 

@@ -1,0 +1,164 @@
+"""Trainer callbacks: metrics.jsonl, the rich progress display, held-out evaluation with best checkpoint."""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from transformers import TrainerCallback
+
+from harnessrl.data.schema import Task
+from harnessrl.trainer.evaluation import EvalResult, evaluate_policy
+from harnessrl.trainer.judges.base import RubricJudge
+from harnessrl.trainer.run_dir import RunDir
+
+__all__ = ["EvalCallback", "MetricsCallback", "ProgressCallback"]
+
+logger = logging.getLogger(__name__)
+
+
+def _finite(v):
+    return v if isinstance(v, int | float) and not (isinstance(v, float) and math.isnan(v)) else None
+
+
+class MetricsCallback(TrainerCallback):
+    """Appends every log (TRL's metrics and HarnessRL's) to ``metrics.jsonl``."""
+
+    def __init__(self, run_dir: RunDir):
+        self.run_dir = run_dir
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if logs and state.is_world_process_zero:
+            row = {"step": state.global_step, "time": time.time()}
+            row.update({k: _finite(v) if isinstance(v, float) else v for k, v in logs.items()})
+            self.run_dir.append("metrics.jsonl", row)
+
+
+class ProgressCallback(TrainerCallback):
+    """A rich progress bar: step, reward, zero-std fraction (all-low / all-high), ETA."""
+
+    def __init__(self, console: Console | None = None):
+        self.console = console or Console()
+        self.progress: Progress | None = None
+        self.task = None
+        self.last: dict = {}
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if not state.is_world_process_zero:
+            return
+        self.progress = Progress(
+            TextColumn("[bold]step"),
+            MofNCompleteColumn(),
+            BarColumn(),
+            TextColumn("{task.fields[stats]}"),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            console=self.console,
+        )
+        self.progress.start()
+        self.task = self.progress.add_task("train", total=state.max_steps, stats="", completed=state.global_step)
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if self.progress is None or not logs or "reward" not in logs:
+            return
+        self.last = logs
+        low = logs.get("frac_reward_zero_std/all_low") or 0.0
+        high = logs.get("frac_reward_zero_std/all_high") or 0.0
+        stats = f"reward {logs['reward']:.3f} ± {logs.get('reward_std') or 0:.3f}  flat {low:.0%} low / {high:.0%} high"
+        self.progress.update(self.task, stats=stats)
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.progress is not None:
+            self.progress.update(self.task, completed=state.global_step)
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if self.progress is not None:
+            self.progress.stop()
+            self.progress = None
+
+
+class EvalCallback(TrainerCallback):
+    """Held-out evaluation before training, every ``every_steps`` and at the end; keeps the best checkpoint.
+
+    The best checkpoint (highest overall held-out score) is saved to ``checkpoints/best`` and the step
+    it was reached at to ``best.json``.
+    """
+
+    def __init__(
+        self,
+        run_dir: RunDir,
+        tasks: Sequence[Task],
+        judge: RubricJudge,
+        *,
+        every_steps: int | None,
+        before_training: bool,
+        max_new_tokens: int,
+        batch_size: int,
+        console: Console | None = None,
+    ):
+        self.run_dir = run_dir
+        self.tasks = list(tasks)
+        self.judge = judge
+        self.every_steps = every_steps
+        self.before_training = before_training
+        self.max_new_tokens = max_new_tokens
+        self.batch_size = batch_size
+        self.console = console
+        self.results: list[EvalResult] = [EvalResult.model_validate(r) for r in run_dir.read("eval.jsonl")]
+        best = run_dir.read_json("best.json")
+        self.best: dict | None = best
+        self.trainer = None  # set by the run, for saving the best model
+
+    def _run(self, model, tokenizer, step: int) -> EvalResult:
+        res = evaluate_policy(
+            model,
+            tokenizer,
+            self.tasks,
+            self.judge,
+            step=step,
+            max_new_tokens=self.max_new_tokens,
+            batch_size=self.batch_size,
+        )
+        self.results.append(res)
+        self.run_dir.append("eval.jsonl", res.model_dump(), sync=True)
+        self.run_dir.event("evaluation", step=step, overall=res.overall, per_domain=res.per_domain)
+        if self.console:
+            self.console.log(
+                f"held-out eval @ step {step}: {res.overall:.3f} "
+                + " ".join(f"{d}={v:.2f}" for d, v in res.per_domain.items())
+                + f" ({res.seconds:.0f}s)"
+            )
+        if self.best is None or res.overall > self.best["overall"]:
+            self.best = {"step": step, "overall": res.overall, "per_domain": res.per_domain}
+            if self.trainer is not None and step > 0:
+                self.trainer.save_model(str(self.run_dir.checkpoints / "best"))
+                self.best["checkpoint"] = str(self.run_dir.checkpoints / "best")
+            self.run_dir.write_json("best.json", self.best)
+        return res
+
+    def _due(self, step: int) -> bool:
+        return any(r.step == step for r in self.results)
+
+    def on_train_begin(self, args, state, control, model=None, processing_class=None, **kwargs):
+        if self.before_training and state.global_step == 0 and not self._due(0) and state.is_world_process_zero:
+            self._run(model, processing_class, 0)
+
+    def on_step_end(self, args, state, control, model=None, processing_class=None, **kwargs):
+        step = state.global_step
+        if (
+            self.every_steps
+            and step % self.every_steps == 0
+            and step < state.max_steps
+            and state.is_world_process_zero
+            and not self._due(step)
+        ):
+            self._run(model, processing_class, step)
+
+    def on_train_end(self, args, state, control, model=None, processing_class=None, **kwargs):
+        if state.is_world_process_zero and not self._due(state.global_step):
+            self._run(model, processing_class, state.global_step)

@@ -1,0 +1,164 @@
+"""What a person reads after a run: the terminal summary, plots, and ``report.html``.
+
+Everything is rebuilt from the run directory's files (``harnessrl report --run-dir DIR``), so a
+report can be made for a run that was killed, or while one is still going.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import logging
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from harnessrl.trainer.run_dir import RunDir
+
+__all__ = ["print_summary", "write_plots", "write_report"]
+
+logger = logging.getLogger(__name__)
+
+
+def print_summary(summary, console: Console) -> None:
+    """The end-of-run table: steps, time and its breakdown, rewards, held-out scores, best checkpoint."""
+    t = Table(title=f"Run summary — {summary.run_dir}", title_justify="left", show_header=False)
+    t.add_column("what")
+    t.add_column("value", justify="right")
+    t.add_row("steps", str(summary.steps))
+    t.add_row("wall time", f"{summary.wall_seconds / 60:.1f} min")
+    total = summary.timings.get("step_total", 0.0)
+    for k in ("generation", "judging", "scoring_other", "update"):
+        v = summary.timings.get(k, 0.0)
+        share = f" ({v / total:.0%} of step time)" if total else ""
+        t.add_row(f"  {k}", f"{v:.0f} s{share}")
+    if summary.steps:
+        t.add_row("  per step", f"{total / summary.steps:.1f} s")
+    fmt = lambda v: "n/a" if v is None else f"{v:.3f}"  # noqa: E731
+    t.add_row("train reward first → last step", f"{fmt(summary.reward_first)} → {fmt(summary.reward_last)}")
+    t.add_row("held-out score before → after", f"{fmt(summary.eval_before)} → {fmt(summary.eval_after)}")
+    if summary.best:
+        t.add_row("best held-out score", f"{summary.best['overall']:.3f} at step {summary.best['step']}")
+    console.print(t)
+
+
+def _series(metrics: list[dict], key: str) -> tuple[list[int], list[float]]:
+    pts = [(m["step"], m[key]) for m in metrics if m.get(key) is not None and "step" in m]
+    return [p[0] for p in pts], [p[1] for p in pts]
+
+
+def write_plots(run: RunDir) -> list[Path]:
+    """Reward, zero-std fraction (all-low / all-high), completion length, held-out score: PNGs in plots/."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    metrics = [m for m in run.read("metrics.jsonl") if "reward" in m]
+    evals = run.read("eval.jsonl")
+    out = []
+    fig, axes = plt.subplots(2, 2, figsize=(11, 7))
+    ax = axes[0][0]
+    x, y = _series(metrics, "reward")
+    ax.plot(x, y, label="reward (mean)")
+    xs, ys = _series(metrics, "reward_std")
+    ax.plot(xs, ys, label="reward std", alpha=0.7)
+    ax.set_title("Training reward")
+    ax.set_xlabel("step")
+    ax.legend()
+    ax = axes[0][1]
+    x1, lo = _series(metrics, "frac_reward_zero_std/all_low")
+    x2, hi = _series(metrics, "frac_reward_zero_std/all_high")
+    if x1 and len(x1) == len(x2):
+        ax.stackplot(x1, lo, hi, labels=["flat, all low", "flat, all high"], alpha=0.8)
+    ax.set_ylim(0, 1)
+    ax.set_title("Groups with no learning signal (reward std < eps)")
+    ax.set_xlabel("step")
+    ax.legend(loc="upper right")
+    ax = axes[1][0]
+    x, y = _series(metrics, "completions/mean_length")
+    ax.plot(x, y, color="tab:purple")
+    ax.set_title("Completion length (tokens, mean)")
+    ax.set_xlabel("step")
+    ax = axes[1][1]
+    if evals:
+        steps = [e["step"] for e in evals]
+        ax.plot(steps, [e["overall"] for e in evals], marker="o", label="overall", linewidth=2)
+        for d in sorted({d for e in evals for d in e["per_domain"]}):
+            ax.plot(steps, [e["per_domain"].get(d) for e in evals], marker=".", alpha=0.6, label=d)
+        ax.legend(fontsize=7)
+    ax.set_title("Held-out score (rubric v0, greedy)")
+    ax.set_xlabel("step")
+    fig.tight_layout()
+    path = run.plots / "training.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    out.append(path)
+    return out
+
+
+def _table(rows: list[list], header: list[str]) -> str:
+    head = "".join(f"<th>{html.escape(str(h))}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>" for r in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def write_report(run_dir: str | Path) -> Path:
+    """Write plots and ``report.html`` for a run directory; returns the report's path."""
+    run = RunDir(run_dir, create=False)
+    plots = write_plots(run)
+    summary = run.read_json("summary.json") or {}
+    best = run.read_json("best.json")
+    evals = run.read("eval.jsonl")
+    events = run.read("events.jsonl")
+    harness = run.read_json("harness.json") or {}
+    parts = [
+        "<html><head><meta charset='utf-8'><title>HarnessRL run report</title><style>"
+        "body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}"
+        "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;font-size:13px}"
+        "th{background:#f3f3f3}pre{background:#f7f7f7;padding:8px;overflow-x:auto;font-size:12px}"
+        "</style></head><body>",
+        f"<h1>HarnessRL run: {html.escape(str(run.path))}</h1>",
+    ]
+    if summary:
+        t = summary.get("timings", {})
+        rows = [
+            ["steps", summary.get("steps")],
+            ["wall time (min)", f"{summary.get('wall_seconds', 0) / 60:.1f}"],
+            *[[f"seconds in {k}", f"{v:.0f}"] for k, v in t.items()],
+            ["train reward first → last", f"{summary.get('reward_first')} → {summary.get('reward_last')}"],
+            ["held-out before → after", f"{summary.get('eval_before')} → {summary.get('eval_after')}"],
+        ]
+        parts.append("<h2>Summary</h2>" + _table(rows, ["", ""]))
+    if best:
+        parts.append(
+            f"<p>Best held-out score <b>{best['overall']:.3f}</b> at step <b>{best['step']}</b>"
+            + (f" (saved in {html.escape(best.get('checkpoint', ''))})" if best.get("checkpoint") else "")
+            + "</p>"
+        )
+    for p in plots:
+        parts.append(f"<img src='plots/{p.name}' style='max-width:100%'>")
+    if evals:
+        domains = sorted({d for e in evals for d in e["per_domain"]})
+        rows = [
+            [e["step"], f"{e['overall']:.3f}", *[f"{e['per_domain'].get(d, float('nan')):.3f}" for d in domains]]
+            for e in evals
+        ]
+        parts.append("<h2>Held-out evaluation</h2>" + _table(rows, ["step", "overall", *domains]))
+    parts.append(
+        "<h2>Harness</h2><p>Interface versions: " + html.escape(json.dumps(harness.get("versions", {}))) + "</p>"
+    )
+    if events:
+        rows = [
+            [
+                e.get("step"),
+                e.get("kind"),
+                json.dumps({k: v for k, v in e.items() if k not in ("time", "kind", "step")})[:300],
+            ]
+            for e in events
+        ]
+        parts.append("<h2>Events</h2>" + _table(rows, ["step", "event", "details"]))
+    parts.append("</body></html>")
+    run.report.write_text("\n".join(parts), encoding="utf-8")
+    return run.report
