@@ -26,7 +26,7 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 demo: setup
-	$(BIN)/harnessrl bench judge
+	$(BIN)/harnessrl train --config configs/demo.yaml --overwrite
 
 test: setup
 	$(BIN)/pytest -m "not slow"

@@ -109,7 +109,10 @@ class EvalCallback(TrainerCallback):
         self.max_new_tokens = max_new_tokens
         self.batch_size = batch_size
         self.console = console
-        self.results: list[EvalResult] = [EvalResult.model_validate(r) for r in run_dir.read("eval.jsonl")]
+        # rows written by `harnessrl eval` (they carry a "source") are not part of the training curve
+        self.results: list[EvalResult] = [
+            EvalResult.model_validate(r) for r in run_dir.read("eval.jsonl") if "source" not in r
+        ]
         best = run_dir.read_json("best.json")
         self.best: dict | None = best
         self.trainer = None  # set by the run, for saving the best model

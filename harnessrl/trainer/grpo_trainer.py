@@ -209,11 +209,13 @@ class HarnessGRPOTrainer(GRPOTrainer):
             for r, res, text, n_tok in zip(rows, results, texts, lengths, strict=True)
         ]
         rollouts = gather_object(local) if self.accelerator.num_processes > 1 else local
-        by_task: dict[str, list[RolloutRecord]] = defaultdict(list)
-        for ro in rollouts:
-            by_task[ro.task_id].append(ro)
+        # TRL's groups are consecutive runs of num_generations rows (gathered in process order). A task
+        # drawn twice in one step (fewer eligible tasks than groups) makes two groups, never one merged one.
+        g_size = self.num_generations
         groups = []
-        for tid, rs in by_task.items():
+        for start in range(0, len(rollouts), g_size):
+            rs = rollouts[start : start + g_size]
+            tid = rs[0].task_id
             task = self.harness.tasks[tid]
             mean, std = group_stats([r.reward for r in rs])
             crit_ids = list(dict.fromkeys(c for r in rs for c in r.verdicts))

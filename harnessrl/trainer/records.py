@@ -18,6 +18,8 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel, Field
 
+from harnessrl.trainer.run_dir import open_append
+
 __all__ = ["GroupRecord", "Recorder", "RolloutRecord", "StepRecord", "group_stats"]
 
 
@@ -103,7 +105,7 @@ class Recorder:
         while len(self.steps) > 1000:
             self.steps.popitem(last=False)
         if self.run_dir:
-            with open(self.run_dir / "steps.jsonl", "a", encoding="utf-8") as f:
+            with open_append(self.run_dir / "steps.jsonl") as f:
                 for g in step.groups:
                     f.write(g.model_dump_json() + "\n")
             path = self.run_dir / "rollouts" / f"step_{step.step:06d}.jsonl"

@@ -56,7 +56,7 @@ def write_plots(run: RunDir) -> list[Path]:
     import matplotlib.pyplot as plt
 
     metrics = [m for m in run.read("metrics.jsonl") if "reward" in m]
-    evals = run.read("eval.jsonl")
+    evals = [e for e in run.read("eval.jsonl") if "source" not in e]  # not `harnessrl eval` rows
     out = []
     fig, axes = plt.subplots(2, 2, figsize=(11, 7))
     ax = axes[0][0]
@@ -110,7 +110,7 @@ def write_report(run_dir: str | Path) -> Path:
     plots = write_plots(run)
     summary = run.read_json("summary.json") or {}
     best = run.read_json("best.json")
-    evals = run.read("eval.jsonl")
+    evals = [e for e in run.read("eval.jsonl") if "source" not in e]  # not `harnessrl eval` rows
     events = run.read("events.jsonl")
     harness = run.read_json("harness.json") or {}
     parts = [

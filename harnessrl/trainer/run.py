@@ -284,9 +284,10 @@ def evaluate_run(run_dir: str | Path, checkpoint: str | None = None) -> dict[str
         raise HarnessRLError(f"{run.path}: the run has no held-out data (data.heldout is null)")
     if checkpoint is None:
         checkpoint = "best" if (run.checkpoints / "best").exists() else "final"
-    path = Path(checkpoint)
+    # a name under the run's checkpoints/ first: a stray ./best or ./final must not be picked up instead
+    path = run.checkpoints / checkpoint
     if not path.exists():
-        path = run.checkpoints / checkpoint
+        path = Path(checkpoint)
     if not path.exists():
         found = sorted(p.name for p in run.checkpoints.iterdir()) if run.checkpoints.exists() else []
         raise HarnessRLError(f"no checkpoint {checkpoint!r} in {run.checkpoints}; found: {found or 'none'}")

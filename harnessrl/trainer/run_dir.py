@@ -30,7 +30,7 @@ import yaml
 
 from harnessrl.errors import HarnessRLError
 
-__all__ = ["RunDir", "read_jsonl"]
+__all__ = ["RunDir", "open_append", "read_jsonl"]
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +49,23 @@ def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
         except json.JSONDecodeError:
             logger.warning("%s line %d is not whole JSON (killed mid-write?); skipped", path, lineno)
     return rows
+
+
+def open_append(path: str | Path):
+    """Open a JSONL file for appending whole lines: after a torn last line (a killed write) the next row
+    starts on a line of its own instead of being glued to the fragment and lost with it."""
+    path = Path(path)
+    torn = False
+    try:
+        with open(path, "rb") as f:
+            f.seek(-1, os.SEEK_END)
+            torn = f.read(1) != b"\n"
+    except OSError:  # missing or empty
+        pass
+    f = open(path, "a", encoding="utf-8")  # noqa: SIM115 - returned to the caller's with-block
+    if torn:
+        f.write("\n")
+    return f
 
 
 class RunDir:
@@ -92,7 +109,7 @@ class RunDir:
         self.config.write_text(yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False), encoding="utf-8")
 
     def append(self, name: str, row: dict[str, Any], sync: bool = False) -> None:
-        with open(self.path / name, "a", encoding="utf-8") as f:
+        with open_append(self.path / name) as f:
             f.write(json.dumps(row, default=str) + "\n")
             f.flush()
             if sync:

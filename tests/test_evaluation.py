@@ -1,0 +1,345 @@
+"""Held-out evaluation: greedy decoding, rubric version 0, the eval judge; ``harnessrl eval`` on a run dir.
+
+The policy is a tiny random Llama with the real SmolLM2 tokenizer (built once for the module); the
+judge is the embedded semantic judge.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from harnessrl.data import Criterion, Task, load_tasks
+from harnessrl.errors import HarnessRLError, ResourceMissingError
+from harnessrl.interfaces import EditRubric, Harness
+from harnessrl.trainer import models
+from harnessrl.trainer.evaluation import EvalResult, evaluate_policy, generate_greedy
+from harnessrl.trainer.run import evaluate_run
+from harnessrl.trainer.run_dir import RunDir, read_jsonl
+from harnessrl.trainer.train_config import TrainConfig
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread():
+    """Tiny models gain nothing from threads, and spin-waiting threads crawl on a busy machine."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def _task(tid: str, domain: str, prompt: str, judged: str) -> dict:
+    return {
+        "id": tid,
+        "domain": domain,
+        "prompt": prompt,
+        "reference_answer": f"A good answer to: {prompt}",
+        "rubric": [
+            {"id": "c1", "text": judged, "weight": 3},
+            {"id": "c2", "text": "Writes at most 50 words", "weight": 1, "check": {"type": "word_count", "max": 50}},
+            {
+                "id": "p1",
+                "text": "Says 'as an AI'",
+                "weight": -1,
+                "check": {"type": "contains", "phrases": ["as an AI"]},
+            },
+        ],
+    }
+
+
+ROWS = [
+    _task("h-soup", "food", "Name a soup.", "Names a soup"),
+    _task("h-cake", "food", "How do you bake a cake? Explain the steps in a few sentences.", "Mentions an oven"),
+    _task("h-snow", "nature", "What is snow?", "Says snow is frozen water"),
+    _task("h-wind", "nature", "What makes the wind blow?", "Mentions air pressure"),
+    _task("h-moon", "space", "Why does the moon change shape over a month?", "Mentions sunlight on the moon"),
+]
+
+
+@pytest.fixture(scope="module")
+def tasks() -> list[Task]:
+    return [Task.model_validate(r) for r in ROWS]
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    try:
+        return models.embedded_tokenizer()
+    except ResourceMissingError as e:
+        pytest.skip(str(e))
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory, tokenizer) -> Path:
+    """A tiny random LlamaForCausalLM with the real tokenizer, saved; large init so greedy has clear winners."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=1024,
+        initializer_range=0.5,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    path = tmp_path_factory.mktemp("tiny-llama")
+    LlamaForCausalLM(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def policy(model_dir):
+    return models.load_causal_lm(str(model_dir), device="cpu")
+
+
+@pytest.fixture(scope="module")
+def judge():
+    from harnessrl.trainer.judges import build_judge
+
+    return build_judge({"backend": "semantic"})
+
+
+class SpyJudge:
+    """Records the rubric requests it is asked to grade, and grades them with a real judge."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.requests = []
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    def grade(self, requests):
+        self.requests.extend(requests)
+        return self.inner.grade(requests)
+
+
+# --------------------------------------------------------------------------- evaluate_policy
+
+
+def test_scores_per_domain_and_overall(policy, tasks, judge):
+    model, tok = policy
+    res = evaluate_policy(model, tok, tasks, judge, step=4, max_new_tokens=8)
+    assert isinstance(res, EvalResult) and res.step == 4 and res.tasks == 5
+    assert set(res.per_task) == {t.id for t in tasks}
+    assert all(v is not None and 0.0 <= v <= 1.0 for v in res.per_task.values())
+    assert set(res.per_domain) == {"food", "nature", "space"}
+    assert all(0.0 <= v <= 1.0 for v in res.per_domain.values())
+    assert res.per_domain["food"] == pytest.approx((res.per_task["h-soup"] + res.per_task["h-cake"]) / 2)
+    assert res.overall == pytest.approx(sum(res.per_task.values()) / 5)
+    assert 0.0 <= res.overall <= 1.0
+    assert len(res.samples) == 5 and res.samples[0]["task_id"] == "h-soup"
+    assert res.seconds > 0
+    EvalResult.model_validate(json.loads(res.model_dump_json()))  # round-trips through eval.jsonl
+
+
+def test_greedy_is_deterministic_and_batch_independent(policy, tasks, judge):
+    model, tok = policy
+    a = generate_greedy(model, tok, tasks, max_new_tokens=8, batch_size=16)
+    b = generate_greedy(model, tok, tasks, max_new_tokens=8, batch_size=16)
+    one = generate_greedy(model, tok, tasks, max_new_tokens=8, batch_size=1)
+    two = generate_greedy(model, tok, tasks, max_new_tokens=8, batch_size=2)
+    assert a == b == one == two
+    assert any(a), "the tiny model produced only empty responses"
+    assert tok.padding_side == "left"  # restored
+    r16 = evaluate_policy(model, tok, tasks, judge, step=0, max_new_tokens=8, batch_size=16)
+    r1 = evaluate_policy(model, tok, tasks, judge, step=0, max_new_tokens=8, batch_size=1)
+    assert r1.per_task == pytest.approx(r16.per_task)
+    assert r1.overall == pytest.approx(r16.overall)
+    assert [s["response"] for s in r1.samples] == [s["response"] for s in r16.samples]
+
+
+def test_model_mode_restored(policy, tasks, judge):
+    model, tok = policy
+    model.train()
+    try:
+        evaluate_policy(model, tok, tasks[:1], judge, step=0, max_new_tokens=4)
+        assert model.training
+    finally:
+        model.eval()
+
+
+def test_grades_with_version_zero_despite_harness_edits(policy, tasks, judge):
+    model, tok = policy
+    harness = Harness(list(tasks))
+    harness.apply(
+        EditRubric(
+            task_id="h-soup",
+            add=[Criterion(id="pad", text="Writes anything", weight=-5, check={"type": "word_count", "min": 0})],
+            reweight={"c1": 10.0},
+        ),
+        step=3,
+    )
+    assert harness.rubrics.current("h-soup").version == 1
+    spy = SpyJudge(judge)
+    res = evaluate_policy(model, tok, tasks, spy, step=3, max_new_tokens=8)
+    assert len(spy.requests) == len(tasks)
+    for t, req in zip(tasks, spy.requests, strict=True):
+        assert list(req.rubric) == list(t.rubric) == harness.rubrics.original(t.id)
+        assert req.reference_answer == t.reference_answer
+    assert res.per_task["h-soup"] is not None and res.per_task["h-soup"] > 0  # the pitfall would floor it at 0
+
+
+# --------------------------------------------------------------------------- harnessrl eval --run-dir
+
+
+@pytest.fixture
+def run_dir(tmp_path, model_dir, tasks) -> RunDir:
+    """A run directory as `harnessrl train` leaves it, without training: config, data, checkpoints."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train.jsonl").write_text(
+        json.dumps({**ROWS[0], "id": "t-soup"}) + "\n" + json.dumps({**ROWS[2], "id": "t-snow"}) + "\n",
+        encoding="utf-8",
+    )
+    (data / "heldout.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ROWS[:3]), encoding="utf-8")
+    run = RunDir(tmp_path / "run")
+    config = TrainConfig.model_validate(
+        {
+            "run_dir": str(run.path),
+            "model": str(model_dir),
+            "device": "cpu",
+            "data": {"train": str(data / "train.jsonl"), "heldout": str(data / "heldout.jsonl")},
+            "eval": {"max_new_tokens": 6},
+        }
+    )
+    run.write_config(config)
+    for name in ("checkpoint-3", "final"):
+        shutil.copytree(model_dir, run.checkpoints / name)
+    return run
+
+
+def test_eval_run_defaults_to_final_then_best(run_dir):
+    out = evaluate_run(run_dir.path)
+    assert Path(out["checkpoint"]) == run_dir.checkpoints / "final"
+    res = out["result"]
+    assert res.tasks == 3 and res.step == -1 and 0.0 <= res.overall <= 1.0
+    rows = run_dir.read("eval.jsonl")
+    assert len(rows) == 1 and rows[0]["source"] == "harnessrl eval" and rows[0]["checkpoint"] == out["checkpoint"]
+    assert rows[0]["per_task"] == res.per_task
+
+    shutil.copytree(run_dir.checkpoints / "final", run_dir.checkpoints / "best")
+    assert Path(evaluate_run(run_dir.path)["checkpoint"]).name == "best"
+    out = evaluate_run(run_dir.path, "checkpoint-3")
+    assert out["result"].step == 3
+    # the same weights give the same scores, whichever name they are under
+    assert out["result"].per_task == pytest.approx(res.per_task)
+    out = evaluate_run(run_dir.path, str(run_dir.checkpoints / "final"))  # a path works too
+    assert Path(out["checkpoint"]) == run_dir.checkpoints / "final"
+    assert len(run_dir.read("eval.jsonl")) == 4
+
+
+def test_eval_run_prefers_the_run_checkpoint_over_the_cwd(run_dir, tmp_path, monkeypatch):
+    stray = tmp_path / "elsewhere"
+    (stray / "final").mkdir(parents=True)  # not a model: loading it would fail
+    monkeypatch.chdir(stray)
+    out = evaluate_run(run_dir.path, "final")
+    assert Path(out["checkpoint"]) == run_dir.checkpoints / "final"
+
+
+def test_eval_run_unknown_checkpoint_lists_what_exists(run_dir):
+    with pytest.raises(HarnessRLError) as e:
+        evaluate_run(run_dir.path, "checkpoint-9")
+    msg = str(e.value)
+    assert "no checkpoint 'checkpoint-9'" in msg
+    assert "checkpoint-3" in msg and "final" in msg
+
+
+def test_eval_run_errors(tmp_path, run_dir):
+    with pytest.raises(HarnessRLError, match="no such run directory"):
+        evaluate_run(tmp_path / "nowhere")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(HarnessRLError, match=r"no config\.yaml"):
+        evaluate_run(tmp_path / "empty")
+    cfg = _yaml(run_dir.config)
+    cfg["data"]["heldout"] = None
+    run_dir.write_config(TrainConfig.model_validate(cfg))
+    with pytest.raises(HarnessRLError, match="no held-out data"):
+        evaluate_run(run_dir.path)
+
+
+def test_eval_run_rejects_shared_task_ids(run_dir):
+    cfg = _yaml(run_dir.config)
+    shutil.copy(cfg["data"]["heldout"], cfg["data"]["train"])  # every held-out task now also trains
+    with pytest.raises(HarnessRLError, match="split off before training"):
+        evaluate_run(run_dir.path)
+    assert load_tasks(cfg["data"]["train"])
+
+
+def _yaml(path: Path) -> dict:
+    import yaml
+
+    return yaml.safe_load(path.read_text(encoding="utf-8"))
+
+
+# --------------------------------------------------------------------------- run directory reading
+
+
+def test_torn_last_line_is_skipped(tmp_path):
+    run = RunDir(tmp_path / "r")
+    run.append("metrics.jsonl", {"step": 1, "reward": 0.5})
+    run.append("metrics.jsonl", {"step": 2, "reward": 0.6}, sync=True)
+    with open(run.file("metrics.jsonl"), "a", encoding="utf-8") as f:
+        f.write('{"step": 3, "rew')  # killed mid-write
+    assert run.read("metrics.jsonl") == [{"step": 1, "reward": 0.5}, {"step": 2, "reward": 0.6}]
+    assert read_jsonl(run.file("metrics.jsonl")) == run.read("metrics.jsonl")
+    # a resumed run appends after the torn line: its first row must not be glued to the fragment
+    run.append("metrics.jsonl", {"step": 3, "reward": 0.7})
+    assert [r["step"] for r in run.read("metrics.jsonl")] == [1, 2, 3]
+    assert read_jsonl(tmp_path / "missing.jsonl") == []
+    assert run.read_json("best.json") is None
+
+
+def test_recorder_appends_after_a_torn_line(tmp_path):
+    from harnessrl.trainer.records import GroupRecord, Recorder, StepRecord
+
+    def group(step: int) -> GroupRecord:
+        return GroupRecord(
+            step=step,
+            task_id="t",
+            domain="d",
+            rubric_version=0,
+            rewards=[0.1, 0.2],
+            mean=0.15,
+            std=0.05,
+            flat=False,
+            lengths=[3, 4],
+            criterion_means={"c1": 0.5},
+        )
+
+    rec = Recorder(tmp_path)
+    rec.add(StepRecord(step=0, groups=[group(0)]), [])
+    with open(tmp_path / "steps.jsonl", "a", encoding="utf-8") as f:
+        f.write('{"step": 1, "task')  # killed mid-write
+    Recorder(tmp_path).add(StepRecord(step=1, groups=[group(1)]), [])
+    assert [r["step"] for r in read_jsonl(tmp_path / "steps.jsonl")] == [0, 1]
+
+
+def test_blank_and_corrupt_lines(tmp_path):
+    path = tmp_path / "x.jsonl"
+    path.write_text('{"a": 1}\n\n   \nnot json\n{"a": 2}\n', encoding="utf-8")
+    assert read_jsonl(path) == [{"a": 1}, {"a": 2}]
+
+
+def test_run_dir_layout(tmp_path):
+    run = RunDir(tmp_path / "new")
+    assert all((run.path / d).is_dir() for d in ("checkpoints", "plots", "rollouts"))
+    run.write_json("best.json", {"step": 2, "overall": 0.5})
+    assert run.read_json("best.json") == {"step": 2, "overall": 0.5}
+    assert not list(run.path.glob(".*.tmp"))
+    ev = run.event("evaluation", step=2, overall=0.5)
+    assert run.read("events.jsonl") == [ev]
+    with pytest.raises(HarnessRLError):
+        RunDir(tmp_path / "absent", create=False)

@@ -1,0 +1,710 @@
+"""The GRPO trainer with the harness wired in, on a tiny random Llama with the real SmolLM2 tokenizer.
+
+One two-step training run (module-scoped, ~10-20 s on two CPU cores) backs the run-directory tests;
+task sampling, guidance, rubric versions and the per-temperature generation split are tested on the
+trainer's own methods without a model (``object.__new__`` plus the attributes they read).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections import Counter
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+from trl import GRPOTrainer
+
+from harnessrl.data import Criterion, Task, load_tasks
+from harnessrl.errors import ConfigError, HarnessRLError, ResourceMissingError
+from harnessrl.interfaces import EditRubric, Harness, ReweightTasks, SetGuidance, guided_count
+from harnessrl.trainer import models
+from harnessrl.trainer.grpo_trainer import HarnessGRPOTrainer
+from harnessrl.trainer.records import GroupRecord, RolloutRecord
+from harnessrl.trainer.rewards import RubricReward
+from harnessrl.trainer.run import build_grpo_config, evaluate_run, train
+from harnessrl.trainer.run_dir import RunDir
+from harnessrl.trainer.train_config import TrainConfig, load_train_config
+
+G = 2  # group size of the training run
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread():
+    """Tiny models gain nothing from threads, and spin-waiting threads crawl on a busy machine."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+# --------------------------------------------------------------------------- data
+
+
+def _task(tid: str, domain: str, prompt: str, reference: str, judged: str, **extra) -> dict:
+    return {
+        "id": tid,
+        "domain": domain,
+        "prompt": prompt,
+        "reference_answer": reference,
+        "rubric": [
+            {"id": "c1", "text": judged, "weight": 2},
+            {"id": "c2", "text": "Writes at least one word", "weight": 1, "check": {"type": "word_count", "min": 1}},
+        ],
+        **extra,
+    }
+
+
+TRAIN_ROWS = [
+    _task("fruit", "food", "Name a fruit.", "An apple is a fruit.", "Names a fruit such as an apple"),
+    _task("bread", "food", "How is bread made?", "Bread is baked from flour and water.", "Mentions flour"),
+    _task("sky", "nature", "Why is the sky blue?", "Sunlight scatters off air.", "Mentions scattered sunlight"),
+    _task("rain", "nature", "Where does rain come from?", "Rain falls from clouds.", "Mentions clouds"),
+]
+HELDOUT_ROWS = [
+    _task("h-soup", "food", "Name a soup.", "Tomato soup.", "Names a soup"),
+    _task("h-snow", "nature", "What is snow?", "Frozen water falling from clouds.", "Says snow is frozen water"),
+]
+
+
+def _write_jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def data_files(tmp_path_factory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("data")
+    return {
+        "train": _write_jsonl(d / "train.jsonl", TRAIN_ROWS),
+        "heldout": _write_jsonl(d / "heldout.jsonl", HELDOUT_ROWS),
+    }
+
+
+@pytest.fixture(scope="module")
+def train_tasks(data_files) -> list[Task]:
+    return load_tasks(data_files["train"])
+
+
+# --------------------------------------------------------------------------- the tiny model
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    try:
+        return models.embedded_tokenizer()
+    except ResourceMissingError as e:
+        pytest.skip(str(e))
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory, tokenizer) -> Path:
+    """A tiny random LlamaForCausalLM and the real SmolLM2 tokenizer, saved as a loadable checkpoint."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=1024,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    path = tmp_path_factory.mktemp("tiny-llama")
+    LlamaForCausalLM(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+def _config(run_dir: Path, model_dir: Path, data_files: dict[str, Path], **grpo) -> TrainConfig:
+    return TrainConfig.model_validate(
+        {
+            "run_dir": str(run_dir),
+            "model": str(model_dir),
+            "device": "cpu",
+            "data": {"train": str(data_files["train"]), "heldout": str(data_files["heldout"])},
+            "grpo": {
+                "num_generations": G,
+                "tasks_per_step": 2,
+                "max_completion_length": 8,
+                "learning_rate": 1e-2,
+                "max_steps": 2,
+                "save_steps": 2,
+                **grpo,
+            },
+            "eval": {"every_steps": None, "max_new_tokens": 8, "batch_size": 4},
+        }
+    )
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, model_dir, data_files):
+    """One two-step run: its config, summary, trainer and run directory."""
+    run_dir = tmp_path_factory.mktemp("runs") / "tiny"
+    config = _config(run_dir, model_dir, data_files)
+    trainers: list[HarnessGRPOTrainer] = []
+    t0 = time.perf_counter()
+    summary = train(config, trainer_hook=lambda tr, run: trainers.append(tr))
+    print(f"two-step tiny run: {time.perf_counter() - t0:.1f} s")
+    return SimpleNamespace(config=config, summary=summary, trainer=trainers[0], run=RunDir(run_dir, create=False))
+
+
+def _safetensors(path: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    return load_file(str(path / "model.safetensors"))
+
+
+# --------------------------------------------------------------------------- 1. a real run
+
+
+def test_training_changes_the_weights(trained, model_dir):
+    before = _safetensors(model_dir)
+    after = _safetensors(trained.run.checkpoints / "final")
+    assert before.keys() == after.keys()
+    changed = [k for k in before if not torch.equal(before[k], after[k])]
+    assert changed, "no parameter moved in two GRPO steps"
+    assert any("layers.0" in k for k in changed)
+    assert trained.summary.steps == 2 == trained.trainer.state.global_step
+
+
+def test_run_directory_is_complete(trained, train_tasks):
+    run, config = trained.run, trained.config
+    assert load_train_config(run.config) == config
+    harness = Harness.load(run.harness, train_tasks)
+    assert harness.versions == {"task_sampling": 0, "rollout_guidance": 0, "rubric_criteria": 0}
+
+    rows = [m for m in run.read("metrics.jsonl") if "reward" in m]
+    assert [m["step"] for m in rows] == [1, 2]
+    for m in rows:
+        for key in (
+            "reward",
+            "frac_reward_zero_std/all_low",
+            "frac_reward_zero_std/all_high",
+            "judge/latency",
+            "judge/parse_fail_rate",
+            "criteria/pass_rate/judged",
+            "criteria/pass_rate/programmatic",
+            "time/generation",
+        ):
+            assert key in m, key
+        assert 0.0 <= m["reward"] <= 1.0
+        assert m["criteria/pass_rate/programmatic"] is not None
+        assert m["judge/parse_fail_rate"] == 0.0
+
+    groups = [GroupRecord.model_validate(g) for g in run.read("steps.jsonl")]
+    assert sorted(Counter(g.step for g in groups).items()) == [(0, 2), (1, 2)]
+    ids = {t.id for t in train_tasks}
+    for step in (0, 1):
+        assert len({g.task_id for g in groups if g.step == step}) == 2  # two distinct task groups a step
+    for g in groups:
+        assert g.task_id in ids
+        assert len(g.rewards) == G and len(g.lengths) == G
+        assert all(0 < n <= config.grpo.max_completion_length for n in g.lengths)
+        assert g.rubric_version == 0
+        assert set(g.criterion_means) == {"c1", "c2"}
+        assert g.guided == 0 and g.guidance is None
+
+    files = sorted(p.name for p in (run.path / "rollouts").iterdir())
+    assert files == ["step_000000.jsonl", "step_000001.jsonl"]
+    rollouts = [RolloutRecord.model_validate(r) for r in run.read("rollouts/step_000001.jsonl")]
+    assert len(rollouts) == 2 * G
+    assert sorted(r.member for r in rollouts) == sorted(list(range(G)) * 2)
+
+    evals = run.read("eval.jsonl")
+    assert [e["step"] for e in evals] == [0, 2]
+    assert all(set(e["per_domain"]) == {"food", "nature"} and e["tasks"] == 2 for e in evals)
+    best = run.read_json("best.json")
+    assert best["step"] in (0, 2)
+    assert best["overall"] == max(e["overall"] for e in evals)
+    if best["step"] == 2:
+        assert (run.checkpoints / "best" / "model.safetensors").exists()
+    assert (run.checkpoints / "final" / "model.safetensors").exists()
+    assert (run.checkpoints / "final" / "tokenizer.json").exists()
+
+    summary = run.read_json("summary.json")
+    assert summary["steps"] == 2
+    assert summary["eval_before"] == evals[0]["overall"] and summary["eval_after"] == evals[-1]["overall"]
+    assert summary["reward_first"] == rows[0]["reward"] and summary["reward_last"] == rows[-1]["reward"]
+
+    kinds = [e["kind"] for e in run.read("events.jsonl")]
+    assert kinds[0] == "run_start" and kinds[-1] == "run_end"
+    assert kinds.count("evaluation") == 2
+
+
+def test_report_is_written(trained):
+    from harnessrl.trainer.report import write_report
+
+    path = write_report(trained.run.path)
+    assert path == trained.run.report and path.exists()
+    text = path.read_text(encoding="utf-8")
+    assert "plots/training.png" in text and "Held-out evaluation" in text
+    assert (trained.run.plots / "training.png").stat().st_size > 1000
+
+
+def test_existing_run_dir_needs_resume_or_overwrite(trained):
+    with pytest.raises(HarnessRLError, match="--resume"):
+        train(trained.config)
+
+
+def test_real_trainer_rows(trained):
+    tr = trained.trainer
+    rows = tr.harness_rows(2 * G, step=0)
+    assert [r["member"] for r in rows] == list(range(G)) * 2
+    assert all(r["rubric_version"] == 0 and not r["guided"] for r in rows)
+
+
+def test_evaluate_run_on_a_run(trained):
+    run = trained.run
+    n_before = len(run.read("eval.jsonl"))
+    default = "best" if (run.checkpoints / "best").exists() else "final"
+    out = evaluate_run(run.path)
+    assert Path(out["checkpoint"]).name == default
+    assert out["result"].tasks == 2 and 0.0 <= out["result"].overall <= 1.0
+    rows = run.read("eval.jsonl")
+    assert len(rows) == n_before + 1 and rows[-1]["source"] == "harnessrl eval"
+    with pytest.raises(HarnessRLError, match="no checkpoint 'checkpoint-99'") as e:
+        evaluate_run(run.path, "checkpoint-99")
+    assert "final" in str(e.value) and "checkpoint-2" in str(e.value)
+
+
+def test_resume_continues_with_the_saved_harness(trained, tmp_path, train_tasks):
+    copy = tmp_path / "resumed"
+    shutil.copytree(trained.run.path, copy)
+    # a committed harness update in the run directory must survive the restart
+    harness = Harness.load(copy / "harness.json", train_tasks)
+    harness.apply(ReweightTasks(task_ids=["fruit"], action="retire"), step=2)
+    harness.apply(SetGuidance(target="rain", text="Think of clouds.", fraction=0.5), step=2)
+    harness.save(copy / "harness.json")
+    versions = harness.versions
+
+    config = _config(copy, trained.config.model, trained.config.data.model_dump(), max_steps=3)
+    summary = train(config, resume=True)
+    assert summary.steps == 3
+    assert Harness.load(copy / "harness.json", train_tasks).versions == versions
+    groups = [GroupRecord.model_validate(g) for g in RunDir(copy, create=False).read("steps.jsonl")]
+    assert sorted({g.step for g in groups}) == [0, 1, 2]
+    assert all(g.task_id != "fruit" for g in groups if g.step == 2)
+    metrics = [m for m in RunDir(copy, create=False).read("metrics.jsonl") if "reward" in m]
+    assert [m["step"] for m in metrics] == [1, 2, 3]
+    for g in groups:
+        if g.step == 2 and g.task_id == "rain":
+            assert g.guided == 1 and g.guidance == "Think of clouds."
+    evals = [e for e in RunDir(copy, create=False).read("eval.jsonl") if e.get("source") != "harnessrl eval"]
+    assert [e["step"] for e in evals] == [0, 2, 3]
+    assert summary.eval_after == evals[-1]["overall"]
+    assert (
+        not _safetensors(copy / "checkpoints" / "final").keys() ^ _safetensors(trained.run.checkpoints / "final").keys()
+    )
+
+
+# --------------------------------------------------------------------------- 2. task sampling rows
+
+
+def _bare_trainer(harness: Harness, g: int = 4, num_processes: int = 1, process_index: int = 0):
+    tr = object.__new__(HarnessGRPOTrainer)
+    tr.harness = harness
+    tr.num_generations = g
+    tr.accelerator = SimpleNamespace(num_processes=num_processes, process_index=process_index)
+    return tr
+
+
+def _assert_grouped(rows: list[dict], g: int) -> list[str]:
+    """Each task fills exactly ``g`` consecutive rows with members 0..g-1; returns the tasks in order."""
+    assert len(rows) % g == 0
+    order = []
+    for k in range(0, len(rows), g):
+        block = rows[k : k + g]
+        assert len({r["task_id"] for r in block}) == 1
+        assert [r["member"] for r in block] == list(range(g))
+        order.append(block[0]["task_id"])
+    return order
+
+
+def test_rows_group_each_task_g_times(train_tasks):
+    tr = _bare_trainer(Harness(train_tasks), g=4)
+    for step in range(5):
+        rows = tr.harness_rows(12, step)
+        order = _assert_grouped(rows, 4)
+        assert len(set(order)) == 3  # distinct tasks while enough are eligible
+        by_id = {t.id: t for t in train_tasks}
+        for r in rows:
+            assert r["prompt"] == by_id[r["task_id"]].messages()
+            assert r["rubric_version"] == 0 and r["guided"] is False and r["temperature"] == 1.0
+    assert tr.harness_rows(12, 3) == tr.harness_rows(12, 3)  # a pure function of the step
+    with pytest.raises(ValueError, match="multiple of num_generations"):
+        tr.harness_rows(6, 0)
+
+
+def test_retired_and_parked_tasks_never_appear(train_tasks):
+    harness = Harness(train_tasks)
+    harness.apply(ReweightTasks(task_ids=["fruit"], action="retire"), step=0)
+    harness.apply(ReweightTasks(task_ids=["sky"], action="park", park_steps=30), step=0)
+    tr = _bare_trainer(harness, g=2)
+    for step in range(30):
+        assert {r["task_id"] for r in tr.harness_rows(4, step)} == {"bread", "rain"}
+    seen = {r["task_id"] for step in range(30, 60) for r in tr.harness_rows(4, step)}
+    assert "sky" in seen and "fruit" not in seen  # parking ends; retiring does not
+
+
+def test_weights_shift_task_frequencies(train_tasks):
+    harness = Harness(train_tasks)
+    tr = _bare_trainer(harness, g=2)
+    steps = range(400)
+    uniform = Counter(tr.harness_rows(2, s)[0]["task_id"] for s in steps)
+    harness.apply(ReweightTasks(task_ids=["rain"], action="reweight", weight=10.0), step=0)
+    weighted = Counter(tr.harness_rows(2, s)[0]["task_id"] for s in steps)
+    assert max(uniform.values()) < 160  # ~100 each
+    assert weighted["rain"] > 250  # p = 10/13
+    assert weighted["rain"] > 3 * max(v for k, v in weighted.items() if k != "rain")
+
+
+@pytest.mark.parametrize(("g", "tasks"), [(4, 3), (2, 2), (3, 2)])
+def test_two_processes_make_the_single_process_batch(train_tasks, g, tasks):
+    harness = Harness(train_tasks)
+    total = g * tasks
+    single = _bare_trainer(harness, g=g).harness_rows(total, step=7)
+    halves = [_bare_trainer(harness, g=g, num_processes=2, process_index=i).harness_rows(total // 2, 7) for i in (0, 1)]
+    assert len(halves[0]) == len(halves[1]) == total // 2
+    assert halves[0] + halves[1] == single
+    _assert_grouped(halves[0] + halves[1], g)
+    # a group split across processes keeps its member indices consistent
+    members = [r["member"] for r in halves[0] + halves[1]]
+    assert members == list(range(g)) * tasks
+
+
+class WordBackend:
+    """Satisfied when the response contains 'good'."""
+
+    name = "word"
+
+    def grade(self, requests):
+        from harnessrl.trainer.judges import BackendVerdict
+
+        return [BackendVerdict(float("good" in r.response), 0.9) for r in requests]
+
+
+def test_step_record_keeps_each_group_apart(train_tasks):
+    """More groups than eligible tasks: a task drawn twice makes two GroupRecords of G rollouts each."""
+    from collections import defaultdict
+
+    from harnessrl.trainer.judges import RubricJudge
+    from harnessrl.trainer.records import Recorder
+
+    harness = Harness(train_tasks[:2])
+    pit = Criterion(id="pit", text="Says bad", weight=-1, check={"type": "contains", "phrases": ["bad"]})
+    harness.apply(EditRubric(task_id="bread", add=[pit]), step=0)
+    tr = _bare_trainer(harness, g=2)
+    tr.accelerator.is_main_process = True
+    tr.rubric_reward = RubricReward(RubricJudge(WordBackend()), harness)
+    tr.recorder = Recorder(None)
+    tr.zero_std_eps = 0.02
+    tr._metrics = {"train": defaultdict(list)}
+    seen = []
+    tr.step_listeners = [seen.append]
+
+    rows = tr.harness_rows(6, step=5)
+    order = _assert_grouped(rows, 2)
+    assert len(set(order)) < 3  # two tasks for three groups: one is drawn twice
+    texts = ["good one", "good two", "bad one", "bad two", "good three", "bad three"]
+    tr.rubric_reward(
+        [r["prompt"] for r in rows],
+        [[{"role": "assistant", "content": t}] for t in texts],
+        task_id=[r["task_id"] for r in rows],
+        rubric_version=[r["rubric_version"] for r in rows],
+        completion_ids=[[1] * (i + 1) for i in range(6)],
+    )
+    tr._record_step(5, rows, {"generation": 0.5, "judging": 0.25})
+
+    record = tr.recorder.steps[5]
+    assert seen == [record]
+    assert [g.task_id for g in record.groups] == order
+    assert [g.lengths for g in record.groups] == [[1, 2], [3, 4], [5, 6]]
+    high, low, mixed = record.groups
+    assert high.flat and high.mean == 1.0 and high.std == 0.0
+    assert low.flat and low.mean < 0.5
+    assert not mixed.flat and mixed.std > 0.1
+    for g in record.groups:
+        assert g.rubric_version == (1 if g.task_id == "bread" else 0)
+        assert set(g.criterion_means) == ({"c1", "c2", "pit"} if g.task_id == "bread" else {"c1", "c2"})
+    assert len(tr.recorder.latest_rollouts()) == 6
+
+    m = tr._metrics["train"]
+    assert m["frac_reward_zero_std/eps"] == [pytest.approx(2 / 3)]
+    assert m["frac_reward_zero_std/all_high"] == [pytest.approx(1 / 3)]
+    assert m["frac_reward_zero_std/all_low"] == [pytest.approx(1 / 3)]
+    assert m["criteria/pass_rate/judged"] == [pytest.approx(0.5)]
+    assert m["criteria/pass_rate/programmatic"] == [1.0]
+    assert "criteria/pass_rate/pitfall" in m
+    assert m["time/generation"] == [0.5] and m["time/judging"] == [0.25]
+    assert m["judge/parse_fail_rate"] == [0.0] and "judge/latency" in m
+    assert m["harness/version/rubric_criteria"] == [1.0]
+    assert m["guided_fraction"] == [0.0]
+
+
+# --------------------------------------------------------------------------- 3. guidance
+
+
+def test_guidance_hint_goes_to_the_first_members(train_tasks):
+    harness = Harness(train_tasks, temperature=1.0)
+    harness.apply(SetGuidance(target="bread", text="Start with flour.", fraction=0.5, temperature=1.7), step=0)
+    tr = _bare_trainer(harness, g=4)
+    plain = {t.id: t.messages() for t in train_tasks}
+    saw = False
+    for step in range(10):
+        for r in tr.harness_rows(8, step):
+            if r["task_id"] != "bread":
+                assert r["prompt"] == plain[r["task_id"]] and not r["guided"] and r["temperature"] == 1.0
+                continue
+            saw = True
+            k = guided_count(4, 0.5)
+            assert k == 2
+            assert r["temperature"] == 1.7
+            if r["member"] < k:
+                assert r["guided"]
+                user = [m for m in r["prompt"] if m["role"] == "user"][-1]
+                assert user["content"].endswith("(Hint: Start with flour.)")
+                assert user["content"].startswith(plain["bread"][-1]["content"])
+            else:
+                assert not r["guided"] and r["prompt"] == plain["bread"]
+    assert saw
+
+
+def test_temperature_only_guidance_changes_no_prompt(train_tasks):
+    harness = Harness(train_tasks)
+    harness.apply(SetGuidance(scope="domain", target="nature", temperature=0.6, fraction=0.0), step=0)
+    tr = _bare_trainer(harness, g=2)
+    rows = [r for s in range(6) for r in tr.harness_rows(4, s)]
+    for r in rows:
+        assert not r["guided"]
+        assert r["temperature"] == (0.6 if r["task_id"] in ("sky", "rain") else 1.0)
+
+
+# --------------------------------------------------------------------------- 4. rubric versions
+
+
+@pytest.fixture(scope="module")
+def semantic_judge():
+    from harnessrl.trainer.judges import build_judge
+
+    return build_judge({"backend": "semantic"})
+
+
+def test_rubric_edit_reaches_rows_and_reward(train_tasks, semantic_judge):
+    harness = Harness(train_tasks)
+    pitfall = Criterion(
+        id="pad", text="Writes anything at all", weight=-2, check={"type": "word_count", "min": 0}
+    )  # every completion trips it
+    assert harness.apply(EditRubric(task_id="sky", add=[pitfall]), step=1) == 1
+    tr = _bare_trainer(harness, g=2)
+    rows = [r for s in range(8) for r in tr.harness_rows(4, s)]
+    assert {r["rubric_version"] for r in rows if r["task_id"] == "sky"} == {1}
+    assert {r["rubric_version"] for r in rows if r["task_id"] != "sky"} == {0}
+
+    reward = RubricReward(semantic_judge, harness)
+    text = "The sky is blue because sunlight is scattered by the air."
+    prompts = [harness.tasks["sky"].messages()] * 2
+    completions = [[{"role": "assistant", "content": text}]] * 2
+    out = reward(
+        prompts, completions, task_id=["sky", "sky"], rubric_version=[0, 1], completion_ids=[[1, 2], [1, 2, 3]]
+    )
+    assert len(out) == 2 and all(v is not None for v in out)
+    assert out[1] < out[0]
+    assert [v.criterion_id for v in reward.last[0].verdicts] == ["c1", "c2"]
+    assert [v.criterion_id for v in reward.last[1].verdicts] == ["c1", "c2", "pad"]
+    assert reward.last[1].by_id()["pad"].value == 1.0
+    assert reward.last_texts == [text, text] and reward.last_lengths == [2, 3]
+    # the rubric a rollout was made with, not the latest: version 0 still grades as before
+    again = reward(prompts[:1], completions[:1], task_id=["sky"], rubric_version=[0])
+    assert again == [out[0]]
+
+
+# --------------------------------------------------------------------------- 5. per-temperature generation
+
+
+@pytest.fixture
+def fake_generation(monkeypatch):
+    """Replace TRL's generation: record each call's prompts and temperatures, answer from the prompt."""
+    calls = []
+
+    def fake(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
+        vg = getattr(self, "vllm_generation", None)
+        calls.append(
+            {
+                "prompts": [list(p) for p in prompt_ids],
+                "temperature": self.generation_config.temperature,
+                "vllm_temperature": vg.temperature if vg is not None else None,
+            }
+        )
+        ids = [[p[0] * 10, p[0] * 10 + 1] for p in prompt_ids]
+        lps = [[-float(p[0])] for p in prompt_ids] if self.return_logprobs else None
+        return ids, lps
+
+    monkeypatch.setattr(GRPOTrainer, "_generate_single_turn", fake)
+    return calls
+
+
+def _gen_trainer(temps, logprobs=False, vllm=False):
+    tr = object.__new__(HarnessGRPOTrainer)
+    tr._row_temperatures = temps
+    tr._gen_seconds = 0.0
+    tr.temperature = 1.0
+    tr.generation_config = SimpleNamespace(temperature=1.0)
+    tr.return_logprobs = logprobs
+    if vllm:
+        tr.vllm_generation = SimpleNamespace(temperature=1.0)
+    return tr
+
+
+@pytest.mark.parametrize("vllm", [False, True])
+@pytest.mark.parametrize("logprobs", [False, True])
+def test_generation_split_by_temperature(fake_generation, logprobs, vllm):
+    temps = [1.5, 1.5, 1.0, 1.0, 0.7, 0.7]
+    tr = _gen_trainer(temps, logprobs, vllm)
+    prompts = [[i + 1, 99] for i in range(6)]
+    ids, lps = tr._generate_single_turn(prompts, None, {}, 2)
+    assert ids == [[(i + 1) * 10, (i + 1) * 10 + 1] for i in range(6)]  # the original order
+    assert lps == ([[-float(i + 1)] for i in range(6)] if logprobs else None)
+    by_temp = {c["temperature"]: c["prompts"] for c in fake_generation}
+    assert by_temp == {0.7: prompts[4:], 1.0: prompts[2:4], 1.5: prompts[:2]}
+    if vllm:
+        assert [c["vllm_temperature"] for c in fake_generation] == [c["temperature"] for c in fake_generation]
+        assert tr.vllm_generation.temperature == 1.0
+    assert tr.generation_config.temperature == 1.0  # restored
+    assert tr._gen_seconds > 0
+
+
+def test_generation_interleaved_temperatures_keep_order(fake_generation):
+    temps = [2.0, 1.0, 2.0, 1.0]
+    tr = _gen_trainer(temps)
+    prompts = [[5], [6], [7], [8]]
+    ids, _ = tr._generate_single_turn(prompts, None, {}, 2)
+    assert ids == [[50, 51], [60, 61], [70, 71], [80, 81]]
+    assert {c["temperature"]: c["prompts"] for c in fake_generation} == {1.0: [[6], [8]], 2.0: [[5], [7]]}
+
+
+def test_generation_one_temperature_is_one_call(fake_generation):
+    tr = _gen_trainer([1.3] * 4)
+    ids, _ = tr._generate_single_turn([[1], [2], [3], [4]], None, {}, 2)
+    assert len(fake_generation) == 1 and fake_generation[0]["temperature"] == 1.3
+    assert ids == [[10, 11], [20, 21], [30, 31], [40, 41]]
+    assert tr.generation_config.temperature == 1.0
+    tr = _gen_trainer(None)  # outside a training step (e.g. TRL's own eval): untouched
+    tr._generate_single_turn([[1]], None, {}, 2)
+    assert fake_generation[-1]["temperature"] == 1.0
+
+
+def test_generation_restores_temperature_after_an_error(monkeypatch):
+    def boom(self, *a, **k):
+        raise RuntimeError("out of memory")
+
+    monkeypatch.setattr(GRPOTrainer, "_generate_single_turn", boom)
+    tr = _gen_trainer([1.0, 2.0])
+    with pytest.raises(RuntimeError):
+        tr._generate_single_turn([[1], [2]], None, {}, 2)
+    assert tr.generation_config.temperature == 1.0
+
+
+# --------------------------------------------------------------------------- 6. configuration
+
+
+def _plain_config(tmp_path, **sections) -> TrainConfig:
+    return TrainConfig.model_validate({"run_dir": str(tmp_path / "run"), **sections})
+
+
+def test_build_grpo_config_fields(tmp_path):
+    config = _plain_config(tmp_path, grpo={"num_generations": 3, "tasks_per_step": 4, "extra": {"warmup_steps": 2}})
+    args = build_grpo_config(config, tmp_path / "ck", "cpu")
+    assert args.per_device_train_batch_size == 12 and args.num_generations == 3
+    assert args.warmup_steps == 2 and args.use_cpu and not args.bf16
+    assert args.remove_unused_columns is False
+    args2 = build_grpo_config(config, tmp_path / "ck", "cpu", num_processes=2)
+    assert args2.per_device_train_batch_size == 6
+    with pytest.raises(ConfigError, match="must divide over 5 processes"):
+        build_grpo_config(config, tmp_path / "ck", "cpu", num_processes=5)
+
+
+def test_vllm_backend_without_vllm(tmp_path):
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is not None:
+        pytest.skip("vLLM is installed here")
+    config = _plain_config(tmp_path, device="auto", generation={"backend": "vllm"})
+    with pytest.raises(ConfigError, match=r"harnessrl\[vllm\]"):
+        build_grpo_config(config, tmp_path / "ck", "cuda")
+    with pytest.raises(ConfigError, match="needs a GPU"):
+        load_train_config(None, ["device=cpu", "generation.backend=vllm"])
+
+
+def test_grpo_extra_clash_and_unknown(tmp_path):
+    clash = _plain_config(tmp_path, grpo={"extra": {"learning_rate": 1.0}})
+    with pytest.raises(ConfigError, match="learning_rate"):
+        build_grpo_config(clash, tmp_path / "ck", "cpu")
+    unknown = _plain_config(tmp_path, grpo={"extra": {"not_a_grpo_field": 1}})
+    with pytest.raises(ConfigError, match="not_a_grpo_field"):
+        build_grpo_config(unknown, tmp_path / "ck", "cpu")
+
+
+def test_misspelt_key_is_named(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("grpo:\n  max_step: 3\nmodle: x\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as e:
+        load_train_config(path)
+    assert "grpo.max_step" in str(e.value) and "modle" in str(e.value)
+    assert "unknown setting" in str(e.value)
+
+
+def test_overrides_parse_values(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("grpo:\n  max_steps: 3\n  learning_rate: 1.0e-5\n", encoding="utf-8")
+    config = load_train_config(
+        path,
+        [
+            "grpo.max_steps=7",
+            "eval.every_steps=null",
+            "data.heldout=null",
+            "grpo.temperature=0.9",
+            "eval.before_training=false",
+            "report_to=[wandb]",
+            "grpo.extra.warmup_steps=2",
+            "run_dir=runs/x=y",
+        ],
+    )
+    assert config.grpo.max_steps == 7 and config.grpo.learning_rate == 1e-5
+    assert config.eval.every_steps is None and config.data.heldout is None
+    assert config.grpo.temperature == 0.9 and config.eval.before_training is False
+    assert config.report_to == ["wandb"] and config.grpo.extra == {"warmup_steps": 2}
+    assert config.run_dir == "runs/x=y"
+    with pytest.raises(ConfigError, match=r"key\.sub=value"):
+        load_train_config(path, ["grpo.max_steps"])
+    with pytest.raises(ConfigError, match=r"grpo\.max_steps"):
+        load_train_config(path, ["grpo.max_steps=many"])
+    with pytest.raises(ConfigError, match="not a section"):
+        load_train_config(path, ["grpo.max_steps.x=1"])
+
+
+def test_cli_set_reaches_the_config(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    import harnessrl.trainer.run as run_mod
+    from harnessrl.cli import app
+
+    seen = {}
+
+    def fake_train(cfg, **kw):
+        seen["cfg"], seen["kw"] = cfg, kw
+        raise HarnessRLError("stop here")
+
+    monkeypatch.setattr(run_mod, "train", fake_train)
+    result = CliRunner().invoke(app, ["train", "--set", "grpo.max_steps=5", "-s", "seed=3", "--resume"])
+    assert isinstance(result.exception, HarnessRLError)
+    assert seen["cfg"].grpo.max_steps == 5 and seen["cfg"].seed == 3
+    assert seen["kw"]["resume"] is True and seen["kw"]["overwrite"] is False
