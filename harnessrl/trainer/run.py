@@ -134,6 +134,13 @@ def build_grpo_config(config: TrainConfig, output_dir: Path, device: str, num_pr
         raise ConfigError(f"grpo.extra: {e} (see trl.GRPOConfig for valid fields)") from e
 
 
+def _is_main_process() -> bool:
+    """Rank 0 writes the run directory (under ``accelerate launch`` every process runs this code)."""
+    import os
+
+    return int(os.environ.get("RANK", "0")) == 0
+
+
 def _last_checkpoint(run: RunDir) -> str | None:
     cks = sorted(run.checkpoints.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
     return str(cks[-1]) if cks else None
@@ -160,20 +167,24 @@ def train(
 
     console = console or Console()
     t_start = time.perf_counter()
+    # everything that can be refused is checked before anything on disk changes
+    train_tasks, heldout = load_run_tasks(config)
+    device = _device(config)
     run_path = Path(config.run_dir)
     if run_path.exists() and any(run_path.iterdir()) and not (resume or overwrite):
         raise HarnessRLError(
             f"{run_path} already holds a run: pass --resume to continue it or --overwrite to start again "
             "(or choose another run_dir)"
         )
-    if overwrite and run_path.exists():
+    if resume and overwrite:
+        raise HarnessRLError("--resume and --overwrite contradict each other: choose one")
+    build_grpo_config(config, run_path / "checkpoints", device)
+    main = _is_main_process()
+    if overwrite and run_path.exists() and main:
         shutil.rmtree(run_path)
     run = RunDir(run_path)
-
-    train_tasks, heldout = load_run_tasks(config)
-    device = _device(config)
-    build_grpo_config(config, run.checkpoints, device)  # validate before loading anything heavy
-    run.write_config(config)
+    if main:
+        run.write_config(config)
 
     with console.status(f"loading {config.model} on {device}..."):
         model, tokenizer = load_causal_lm(config.model, device=device)
@@ -192,7 +203,8 @@ def train(
             seed=config.seed,
             temperature=config.grpo.temperature,
         )
-        harness.save(run.harness)
+        if main:
+            harness.save(run.harness)
     recorder = Recorder(run.path, keep_steps=config.harness.keep_rollout_steps)
     if resume:
         recorder.load_rollouts()
@@ -230,19 +242,24 @@ def train(
     if trainer_hook is not None:
         trainer_hook(trainer, run)
 
-    run.event(
-        "run_start",
-        step=0,
-        model=config.model,
-        device=device,
-        train_tasks=len(train_tasks),
-        heldout_tasks=len(heldout),
-        judge=judge.name,
-        resume=resume,
-    )
+    if main:
+        run.event(
+            "run_start",
+            step=0,
+            model=config.model,
+            device=device,
+            train_tasks=len(train_tasks),
+            heldout_tasks=len(heldout),
+            judge=judge.name,
+            resume=resume,
+        )
     checkpoint = _last_checkpoint(run) if resume else None
     trainer.train(resume_from_checkpoint=checkpoint)
     trainer.save_model(str(run.checkpoints / "final"))
+    if not main:
+        return RunSummary(
+            run.path, trainer.state.global_step, time.perf_counter() - t_start, {}, None, None, None, None, None
+        )
     harness.save(run.harness)
 
     wall = time.perf_counter() - t_start
