@@ -201,7 +201,7 @@ def test_run_directory_is_complete(trained, train_tasks):
         assert m["judge/parse_fail_rate"] == 0.0
 
     groups = [GroupRecord.model_validate(g) for g in run.read("steps.jsonl")]
-    assert sorted(Counter(g.step for g in groups).items()) == [(0, 2), (1, 2)]
+    assert sorted(Counter(g.step for g in groups).items()) == [(1, 2), (2, 2)]  # 1-based, as in metrics.jsonl
     ids = {t.id for t in train_tasks}
     for step in (0, 1):
         assert len({g.task_id for g in groups if g.step == step}) == 2  # two distinct task groups a step
@@ -291,7 +291,7 @@ def test_resume_continues_with_the_saved_harness(trained, tmp_path, train_tasks)
     assert summary.steps == 3
     assert Harness.load(copy / "harness.json", train_tasks).versions == versions
     groups = [GroupRecord.model_validate(g) for g in RunDir(copy, create=False).read("steps.jsonl")]
-    assert sorted({g.step for g in groups}) == [0, 1, 2]
+    assert sorted({g.step for g in groups}) == [1, 2, 3]
     assert all(g.task_id != "fruit" for g in groups if g.step == 2)
     metrics = [m for m in RunDir(copy, create=False).read("metrics.jsonl") if "reward" in m]
     assert [m["step"] for m in metrics] == [1, 2, 3]

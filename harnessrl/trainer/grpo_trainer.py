@@ -101,7 +101,9 @@ class HarnessGRPOTrainer(GRPOTrainer):
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         if not self.model.training:  # TRL's own evaluation path: leave it as it is
             return super()._generate_and_score_completions(inputs)
-        step = self.state.global_step
+        # "step" everywhere in HarnessRL is the 1-based optimisation step being trained, as in TRL's logs
+        # and metrics.jsonl (step 0 is "before training", e.g. the first evaluation)
+        step = self.state.global_step + 1
         rows = self.harness_rows(len(inputs), step)
         self._row_temperatures = [r["temperature"] for r in rows]
         t0 = time.perf_counter()
