@@ -203,7 +203,7 @@ def test_run_directory_is_complete(trained, train_tasks):
     groups = [GroupRecord.model_validate(g) for g in run.read("steps.jsonl")]
     assert sorted(Counter(g.step for g in groups).items()) == [(1, 2), (2, 2)]  # 1-based, as in metrics.jsonl
     ids = {t.id for t in train_tasks}
-    for step in (0, 1):
+    for step in (1, 2):
         assert len({g.task_id for g in groups if g.step == step}) == 2  # two distinct task groups a step
     for g in groups:
         assert g.task_id in ids
@@ -292,11 +292,11 @@ def test_resume_continues_with_the_saved_harness(trained, tmp_path, train_tasks)
     assert Harness.load(copy / "harness.json", train_tasks).versions == versions
     groups = [GroupRecord.model_validate(g) for g in RunDir(copy, create=False).read("steps.jsonl")]
     assert sorted({g.step for g in groups}) == [1, 2, 3]
-    assert all(g.task_id != "fruit" for g in groups if g.step == 2)
+    assert all(g.task_id != "fruit" for g in groups if g.step == 3)
     metrics = [m for m in RunDir(copy, create=False).read("metrics.jsonl") if "reward" in m]
     assert [m["step"] for m in metrics] == [1, 2, 3]
     for g in groups:
-        if g.step == 2 and g.task_id == "rain":
+        if g.step == 3 and g.task_id == "rain":
             assert g.guided == 1 and g.guidance == "Think of clouds."
     evals = [e for e in RunDir(copy, create=False).read("eval.jsonl") if e.get("source") != "harnessrl eval"]
     assert [e["step"] for e in evals] == [0, 2, 3]
