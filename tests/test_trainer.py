@@ -214,7 +214,7 @@ def test_run_directory_is_complete(trained, train_tasks):
         assert g.guided == 0 and g.guidance is None
 
     files = sorted(p.name for p in (run.path / "rollouts").iterdir())
-    assert files == ["step_000000.jsonl", "step_000001.jsonl"]
+    assert files == ["step_000001.jsonl", "step_000002.jsonl"]
     rollouts = [RolloutRecord.model_validate(r) for r in run.read("rollouts/step_000001.jsonl")]
     assert len(rollouts) == 2 * G
     assert sorted(r.member for r in rollouts) == sorted(list(range(G)) * 2)
