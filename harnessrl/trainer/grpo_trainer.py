@@ -255,7 +255,7 @@ class HarnessGRPOTrainer(GRPOTrainer):
         m = self._metrics["train"]
         n = max(1, len(record.groups))
         flat = [g for g in record.groups if g.flat]
-        # TRL's own frac_reward_zero_std counts exactly-zero std; these use harness.zero_std_eps and split it
+        # TRL's own frac_reward_zero_std counts exactly-zero std; these use harness.detectors.eps and split it
         m["frac_reward_zero_std/eps"].append(len(flat) / n)
         m["frac_reward_zero_std/all_low"].append(sum(g.mean is not None and g.mean <= 0.5 for g in flat) / n)
         m["frac_reward_zero_std/all_high"].append(sum(g.mean is not None and g.mean > 0.5 for g in flat) / n)

@@ -52,7 +52,7 @@ class GroupRecord(BaseModel):
     rewards: list[float | None]
     mean: float | None
     std: float | None
-    flat: bool = Field(description="std below harness.zero_std_eps: the group teaches nothing")
+    flat: bool = Field(description="std below harness.detectors.eps: the group teaches nothing")
     lengths: list[int]
     criterion_means: dict[str, float | None]
     missing: int = 0

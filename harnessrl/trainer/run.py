@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import shutil
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -162,6 +163,7 @@ def train(
     from harnessrl.trainer.grpo_trainer import HarnessGRPOTrainer
     from harnessrl.trainer.judges import build_judge
     from harnessrl.trainer.models import load_causal_lm
+    from harnessrl.trainer.monitor import StepMonitor
     from harnessrl.trainer.records import Recorder
     from harnessrl.trainer.rewards import RubricReward
 
@@ -233,12 +235,20 @@ def train(
         harness=harness,
         rubric_reward=reward,
         recorder=recorder,
-        zero_std_eps=config.harness.zero_std_eps,
+        zero_std_eps=config.harness.detectors.eps,
         callbacks=callbacks,
     )
     trainer.remove_callback(PrinterCallback)
     if eval_cb is not None:
         eval_cb.trainer = trainer
+    memory = None
+    if main and config.harness.memory.enabled:
+        from harnessrl.memory.store import TrainingMemory
+
+        with console.status("opening the training memory..."):
+            memory = TrainingMemory(run.path, url=config.harness.memory.url)
+    monitor = StepMonitor(trainer, config.harness.detectors, memory, run if main else None)
+    trainer.step_listeners.append(monitor)
     if trainer_hook is not None:
         trainer_hook(trainer, run)
 
@@ -256,6 +266,9 @@ def train(
     checkpoint = _last_checkpoint(run) if resume else None
     trainer.train(resume_from_checkpoint=checkpoint)
     trainer.save_model(str(run.checkpoints / "final"))
+    memory_counts = memory.counts() if memory is not None else {}
+    if memory is not None:
+        memory.close()
     if not main:
         return RunSummary(
             run.path, trainer.state.global_step, time.perf_counter() - t_start, {}, None, None, None, None, None
@@ -276,6 +289,11 @@ def train(
         best=eval_cb.best if eval_cb else None,
         reward_first=rewards[0] if rewards else None,
         reward_last=rewards[-1] if rewards else None,
+        extra={
+            "failures": dict(Counter(f.kind for f in monitor.failures)),
+            "monitor_seconds": monitor.seconds,
+            "memory_records": memory_counts,
+        },
     )
     run.write_json(
         "summary.json",

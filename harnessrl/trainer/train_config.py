@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from harnessrl.config import load_yaml
 from harnessrl.errors import ConfigError
+from harnessrl.trainer.detectors import DetectorConfig
 from harnessrl.trainer.judges.config import JudgeConfig
 
 __all__ = [
@@ -71,11 +72,21 @@ class GenerationConfig(_Section):
     vllm_gpu_memory_utilization: float = Field(default=0.3, gt=0, le=1)
 
 
+class MemoryConfig(_Section):
+    """The training memory: embedded Chroma in the run directory, or a Chroma server."""
+
+    enabled: bool = True
+    url: str | None = Field(default=None, description="A Chroma server, e.g. http://127.0.0.1:8000; null: embedded.")
+
+
 class HarnessConfig(_Section):
     """How the harness reads the rewards (thresholds the metrics and the detectors share)."""
 
     sampling_floor: float = Field(default=0.1, ge=0, le=1, description="Minimum sampling share, over n tasks.")
-    zero_std_eps: float = Field(default=0.02, ge=0, description="A group whose reward std is below this is flat.")
+    detectors: DetectorConfig = Field(
+        default_factory=DetectorConfig, description="Reward-failure detectors; detectors.eps also defines a flat group."
+    )
+    memory: MemoryConfig = Field(default_factory=lambda: MemoryConfig())
     keep_rollout_steps: int = Field(default=4, ge=1, description="Steps whose rollouts are kept for re-grading.")
 
 
