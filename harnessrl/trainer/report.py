@@ -40,6 +40,11 @@ def print_summary(summary, console: Console) -> None:
     t.add_row("held-out score before → after", f"{fmt(summary.eval_before)} → {fmt(summary.eval_after)}")
     if summary.best:
         t.add_row("best held-out score", f"{summary.best['overall']:.3f} at step {summary.best['step']}")
+    failures = summary.extra.get("failures") or {}
+    t.add_row("reward failures detected", ", ".join(f"{k} {v}" for k, v in sorted(failures.items())) or "none")
+    secs = summary.extra.get("monitor_seconds") or {}
+    if secs and total:
+        t.add_row("  detectors + memory", f"{sum(secs.values()):.1f} s ({sum(secs.values()) / total:.1%} of step time)")
     console.print(t)
 
 
@@ -149,6 +154,19 @@ def write_report(run_dir: str | Path) -> Path:
     parts.append(
         "<h2>Harness</h2><p>Interface versions: " + html.escape(json.dumps(harness.get("versions", {}))) + "</p>"
     )
+    failures = [e for e in events if e.get("kind") == "failure"]
+    if failures:
+        by_kind: dict[str, list[dict]] = {}
+        for f in failures:
+            by_kind.setdefault(f["failure"], []).append(f)
+        rows = [
+            [k, len(fs), len({f["task_id"] for f in fs}), f"{fs[0]['step']}–{fs[-1]['step']}", fs[-1]["summary"]]
+            for k, fs in sorted(by_kind.items())
+        ]
+        parts.append(
+            "<h2>Reward failures detected</h2>" + _table(rows, ["failure", "events", "tasks", "steps", "latest"])
+        )
+        events = [e for e in events if e.get("kind") != "failure"]
     if events:
         rows = [
             [
