@@ -66,9 +66,12 @@ def write_plots(run: RunDir) -> list[Path]:
     fig, axes = plt.subplots(2, 2, figsize=(11, 7))
     ax = axes[0][0]
     x, y = _series(metrics, "reward")
-    ax.plot(x, y, label="reward (mean)")
+    ax.plot(x, y, label="reward (step mean)", alpha=0.4)
+    if len(y) >= 5:
+        k = 5
+        ax.plot(x[k - 1 :], [sum(y[i - k + 1 : i + 1]) / k for i in range(k - 1, len(y))], label=f"{k}-step average")
     xs, ys = _series(metrics, "reward_std")
-    ax.plot(xs, ys, label="reward std", alpha=0.7)
+    ax.plot(xs, ys, label="reward std", alpha=0.6)
     ax.set_title("Training reward")
     ax.set_xlabel("step")
     ax.legend()
@@ -76,7 +79,8 @@ def write_plots(run: RunDir) -> list[Path]:
     x1, lo = _series(metrics, "frac_reward_zero_std/all_low")
     x2, hi = _series(metrics, "frac_reward_zero_std/all_high")
     if x1 and len(x1) == len(x2):
-        ax.stackplot(x1, lo, hi, labels=["flat, all low", "flat, all high"], alpha=0.8)
+        ax.bar(x1, lo, width=0.9, label="flat, all low")
+        ax.bar(x2, hi, width=0.9, bottom=lo, label="flat, all high")
     ax.set_ylim(0, 1)
     ax.set_title("Groups with no learning signal (reward std < eps)")
     ax.set_xlabel("step")
