@@ -39,6 +39,8 @@ class RowError:
     task_id: str | None = None
 
     def __str__(self) -> str:
+        if self.line == 0:  # about the whole file (e.g. empty), not one row
+            return self.message
         where = f"line {self.line}"
         if self.task_id:
             where += f" (task {self.task_id!r})"
