@@ -106,6 +106,7 @@ def test_steps_round_trip_filters_order_and_none(mem):
 
     e4 = hist[3]
     assert e4.mean is None and e4.std is None  # None survives (stored as an absent key)
+    assert e4.rewards == [None, None] and hist[0].rewards == [0.1, 0.2, 0.3, 0.4]
     assert e4.guidance == "think step by step" and e4.guided == 1 and e4.reference_reward == 0.9
     e1 = hist[0]
     assert e1.mean == pytest.approx(0.25) and e1.guidance is None and e1.reference_reward is None
@@ -157,11 +158,17 @@ def test_similar_tasks_finds_the_related_task_across_tasks(mem):
             StepRecord(step=step, groups=[group(step, t, domain=t) for t in texts]),
             task_texts=texts,
         )
-    hits = mem.similar_tasks("How much acetaminophen can a toddler safely take for a high temperature?", n=3)
+    query = "How much acetaminophen can a toddler safely take for a high temperature?"
+    hits = mem.similar_tasks(query, n=3)
     assert hits[0].task_id == "med-dose"
     assert len({h.task_id for h in hits}) == len(hits) == 3  # one entry per task
     assert all(0 <= h.similarity <= 1 for h in hits)
     assert hits[0].similarity > hits[1].similarity
+    mem.scan_limit = 2  # the first neighbours hold one task only: the rest comes from Chroma's filter
+    assert [h.task_id for h in mem.similar_tasks(query, n=4)] == [h.task_id for h in hits] + [
+        ({*texts} - {h.task_id for h in hits}).pop()
+    ]
+    mem.scan_limit = 500
     hits = mem.similar_tasks("a poem about the fall season", n=2, exclude_task="poem")
     assert "poem" not in {h.task_id for h in hits}
     assert [h.task_id for h in mem.similar_tasks("anything", n=5, domain="physics")] == ["physics"]
@@ -245,6 +252,48 @@ def test_failures_round_trip_and_similarity(mem):
     assert hits[0].task_id == "essay-2" and "essay-1" not in {h.task_id for h in hits}
     assert {h.kind for h in mem.similar_failures(q, kind="judge_disagreement")} == {"judge_disagreement"}
     assert {h.task_id for h in mem.similar_failures(q, interface="rubric_criteria", n=5)} == {"essay-1", "essay-2"}
+
+
+@pytest.mark.parametrize("scan_limit", [500, 2])  # 2: the first neighbours rarely match, Chroma filters
+def test_filtered_search_agrees_with_chromas_own_filter(mem, ef, scan_limit):
+    from harnessrl.memory.store import _matches, _where
+
+    mem.scan_limit = scan_limit
+    mem.add_failures(FAILURES)
+    extra = [failure("spurious_length", 30 + i, f"essay-{i}", f"Longer essays score higher ({i})") for i in range(4)]
+    mem.add_failures(extra, interface="rubric_criteria")
+    q = "longer completions get better grades no matter what they actually say"
+    (qv,) = ef([q])
+    col = mem.collection("failures")
+    for kw, where in [
+        ({"kind": "judge_disagreement"}, {"kind": "judge_disagreement"}),
+        ({"exclude_task": "essay-1"}, {"task_id": {"$ne": "essay-1"}}),
+        ({"interface": "rubric_criteria", "exclude_task": "essay-0"}, None),
+        ({"kind": "spurious_length", "domain": "medical"}, None),
+    ]:
+        where = where or _where(
+            {"interface": kw.get("interface")} if "interface" in kw else None,
+            {"kind": kw.get("kind")} if "kind" in kw else None,
+            {"domain": kw.get("domain")} if "domain" in kw else None,
+            {"task_id": {"$ne": kw["exclude_task"]}} if "exclude_task" in kw else None,
+        )
+        want = col.query(query_embeddings=[qv], n_results=3, where=where)["ids"][0]
+        assert [h.id for h in mem.similar_failures(q, n=3, **kw)] == want, kw
+
+    # the Python evaluation of a filter is Chroma's, absent keys included
+    mem.add_step(StepRecord(step=1, groups=[group(1, "t1"), group(1, "t2", rewards=[None])]), {"t1": ["x_y"]})
+    mem.add_step(StepRecord(step=2, groups=[group(2, "t1", guidance="g", guided=2)]))
+    got = mem.collection("steps").get(include=["metadatas"])
+    for where in [
+        {"task_id": "t1"},
+        {"task_id": {"$ne": "t1"}},
+        {"mean": {"$gte": 0.2}},
+        {"guidance": {"$ne": "g"}},
+        {"fail_x_y": True},
+        {"$and": [{"task_id": {"$in": ["t1", "t2"]}}, {"step": {"$gte": 2}}]},
+    ]:
+        want = set(mem.collection("steps").get(where=where)["ids"])
+        assert {i for i, m in zip(got["ids"], got["metadatas"], strict=True) if _matches(m, where)} == want, where
 
 
 def test_failure_from_a_pydantic_model_keeps_extra_fields(mem):

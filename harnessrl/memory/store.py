@@ -140,6 +140,7 @@ class StepEntry(BaseModel):
     missing: int = Field(default=0, description="Verdicts the judge failed to produce.")
     reference_reward: float | None = Field(default=None, description="Reward of the reference answer.")
     criterion_means: dict[str, float | None] = Field(default_factory=dict)
+    rewards: list[float | None] = Field(default_factory=list, description="Each rollout's reward (null: dropped).")
     failures: list[str] = Field(default_factory=list, description="Kinds of failure detected on this group.")
     summary: str = ""
     similarity: float | None = None
@@ -238,6 +239,38 @@ def _where(*conds: dict[str, Any] | None) -> dict[str, Any] | None:
     if not conds:
         return None
     return conds[0] if len(conds) == 1 else {"$and": list(conds)}
+
+
+def _matches(md: Mapping[str, Any], where: Mapping[str, Any] | None) -> bool:
+    """Evaluate the subset of Chroma's ``where`` language this module writes (``$and``, equality,
+    ``$ne``, ``$nin``, ``$in``, ``$gte``) on one record's metadata, with Chroma's semantics (``$ne`` and
+    ``$nin`` match a record that lacks the key; the others do not)."""
+    if not where:
+        return True
+    for key, cond in where.items():
+        if key == "$and":
+            if not all(_matches(md, c) for c in cond):
+                return False
+            continue
+        op, val = next(iter(cond.items())) if isinstance(cond, Mapping) else ("$eq", cond)
+        if op in ("$ne", "$nin"):
+            if key in md and (md[key] == val if op == "$ne" else md[key] in val):
+                return False
+            continue
+        if key not in md or md[key] is None:
+            return False
+        have = md[key]
+        if op == "$eq":
+            ok = have == val
+        elif op == "$in":
+            ok = have in val
+        elif op == "$gte":
+            ok = have >= val
+        else:
+            raise ValueError(f"unsupported where operator {op!r}")
+        if not ok:
+            return False
+    return True
 
 
 def _as_dict(obj: Any) -> dict[str, Any]:
@@ -366,6 +399,90 @@ class TrainingMemory:
     def __exit__(self, *exc) -> None:
         self.close()
 
+    # ------------------------------------------------------------------ semantic search
+
+    scan_limit = 200
+    """How many nearest neighbours a filtered search checks before it asks Chroma to filter."""
+
+    def _search(
+        self,
+        kind: str,
+        text: str,
+        n: int,
+        where: dict[str, Any] | None = None,
+        distinct: str | None = None,
+    ) -> list[tuple[str, str | None, dict[str, Any], float]]:
+        """The ``n`` records of collection ``kind`` nearest to ``text`` that satisfy ``where`` (at most
+        one per value of metadata key ``distinct``), best first, as (id, document, metadata, distance).
+
+        Chroma's own where-filtered vector search evaluates the filter over the whole collection (60 ms
+        and more at 100k records on two CPUs, ~180 ms for a ``$ne``, against ~2 ms unfiltered). So a
+        filtered search first ranks the nearest neighbours unfiltered (ids and distances only) and checks
+        the filter on their metadata in rank order, going deeper while only exclusions (``$ne``/``$nin``)
+        or distinctness are asked; when the first ``scan_limit`` neighbours hold too few matches for a
+        positive condition (kind, domain, interface...), Chroma filters on the positive conditions and the
+        exclusions are checked here."""
+        col = self.collection(kind)
+        total = col.count()
+        if total == 0 or n <= 0:
+            return []
+        (qv,) = self.ef.embed_query([text])
+        picked: list[tuple[str, str | None, dict[str, Any], float]] = []
+        seen: set[Any] = set()
+        full = ["documents", "metadatas", "distances"]
+
+        def take(rows) -> bool:
+            for i, d, m, dist in rows:
+                m = m or {}
+                if not _matches(m, where):
+                    continue
+                if distinct is not None:
+                    if m.get(distinct) in seen:
+                        continue
+                    seen.add(m.get(distinct))
+                picked.append((i, d, m, float(dist)))
+                if len(picked) == n:
+                    return True
+            return False
+
+        def rows_of(res):
+            return zip(res["ids"][0], res["documents"][0], res["metadatas"][0], res["distances"][0], strict=True)
+
+        if where is None and distinct is None:
+            take(rows_of(col.query(query_embeddings=[qv], n_results=min(total, n), include=full)))
+            return picked
+
+        conds = where.get("$and", [where]) if where else []
+        positive = [c for c in conds if not any(isinstance(v, Mapping) and {*v} & {"$ne", "$nin"} for v in c.values())]
+        depth, done = min(total, max(self.scan_limit, n)), set()
+        while True:
+            res = col.query(query_embeddings=[qv], n_results=depth, include=["distances"])
+            ranked = [(i, d) for i, d in zip(res["ids"][0], res["distances"][0], strict=True) if i not in done]
+            chunk = max(2 * n, 32)
+            for start in range(0, len(ranked), chunk):
+                part = ranked[start : start + chunk]
+                done.update(i for i, _ in part)
+                got = col.get(ids=[i for i, _ in part], include=["documents", "metadatas"])
+                by_id = {i: (d, m) for i, d, m in zip(got["ids"], got["documents"], got["metadatas"], strict=True)}
+                if take((i, *by_id[i], dist) for i, dist in part if i in by_id):
+                    return picked
+                chunk = min(4 * chunk, 256)
+            if depth >= total:
+                return picked  # every record was checked: this is all there is
+            if positive or depth >= 8 * self.scan_limit:
+                break
+            depth = min(total, 4 * depth)
+        if not positive:
+            return sorted(picked, key=lambda r: r[3])  # only exclusions/distinctness: the deep scan is the answer
+        want = n + 32 if distinct is None else max(64, 20 * n)
+        while True:
+            res = col.query(query_embeddings=[qv], n_results=min(total, want), where=_where(*positive), include=full)
+            picked.clear()
+            seen.clear()
+            if take(rows_of(res)) or len(res["ids"][0]) < min(total, want) or want >= total:
+                return sorted(picked, key=lambda r: r[3])
+            want *= 4
+
     # ------------------------------------------------------------------ steps
 
     @staticmethod
@@ -477,6 +594,7 @@ class TrainingMemory:
             missing=md.get("missing", 0),
             reference_reward=md.get("reference_reward"),
             criterion_means=_loads(md.get("criterion_means"), {}) or {},
+            rewards=_loads(md.get("rewards"), []) or [],
             failures=[f for f in fails.split(",") if f],
             summary=doc or "",
             similarity=None if distance is None else _similarity(distance),
@@ -509,29 +627,16 @@ class TrainingMemory:
         domain: str | None = None,
         failure: str | None = None,
     ) -> list[StepEntry]:
-        """Step records of *other tasks* whose situation reads most like ``text`` (e.g. a step summary
-        or a failure description): at most one record per task (its best match), best first.
-        Filters: skip ``exclude_task``, keep only ``domain``, keep only groups with failure kind ``failure``."""
-        col = self.collection("steps")
-        total = col.count()
-        if total == 0 or n <= 0:
-            return []
+        """Step records whose situation reads most like ``text`` (e.g. a step summary or a failure
+        description), at most one per task (its best-matching step), best first (``similarity`` 0..1).
+        For cross-task evidence pass the task at hand as ``exclude_task``. Filters: keep only ``domain``;
+        keep only groups where failure kind ``failure`` was detected."""
         where = _where(
             {"task_id": {"$ne": exclude_task}} if exclude_task else None,
             {"domain": domain} if domain else None,
             {f"fail_{failure}": True} if failure else None,
         )
-        k = min(total, max(50, 20 * n))
-        res = col.query(query_texts=[text], n_results=k, where=where, include=["documents", "metadatas", "distances"])
-        best: dict[str, StepEntry] = {}
-        for i, d, m, dist in zip(
-            res["ids"][0], res["documents"][0], res["metadatas"][0], res["distances"][0], strict=True
-        ):
-            if m["task_id"] not in best:
-                best[m["task_id"]] = self._to_step(i, d, m, dist)
-                if len(best) == n:
-                    break
-        return list(best.values())
+        return [self._to_step(i, d, m, dist) for i, d, m, dist in self._search("steps", text, n, where, "task_id")]
 
     # ------------------------------------------------------------------ failures
 
@@ -648,21 +753,13 @@ class TrainingMemory:
         """Past failures whose description reads most like ``text``, best first (``similarity`` 0..1).
         Filters: failure ``kind``, attributed ``interface``, ``domain``; ``exclude_task`` skips one task
         (ask for cross-task evidence by excluding the task at hand)."""
-        col = self.collection("failures")
-        total = col.count()
-        if total == 0 or n <= 0:
-            return []
         where = _where(
             {"kind": kind} if kind else None,
             {"interface": interface} if interface else None,
             {"domain": domain} if domain else None,
             {"task_id": {"$ne": exclude_task}} if exclude_task else None,
         )
-        res = col.query(query_texts=[text], n_results=min(n, total), where=where, include=["metadatas", "distances"])
-        return [
-            self._to_failure(i, m, dist)
-            for i, m, dist in zip(res["ids"][0], res["metadatas"][0], res["distances"][0], strict=True)
-        ]
+        return [self._to_failure(i, m, dist) for i, _, m, dist in self._search("failures", text, n, where)]
 
     # ------------------------------------------------------------------ update candidates
 
@@ -830,10 +927,6 @@ class TrainingMemory:
         each with the critic's measurements (``trials``) and what happened afterwards (``outcome``, null
         while unmeasured). Filters: failure ``kind``, ``interface``, ``exclude_task``; ``with_outcome``
         keeps only updates whose outcome has been measured."""
-        col = self.collection("updates")
-        total = col.count()
-        if total == 0 or n <= 0:
-            return []
         where = _where(
             {"verdict": {"$in": _WORKED}},
             {"failure_kind": kind} if kind else None,
@@ -841,13 +934,7 @@ class TrainingMemory:
             {"task_id": {"$ne": exclude_task}} if exclude_task else None,
             {"has_outcome": True} if with_outcome else None,
         )
-        res = col.query(
-            query_texts=[failure_text], n_results=min(n, total), where=where, include=["metadatas", "distances"]
-        )
-        return [
-            self._to_candidate(i, m, dist)
-            for i, m, dist in zip(res["ids"][0], res["metadatas"][0], res["distances"][0], strict=True)
-        ]
+        return [self._to_candidate(i, m, dist) for i, _, m, dist in self._search("updates", failure_text, n, where)]
 
 
 def _jsonable(x: Any) -> Any:

@@ -1,0 +1,365 @@
+"""The evolver's tools as data: one pydantic argument model per tool, and the models the tools return.
+
+The trainer process implements these tools (:class:`~harnessrl.trainer.evolution.EvolutionService`) and
+serves them over MCP (:mod:`harnessrl.trainer.tool_server`); the graph gets them back as LangChain tools
+through ``langchain-mcp-adapters``. Each argument model is the *one* definition of its tool: its
+docstring is the tool description the LLM reads (when to call it), its fields are the tool's
+parameters, its validators run on every call.
+
+Parameter style: **flat**. The MCP tool's parameters are the argument model's fields themselves
+(:func:`flat_parameters` turns the model into a function signature, descriptions and constraints
+included), so the LLM sends ``{"task_id": "t1", "steps": 2}`` rather than the
+``{"args": {"task_id": ...}}`` a single model-typed parameter would require (a wrapper level LLMs often
+get wrong). The server then validates the call with the whole model, so model-level rules (e.g.
+"action 'park' needs park_steps") still apply. The three candidate builders take the harness update
+models (:class:`ReweightTasks`, :class:`SetGuidance`, :class:`EditRubric`, whose docstrings already
+speak to the LLM) plus ``failure_id``; their ``interface`` tag is implied by the tool and not a
+parameter.
+
+Results are pydantic models too (MCP structured output: the client gets both the JSON object and its
+text). ``run_frozen_policy_trial`` returns the critic's ``TrialResult`` from
+:mod:`harnessrl.trainer.trials`, which lives trainer-side (this module must not import torch, trl or
+chromadb, so that the evolver side imports fast).
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from harnessrl.interfaces import EditRubric, GuidanceRule, ReweightTasks, SetGuidance
+from harnessrl.interfaces.base import InterfaceUpdate
+
+__all__ = [
+    "TOOLS",
+    "Candidate",
+    "CandidateStatus",
+    "CommitResult",
+    "CommitUpdate",
+    "EditRubricArgs",
+    "FailureList",
+    "FailureView",
+    "GetFailures",
+    "GetHarnessState",
+    "HarnessView",
+    "InspectRollouts",
+    "MemoryResult",
+    "QueryMemory",
+    "ReweightTasksArgs",
+    "RolloutList",
+    "RolloutView",
+    "RunTrial",
+    "SetGuidanceArgs",
+    "TaskView",
+    "ToolSpec",
+    "flat_parameters",
+]
+
+CandidateStatus = Literal["proposed", "accepted", "rejected", "committed"]
+"""Proposed (built, not judged), accepted or rejected by its latest trial, committed (applied)."""
+
+_STRICT = ConfigDict(extra="forbid")
+
+
+# --------------------------------------------------------------------------------------------------
+# read tools
+
+
+class GetFailures(BaseModel):
+    """Call this first at an evolution point: the reward failures the detectors found, newest first.
+    A failure that persists over several steps (same kind, task and criterion or feature) is listed
+    once, at its latest step, with how often it occurred. Each has a ``failure_id`` (pass it to the
+    candidate you build for it), its kind (e.g. non_discriminative_low: every rollout scored alike and
+    low; spurious_length: reward rises with length), the task, a one-line summary with the numbers,
+    the evidence, and ``interface_hint``, the interface most likely to address it (a hint only)."""
+
+    model_config = _STRICT
+
+    since_step: int | None = Field(default=None, ge=0, description="Only failures detected at this step or later.")
+    kinds: list[str] | None = Field(default=None, description="Only these failure kinds.")
+    task_id: str | None = Field(default=None, description="Only failures of this task.")
+    limit: int = Field(default=20, ge=1, le=200, description="At most this many failures.")
+
+
+class QueryMemory(BaseModel):
+    """Read the training memory before attributing a failure or proposing an update.
+    ``mode="task_history"``: the task's recent steps (reward mean and std, failures seen, guidance)
+    and every update tried on it with its verdict and trial numbers (needs ``task_id``).
+    ``mode="similar_failures"``: past failures on *other* tasks that read like this one, with the
+    interface each was blamed on. ``mode="what_worked"``: accepted or committed updates on other tasks
+    that answered similar failures, with the critic's measurements and, once known, their outcome.
+    ``mode="similar_tasks"``: other tasks whose situation reads like this one. For the three search
+    modes give ``text`` (e.g. the failure summary) or just ``task_id`` to search with that task's
+    latest failure; the task itself is left out of the results (cross-task evidence). ``kind`` keeps
+    one failure kind, ``interface`` one interface."""
+
+    model_config = _STRICT
+
+    mode: Literal["task_history", "similar_failures", "what_worked", "similar_tasks"]
+    task_id: str | None = Field(default=None, description="The task at hand.")
+    text: str | None = Field(default=None, description="What to search for (search modes).")
+    kind: str | None = Field(default=None, description="Keep only this failure kind.")
+    interface: Literal["task_sampling", "rollout_guidance", "rubric_criteria"] | None = Field(
+        default=None, description="Keep only this interface (similar_failures, what_worked)."
+    )
+    n: int = Field(default=5, ge=1, le=50, description="At most this many items.")
+
+    @model_validator(mode="after")
+    def _has_subject(self):
+        if self.mode == "task_history" and not self.task_id:
+            raise ValueError("mode 'task_history' needs a task_id")
+        if self.mode != "task_history" and not (self.text or self.task_id):
+            raise ValueError(f"mode {self.mode!r} needs text to search for, or a task_id whose latest failure to use")
+        return self
+
+
+class InspectRollouts(BaseModel):
+    """Look at what the policy actually wrote for a task before you edit its rubric or write a hint:
+    the current rubric (criterion ids, texts, weights), the reference answer, and up to ``limit``
+    rollouts from the last ``steps`` kept training steps, spread from the lowest to the highest
+    reward, each with its per-criterion verdicts (0 = not met, 1 = met), length, whether it saw
+    guidance, and its completion (truncated)."""
+
+    model_config = _STRICT
+
+    task_id: str = Field(min_length=1)
+    steps: int = Field(default=2, ge=1, le=50, description="How many of the latest kept steps to read.")
+    limit: int = Field(default=8, ge=1, le=64, description="At most this many rollouts.")
+
+
+class GetHarnessState(BaseModel):
+    """Read the harness as it is now: each interface's version and, with ``task_id``, that task's
+    sampling weight, status (active, parked, retired), sampling probability, the guidance in force
+    (hint text, guided fraction, temperature) and its current rubric with its version. Call it before
+    proposing, so a candidate changes what is there (criterion ids to reword or remove, guidance to
+    replace)."""
+
+    model_config = _STRICT
+
+    task_id: str | None = Field(default=None, description="The task to show; null: versions only.")
+
+
+# --------------------------------------------------------------------------------------------------
+# candidate builders: the harness update models plus the failure they answer
+
+_FAILURE_ID = Field(default=None, description="The failure_id (from get_failures) this candidate answers.")
+_BUILDER_NOTE = (
+    "\n\nThis builds a *candidate* and applies nothing: training changes only after "
+    "run_frozen_policy_trial accepts it and commit_update applies it. Pass the failure_id it answers. "
+    "Returns the candidate_id and a preview of what it would change."
+)
+
+
+class ReweightTasksArgs(ReweightTasks):
+    __doc__ = inspect.cleandoc(ReweightTasks.__doc__ or "") + _BUILDER_NOTE
+    model_config = _STRICT
+
+    failure_id: str | None = _FAILURE_ID
+
+    def update(self) -> ReweightTasks:
+        """The harness update itself (without ``failure_id``)."""
+        return ReweightTasks.model_validate(self.model_dump(exclude={"failure_id"}))
+
+
+class SetGuidanceArgs(SetGuidance):
+    __doc__ = inspect.cleandoc(SetGuidance.__doc__ or "") + _BUILDER_NOTE
+    model_config = _STRICT
+
+    failure_id: str | None = _FAILURE_ID
+
+    def update(self) -> SetGuidance:
+        """The harness update itself (without ``failure_id``)."""
+        return SetGuidance.model_validate(self.model_dump(exclude={"failure_id"}))
+
+
+class EditRubricArgs(EditRubric):
+    __doc__ = inspect.cleandoc(EditRubric.__doc__ or "") + _BUILDER_NOTE
+    model_config = _STRICT
+
+    failure_id: str | None = _FAILURE_ID
+
+    def update(self) -> EditRubric:
+        """The harness update itself (without ``failure_id``)."""
+        return EditRubric.model_validate(self.model_dump(exclude={"failure_id"}))
+
+
+# --------------------------------------------------------------------------------------------------
+# critic and commit
+
+
+class RunTrial(BaseModel):
+    """Measure a candidate on the current, frozen policy (the critic's job). A rubric edit re-grades
+    the cached rollouts and the reference answer with the candidate rubric; guidance generates fresh
+    rollouts with the hint; a sampling change probes the tasks it promotes. Returns the baseline and
+    candidate values of a metric chosen from the failure kind, a bootstrap interval of the improvement,
+    ``accepted`` (the whole interval above zero) and the reason. Only an accepted candidate can be
+    committed; revise a rejected one (build a new candidate) using its measurements."""
+
+    model_config = _STRICT
+
+    candidate_id: str = Field(min_length=1)
+
+
+class CommitUpdate(BaseModel):
+    """Apply an accepted candidate to the harness from the next training step. Refused unless the
+    candidate's latest trial accepted it and what it changes is still as it was when measured.
+    Returns the interface's new version and the step the update applies from."""
+
+    model_config = _STRICT
+
+    candidate_id: str = Field(min_length=1)
+
+
+# --------------------------------------------------------------------------------------------------
+# results
+
+
+class FailureView(BaseModel):
+    """A detected reward failure, as the evolver sees it."""
+
+    failure_id: str
+    kind: str
+    step: int = Field(description="The latest step it was detected at.")
+    task_id: str
+    domain: str
+    summary: str
+    evidence: dict[str, Any] = Field(default_factory=dict)
+    interface_hint: str
+    rubric_version: int | None = None
+    occurrences: int = Field(default=1, description="Steps it was detected at (it persisted).")
+    first_step: int | None = None
+
+
+class FailureList(BaseModel):
+    failures: list[FailureView]
+    total: int = Field(default=0, description="Distinct failures that matched, before the limit.")
+
+
+class MemoryResult(BaseModel):
+    mode: str
+    items: list[dict[str, Any]] = Field(default_factory=list)
+    note: str = ""
+
+
+# criteria as plain objects: the typed Criterion (with its union of checks) would make every result's
+# JSON schema large, and MCP clients validate each result against it (tens of ms a call)
+_RUBRIC = "The task's current rubric: each criterion's id, text, weight (negative: a pitfall), kind and check."
+
+
+class RolloutView(BaseModel):
+    step: int
+    member: int
+    guided: bool
+    reward: float | None
+    length_tokens: int
+    length_words: int | None = None
+    rubric_version: int | None = None
+    completion: str = Field(description="The completion, truncated to the server's limit.")
+    truncated: bool = False
+    verdicts: dict[str, float | None] = Field(default_factory=dict)
+
+
+class RolloutList(BaseModel):
+    task_id: str
+    domain: str | None = None
+    rubric_version: int | None = None
+    rubric: list[dict[str, Any]] = Field(default_factory=list, description=_RUBRIC)
+    reference_answer: str | None = None
+    rollouts: list[RolloutView] = Field(default_factory=list)
+    total: int = Field(default=0, description="Rollouts kept for the task in those steps, before the limit.")
+
+
+class TaskView(BaseModel):
+    task_id: str
+    domain: str
+    weight: float
+    status: Literal["active", "parked", "retired"]
+    parked_until: int | None = None
+    sampling_probability: float
+    guidance: GuidanceRule | None = Field(default=None, description="The guidance in force (task rule or domain rule).")
+    temperature: float
+    rubric_version: int
+    rubric: list[dict[str, Any]] = Field(description=_RUBRIC)
+
+
+class HarnessView(BaseModel):
+    step: int = Field(description="The current training step.")
+    versions: dict[str, int]
+    task: TaskView | None = None
+
+
+class Candidate(BaseModel):
+    candidate_id: str
+    interface: Literal["task_sampling", "rollout_guidance", "rubric_criteria"]
+    payload: dict[str, Any] = Field(description="The update, as commit_update would apply it.")
+    failure_id: str | None = None
+    status: CandidateStatus = "proposed"
+    preview: dict[str, Any] = Field(default_factory=dict, description="What it would change, before and after.")
+    revision: int = Field(default=0, description="Earlier candidates for the same failure.")
+    parent_id: str | None = Field(default=None, description="The previous candidate for the same failure.")
+
+
+class CommitResult(BaseModel):
+    candidate_id: str
+    interface: str
+    version: int = Field(description="The interface's version after the update.")
+    applies_from_step: int
+
+
+# --------------------------------------------------------------------------------------------------
+# the tool table
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """One tool: its name, argument model (whose docstring is the description) and result model.
+    ``result`` is None for ``run_frozen_policy_trial``, whose ``TrialResult`` lives trainer-side."""
+
+    name: str
+    args: type[BaseModel]
+    result: type[BaseModel] | None
+    read_only: bool = False
+
+    @property
+    def description(self) -> str:
+        return inspect.cleandoc(self.args.__doc__ or "")
+
+
+TOOLS: dict[str, ToolSpec] = {
+    s.name: s
+    for s in (
+        ToolSpec("get_failures", GetFailures, FailureList, read_only=True),
+        ToolSpec("query_memory", QueryMemory, MemoryResult, read_only=True),
+        ToolSpec("inspect_rollouts", InspectRollouts, RolloutList, read_only=True),
+        ToolSpec("get_harness_state", GetHarnessState, HarnessView, read_only=True),
+        ToolSpec("reweight_tasks", ReweightTasksArgs, Candidate),
+        ToolSpec("set_guidance", SetGuidanceArgs, Candidate),
+        ToolSpec("edit_rubric", EditRubricArgs, Candidate),
+        ToolSpec("run_frozen_policy_trial", RunTrial, None),
+        ToolSpec("commit_update", CommitUpdate, CommitResult),
+    )
+}
+"""Every evolver tool by name (the names the graph and the rule-based model call)."""
+
+_LAST = ("rationale", "failure_id")  # the update's own fields first, then why and for which failure
+
+
+def flat_parameters(model: type[BaseModel]) -> list[inspect.Parameter]:
+    """The model's fields as keyword-only function parameters (type, constraints, description,
+    default), for a tool function whose signature *is* the model: MCP's FastMCP builds the tool's
+    input schema from it. An update model's ``interface`` tag is left out (the tool implies it)."""
+    names = list(model.model_fields)
+    if issubclass(model, InterfaceUpdate):
+        names = [n for n in names if n != "interface"]
+        names = [n for n in names if n not in _LAST] + [n for n in _LAST if n in names]
+    params = []
+    for name in names:
+        field = model.model_fields[name]
+        info = Field(description=field.description, title=field.title, examples=field.examples)
+        annotation = Annotated[(field.annotation, *field.metadata, info)]
+        default = inspect.Parameter.empty if field.is_required() else field.get_default(call_default_factory=True)
+        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation))
+    return params

@@ -1,0 +1,732 @@
+"""The evolver's tools, trainer side: read failures, memory, rollouts and the harness; build, trial and
+commit harness update candidates.
+
+:class:`EvolutionService` implements every tool of :data:`harnessrl.graph.tools.TOOLS` as a plain method
+that takes the tool's argument model (or its fields as keywords) and returns its result model, so the
+same code serves the graph in-process and over MCP (:class:`~harnessrl.trainer.tool_server.ToolServer`).
+
+The rule it enforces: **nothing reaches training unmeasured.** The candidate builders
+(``reweight_tasks``, ``set_guidance``, ``edit_rubric``) only validate an update against the current
+harness (the interfaces' own ``preview``) and store it as a *candidate*; ``run_frozen_policy_trial``
+measures a candidate on the frozen policy (the trials object, e.g.
+:class:`~harnessrl.trainer.trials.FrozenPolicyTrials`); ``commit_update`` applies a candidate only if its
+latest trial accepted it, the harness state it changes is still the state that was measured, and the
+policy has not trained on since (``max_trial_age_steps``). An applied update takes effect from the
+next training step, and ``harness.json`` is rewritten at once, so a killed run resumes with it.
+
+Every candidate, trial, verdict and commit is written to the training memory (its ``updates``
+collection, one record per candidate) and to ``events.jsonl`` (kinds ``proposal``, ``trial``,
+``verdict``, ``commit``; the graph's attributions arrive through :meth:`EvolutionService.on_event` or
+:meth:`EvolutionService.record_attribution` as ``attribution``). A memory write that fails is logged and
+never fails the tool.
+
+Thread-safety: the tools run on the tool server's worker threads while the training loop waits at an
+evolution point; one re-entrant lock (:attr:`EvolutionService.lock`) serializes every tool, so a trial
+sees one consistent harness and a commit never interleaves with another.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from pydantic import BaseModel
+
+from harnessrl.errors import HarnessRLError
+from harnessrl.graph.tools import (
+    TOOLS,
+    Candidate,
+    CandidateStatus,
+    CommitResult,
+    CommitUpdate,
+    EditRubricArgs,
+    FailureList,
+    FailureView,
+    GetFailures,
+    GetHarnessState,
+    HarnessView,
+    InspectRollouts,
+    MemoryResult,
+    QueryMemory,
+    ReweightTasksArgs,
+    RolloutList,
+    RolloutView,
+    RunTrial,
+    SetGuidanceArgs,
+    TaskView,
+)
+from harnessrl.interfaces import EditRubric, Harness, ReweightTasks, SetGuidance
+
+if TYPE_CHECKING:
+    from harnessrl.memory.store import TrainingMemory
+    from harnessrl.trainer.detectors import Failure
+    from harnessrl.trainer.records import Recorder, RolloutRecord
+    from harnessrl.trainer.run_dir import RunDir
+
+__all__ = ["CandidateError", "EvolutionService", "TrialRunner"]
+
+logger = logging.getLogger(__name__)
+
+Update = ReweightTasks | SetGuidance | EditRubric
+M = TypeVar("M", bound=BaseModel)
+
+# kinds the service writes itself when a tool runs: the graph reporting them again would duplicate them
+_WRITTEN_BY_TOOLS = frozenset({"proposal", "trial", "verdict", "commit"})
+
+
+class CandidateError(HarnessRLError):
+    """A tool call the evolver must change: an invalid candidate, an unknown id, a refused commit.
+    The message says what to do instead (it is what the LLM reads)."""
+
+
+class TrialRunner(Protocol):
+    """What the service needs from the critic's trials: measure ``update`` on the frozen policy and
+    return a ``TrialResult`` (a pydantic model with at least ``accepted`` and ``reason``)."""
+
+    def run(self, update: Update, candidate_id: str, failure: Failure | None = None) -> Any: ...
+
+
+@dataclass
+class _Candidate:
+    candidate_id: str
+    update: Update
+    failure_id: str | None
+    failure: Any
+    step: int
+    preview: dict[str, Any]
+    revision: int = 0
+    parent_id: str | None = None
+    status: CandidateStatus = "proposed"
+    trials: list[Any] = field(default_factory=list)
+    trial_step: int | None = None
+    trial_target: str | None = None
+    version: int | None = None
+    applied_step: int | None = None
+
+    def view(self) -> Candidate:
+        return Candidate(
+            candidate_id=self.candidate_id,
+            interface=self.update.interface,
+            payload=self.update.model_dump(mode="json"),
+            failure_id=self.failure_id,
+            status=self.status,
+            preview=self.preview,
+            revision=self.revision,
+            parent_id=self.parent_id,
+        )
+
+
+def _coerce(model: type[M], args: Any, kwargs: Mapping[str, Any]) -> M:
+    """A tool's arguments as its model, from the model itself, another model, a dict, or keywords."""
+    if args is None:
+        return model.model_validate(dict(kwargs))
+    if isinstance(args, model) and not kwargs:
+        return args
+    if isinstance(args, BaseModel):
+        args = args.model_dump()
+    if not isinstance(args, Mapping):
+        raise TypeError(f"{model.__name__} arguments must be a {model.__name__}, a dict or keywords")
+    return model.model_validate({**args, **kwargs})
+
+
+def _dump(x: Any) -> Any:
+    return x.model_dump(mode="json") if isinstance(x, BaseModel) else x
+
+
+def _failure_key(f: Any) -> tuple:
+    key = getattr(f, "key", None)
+    if key is not None:
+        return tuple(key)
+    ev = getattr(f, "evidence", None) or {}
+    return f.kind, f.task_id, ev.get("criterion_id") or ev.get("feature")
+
+
+def _criteria(rubric: Sequence[Any]) -> list[dict[str, Any]]:
+    return [c.model_dump(mode="json", exclude_none=True) for c in rubric]
+
+
+class EvolutionService:
+    """The evolver's tools over one run's harness, records, memory and trials.
+
+    Args:
+        harness: the run's :class:`~harnessrl.interfaces.Harness` (mutated only by :meth:`commit_update`).
+        recorder: the trainer's :class:`~harnessrl.trainer.records.Recorder` (kept rollouts).
+        memory: the :class:`~harnessrl.memory.store.TrainingMemory`, or None (``query_memory`` then
+            answers with an empty result and says why).
+        trials: anything with ``run(update, candidate_id, failure) -> TrialResult`` (:class:`TrialRunner`).
+        run_dir: where ``harness.json`` and events are written, or None (nothing written).
+        failures: returns the failures detected so far, e.g. ``lambda: monitor.failures``.
+        step: returns the current training step (the last one trained); commits apply from the next.
+        max_trial_age_steps: how many training steps a trial stays valid for a commit (0: the policy
+            must not have trained at all since it was measured, the synchronous evolution point).
+        completion_chars: longest completion text ``inspect_rollouts`` shows.
+    """
+
+    def __init__(
+        self,
+        harness: Harness,
+        recorder: Recorder,
+        memory: TrainingMemory | None,
+        trials: TrialRunner,
+        run_dir: RunDir | None,
+        failures: Callable[[], Sequence[Failure]],
+        step: Callable[[], int],
+        *,
+        max_trial_age_steps: int = 0,
+        completion_chars: int = 600,
+    ):
+        self.harness = harness
+        self.recorder = recorder
+        self.memory = memory
+        self.trials = trials
+        self.run_dir = run_dir
+        self._failures = failures
+        self._step = step
+        self.max_trial_age_steps = max_trial_age_steps
+        self.completion_chars = completion_chars
+        self.lock = threading.RLock()
+        self.counts: Counter[str] = Counter()
+        self._candidates: dict[str, _Candidate] = {}
+        self._attributions: dict[str, dict[str, Any]] = {}
+        self._fid_cache: dict[int, tuple[Any, str]] = {}
+
+    # ------------------------------------------------------------------------------------ plumbing
+    def tool_methods(self) -> dict[str, Callable[[Any], BaseModel]]:
+        """Each tool's implementation by tool name (what the server registers)."""
+        return {name: getattr(self, name) for name in TOOLS}
+
+    def current_step(self) -> int:
+        return int(self._step())
+
+    def candidate(self, candidate_id: str) -> Candidate:
+        """A candidate as the evolver sees it (raises :class:`CandidateError` for an unknown id)."""
+        with self.lock:
+            return self._get(candidate_id).view()
+
+    def candidates(self) -> list[Candidate]:
+        with self.lock:
+            return [c.view() for c in self._candidates.values()]
+
+    def metrics(self) -> dict[str, float]:
+        """Evolver counts so far, e.g. ``evolver/proposed/rubric_criteria`` (for the step's metrics)."""
+        return {f"evolver/{k}": float(v) for k, v in sorted(self.counts.items())}
+
+    def _event(self, kind: str, /, **payload: Any) -> None:
+        if self.run_dir is None:
+            return
+        step = payload.pop("step", None)
+        payload = {f"payload_{k}" if k in ("time", "kind") else k: _dump(v) for k, v in payload.items()}
+        try:
+            self.run_dir.event(kind, step=self.current_step() if step is None else step, **payload)
+        except Exception:  # the decision trace must not turn an applied commit into a tool error
+            logger.exception("could not write the %r event to %s", kind, self.run_dir.path)
+
+    def _remember(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        if self.memory is None:
+            return
+        try:
+            fn(*args, **kwargs)
+        except Exception:  # a memory write failing must not fail the tool (the events still have it)
+            logger.exception("training memory: %s failed", what)
+
+    def _task(self, task_id: str):
+        task = self.harness.tasks.get(task_id)
+        if task is None:
+            known = sorted(self.harness.tasks)
+            more = f" (and {len(known) - 10} more)" if len(known) > 10 else ""
+            raise CandidateError(f"unknown task id {task_id!r}; training task ids include {known[:10]}{more}")
+        return task
+
+    def _get(self, candidate_id: str) -> _Candidate:
+        cand = self._candidates.get(candidate_id)
+        if cand is None:
+            raise CandidateError(
+                f"unknown candidate_id {candidate_id!r}: build a candidate with reweight_tasks, set_guidance or "
+                "edit_rubric and use the candidate_id it returns"
+            )
+        return cand
+
+    def _failure_id(self, f: Any) -> str:
+        hit = self._fid_cache.get(id(f))
+        if hit is not None and hit[0] is f:
+            return hit[1]
+        from harnessrl.memory.store import TrainingMemory  # the one definition of a failure's id
+
+        fid = TrainingMemory.failure_id(f)
+        self._fid_cache[id(f)] = (f, fid)  # the object is kept, so its id() is not reused
+        return fid
+
+    def _find_failure(self, failure_id: str) -> Any:
+        for f in reversed(list(self._failures())):
+            if self._failure_id(f) == failure_id:
+                return f
+        return None
+
+    # ------------------------------------------------------------------------------------ read tools
+    def get_failures(self, args: GetFailures | Mapping[str, Any] | None = None, /, **kwargs: Any) -> FailureList:
+        """The detected failures, newest first, one entry per persisting failure (see :class:`GetFailures`)."""
+        a = _coerce(GetFailures, args, kwargs)
+        with self.lock:
+            groups: dict[tuple, list[Any]] = {}
+            for f in self._failures():
+                if a.since_step is not None and f.step < a.since_step:
+                    continue
+                if a.kinds and f.kind not in a.kinds:
+                    continue
+                if a.task_id is not None and f.task_id != a.task_id:
+                    continue
+                groups.setdefault(_failure_key(f), []).append(f)
+            views = []
+            for fs in groups.values():
+                latest = max(fs, key=lambda f: f.step)
+                views.append(
+                    FailureView(
+                        failure_id=self._failure_id(latest),
+                        kind=latest.kind,
+                        step=latest.step,
+                        task_id=latest.task_id,
+                        domain=latest.domain,
+                        summary=latest.summary,
+                        evidence=_dump(dict(latest.evidence or {})),
+                        interface_hint=latest.interface_hint,
+                        rubric_version=getattr(latest, "rubric_version", None),
+                        occurrences=len({f.step for f in fs}),
+                        first_step=min(f.step for f in fs),
+                    )
+                )
+        views.sort(key=lambda v: (-v.step, v.kind, v.task_id))
+        return FailureList(failures=views[: a.limit], total=len(views))
+
+    def query_memory(self, args: QueryMemory | Mapping[str, Any] | None = None, /, **kwargs: Any) -> MemoryResult:
+        """Within-task history or cross-task evidence from the training memory (see :class:`QueryMemory`)."""
+        a = _coerce(QueryMemory, args, kwargs)
+        if a.task_id is not None:
+            self._task(a.task_id)
+        if self.memory is None:
+            return MemoryResult(mode=a.mode, note="this run keeps no training memory: decide from the failures")
+        mem = self.memory
+        if a.mode == "task_history":
+            steps = mem.task_history(a.task_id, last_n=a.n)
+            updates = mem.candidates(task_id=a.task_id)[-a.n :]
+            items = [{"record": "step", **s.model_dump(mode="json", exclude_none=True)} for s in steps]
+            items += [{"record": "update", **c.model_dump(mode="json", exclude_none=True)} for c in updates]
+            return MemoryResult(mode=a.mode, items=items)
+        text = a.text or self._latest_failure_text(a.task_id)
+        if not text:
+            raise CandidateError(f"no failure detected on task {a.task_id!r} yet: give the text to search for")
+        if a.mode == "similar_failures":
+            rows = mem.similar_failures(text, kind=a.kind, interface=a.interface, exclude_task=a.task_id, n=a.n)
+        elif a.mode == "what_worked":
+            rows = mem.what_worked(text, kind=a.kind, interface=a.interface, n=a.n, exclude_task=a.task_id)
+        else:
+            rows = mem.similar_tasks(text, n=a.n, exclude_task=a.task_id, failure=a.kind)
+        items = [r.model_dump(mode="json", exclude_none=True) for r in rows]
+        note = "" if items else "nothing similar in the memory yet"
+        return MemoryResult(mode=a.mode, items=items, note=note)
+
+    def _latest_failure_text(self, task_id: str | None) -> str | None:
+        if task_id is None:
+            return None
+        for f in reversed(list(self._failures())):
+            if f.task_id == task_id:
+                return f"{f.kind.replace('_', ' ')}: {f.summary}"  # how the memory words a failure
+        return None
+
+    def inspect_rollouts(
+        self, args: InspectRollouts | Mapping[str, Any] | None = None, /, **kwargs: Any
+    ) -> RolloutList:
+        """A task's rubric, reference answer and recent rollouts, lowest to highest reward."""
+        a = _coerce(InspectRollouts, args, kwargs)
+        with self.lock:
+            task = self._task(a.task_id)
+            current = self.harness.rubrics.current(a.task_id)
+            kept = self.recorder.latest_rollouts(a.task_id)
+        steps = sorted({r.step for r in kept})[-a.steps :]
+        pool = sorted(
+            (r for r in kept if r.step in steps),
+            key=lambda r: (r.reward is None, -1.0 if r.reward is None else r.reward, r.step, r.member),
+        )
+        chosen = pool
+        if len(pool) > a.limit:  # evenly spread over the reward order: both extremes and the middle
+            n, k = len(pool), a.limit
+            chosen = [pool[(n - 1) // 2]] if k == 1 else [pool[round(i * (n - 1) / (k - 1))] for i in range(k)]
+        return RolloutList(
+            task_id=task.id,
+            domain=task.domain,
+            rubric_version=current.version,
+            rubric=_criteria(current.criteria),
+            reference_answer=task.reference_answer,
+            rollouts=[self._rollout_view(r) for r in chosen],
+            total=len(pool),
+        )
+
+    def _rollout_view(self, r: RolloutRecord) -> RolloutView:
+        text, cut = r.completion, len(r.completion) > self.completion_chars
+        if cut:
+            text = text[: self.completion_chars] + f" …[{len(r.completion) - self.completion_chars} more characters]"
+        return RolloutView(
+            step=r.step,
+            member=r.member,
+            guided=r.guided,
+            reward=r.reward,
+            length_tokens=r.length_tokens,
+            length_words=r.length_words,
+            rubric_version=r.rubric_version,
+            completion=text,
+            truncated=cut,
+            verdicts=dict(r.verdicts),
+        )
+
+    def get_harness_state(
+        self, args: GetHarnessState | Mapping[str, Any] | None = None, /, **kwargs: Any
+    ) -> HarnessView:
+        """Interface versions, and one task's sampling, guidance and rubric as they are now."""
+        a = _coerce(GetHarnessState, args, kwargs)
+        with self.lock:
+            step = self.current_step()
+            h = self.harness
+            view = None
+            if a.task_id is not None:
+                task = self._task(a.task_id)
+                s = h.sampling
+                status = s.status_at(task.id, step + 1)
+                current = h.rubrics.current(task.id)
+                view = TaskView(
+                    task_id=task.id,
+                    domain=task.domain,
+                    weight=s.state.weights[task.id],
+                    status=status,
+                    parked_until=s.state.parked_until.get(task.id) if status == "parked" else None,
+                    sampling_probability=round(s.probabilities(step + 1)[task.id], 6),
+                    guidance=h.guidance.rule_for(task),
+                    temperature=h.guidance.temperature_for(task),
+                    rubric_version=current.version,
+                    rubric=_criteria(current.criteria),
+                )
+            return HarnessView(step=step, versions=h.versions, task=view)
+
+    # ------------------------------------------------------------------------------------ builders
+    def reweight_tasks(
+        self, args: ReweightTasksArgs | ReweightTasks | Mapping[str, Any] | None = None, /, **kwargs: Any
+    ) -> Candidate:
+        """Build (not apply) a task-sampling candidate, validated with the sampling preview."""
+        a = _coerce(ReweightTasksArgs, args, kwargs)
+        update = a.update()
+        with self.lock:
+            nxt = self.current_step() + 1
+            s = self.harness.sampling
+            try:
+                after = s.preview(update, nxt)
+            except ValueError as e:
+                raise CandidateError(f"invalid reweight_tasks candidate: {e}") from None
+            before = s.probabilities(nxt)
+            preview = {
+                "sampling_probability": {
+                    t: {"before": round(before[t], 6), "after": round(after[t], 6)} for t in update.task_ids
+                }
+            }
+            return self._propose(update, a.failure_id, preview)
+
+    def set_guidance(
+        self, args: SetGuidanceArgs | SetGuidance | Mapping[str, Any] | None = None, /, **kwargs: Any
+    ) -> Candidate:
+        """Build (not apply) a rollout-guidance candidate, validated with the guidance rule preview."""
+        a = _coerce(SetGuidanceArgs, args, kwargs)
+        update = a.update()
+        with self.lock:
+            g = self.harness.guidance
+            if update.scope == "task":
+                scope = [self._task(update.target)]
+            else:
+                domains = sorted(g.domains or {t.domain for t in self.harness.tasks.values()})
+                if update.target not in domains:
+                    raise CandidateError(f"invalid set_guidance candidate: unknown domain {update.target!r}; {domains}")
+                scope = [t for t in self.harness.tasks.values() if t.domain == update.target]
+            changed = [t for t in scope if g.rule_for(t) != g.rule_for(t, overlay=update)]
+            if not changed:
+                why = (
+                    "every task of that domain has its own task rule, which a domain rule does not override"
+                    if update.scope == "domain" and scope
+                    else "the same guidance is already in force"
+                )
+                raise CandidateError(f"invalid set_guidance candidate: it changes nothing ({why})")
+            first = changed[0]
+            before, after = g.rule_for(first), g.rule_for(first, overlay=update)
+            preview = {
+                "tasks_affected": len(changed),
+                "task_ids": [t.id for t in changed[:20]],
+                "rule_before": None if before is None else before.model_dump(mode="json"),
+                "rule_after": None if after is None else after.model_dump(mode="json"),
+            }
+            return self._propose(update, a.failure_id, preview)
+
+    def edit_rubric(
+        self, args: EditRubricArgs | EditRubric | Mapping[str, Any] | None = None, /, **kwargs: Any
+    ) -> Candidate:
+        """Build (not apply) a rubric candidate, validated with the rubric preview."""
+        a = _coerce(EditRubricArgs, args, kwargs)
+        update = a.update()
+        with self.lock:
+            self._task(update.task_id)
+            current = self.harness.rubrics.current(update.task_id)
+            try:
+                after = self.harness.rubrics.preview(update)
+            except ValueError as e:
+                raise CandidateError(f"invalid edit_rubric candidate: {e}") from None
+            old = {c.id: c for c in current.criteria}
+            new = {c.id: c for c in after}
+            preview = {
+                "rubric_version_now": current.version,
+                "added": [i for i in new if i not in old],
+                "removed": [i for i in old if i not in new],
+                "changed": [i for i in new if i in old and new[i] != old[i]],
+                "rubric_after": _criteria(after),
+            }
+            return self._propose(update, a.failure_id, preview)
+
+    def _propose(self, update: Update, failure_id: str | None, preview: dict[str, Any]) -> Candidate:
+        failure = None
+        if failure_id:
+            failure = self._find_failure(failure_id)
+            if failure is None:
+                raise CandidateError(
+                    f"unknown failure_id {failure_id!r}: use a failure_id returned by get_failures, or leave it null"
+                )
+        step = self.current_step()
+        earlier = [c for c in self._candidates.values() if failure_id and c.failure_id == failure_id]
+        cid = f"c{step}-{secrets.token_hex(4)}"
+        cand = _Candidate(
+            candidate_id=cid,
+            update=update,
+            failure_id=failure_id,
+            failure=failure,
+            step=step,
+            preview=preview,
+            revision=len(earlier),
+            parent_id=earlier[-1].candidate_id if earlier else None,
+        )
+        self._candidates[cid] = cand
+        self.counts[f"proposed/{update.interface}"] += 1
+        if cand.revision:
+            self.counts[f"revisions/{update.interface}"] += 1
+        self._remember(
+            f"storing candidate {cid}",
+            self.memory.add_candidate if self.memory else None,
+            cid,
+            step=step,
+            payload=update,
+            failure=failure,
+            attribution=self._attributions.get(failure_id or "", {}).get("rationale", ""),
+            revision=cand.revision,
+            parent_id=cand.parent_id,
+        )
+        self._event(
+            "proposal",
+            candidate_id=cid,
+            interface=update.interface,
+            failure_id=failure_id,
+            update=update.model_dump(mode="json"),
+            preview=preview,
+            revision=cand.revision,
+            parent_id=cand.parent_id,
+        )
+        return cand.view()
+
+    # ------------------------------------------------------------------------------------ critic, commit
+    def run_frozen_policy_trial(self, args: RunTrial | Mapping[str, Any] | None = None, /, **kwargs: Any) -> Any:
+        """Measure a candidate on the frozen policy with the trials object; record and return its result."""
+        a = _coerce(RunTrial, args, kwargs)
+        with self.lock:
+            cand = self._get(a.candidate_id)
+            if cand.status == "committed":
+                raise CandidateError(f"candidate {cand.candidate_id} is already committed (version {cand.version})")
+            if self.trials is None:
+                raise HarnessRLError("this run has no critic trials: give EvolutionService a trials object")
+            target = self._target_state(cand.update)
+            step = self.current_step()
+            t0 = time.perf_counter()
+            try:
+                result = self.trials.run(cand.update, cand.candidate_id, cand.failure)
+            except Exception as e:
+                self._event("trial", candidate_id=cand.candidate_id, interface=cand.update.interface, error=str(e))
+                raise
+            seconds = time.perf_counter() - t0
+            accepted = bool(result.accepted)
+            cand.trials.append(result)
+            cand.status = "accepted" if accepted else "rejected"
+            cand.trial_step, cand.trial_target = step, target
+            interface = cand.update.interface
+            self.counts[f"{cand.status}/{interface}"] += 1
+            self._remember(
+                f"recording the trial of {cand.candidate_id}",
+                self.memory.update_candidate if self.memory else None,
+                cand.candidate_id,
+                verdict=cand.status,
+                trials=[_dump(t) for t in cand.trials],
+            )
+            self._event(
+                "trial",
+                candidate_id=cand.candidate_id,
+                interface=interface,
+                failure_id=cand.failure_id,
+                result=_dump(result),
+                seconds=round(seconds, 3),
+            )
+            self._event(
+                "verdict",
+                candidate_id=cand.candidate_id,
+                interface=interface,
+                failure_id=cand.failure_id,
+                verdict=cand.status,
+                reason=getattr(result, "reason", ""),
+            )
+            return result
+
+    def commit_update(self, args: CommitUpdate | Mapping[str, Any] | None = None, /, **kwargs: Any) -> CommitResult:
+        """Apply an accepted candidate from the next step and save the harness; refuse anything unmeasured."""
+        a = _coerce(CommitUpdate, args, kwargs)
+        with self.lock:
+            cand = self._get(a.candidate_id)
+            cid = cand.candidate_id
+            if cand.status == "committed":
+                raise CandidateError(
+                    f"candidate {cid} is already committed (version {cand.version}, from step {cand.applied_step})"
+                )
+            if not cand.trials:
+                raise CandidateError(
+                    f"candidate {cid} has not been measured: call run_frozen_policy_trial on it first; only a "
+                    "candidate whose trial accepted it can be committed"
+                )
+            last = cand.trials[-1]
+            if not last.accepted:
+                raise CandidateError(
+                    f"candidate {cid} was rejected by its latest trial ({getattr(last, 'reason', '')}): it cannot be "
+                    "committed. Revise it (build a new candidate using the trial's measurements) and run a trial on "
+                    "the new candidate"
+                )
+            step = self.current_step()
+            if self._target_state(cand.update) != cand.trial_target:
+                raise CandidateError(
+                    f"the harness state candidate {cid} changes was updated after its trial: run "
+                    "run_frozen_policy_trial on it again (or rebuild it on the current state)"
+                )
+            if cand.trial_step is not None and step - cand.trial_step > self.max_trial_age_steps:
+                raise CandidateError(
+                    f"candidate {cid} was measured at step {cand.trial_step} and the policy has trained to step "
+                    f"{step} since: run run_frozen_policy_trial on it again"
+                )
+            applies = step + 1
+            try:
+                version = self.harness.apply(cand.update, step=applies, candidate_id=cid)
+            except ValueError as e:
+                raise CandidateError(f"candidate {cid} cannot be applied: {e}") from None
+            cand.status, cand.version, cand.applied_step = "committed", version, applies
+            if self.run_dir is not None:
+                try:
+                    self.harness.save(self.run_dir.harness)
+                except OSError as e:  # applied already: say so, so nobody commits it twice
+                    raise HarnessRLError(
+                        f"candidate {cid} is applied (version {version}) but {self.run_dir.harness} could not be "
+                        f"written ({e}): free the disk space; the next commit and the end of the run write it again"
+                    ) from e
+            interface = cand.update.interface
+            self.counts[f"committed/{interface}"] += 1
+            self._remember(
+                f"recording the commit of {cid}",
+                self.memory.update_candidate if self.memory else None,
+                cid,
+                verdict="committed",
+                applied_step=applies,
+            )
+            self._event(
+                "commit",
+                candidate_id=cid,
+                interface=interface,
+                failure_id=cand.failure_id,
+                version=version,
+                applies_from_step=applies,
+                update=cand.update.model_dump(mode="json"),
+            )
+            return CommitResult(candidate_id=cid, interface=interface, version=version, applies_from_step=applies)
+
+    def _target_state(self, update: Update) -> str:
+        """The part of the harness ``update`` changes, as text: a commit needs it unchanged since the trial."""
+        h = self.harness
+        if isinstance(update, EditRubric):
+            state: Any = h.rubrics.current(update.task_id).version
+        elif isinstance(update, ReweightTasks):
+            s = h.sampling.state
+            state = {t: [s.weights.get(t), s.status.get(t), s.parked_until.get(t)] for t in update.task_ids}
+        else:
+            g = h.guidance.state
+            if update.scope == "task":
+                task = h.tasks.get(update.target)
+                tids, domains = [update.target], [task.domain] if task else []
+            else:
+                tids = [t.id for t in h.tasks.values() if t.domain == update.target]
+                domains = [update.target]
+            state = {
+                "task": {t: _dump(g.per_task.get(t)) for t in tids},
+                "domain": {d: _dump(g.per_domain.get(d)) for d in domains},
+            }
+        return json.dumps(state, sort_keys=True, default=str)
+
+    # ------------------------------------------------------------------------------------ graph events
+    def record_attribution(
+        self,
+        failure_id: str | None,
+        interface: str,
+        rationale: str = "",
+        task_id: str | None = None,
+        evidence: Any = None,
+        **extra: Any,
+    ) -> None:
+        """Record the attributor's decision: an ``attribution`` event, and the failure's interface in memory.
+        Candidates later built for ``failure_id`` carry the rationale into the memory."""
+        with self.lock:
+            failure = self._find_failure(failure_id) if failure_id else None
+            if task_id is None and failure is not None:
+                task_id = failure.task_id
+            if failure_id:
+                self._attributions[failure_id] = {"interface": interface, "rationale": rationale}
+            self.counts[f"attributed/{interface}"] += 1
+        self._event(
+            "attribution",
+            failure_id=failure_id,
+            task_id=task_id,
+            interface=interface,
+            rationale=rationale,
+            evidence=evidence,
+            **extra,
+        )
+        if failure_id and self.memory is not None:
+            try:
+                self.memory.set_failure_interface(failure_id, interface)
+            except HarnessRLError:
+                logger.debug("failure %s is not in the training memory; its attribution is in the events", failure_id)
+            except Exception:
+                logger.exception("training memory: recording the attribution of %s failed", failure_id)
+
+    def on_event(self, kind: str, payload: Mapping[str, Any] | BaseModel | None = None) -> None:
+        """The graph's ``on_event(kind, payload)`` callback. ``attribution`` is recorded by
+        :meth:`record_attribution`; proposals, trials, verdicts and commits are already written by the
+        tools (ignored here, not written twice); any other kind is written to the events as it is."""
+        data = dict(_dump(payload) or {})
+        if kind == "attribution":
+            self.record_attribution(
+                data.pop("failure_id", None),
+                str(data.pop("interface", "")),
+                str(data.pop("rationale", "") or ""),
+                task_id=data.pop("task_id", None),
+                evidence=data.pop("evidence", None),
+                **data,
+            )
+        elif kind not in _WRITTEN_BY_TOOLS:
+            self._event(kind, **data)

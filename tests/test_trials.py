@@ -1,0 +1,720 @@
+"""Critic trials on the frozen policy: rubric re-grading, guidance arms, sampling replay and probes, budgets.
+
+Exact numbers come from a scripted judge backend (a judged "detailed" criterion scores words / 40, so
+reward rises with length, the semantic judge's failure mode) and fake samplers; the
+:class:`TransformersSampler` runs on a tiny random Llama with the real SmolLM2 tokenizer, and one
+test re-grades with the embedded semantic judge (MiniLM, loaded once per module).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import pytest
+import torch
+
+from harnessrl.data import Criterion, Task
+from harnessrl.errors import ResourceMissingError
+from harnessrl.interfaces import EditRubric, Harness, ReweightTasks, SetGuidance
+from harnessrl.trainer.detectors import Failure
+from harnessrl.trainer.judges import BackendVerdict, GradeRequest, RubricJudge
+from harnessrl.trainer.records import GroupRecord, Recorder, RolloutRecord, StepRecord, group_stats
+from harnessrl.trainer.trials import (
+    EXPECTED_STD,
+    GROUP_STD,
+    REFERENCE_MARGIN,
+    FrozenPolicyTrials,
+    PolicySampler,
+    TransformersSampler,
+    TrialConfig,
+    TrialResult,
+    choose_metric,
+)
+
+# ------------------------------------------------------------------------------------------- fixtures
+
+WORDS = ["the", "calm", "sea", "rolls", "under", "a", "grey", "sky", "while", "gulls", "circle", "over", "waves"]
+WORDS += ["and", "boats"]
+HINT = "Name the banana explicitly."
+
+
+def text_of(n_words: int) -> str:
+    return " ".join(WORDS[i % len(WORDS)] for i in range(n_words)) + "."
+
+
+REFERENCE = text_of(25)  # 25 words
+
+DETAIL = Criterion(id="detail", text="Gives a detailed description", weight=1)
+SOME_WORDS = Criterion(id="words", text="Writes at least one word", weight=1, check={"type": "word_count", "min": 1})
+
+TASKS = [
+    Task(
+        id="sea", domain="writing", prompt="Describe the sea.", reference_answer=REFERENCE, rubric=[DETAIL, SOME_WORDS]
+    ),
+    Task(
+        id="fruit",
+        domain="food",
+        prompt="Name a yellow fruit.",
+        reference_answer="A banana.",
+        rubric=[
+            Criterion(id="yellow", text="Names a yellow fruit", weight=1),
+            Criterion(id="banana", text="Says banana", weight=1, check={"type": "contains", "phrases": ["banana"]}),
+        ],
+    ),
+    Task(
+        id="lemon",
+        domain="food",
+        prompt="Name a sour fruit.",
+        rubric=[
+            Criterion(id="banana", text="Says banana", weight=1, check={"type": "contains", "phrases": ["banana"]})
+        ],
+    ),
+    Task(id="poem", domain="writing", prompt="Write a poem.", rubric=[DETAIL]),
+]
+
+
+class ScriptedJudge:
+    """Judge backend: "detailed" criteria score words / 40 (capped at 1), "waves" the word waves, "yellow"
+    the word banana; anything else 1. Every request is recorded."""
+
+    name = "scripted"
+
+    def __init__(self):
+        self.requests: list[GradeRequest] = []
+
+    def grade(self, requests: Sequence[GradeRequest]) -> list[BackendVerdict | None]:
+        self.requests.extend(requests)
+        out = []
+        for r in requests:
+            text = r.criterion.text.lower()
+            if "detailed" in text:
+                v = min(1.0, len(r.response.split()) / 40)
+            elif "waves" in text:
+                v = float("waves" in r.response)
+            elif "yellow" in text:
+                v = float("banana" in r.response.lower())
+            else:
+                v = 1.0
+            out.append(BackendVerdict(v))
+        return out
+
+
+class NoSampler:
+    """A sampler a rubric trial must never call."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def sample(self, prompts, temperature, max_new_tokens):
+        self.calls += 1
+        raise AssertionError("a rubric trial generated rollouts")
+
+
+class HintSampler:
+    """Returns a passing answer iff the prompt carries the hint; records every call."""
+
+    def __init__(self, hint: str = HINT, delay: float = 0.0, passing: str = "A banana.", failing: str = "An apple."):
+        self.hint, self.delay, self.passing, self.failing = hint, delay, passing, failing
+        self.calls: list[tuple[list[list[dict[str, str]]], float, int]] = []
+
+    def sample(self, prompts, temperature, max_new_tokens):
+        self.calls.append((prompts, temperature, max_new_tokens))
+        time.sleep(self.delay)
+        return [self.passing if self.hint in p[-1]["content"] else self.failing for p in prompts]
+
+    @property
+    def generated(self) -> int:
+        return sum(len(c[0]) for c in self.calls)
+
+
+class AlternatingSampler:
+    """Every other completion passes (a discriminative group)."""
+
+    def __init__(self):
+        self.calls: list[list[list[dict[str, str]]]] = []
+
+    def sample(self, prompts, temperature, max_new_tokens):
+        self.calls.append(prompts)
+        return ["A banana." if i % 2 == 0 else "An apple." for i in range(len(prompts))]
+
+
+def make_env():
+    harness = Harness(TASKS)
+    backend = ScriptedJudge()
+    judge = RubricJudge(backend)
+    return harness, backend, judge, Recorder(None)
+
+
+def record_step(harness: Harness, judge: RubricJudge, recorder: Recorder, step: int, task_id: str, texts: list[str]):
+    """Grade ``texts`` as one group of ``task_id`` at ``step`` (warming the judge cache as training does)."""
+    task = harness.tasks[task_id]
+    rubric = harness.rubrics.current(task_id)
+    results = judge.grade([_req(task, t, rubric.criteria) for t in texts])
+    rollouts = [
+        RolloutRecord(
+            step=step,
+            task_id=task_id,
+            member=k,
+            guided=False,
+            rubric_version=rubric.version,
+            temperature=1.0,
+            completion=t,
+            length_tokens=len(t.split()),
+            length_words=len(t.split()),
+            reward=res.reward,
+            verdicts={v.criterion_id: v.value for v in res.verdicts},
+        )
+        for k, (t, res) in enumerate(zip(texts, results, strict=True))
+    ]
+    mean, std = group_stats([r.reward for r in rollouts])
+    group = GroupRecord(
+        step=step,
+        task_id=task_id,
+        domain=task.domain,
+        rubric_version=rubric.version,
+        rewards=[r.reward for r in rollouts],
+        mean=mean,
+        std=std,
+        flat=std is not None and std < 0.02,
+        lengths=[r.length_tokens for r in rollouts],
+        criterion_means={},
+    )
+    prev = recorder.steps.get(step)
+    groups = [*(prev.groups if prev else []), group]
+    recorder.add(StepRecord(step=step, groups=groups), [*recorder.rollouts.get(step, []), *rollouts])
+    return rollouts
+
+
+def _req(task, text, rubric):
+    from harnessrl.trainer.judges import RubricRequest
+
+    return RubricRequest.for_task(task, text, rubric)
+
+
+def length_env():
+    """Task "sea": 2 steps x 8 rollouts of 4..42 words (none is the reference) whose reward rises with length;
+    the reference answer is pre-graded, as the trainer's reference check does."""
+    harness, backend, judge, recorder = make_env()
+    for step, start in ((1, 4), (2, 7)):
+        record_step(harness, judge, recorder, step, "sea", [text_of(start + 5 * k) for k in range(8)])
+    judge.grade_one(harness.tasks["sea"], REFERENCE, harness.rubrics.current("sea").criteria)
+    return harness, backend, judge, recorder
+
+
+def failure(kind: str, task_id: str = "sea", domain: str = "writing", **evidence) -> Failure:
+    return Failure(
+        kind=kind,
+        step=2,
+        task_id=task_id,
+        domain=domain,
+        evidence=evidence,
+        summary=kind,
+        interface_hint="rubric_criteria",
+    )
+
+
+def pitfall(min_words: int, weight: float = -1.0) -> Criterion:
+    return Criterion(
+        id="too_long",
+        text=f"Pads the answer beyond {min_words - 1} words",
+        weight=weight,
+        check={"type": "word_count", "min": min_words},
+    )
+
+
+def _roundtrip(result: TrialResult) -> None:
+    """Results cross an RPC boundary: they must survive JSON."""
+    assert TrialResult.model_validate_json(result.model_dump_json()) == result
+
+
+# ------------------------------------------------------------------------------------------- metric choice
+
+
+def test_metric_follows_the_failure_kind():
+    edit = EditRubric(task_id="sea", add=[pitfall(30)])
+    guide = SetGuidance(target="fruit", text=HINT)
+    assert choose_metric(edit) == GROUP_STD
+    assert choose_metric(edit, failure("non_discriminative_high")) == GROUP_STD
+    assert choose_metric(edit, failure("criterion_saturated")) == GROUP_STD
+    assert choose_metric(edit, failure("spurious_length")) == "rho_reward_length"
+    assert choose_metric(edit, failure("spurious_feature", feature="bullets")) == "rho_reward_bullets"
+    assert choose_metric(edit, failure("reference_below_policy")) == REFERENCE_MARGIN
+    assert choose_metric(guide, failure("non_discriminative_low")) == GROUP_STD
+    assert choose_metric(guide, failure("reference_below_policy")) == GROUP_STD
+    assert choose_metric(ReweightTasks(task_ids=["sea"], action="retire"), failure("spurious_length")) == EXPECTED_STD
+
+
+def test_trial_config_is_strict():
+    with pytest.raises(ValueError):
+        TrialConfig(max_rolouts=3)
+    with pytest.raises(ValueError):
+        TrialConfig(confidence=1.0)
+
+
+# ------------------------------------------------------------------------------------------- rubric trials
+
+
+def test_rubric_trial_accepts_a_length_pitfall_without_generating():
+    harness, backend, judge, recorder = length_env()
+    sampler = NoSampler()
+    trials = FrozenPolicyTrials(harness, recorder, judge, sampler, TrialConfig())
+    # a programmatic pitfall just above the reference answer's 25 words
+    update = EditRubric(task_id="sea", add=[pitfall(27)], rationale="length hack")
+    n_before = len(backend.requests)
+    result = trials.run(update, "c1", failure("spurious_length", feature="length"))
+
+    assert result.accepted, result.reason
+    assert result.metric == "rho_reward_length" and result.interface == "rubric_criteria"
+    assert result.baseline == pytest.approx(1.0, abs=0.01)
+    assert result.candidate < 0.6
+    assert result.improvement == pytest.approx(result.baseline - result.candidate, abs=1e-3)
+    assert result.ci_low > 0 and result.ci_high >= result.ci_low
+    assert sampler.calls == 0 and result.cost.rollouts == 0
+    # the only new criterion is programmatic and the judged one is cached: no backend request at all
+    assert result.cost.judge_calls == 0 and len(backend.requests) == n_before
+    m = result.measurements
+    assert m["n_rollouts"] == 16 and m["steps"] == [1, 2] and m["generations"] == 0
+    assert m["reference_guard"]["passed"]
+    assert m["reference_reward_candidate"] >= m["policy_median_candidate"]
+    assert len(m["candidate_rewards"]) == 16
+    assert harness.rubrics.current("sea").version == 0  # a trial applies nothing
+    _roundtrip(result)
+
+
+def test_reference_guard_rejects_a_pitfall_that_hits_the_reference():
+    harness, _, judge, recorder = length_env()
+    trials = FrozenPolicyTrials(harness, recorder, judge, NoSampler(), TrialConfig())
+    # min 15 words also hits the 25-word reference: |rho| collapses, but good answers are punished too
+    result = trials.run(EditRubric(task_id="sea", add=[pitfall(15)]), "c2", failure("spurious_length"))
+
+    assert not result.accepted
+    assert result.improvement > 0.5 and result.ci_low > 0  # the correlation did fall...
+    assert "reference" in result.reason  # ...and the guard said no, with the numbers
+    guard = result.measurements["reference_guard"]
+    assert not guard["passed"] and guard["reference_reward"] < guard["policy_median"]
+    assert f"{guard['reference_reward']:.3f}" in result.reason
+
+
+def test_rubric_trial_std_accepts_a_stricter_criterion_and_rejects_a_lax_one():
+    """Uniformly high: every rollout is long enough to saturate the judged criterion."""
+    harness, _, judge, recorder = make_env()
+    for step in (1, 2):
+        record_step(harness, judge, recorder, step, "sea", [text_of(40 + 3 * k + step) for k in range(8)])
+    trials = FrozenPolicyTrials(harness, recorder, judge, NoSampler(), TrialConfig())
+    flat = failure("non_discriminative_high")
+
+    lax = EditRubric(task_id="sea", add=[Criterion(id="any", text="Says something", weight=1)])
+    rejected = trials.run(lax, "lax", flat)
+    assert rejected.metric == GROUP_STD
+    assert not rejected.accepted and rejected.baseline == 0 and rejected.candidate == 0
+    assert rejected.ci_low == 0 and rejected.ci_high == 0
+    assert "not reliably above 0" in rejected.reason
+
+    strict = EditRubric(
+        task_id="sea",
+        add=[Criterion(id="concise", text="Stays within 50 words", weight=1, check={"type": "word_count", "max": 50})],
+    )
+    accepted = trials.run(strict, "strict", flat)
+    assert accepted.accepted, accepted.reason
+    assert accepted.baseline == 0 and accepted.candidate > 0.1
+    assert accepted.measurements["n_groups"] == 2
+    assert len(accepted.measurements["group_std_candidate"]) == 2
+
+
+def test_only_new_judged_criteria_reach_the_judge():
+    harness, backend, judge, recorder = length_env()
+    trials = FrozenPolicyTrials(harness, recorder, judge, NoSampler(), TrialConfig())
+    stats0 = judge.stats.backend_requests
+    n0 = len(backend.requests)
+    update = EditRubric(task_id="sea", add=[Criterion(id="waves", text="Mentions the waves", weight=1)])
+    result = trials.run(update, "c3")
+    new = backend.requests[n0:]
+    assert {r.criterion.id for r in new} == {"waves"}
+    assert len(new) == 16 + 1  # every distinct rollout and the reference, once
+    assert result.cost.judge_calls == judge.stats.backend_requests - stats0 == 17
+    # the same candidate again: everything is cached now
+    again = trials.run(update, "c3-again")
+    assert again.cost.judge_calls == 0
+    assert again.ci_low == result.ci_low  # and the seeded bootstrap gives the same interval
+
+
+def test_reference_below_policy_margin_must_rise():
+    harness, _, judge, recorder = make_env()
+    # the reference (25 words) scores below the long rollouts the lax rubric prefers
+    for step in (1, 2):
+        record_step(harness, judge, recorder, step, "sea", [text_of(30 + 2 * k + step) for k in range(8)])
+    trials = FrozenPolicyTrials(harness, recorder, judge, NoSampler(), TrialConfig())
+    result = trials.run(EditRubric(task_id="sea", add=[pitfall(28)]), "c4", failure("reference_below_policy"))
+    assert result.metric == REFERENCE_MARGIN
+    assert result.baseline < 0 < result.candidate
+    assert result.accepted, result.reason
+
+
+def test_rubric_trial_without_cached_rollouts_rejects():
+    harness, _, judge, recorder = make_env()
+    trials = FrozenPolicyTrials(harness, recorder, judge, NoSampler(), TrialConfig())
+    result = trials.run(EditRubric(task_id="sea", add=[pitfall(30)]), "c5")
+    assert not result.accepted
+    assert result.reason == "no cached rollouts to re-grade"
+    assert result.improvement is None and result.ci_low is None
+
+
+def test_invalid_rubric_candidate_is_rejected_not_raised():
+    harness, _, judge, recorder = length_env()
+    trials = FrozenPolicyTrials(harness, recorder, judge, NoSampler(), TrialConfig())
+    result = trials.run(EditRubric(task_id="sea", remove=["nope"]), "c6")
+    assert not result.accepted and result.reason.startswith("invalid candidate")
+
+
+def test_bootstrap_interval_is_deterministic_with_a_seed():
+    harness, _, judge, recorder = length_env()
+    update = EditRubric(task_id="sea", add=[pitfall(27)])
+    fail = failure("spurious_length")
+
+    def run(seed: int, n: int = 400) -> TrialResult:
+        return FrozenPolicyTrials(harness, recorder, judge, None, TrialConfig(seed=seed, bootstrap=n)).run(
+            update, "c", fail
+        )
+
+    a, b, c = run(0), run(0), run(1)
+    assert (a.ci_low, a.ci_high) == (b.ci_low, b.ci_high)
+    assert a.improvement == c.improvement  # the point estimate does not depend on the seed
+    assert (a.ci_low, a.ci_high) != (c.ci_low, c.ci_high)
+    wide = FrozenPolicyTrials(harness, recorder, judge, None, TrialConfig(confidence=0.99)).run(update, "c", fail)
+    narrow = FrozenPolicyTrials(harness, recorder, judge, None, TrialConfig(confidence=0.5)).run(update, "c", fail)
+    assert wide.ci_low <= narrow.ci_low <= narrow.ci_high <= wide.ci_high
+
+
+# ------------------------------------------------------------------------------------------- guidance trials
+
+
+def test_guidance_trial_accepts_a_hint_that_makes_rollouts_pass():
+    harness, backend, judge, recorder = make_env()
+    sampler = HintSampler()
+    trials = FrozenPolicyTrials(harness, recorder, judge, sampler, TrialConfig())
+    update = SetGuidance(target="fruit", text=HINT, fraction=0.5)
+    result = trials.run(update, "g1", failure("non_discriminative_low", task_id="fruit", domain="food"))
+
+    assert result.accepted, result.reason
+    assert result.metric == GROUP_STD and result.interface == "rollout_guidance"
+    assert result.baseline == 0 and result.candidate == pytest.approx(0.5)
+    assert result.ci_low > 0
+    # the unguided arm, then only the guided members: unguided members are shared between the arms
+    (base_prompts, t0, max_new), (cand_prompts, t1, _) = sampler.calls
+    assert len(base_prompts) == 8 and len(cand_prompts) == 4
+    assert all(HINT not in p[-1]["content"] for p in base_prompts)
+    assert all(HINT in p[-1]["content"] for p in cand_prompts)
+    assert t0 == t1 == 1.0 and max_new == TrialConfig().max_new_tokens
+    assert result.cost.rollouts == 12
+    # graded with the current rubric: two distinct texts, one judged criterion
+    assert result.cost.judge_calls == 2 and {r.criterion.id for r in backend.requests} == {"yellow"}
+    row = result.measurements["tasks"][0]
+    assert row["task_id"] == "fruit" and row["members_changed"] == [0, 1, 2, 3]
+    assert row["candidate_guided"] == [True] * 4 + [False] * 4
+    assert row["candidate_rewards"] == [1.0] * 4 + [0.0] * 4
+    assert harness.guidance.version == 0
+    _roundtrip(result)
+
+
+def test_guidance_trial_rejects_a_hint_that_does_not_help():
+    harness, _, judge, recorder = make_env()
+    sampler = HintSampler(hint="never in any prompt")
+    trials = FrozenPolicyTrials(harness, recorder, judge, sampler, TrialConfig())
+    result = trials.run(SetGuidance(target="fruit", text="Think step by step."), "g2")
+    assert not result.accepted
+    assert result.baseline == result.candidate == 0
+    assert result.cost.rollouts == 12
+
+
+def test_guidance_temperature_change_regenerates_every_member():
+    harness, _, judge, recorder = make_env()
+    sampler = HintSampler()
+    trials = FrozenPolicyTrials(harness, recorder, judge, sampler, TrialConfig(max_rollouts=16))
+    result = trials.run(SetGuidance(target="fruit", temperature=1.5, fraction=0), "g3")
+    assert [c[1] for c in sampler.calls] == [1.0, 1.5]
+    assert [len(c[0]) for c in sampler.calls] == [8, 8]
+    assert result.measurements["tasks"][0]["temperature"] == {"baseline": 1.0, "candidate": 1.5}
+    assert not result.accepted  # nothing passes at either temperature
+
+
+def test_domain_guidance_probes_up_to_two_tasks_flat_ones_first():
+    harness, _, judge, recorder = make_env()
+    record_step(harness, judge, recorder, 1, "lemon", ["An apple."] * 4)  # a recent flat group
+    sampler = HintSampler()
+    trials = FrozenPolicyTrials(harness, recorder, judge, sampler, TrialConfig(max_rollouts=24))
+    result = trials.run(SetGuidance(scope="domain", target="food", text=HINT), "g4")
+    probed = [row["task_id"] for row in result.measurements["tasks"]]
+    assert probed == ["lemon", "fruit"]
+    assert result.cost.rollouts == 24 and result.accepted, result.reason
+    prompts = [p[-1]["content"] for call in sampler.calls for p in call[0]]
+    assert all(("sour" in c) or ("yellow" in c) for c in prompts)  # no task outside the domain
+
+    # with the default budget (16 rollouts) only the first task fits
+    small = FrozenPolicyTrials(harness, recorder, judge, HintSampler(), TrialConfig())
+    result = small.run(SetGuidance(scope="domain", target="food", text=HINT), "g5")
+    assert [row["task_id"] for row in result.measurements["tasks"]] == ["lemon"]
+    assert result.measurements["tasks_dropped_for_budget"] == ["fruit"]
+
+
+def test_domain_guidance_skips_tasks_that_keep_their_own_rule():
+    harness, _, judge, recorder = make_env()
+    harness.apply(SetGuidance(target="lemon", text="Sour means citrus."), step=1)
+    trials = FrozenPolicyTrials(harness, recorder, judge, HintSampler(), TrialConfig())
+    result = trials.run(SetGuidance(scope="domain", target="food", text=HINT), "g6")
+    assert [row["task_id"] for row in result.measurements["tasks"]] == ["fruit"]
+    assert result.measurements["tasks_unchanged"] == ["lemon"]
+
+
+def test_guidance_trial_needs_a_sampler():
+    harness, _, judge, recorder = make_env()
+    result = FrozenPolicyTrials(harness, recorder, judge, None, TrialConfig()).run(
+        SetGuidance(target="fruit", text=HINT), "g7"
+    )
+    assert not result.accepted and "sampler" in result.reason
+
+
+def test_a_failing_sampler_rejects_the_trial_not_the_run():
+    class Broken:
+        def sample(self, prompts, temperature, max_new_tokens):
+            raise RuntimeError("CUDA out of memory")
+
+    harness, _, judge, recorder = make_env()
+    result = FrozenPolicyTrials(harness, recorder, judge, Broken(), TrialConfig()).run(
+        SetGuidance(target="fruit", text=HINT), "g8"
+    )
+    assert not result.accepted and "out of memory" in result.reason and result.cost.rollouts == 0
+
+
+# ------------------------------------------------------------------------------------------- sampling trials
+
+
+def sampling_env():
+    """Replayed stats: "lemon" flat (std 0), "fruit" and "sea" discriminative; "poem" never seen."""
+    harness, backend, judge, recorder = make_env()
+    for step in (1, 2):
+        record_step(harness, judge, recorder, step, "lemon", ["An apple."] * 4)
+        record_step(harness, judge, recorder, step, "fruit", ["A banana.", "An apple.", "A banana.", "A pear."])
+        record_step(harness, judge, recorder, step, "sea", [text_of(5 + 10 * k + step) for k in range(4)])
+    return harness, backend, judge, recorder
+
+
+def test_sampling_trial_parking_a_flat_task_is_accepted_from_replay():
+    harness, _, judge, recorder = sampling_env()
+    sampler = NoSampler()
+    trials = FrozenPolicyTrials(harness, recorder, judge, sampler, TrialConfig())
+    result = trials.run(ReweightTasks(task_ids=["lemon"], action="park", park_steps=10), "s1")
+    assert result.accepted, result.reason
+    assert result.metric == EXPECTED_STD and result.interface == "task_sampling"
+    assert result.candidate > result.baseline and result.ci_low > 0
+    assert sampler.calls == 0 and result.cost.rollouts == 0
+    tasks = result.measurements["tasks"]
+    assert tasks["lemon"]["p_candidate"] == 0 and tasks["lemon"]["source"] == "replay"
+    assert tasks["lemon"]["std"] == 0 and tasks["fruit"]["groups"] == 2
+    assert "poem" not in tasks  # no stats: left out of both distributions
+    _roundtrip(result)
+
+
+def test_sampling_trial_demoting_a_discriminative_task_is_rejected():
+    harness, _, judge, recorder = sampling_env()
+    trials = FrozenPolicyTrials(harness, recorder, judge, NoSampler(), TrialConfig())
+    result = trials.run(ReweightTasks(task_ids=["fruit"], weight=0.2), "s2")
+    assert not result.accepted and result.improvement < 0
+
+
+def test_sampling_trial_probes_a_promoted_task():
+    harness, _, judge, recorder = sampling_env()
+    sampler = AlternatingSampler()
+    trials = FrozenPolicyTrials(harness, recorder, judge, sampler, TrialConfig())
+    result = trials.run(ReweightTasks(task_ids=["poem"], weight=5.0), "s3")
+    assert len(sampler.calls) == 1 and len(sampler.calls[0]) == 8
+    assert all(p[-1]["content"] == "Write a poem." for p in sampler.calls[0])
+    assert result.cost.rollouts == 8
+    assert result.measurements["promoted"] == ["poem"]
+    assert result.measurements["tasks"]["poem"]["source"] == "probe"
+
+
+def test_sampling_trial_without_stats_for_the_changed_task_rejects():
+    harness, _, judge, recorder = sampling_env()
+    trials = FrozenPolicyTrials(harness, recorder, judge, None, TrialConfig())
+    result = trials.run(ReweightTasks(task_ids=["poem"], action="retire"), "s4")
+    assert not result.accepted and "no step records" in result.reason
+
+
+# ------------------------------------------------------------------------------------------- budgets
+
+
+def test_budget_rollouts_rejects_before_generating():
+    harness, _, judge, recorder = make_env()
+    sampler = HintSampler()
+    trials = FrozenPolicyTrials(harness, recorder, judge, sampler, TrialConfig(max_rollouts=10))
+    result = trials.run(SetGuidance(target="fruit", text=HINT), "b1")
+    assert not result.accepted and result.reason.startswith("budget")
+    assert sampler.calls == [] and result.cost.rollouts == 0
+
+
+def test_budget_judge_calls_rejects_before_grading():
+    harness, backend, judge, recorder = length_env()
+    trials = FrozenPolicyTrials(harness, recorder, judge, NoSampler(), TrialConfig(max_judge_calls=5))
+    n0 = len(backend.requests)
+    update = EditRubric(task_id="sea", add=[Criterion(id="waves", text="Mentions the waves", weight=1)])
+    result = trials.run(update, "b2")
+    assert not result.accepted and result.reason.startswith("budget")
+    assert "17 judge calls" in result.reason
+    assert len(backend.requests) == n0 and result.cost.judge_calls == 0
+
+
+def test_budget_time_stops_generation():
+    harness, _, judge, recorder = make_env()
+    sampler = HintSampler(delay=0.05)
+    trials = FrozenPolicyTrials(harness, recorder, judge, sampler, TrialConfig(max_seconds=0.04))
+    result = trials.run(SetGuidance(target="fruit", text=HINT), "b3")
+    assert not result.accepted and result.reason.startswith("budget")
+    assert "max_seconds" in result.reason
+    assert len(sampler.calls) == 1 and result.cost.rollouts == 8  # the first arm, then it stopped
+
+
+def test_budget_probe_of_promoted_task_without_records():
+    harness, _, judge, recorder = sampling_env()
+    sampler = AlternatingSampler()
+    trials = FrozenPolicyTrials(harness, recorder, judge, sampler, TrialConfig(max_rollouts=4))
+    result = trials.run(ReweightTasks(task_ids=["poem"], weight=5.0), "b4")
+    assert not result.accepted and result.reason.startswith("budget")
+    assert sampler.calls == []
+
+
+# ------------------------------------------------------------------------------------------- the real policy
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.fixture(scope="module")
+def tiny_policy(one_torch_thread):
+    """A tiny random LlamaForCausalLM with the real SmolLM2 tokenizer."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from harnessrl.trainer import models
+
+    try:
+        tokenizer = models.embedded_tokenizer()
+    except ResourceMissingError as e:
+        pytest.skip(str(e))
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=1024,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    return LlamaForCausalLM(config), tokenizer
+
+
+def test_transformers_sampler_leaves_the_policy_unchanged(tiny_policy):
+    model, tokenizer = tiny_policy
+    sampler = TransformersSampler(model, tokenizer, seed=3)
+    assert isinstance(sampler, PolicySampler)
+    model.train()
+    before = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    side = tokenizer.padding_side
+    rng_state = torch.get_rng_state()
+    prompts = [
+        [{"role": "user", "content": "Name a fruit."}],
+        [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Why is the sky blue, in detail?"}],
+    ]
+    texts = sampler.sample(prompts, temperature=1.0, max_new_tokens=4)
+    assert len(texts) == 2 and all(isinstance(t, str) for t in texts)
+    assert model.training  # training mode restored
+    assert tokenizer.padding_side == side
+    assert torch.equal(torch.get_rng_state(), rng_state)  # the training run's RNG stream is untouched
+    after = model.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)
+    model.eval()
+    sampler.sample(prompts[:1], temperature=0.7, max_new_tokens=2)
+    assert not model.training
+    # seeded: a fresh sampler with the same seed draws the same texts
+    assert TransformersSampler(model, tokenizer, seed=3).sample(prompts, 1.0, 4) == texts
+
+
+def test_guidance_trial_on_the_real_policy(tiny_policy):
+    model, tokenizer = tiny_policy
+    harness, _, judge, recorder = make_env()
+    before = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    trials = FrozenPolicyTrials(
+        harness, recorder, judge, TransformersSampler(model, tokenizer), TrialConfig(max_new_tokens=4)
+    )
+    result = trials.run(SetGuidance(target="lemon", text=HINT), "real")
+    assert result.cost.rollouts == 12 and result.improvement is not None
+    assert not result.accepted  # a random model does not say "banana"
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+
+
+# ------------------------------------------------------------------------------------------- the embedded judge
+
+
+@pytest.fixture(scope="module")
+def semantic_judge():
+    from harnessrl.trainer.judges.semantic import SemanticJudge
+
+    try:
+        return RubricJudge(SemanticJudge())
+    except ResourceMissingError as e:
+        pytest.skip(str(e))
+
+
+def test_semantic_judge_length_story(semantic_judge):
+    """DESIGN §7: the best-passage judge scores a response higher as it grows (more passages, a better best
+    match), so reward rises with length; a programmatic pitfall just above the reference answer's length
+    breaks the correlation on the cached rollouts, and the reference still scores high."""
+    sentences = [
+        "I like the weather in every part of the year.",
+        "People celebrate many festivals through the year.",
+        "Spring and autumn sit between summer and winter.",
+        "Near the equator the seasons are mild all year.",
+        "Near the poles summer and winter differ a lot.",
+        "Summer comes when a hemisphere leans toward the Sun.",
+        "The tilt changes how directly sunlight hits each hemisphere.",
+        "Seasons happen because the Earth's axis is tilted.",
+    ]
+    reference = (
+        "Seasons happen because the Earth's axis is tilted, so each hemisphere leans toward the Sun for part "
+        "of the year."
+    )
+    task = Task(
+        id="seasons",
+        domain="science",
+        prompt="Why do we have seasons?",
+        reference_answer=reference,
+        rubric=[
+            Criterion(id="tilt", text="Explains that seasons come from the tilt of Earth's axis", weight=1),
+            Criterion(id="words", text="Answers in at least 5 words", weight=1, check={"type": "word_count", "min": 5}),
+        ],
+    )
+    harness = Harness([task])
+    recorder = Recorder(None)
+    openers = ["Well.", "Okay, so.", "Good question.", "Let me think."]
+    for step in (1, 2):
+        texts = [openers[(k + step) % 4] + " " + " ".join(sentences[: k + 1]) for k in range(8)]
+        record_step(harness, semantic_judge, recorder, step, "seasons", texts)
+    update = EditRubric(task_id="seasons", add=[pitfall(len(reference.split()) + 6)])
+    sampler = NoSampler()
+    trials = FrozenPolicyTrials(harness, recorder, semantic_judge, sampler, TrialConfig())
+    result = trials.run(update, "sem", failure("spurious_length", task_id="seasons", domain="science"))
+    m = result.measurements
+    assert result.baseline > 0.9  # reward rises with length
+    assert result.accepted, result.reason
+    assert result.candidate < 0.5 and result.ci_low > 0
+    assert sampler.calls == 0
+    assert result.cost.judge_calls == 1  # the reference answer, for the judged criterion; rollouts were cached
+    assert m["reference_reward_candidate"] > 0.8 >= m["policy_median_candidate"]
