@@ -1,0 +1,99 @@
+"""The attributor node: which harness interface can fix a reward failure, and why.
+
+The chat model is bound to the read tools (``get_failures``, ``query_memory``, ``inspect_rollouts``,
+``get_harness_state``) and to a final ``submit_attribution`` tool whose argument model is
+:class:`~harnessrl.graph.state.Attribution`: ending a tool loop with a typed tool call is the robust
+way to get structured output from any tool-calling model (an OpenAI-compatible LLM, the rule-based
+model, a scripted one). The submit tool is local to the graph (it records nothing on the trainer);
+the attribution is reported through ``on_event("attribution", ...)``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from langchain_core.messages import SystemMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import StructuredTool, ToolException
+from langgraph.types import Command
+
+from harnessrl.agents.tool_loop import context_message, result_json, run_tool_loop
+from harnessrl.graph.prompts import load_prompt
+from harnessrl.graph.state import READ_TOOLS, Attribution, EvolverState, get_deps
+
+__all__ = ["SUBMIT_ATTRIBUTION", "attributor", "submit_attribution_tool"]
+
+SUBMIT_ATTRIBUTION = "submit_attribution"
+
+
+def submit_attribution_tool(failure: dict[str, Any]) -> StructuredTool:
+    """The final tool of the attributor: validates an :class:`Attribution` of ``failure`` and echoes it."""
+
+    def submit(**fields: Any) -> str:
+        attribution = Attribution.model_validate(fields)
+        if attribution.failure_id != failure["failure_id"]:
+            raise ToolException(
+                f"failure_id {attribution.failure_id!r} is not the failure you were given: "
+                f"submit again with failure_id {failure['failure_id']!r}"
+            )
+        if failure.get("task_id") and attribution.task_id != failure["task_id"]:
+            raise ToolException(f"task_id must be {failure['task_id']!r}, the task the failure was detected on")
+        return attribution.model_dump_json()
+
+    return StructuredTool.from_function(
+        submit,
+        name=SUBMIT_ATTRIBUTION,
+        description=Attribution.__doc__ or "",
+        args_schema=Attribution,
+        handle_tool_error=True,
+        handle_validation_error=lambda e: f"Invalid attribution, submit again corrected: {e}",
+    )
+
+
+def _final(name: str, message: ToolMessage) -> Attribution | None:
+    if name != SUBMIT_ATTRIBUTION:
+        return None
+    data = result_json(message)
+    return Attribution.model_validate(data) if isinstance(data, dict) else None
+
+
+async def attributor(state: EvolverState, config: RunnableConfig) -> Command[Literal["proposer", "give_up"]]:
+    """Attribute the current failure to an interface (tool loop ending in ``submit_attribution``)."""
+    deps = get_deps(config)
+    cfg = deps.config
+    failure = state["current"] or {}
+    if deps.out_of_time(state):
+        return Command(goto="give_up", update={"give_up_reason": "time budget exceeded before attribution"})
+    tools = [*deps.tools_named(READ_TOOLS), submit_attribution_tool(failure)]
+    messages = [
+        SystemMessage(content=load_prompt("attributor", cfg.prompts_dir, max_iterations=cfg.max_tool_iterations)),
+        context_message(
+            f"Attribute this failure (failure_id {failure.get('failure_id')!r}) to one interface, then call "
+            f"{SUBMIT_ATTRIBUTION}.",
+            {"failure": failure},
+        ),
+    ]
+    result = await run_tool_loop(
+        deps.model,
+        tools,
+        messages,
+        is_final=_final,
+        max_iterations=cfg.max_tool_iterations,
+        nudge=load_prompt("nudge", cfg.prompts_dir, tools=SUBMIT_ATTRIBUTION),
+        deadline=deps.deadline(state),
+        clock=deps.clock,
+    )
+    attribution: Attribution | None = result.final_value
+    if attribution is None:
+        return Command(goto="give_up", update={"give_up_reason": f"attributor: {result.describe()}"})
+    await deps.emit(
+        "attribution",
+        {
+            **attribution.model_dump(),
+            "failure_kind": failure.get("kind"),
+            "failure_step": failure.get("step"),
+            "summary": failure.get("summary"),
+            "iterations": result.iterations,
+        },
+    )
+    return Command(goto="proposer", update={"attribution": attribution, "attributions": [attribution]})

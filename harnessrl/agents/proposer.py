@@ -1,0 +1,128 @@
+"""The proposer node: one candidate update for the attributed interface, built through its builder tool.
+
+The chat model is bound to the builder of the attributed interface (``set_guidance``,
+``edit_rubric`` or ``reweight_tasks``) and the read tools; on a revision also to the builder of the
+configured fallback interface (e.g. park a task that guidance did not help). A builder validates and
+records the candidate and applies nothing; its result (a ``Candidate`` with ``candidate_id``) ends
+the tool loop. The conversation is kept across revisions, and each revision adds the critic's
+reason and the trial's measurements to it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from langchain_core.messages import SystemMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.types import Command
+
+from harnessrl.agents.tool_loop import context_message, flat_args, result_json, run_tool_loop
+from harnessrl.graph.prompts import load_prompt
+from harnessrl.graph.state import BUILDER_TOOLS, READ_TOOLS, EvolverState, ProposalRecord, get_deps
+
+__all__ = ["proposer"]
+
+_INTERFACE_OF = {tool: interface for interface, tool in BUILDER_TOOLS.items()}
+
+
+async def proposer(state: EvolverState, config: RunnableConfig) -> Command[Literal["critic", "give_up"]]:
+    """Build a candidate (or, on a revision, a revised one) for the current failure."""
+    deps = get_deps(config)
+    cfg = deps.config
+    failure = state["current"] or {}
+    attribution = state["attribution"]
+    revision = state.get("revision", 0)
+    if attribution is None:
+        return Command(goto="give_up", update={"give_up_reason": "proposer: no attribution"})
+    if deps.out_of_time(state):
+        return Command(goto="give_up", update={"give_up_reason": f"time budget exceeded before revision {revision}"})
+    interfaces = [attribution.interface]
+    if revision > 0 and cfg.fallback_interface and cfg.fallback_interface != attribution.interface:
+        interfaces.append(cfg.fallback_interface)
+    builders = deps.tools_named([BUILDER_TOOLS[i] for i in interfaces])
+    if not builders:
+        return Command(
+            goto="give_up",
+            update={"give_up_reason": f"proposer: no builder tool ({BUILDER_TOOLS[attribution.interface]}) was given"},
+        )
+    builder_names = [t.name for t in builders]
+    messages = list(state.get("proposer_messages") or [])
+    if not messages:
+        messages = [
+            SystemMessage(content=load_prompt("proposer", cfg.prompts_dir, max_iterations=cfg.max_tool_iterations)),
+            context_message(
+                f"Propose one candidate update for this failure with {' or '.join(builder_names)}.",
+                {
+                    "failure": failure,
+                    "attribution": attribution.model_dump(),
+                    "revision": 0,
+                    "max_revisions": cfg.max_revisions,
+                    "builders": builder_names,
+                },
+            ),
+        ]
+    else:
+        attempts = state.get("attempts") or []
+        last = attempts[-1] if attempts else {}
+        trial = last.get("trial") or {}
+        messages.append(
+            context_message(
+                load_prompt(
+                    "revision",
+                    cfg.prompts_dir,
+                    candidate_id=last.get("candidate_id", "?"),
+                    revision=revision,
+                    max_revisions=cfg.max_revisions,
+                    reason=trial.get("reason") or "no reason given",
+                ),
+                {"revision": revision, "trial": trial, "attempts": attempts, "builders": builder_names},
+            )
+        )
+
+    def final(name: str, message: ToolMessage) -> dict[str, Any] | None:
+        if name not in builder_names:
+            return None
+        data = result_json(message)
+        return data if isinstance(data, dict) and data.get("candidate_id") else None
+
+    result = await run_tool_loop(
+        deps.model,
+        [*deps.tools_named(READ_TOOLS), *builders],
+        messages,
+        is_final=final,
+        max_iterations=cfg.max_tool_iterations,
+        nudge=load_prompt("nudge", cfg.prompts_dir, tools=", ".join(builder_names)),
+        deadline=deps.deadline(state),
+        clock=deps.clock,
+    )
+    if result.final_value is None:
+        return Command(
+            goto="give_up",
+            update={
+                "give_up_reason": f"proposer (revision {revision}): {result.describe()}",
+                "proposer_messages": result.messages,
+            },
+        )
+    candidate: dict[str, Any] = result.final_value
+    call = result.final_call or {}
+    payload = flat_args(call.get("args") or {})
+    record = ProposalRecord(
+        failure_id=str(failure.get("failure_id")),
+        task_id=failure.get("task_id"),
+        candidate_id=str(candidate["candidate_id"]),
+        interface=str(candidate.get("interface") or _INTERFACE_OF.get(call.get("name", ""), attribution.interface)),
+        tool=call.get("name", ""),
+        payload=payload,
+        rationale=str(payload.get("rationale") or ""),
+        revision=revision,
+    )
+    await deps.emit("proposal", {**record.model_dump(), "candidate": candidate, "iterations": result.iterations})
+    return Command(
+        goto="critic",
+        update={
+            "candidate": candidate,
+            "proposal": record,
+            "proposals": [record],
+            "proposer_messages": result.messages,
+        },
+    )

@@ -1,0 +1,190 @@
+"""The harness evolver as a LangGraph ``StateGraph``: attributor → proposer → critic ⟲ (revise) → commit.
+
+::
+
+    START → fetch_failures → select_failure ──(none left, or the time budget spent)──→ END
+                                  ↑    │
+                                  │    ↓
+                                  │  attributor → proposer → critic ──(accepted)──→ commit ──→ select_failure
+                                  │       │          ↑  │      │
+                                  │       │          │  │      └─(rejected, revisions left)─→ proposer
+                                  │       ↓          ↓  ↓
+                                  └──────────────── give_up  (no attribution or candidate, no revision
+                                                              left, commit refused, out of time)
+
+One evolution point handles at most ``max_failures`` failures (from ``get_failures``, deduplicated,
+or given in the input state) within ``time_budget_s``. For each: the attributor assigns it to an
+interface, the proposer builds a candidate with that interface's builder tool, the critic measures
+it on the frozen policy (``run_frozen_policy_trial``); accepted → ``commit_update``; rejected → the
+proposer revises with the measurements, at most ``max_revisions`` times, then the failure is given
+up. Every step is reported through ``on_event`` and every tool call goes through the given tools.
+
+:func:`build_graph` is the one place the nodes and their routes are wired; nothing is compiled or
+connected at import time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from typing import Any, Literal
+
+from langchain_core.runnables import Runnable, RunnableConfig
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Command
+from pydantic import BaseModel
+
+from harnessrl.agents import attributor, critic, proposer
+from harnessrl.agents.tool_loop import call_tool, result_json, result_text
+from harnessrl.graph.state import DEPS_KEY, EvolverDeps, EvolverState, FailureOutcome, get_deps
+
+__all__ = ["build_graph", "evolve", "fetch_failures", "give_up", "select_failure"]
+
+logger = logging.getLogger(__name__)
+
+_PER_FAILURE_RESET: dict[str, Any] = {
+    "current": None,
+    "attribution": None,
+    "candidate": None,
+    "proposal": None,
+    "revision": 0,
+    "attempts": [],
+    "proposer_messages": [],
+    "give_up_reason": None,
+}
+
+
+def _failure_dict(failure: Any) -> dict[str, Any]:
+    """A failure as a plain dict with a ``failure_id`` (a failure given without one gets the id the
+    training memory gives it: ``step:task:kind:digest``)."""
+    d = failure.model_dump(mode="json") if isinstance(failure, BaseModel) else dict(failure)
+    if not d.get("failure_id"):
+        if d.get("id"):
+            d["failure_id"] = str(d["id"])
+        else:
+            blob = json.dumps(
+                {"summary": d.get("summary") or "", "evidence": d.get("evidence") or {}}, sort_keys=True, default=str
+            )
+            digest = hashlib.sha1(blob.encode()).hexdigest()[:10]
+            d["failure_id"] = f"{d.get('step', -1)}:{d.get('task_id') or '-'}:{d.get('kind', 'failure')}:{digest}"
+    return d
+
+
+def _dedupe(failures: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One failure per (kind, task, criterion or feature): a standing failure is reported at every step
+    while it lasts; the latest report is kept, in the order the failures came."""
+    latest: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for f in failures:
+        ev = f.get("evidence") or {}
+        key = (f.get("kind"), f.get("task_id"), ev.get("criterion_id") or ev.get("feature"))
+        if key not in latest or (f.get("step") or 0) >= (latest[key].get("step") or 0):
+            latest[key] = f
+    keep = {id(f) for f in latest.values()}
+    return [f for f in failures if id(f) in keep]
+
+
+async def fetch_failures(state: EvolverState, config: RunnableConfig) -> Command[Literal["select_failure"]]:
+    """The failures to handle: those in the input state, else ``get_failures`` (deduplicated, bounded)."""
+    deps = get_deps(config)
+    cfg = deps.config
+    started = deps.clock()
+    given = state.get("failures")
+    stop_reason = None
+    if given is None:
+        args: dict[str, Any] = {"limit": max(cfg.fetch_limit, cfg.max_failures)}
+        if cfg.since_step is not None:
+            args["since_step"] = cfg.since_step
+        if cfg.failure_kinds:
+            args["kinds"] = list(cfg.failure_kinds)
+        message = await call_tool(deps.require_tool("get_failures"), args)
+        data = result_json(message) if message.status != "error" else None
+        if message.status == "error" or data is None:
+            logger.warning("get_failures failed, nothing to evolve: %s", result_text(message)[:500])
+            stop_reason = f"get_failures failed: {result_text(message)[:500]}"
+            given = []
+        else:
+            given = data.get("failures", []) if isinstance(data, dict) else data
+    failures = _dedupe([_failure_dict(f) for f in given or []])[: cfg.max_failures]
+    return Command(
+        goto="select_failure",
+        update={"failures": failures, "cursor": 0, "started_at": started, "stop_reason": stop_reason},
+    )
+
+
+async def select_failure(state: EvolverState, config: RunnableConfig) -> Command[Literal["attributor", "__end__"]]:
+    """The next failure, or the end (none left, or the time budget spent)."""
+    deps = get_deps(config)
+    failures = state.get("failures") or []
+    cursor = state.get("cursor", 0)
+    if cursor >= len(failures):
+        return Command(goto=END, update={**_PER_FAILURE_RESET, "stop_reason": state.get("stop_reason") or "done"})
+    if deps.out_of_time(state):
+        left = len(failures) - cursor
+        logger.info("evolver time budget (%.0f s) spent; %d failure(s) left for later", deps.config.time_budget_s, left)
+        return Command(goto=END, update={**_PER_FAILURE_RESET, "stop_reason": "time_budget"})
+    return Command(goto="attributor", update={**_PER_FAILURE_RESET, "current": failures[cursor], "cursor": cursor + 1})
+
+
+async def give_up(state: EvolverState, config: RunnableConfig) -> Command[Literal["select_failure"]]:
+    """Record that the current failure was given up, and why; go on with the next one."""
+    deps = get_deps(config)
+    failure = state.get("current") or {}
+    attribution = state.get("attribution")
+    reason = state.get("give_up_reason") or "unknown"
+    candidate = state.get("candidate") or {}
+    payload = {
+        "failure_id": failure.get("failure_id"),
+        "task_id": failure.get("task_id"),
+        "failure_kind": failure.get("kind"),
+        "interface": attribution.interface if attribution else None,
+        "candidate_id": candidate.get("candidate_id"),
+        "revisions": state.get("revision", 0),
+        "candidates": [a.get("candidate_id") for a in state.get("attempts") or []],
+        "reason": reason,
+    }
+    await deps.emit("give_up", payload)
+    outcome = FailureOutcome(
+        failure_id=str(failure.get("failure_id")),
+        task_id=failure.get("task_id"),
+        kind=failure.get("kind"),
+        status="gave_up",
+        interface=payload["interface"],
+        candidate_id=payload["candidate_id"],
+        revisions=payload["revisions"],
+        reason=reason,
+    )
+    return Command(goto="select_failure", update={"outcomes": [outcome], "give_up_reason": None})
+
+
+def build_graph(deps: EvolverDeps) -> Runnable:
+    """The compiled evolver graph with ``deps`` bound (run it with ``ainvoke({})`` or ``ainvoke({"failures": [...]})``).
+
+    Raises :class:`~harnessrl.errors.ConfigError` when a tool the critic needs is missing.
+    """
+    deps.require_tool("run_frozen_policy_trial")
+    deps.require_tool("commit_update")
+    builder = StateGraph(EvolverState)
+    builder.add_node("fetch_failures", fetch_failures, destinations=("select_failure",))
+    builder.add_node("select_failure", select_failure, destinations=("attributor", END))
+    builder.add_node("attributor", attributor.attributor, destinations=("proposer", "give_up"))
+    builder.add_node("proposer", proposer.proposer, destinations=("critic", "give_up"))
+    builder.add_node("critic", critic.critic, destinations=("commit", "proposer", "give_up"))
+    builder.add_node("commit", critic.commit, destinations=("select_failure", "give_up"))
+    builder.add_node("give_up", give_up, destinations=("select_failure",))
+    builder.add_edge(START, "fetch_failures")
+    graph = builder.compile(name="harnessrl-evolver")
+    cfg = deps.config
+    # supersteps per failure: select, attributor, (proposer + critic) per round, commit, give_up
+    per_failure = 4 + 2 * (cfg.max_revisions + 1)
+    return graph.with_config(
+        configurable={DEPS_KEY: deps},
+        recursion_limit=10 + cfg.max_failures * per_failure,
+        run_name="harnessrl-evolver",
+    )
+
+
+async def evolve(deps: EvolverDeps, failures: list[Any] | None = None) -> EvolverState:
+    """Run one evolution point: handle ``failures`` (default: ask ``get_failures``); returns the final state."""
+    state: dict[str, Any] = {} if failures is None else {"failures": failures}
+    return await build_graph(deps).ainvoke(state)

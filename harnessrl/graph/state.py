@@ -1,0 +1,275 @@
+"""The evolver graph's state, its structured outputs, its settings and what its nodes are given.
+
+Layout after LangGraph's ``open_deep_research``: the state every node reads and partially updates
+(:class:`EvolverState`), the pydantic models that cross the LLM boundary (:class:`Attribution` is
+the argument model of the attributor's final ``submit_attribution`` tool, so its docstring is the
+instruction the LLM reads), the records the graph keeps of each step (:class:`ProposalRecord`,
+:class:`CriticDecision`, :class:`FailureOutcome`), the settings (:class:`EvolverConfig`) and the
+dependencies (:class:`EvolverDeps`: chat model, tools, event callback) that ``build_graph`` hands to
+the nodes through the run's ``configurable``.
+
+Nothing here imports torch, trl or chromadb: the evolver side imports fast and runs without a GPU stack.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import operator
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Literal, TypedDict
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AnyMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic_core import to_jsonable_python
+
+from harnessrl.errors import ConfigError
+
+__all__ = [
+    "BUILDER_TOOLS",
+    "DEPS_KEY",
+    "EVENT_KINDS",
+    "INTERFACES",
+    "READ_TOOLS",
+    "Attribution",
+    "CriticDecision",
+    "EventCallback",
+    "EvolverConfig",
+    "EvolverDeps",
+    "EvolverState",
+    "FailureOutcome",
+    "Interface",
+    "ProposalRecord",
+    "get_deps",
+]
+
+Interface = Literal["task_sampling", "rollout_guidance", "rubric_criteria"]
+INTERFACES: tuple[str, ...] = ("task_sampling", "rollout_guidance", "rubric_criteria")
+
+READ_TOOLS: tuple[str, ...] = ("get_failures", "query_memory", "inspect_rollouts", "get_harness_state")
+"""The tools that only read: the attributor gets these, the proposer gets them besides its builder."""
+
+BUILDER_TOOLS: dict[str, str] = {
+    "task_sampling": "reweight_tasks",
+    "rollout_guidance": "set_guidance",
+    "rubric_criteria": "edit_rubric",
+}
+"""The candidate-builder tool of each interface (it validates and records a candidate, applies nothing)."""
+
+EVENT_KINDS: tuple[str, ...] = ("attribution", "proposal", "trial", "verdict", "commit", "give_up")
+
+EventCallback = Callable[[str, dict[str, Any]], Awaitable[None] | None]
+"""``on_event(kind, payload)``: kind is one of :data:`EVENT_KINDS`; payload is JSON-serialisable."""
+
+DEPS_KEY = "harnessrl_evolver_deps"
+
+logger = logging.getLogger(__name__)
+
+
+# --------------------------------------------------------------------------------------------------
+# structured outputs
+
+
+class Attribution(BaseModel):
+    """Submit your attribution of the failure you were given: the harness interface whose update can
+    fix it, why, and the evidence. Call this exactly once, as your last action, after reading what you
+    need (the failure's numbers, the task's history, what fixed similar failures before, the current
+    harness state). ``interface`` is ``rollout_guidance`` when the policy cannot reach the criteria yet
+    (uniformly low rewards: a hint for part of the group makes it discriminative), ``rubric_criteria``
+    when the reward itself is wrong (too lax: uniformly high; spurious: it rises with length or another
+    surface feature, the reference answer scores below the policy, a saturated or loosely judged
+    criterion), ``task_sampling`` when the task should be sampled less, parked or retired (out of
+    reach even with guidance, or solved)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    failure_id: str = Field(min_length=1, description="The failure_id of the failure you attribute.")
+    task_id: str = Field(min_length=1, description="The task the failure was detected on.")
+    interface: Interface = Field(description="The interface whose update can fix the failure.")
+    rationale: str = Field(min_length=1, description="Why this interface: the reasoning, in one to three sentences.")
+    evidence: list[str] = Field(
+        default_factory=list,
+        description="The facts the attribution rests on, each one short line with its numbers or memory record id.",
+    )
+
+
+class ProposalRecord(BaseModel):
+    """A candidate the proposer built through a builder tool (nothing applied yet)."""
+
+    failure_id: str
+    task_id: str | None = None
+    candidate_id: str
+    interface: str
+    tool: str = Field(description="The builder tool that made it.")
+    payload: dict[str, Any] = Field(default_factory=dict, description="The arguments of the builder call.")
+    rationale: str = ""
+    revision: int = Field(default=0, description="0 for the first proposal for a failure, n for the n-th revision.")
+
+
+class CriticDecision(BaseModel):
+    """The critic's verdict on one candidate, from its trial on the frozen policy."""
+
+    failure_id: str
+    candidate_id: str
+    accepted: bool
+    reason: str
+    measurements: dict[str, Any] = Field(default_factory=dict)
+    metric: str | None = None
+    baseline: float | None = None
+    candidate: float | None = None
+    improvement: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    revision: int = 0
+
+
+class FailureOutcome(BaseModel):
+    """How the graph's handling of one failure ended."""
+
+    failure_id: str
+    task_id: str | None = None
+    kind: str | None = None
+    status: Literal["committed", "gave_up"]
+    interface: str | None = None
+    candidate_id: str | None = None
+    revisions: int = 0
+    reason: str = ""
+    commit: dict[str, Any] | None = None
+
+
+# --------------------------------------------------------------------------------------------------
+# state
+
+
+class EvolverState(TypedDict, total=False):
+    """What the evolver graph carries from node to node (nodes return partial updates).
+
+    Per evolution point: ``failures`` (from ``get_failures``, or given in the input), ``cursor`` (index
+    of the next one), and the accumulating records (``attributions``, ``proposals``, ``trials``,
+    ``decisions``, ``outcomes``). Per failure (reset when the next one is selected): ``current``,
+    ``attribution``, ``candidate``, ``revision``, ``attempts`` (each rejected candidate with its
+    trial, for the proposer's revisions) and ``proposer_messages`` (the proposer's conversation, kept
+    across revisions)."""
+
+    failures: list[dict[str, Any]]
+    cursor: int
+    started_at: float
+    stop_reason: str | None
+
+    current: dict[str, Any] | None
+    attribution: Attribution | None
+    candidate: dict[str, Any] | None
+    proposal: ProposalRecord | None
+    revision: int
+    attempts: list[dict[str, Any]]
+    proposer_messages: list[AnyMessage]
+    give_up_reason: str | None
+
+    attributions: Annotated[list[Attribution], operator.add]
+    proposals: Annotated[list[ProposalRecord], operator.add]
+    trials: Annotated[list[dict[str, Any]], operator.add]
+    decisions: Annotated[list[CriticDecision], operator.add]
+    outcomes: Annotated[list[FailureOutcome], operator.add]
+
+
+# --------------------------------------------------------------------------------------------------
+# settings and dependencies
+
+
+class EvolverConfig(BaseModel):
+    """Bounds and choices of one evolution point (the ``evolver`` section of a training config)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_failures: int = Field(default=4, ge=1, description="Failures handled per evolution point at most.")
+    max_revisions: int = Field(
+        default=2, ge=0, description="Revisions of a rejected candidate before giving up on the failure."
+    )
+    max_tool_iterations: int = Field(
+        default=8, ge=1, description="Model calls per attribution or proposal (its tool loop) at most."
+    )
+    time_budget_s: float = Field(
+        default=600.0, gt=0, description="Wall-clock seconds per evolution point; the graph stops cleanly after it."
+    )
+    since_step: int | None = Field(default=None, ge=0, description="Ask get_failures only for failures since then.")
+    failure_kinds: list[str] | None = Field(default=None, description="Ask get_failures only for these kinds.")
+    fetch_limit: int = Field(default=20, ge=1, description="Failures asked of get_failures (deduplicated after).")
+    fallback_interface: Interface | None = Field(
+        default="task_sampling",
+        description="On a revision the proposer may also use this interface's builder (e.g. park a task that "
+        "guidance did not help); null: only the attributed interface.",
+    )
+    prompts_dir: Path | None = Field(
+        default=None,
+        description="A folder of prompt files (attributor.md, proposer.md, revision.md, ...) overriding the "
+        "packaged ones; a missing file falls back to the packaged prompt.",
+    )
+
+
+@dataclass
+class EvolverDeps:
+    """What the graph's nodes work with.
+
+    Args:
+        model: any LangChain chat model with ``bind_tools`` (ChatOpenAI, the rule-based model, a scripted one).
+        tools: the evolver's LangChain tools by their contract names (from the MCP server in production).
+        on_event: ``on_event(kind, payload)``, called for every step (sync or async); None: events are only logged.
+        config: the evolution point's bounds.
+        clock: seconds, monotonic (tests may pass a fake one).
+    """
+
+    model: BaseChatModel
+    tools: Sequence[BaseTool]
+    on_event: EventCallback | None = None
+    config: EvolverConfig = field(default_factory=EvolverConfig)
+    clock: Callable[[], float] = time.monotonic
+
+    def deadline(self, state: EvolverState) -> float:
+        """When this evolution point's time budget runs out (on :attr:`clock`)."""
+        return state.get("started_at", self.clock()) + self.config.time_budget_s
+
+    def out_of_time(self, state: EvolverState) -> bool:
+        return self.clock() >= self.deadline(state)
+
+    async def emit(self, kind: str, payload: dict[str, Any]) -> None:
+        """Report one step to ``on_event`` (a failing callback is logged, never fatal to the evolver)."""
+        payload = to_jsonable_python(payload, fallback=str)
+        logger.info("evolver %s: %s", kind, {k: payload[k] for k in list(payload)[:6]})
+        if self.on_event is None:
+            return
+        try:
+            out = self.on_event(kind, payload)
+            if inspect.isawaitable(out):
+                await out
+        except Exception:
+            logger.exception("on_event(%r, ...) failed; the evolver goes on", kind)
+
+    def tool(self, name: str) -> BaseTool | None:
+        return next((t for t in self.tools if t.name == name), None)
+
+    def tools_named(self, names: Sequence[str]) -> list[BaseTool]:
+        return [t for n in names if (t := self.tool(n)) is not None]
+
+    def require_tool(self, name: str) -> BaseTool:
+        tool = self.tool(name)
+        if tool is None:
+            have = sorted(t.name for t in self.tools)
+            raise ConfigError(
+                f"the evolver needs the tool {name!r} but was given only {have}: pass the trainer's tools "
+                "(ToolServer + langchain-mcp-adapters, or the in-process EvolutionService tools)"
+            )
+        return tool
+
+
+def get_deps(config: RunnableConfig | None) -> EvolverDeps:
+    """The :class:`EvolverDeps` that ``build_graph`` put into the run's configurable."""
+    deps = ((config or {}).get("configurable") or {}).get(DEPS_KEY)
+    if not isinstance(deps, EvolverDeps):
+        raise ConfigError("the evolver graph was run without its dependencies: build it with build_graph(deps)")
+    return deps
