@@ -375,6 +375,50 @@ def report_cmd(
     console.print(f"report: {path}")
 
 
+# ---------------------------------------------------------------------------------------- evolver
+@app.command("evolver")
+def evolver_cmd(
+    url: Annotated[str | None, typer.Option(help="The trainer's tool server (see run_dir/tool_server.json).")] = None,
+    token: Annotated[str | None, typer.Option(help="Its bearer token (or env HARNESSRL_TOOL_TOKEN).")] = None,
+    run_dir: Annotated[Path | None, typer.Option(help="Read url and token from this live run's directory.")] = None,
+    config: Annotated[Path | None, typer.Option("--config", "-c", help="A run config; its evolver section.")] = None,
+    override: Annotated[list[str] | None, typer.Option("--set", "-s", help="key.sub=value overrides.")] = None,
+    watch: Annotated[float | None, typer.Option(help="Run an evolution point every N seconds until stopped.")] = None,
+) -> None:
+    """Run the evolver graph as its own process against a live run's MCP tool server."""
+    import asyncio
+    import time
+
+    from harnessrl.trainer.evolver import make_evolver_model, run_evolution_point
+    from harnessrl.trainer.train_config import load_train_config
+
+    if run_dir is not None:
+        info_path = run_dir / "tool_server.json"
+        if not info_path.exists():
+            raise HarnessRLError(f"{info_path} not found: is a run with the evolver enabled training in {run_dir}?")
+        info = json.loads(info_path.read_text())
+        url, token = url or info["url"], token or info["token"]
+    token = token or os.environ.get("HARNESSRL_TOOL_TOKEN")
+    if not url or not token:
+        raise HarnessRLError("give --url and --token (or --run-dir of a live run)")
+    settings = load_train_config(config, override).evolver
+    model = make_evolver_model(settings)
+
+    def on_event(kind: str, payload: dict) -> None:
+        console.print(f"[bold]{kind}[/] {json.dumps(payload, default=str)[:300]}", highlight=False)
+
+    while True:
+        state = asyncio.run(run_evolution_point(url, token, model, settings.graph, on_event))
+        outcomes = state.get("outcomes", []) if isinstance(state, dict) else []
+        console.print(
+            f"evolution point done: {len(outcomes)} failure(s) handled, "
+            f"{sum(o.status == 'committed' for o in outcomes)} committed"
+        )
+        if watch is None:
+            return
+        time.sleep(watch)
+
+
 def main() -> None:
     """Console entry point: HarnessRL errors become one clear message and exit code 1."""
     try:

@@ -708,3 +708,42 @@ def test_cli_set_reaches_the_config(tmp_path, monkeypatch):
     assert isinstance(result.exception, HarnessRLError)
     assert seen["cfg"].grpo.max_steps == 5 and seen["cfg"].seed == 3
     assert seen["kw"]["resume"] is True and seen["kw"]["overwrite"] is False
+
+
+def test_training_runs_the_evolver_at_evolution_points(tmp_path, model_dir, data_files):
+    """The whole loop on a tiny policy: detectors flag failures, an evolution point runs the rule-based
+    graph over the trainer's MCP tools, trials measure on the frozen policy, only accepted updates commit."""
+    config = _config(tmp_path / "evolved", model_dir, data_files, max_steps=4)
+    config = config.model_copy(
+        update={
+            "harness": config.harness.model_copy(
+                update={"detectors": config.harness.detectors.model_copy(update={"eps": 0.6, "low": 0.9})}
+            ),
+            "evolver": config.evolver.model_copy(
+                update={
+                    "every_steps": 2,
+                    "trials": config.evolver.trials.model_copy(update={"rollouts_per_arm": 2, "max_new_tokens": 8}),
+                    "graph": config.evolver.graph.model_copy(update={"max_failures": 1, "max_revisions": 1}),
+                }
+            ),
+        }
+    )
+    summary = train(config)
+    run = RunDir(tmp_path / "evolved", create=False)
+    events = run.read("events.jsonl")
+    kinds = [e["kind"] for e in events]
+    print(
+        Counter(kinds), [(e["result"]["accepted"], e["result"]["reason"][:90]) for e in events if e["kind"] == "trial"]
+    )
+    assert "failure" in kinds
+    assert "evolution_point" in kinds
+    assert {"attribution", "proposal", "trial"} <= set(kinds)
+    assert summary.extra["evolver"]["points"] >= 1
+    assert not (run.path / "tool_server.json").exists()  # removed when training ends
+    # every committed update was measured and accepted first
+    trials = {e["candidate_id"]: e for e in events if e["kind"] == "trial"}
+    for e in events:
+        if e["kind"] == "commit":
+            assert trials[e["candidate_id"]]["result"]["accepted"] is True
+    harness = Harness.load(run.harness, load_tasks(data_files["train"]))
+    assert sum(harness.versions.values()) == sum(1 for k in kinds if k == "commit")

@@ -25,6 +25,7 @@ prompts, version-0 rubrics. That is the fixed-harness baseline.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -69,6 +70,8 @@ class HarnessGRPOTrainer(GRPOTrainer):
         self._row_temperatures: list[float] | None = None
         self._gen_seconds = 0.0
         self.timings: dict[str, float] = defaultdict(float)
+        # held while the weights change: frozen-policy trials from another thread wait for it
+        self.policy_lock = threading.Lock()
         super().__init__(*args, reward_funcs=[rubric_reward], **kwargs)
 
     # ------------------------------------------------------------------ task sampling + guidance
@@ -180,7 +183,8 @@ class HarnessGRPOTrainer(GRPOTrainer):
     def training_step(self, model, inputs, num_items_in_batch=None):
         t0 = time.perf_counter()
         gs0 = sum(self.timings[k] for k in ("generation", "judging", "scoring_other"))
-        loss = super().training_step(model, inputs, num_items_in_batch)
+        with self.policy_lock:
+            loss = super().training_step(model, inputs, num_items_in_batch)
         elapsed = time.perf_counter() - t0
         gs = sum(self.timings[k] for k in ("generation", "judging", "scoring_other")) - gs0
         self.timings["update"] += max(0.0, elapsed - gs)

@@ -135,6 +135,45 @@ def build_grpo_config(config: TrainConfig, output_dir: Path, device: str, num_pr
         raise ConfigError(f"grpo.extra: {e} (see trl.GRPOConfig for valid fields)") from e
 
 
+class _LockedTrials:
+    """Frozen-policy trials that wait for the trainer's policy lock (no weight update mid-trial)."""
+
+    def __init__(self, trials, lock):
+        self.trials, self.lock = trials, lock
+
+    def run(self, *args, **kwargs):
+        with self.lock:
+            return self.trials.run(*args, **kwargs)
+
+
+def _start_evolver(config, trainer, harness, recorder, judge, tokenizer, memory, run, monitor):
+    """Trials, the evolution service, its MCP tool server and the evolution-point callback."""
+    from harnessrl.trainer.evolution import EvolutionService
+    from harnessrl.trainer.evolver import EvolutionCallback, write_server_file
+    from harnessrl.trainer.tool_server import ToolServer
+    from harnessrl.trainer.trials import FrozenPolicyTrials, TransformersSampler
+
+    settings = config.evolver
+    sampler = TransformersSampler(trainer.model, tokenizer, seed=config.seed)
+    trials = FrozenPolicyTrials(harness, recorder, judge, sampler, settings.trials)
+    service = EvolutionService(
+        harness,
+        recorder,
+        memory,
+        _LockedTrials(trials, trainer.policy_lock),
+        run,
+        failures=lambda: monitor.failures,
+        step=lambda: trainer.state.global_step,
+    )
+    server = ToolServer(service)
+    url, token = server.start()
+    write_server_file(run, url, token)
+    callback = EvolutionCallback(service, url, token, settings, failures=lambda: monitor.failures, run_dir=run)
+    callback.trainer = trainer
+    trainer.add_callback(callback)
+    return server, callback
+
+
 def _is_main_process() -> bool:
     """Rank 0 writes the run directory (under ``accelerate launch`` every process runs this code)."""
     import os
@@ -249,6 +288,13 @@ def train(
             memory = TrainingMemory(run.path, url=config.harness.memory.url)
     monitor = StepMonitor(trainer, config.harness.detectors, memory, run if main else None)
     trainer.step_listeners.append(monitor)
+    server = evolution_cb = None
+    if main and config.evolver.enabled:
+        server, evolution_cb = _start_evolver(
+            config, trainer, harness, recorder, judge, tokenizer, memory, run, monitor
+        )
+        evolution_cb.console = console
+        console.log(f"harness tools served at {server.url} (evolver: {config.evolver.backend}, {config.evolver.mode})")
     if trainer_hook is not None:
         trainer_hook(trainer, run)
 
@@ -264,7 +310,12 @@ def train(
             resume=resume,
         )
     checkpoint = _last_checkpoint(run) if resume else None
-    trainer.train(resume_from_checkpoint=checkpoint)
+    try:
+        trainer.train(resume_from_checkpoint=checkpoint)
+    finally:
+        if server is not None:
+            server.stop()
+            run.file("tool_server.json").unlink(missing_ok=True)
     trainer.save_model(str(run.checkpoints / "final"))
     memory_counts = memory.counts() if memory is not None else {}
     if memory is not None:
@@ -293,6 +344,11 @@ def train(
             "failures": dict(Counter(f.kind for f in monitor.failures)),
             "monitor_seconds": monitor.seconds,
             "memory_records": memory_counts,
+            "evolver": {
+                "points": evolution_cb.points if evolution_cb else 0,
+                "seconds": evolution_cb.seconds if evolution_cb else 0.0,
+                **(evolution_cb.service.metrics() if evolution_cb else {}),
+            },
         },
     )
     run.write_json(

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from harnessrl.config import load_yaml
 from harnessrl.errors import ConfigError
 from harnessrl.trainer.detectors import DetectorConfig
+from harnessrl.trainer.evolver import EvolverSettings
 from harnessrl.trainer.judges.config import JudgeConfig
 
 __all__ = [
@@ -114,6 +115,7 @@ class TrainConfig(_Section):
     generation: GenerationConfig = Field(default_factory=GenerationConfig)
     harness: HarnessConfig = Field(default_factory=HarnessConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
+    evolver: EvolverSettings = Field(default_factory=EvolverSettings)
     report_to: list[str] = Field(default_factory=list, description="TRL/transformers loggers, e.g. [wandb].")
 
     @model_validator(mode="after")

@@ -1,0 +1,160 @@
+"""Evolution points: where training stops, the evolver graph runs over the trainer's MCP tools, and goes on.
+
+In-process mode (the default): every ``evolver.every_steps`` steps, if reward failures were detected
+since the last point, the trainer waits (so the policy really is frozen) while the evolver graph runs
+against the trainer's own tool server through a real MCP client session (langchain-mcp-adapters), the
+same path an external evolver takes. Its time is bounded by ``evolver.graph.time_budget_s``.
+
+External mode: the trainer only serves the tools (URL and token in ``run_dir/tool_server.json``,
+readable by the owner only) and ``harnessrl evolver --url URL --token T`` runs the same graph as its
+own process. Trials take the trainer's policy lock, so they always measure weights that are not
+being updated at that moment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import time
+from collections.abc import Callable
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from transformers import TrainerCallback
+
+from harnessrl.agents.llm import LLMConfig
+from harnessrl.errors import ConfigError
+from harnessrl.graph.state import EvolverConfig
+from harnessrl.trainer.trials import TrialConfig
+
+__all__ = ["EvolutionCallback", "EvolverSettings", "make_evolver_model", "run_evolution_point"]
+
+logger = logging.getLogger(__name__)
+
+
+class EvolverSettings(BaseModel):
+    """The harness evolver of a training run (the ``evolver`` section of the config)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = Field(default=True, description="false: a fixed-harness run (plain GRPO, detectors still on).")
+    backend: Literal["rule-based", "llm"] = Field(
+        default="rule-based", description="rule-based: the embedded decision procedure (no LLM); llm: evolver.llm."
+    )
+    llm: LLMConfig | None = Field(default=None, description="The chat model for backend 'llm'.")
+    mode: Literal["in-process", "external"] = "in-process"
+    every_steps: int = Field(default=5, ge=1, description="Evolution point every N steps when failures are present.")
+    graph: EvolverConfig = Field(default_factory=EvolverConfig)
+    trials: TrialConfig = Field(default_factory=TrialConfig)
+
+
+def make_evolver_model(settings: EvolverSettings):
+    """The evolver's chat model: the rule-based one, or ChatOpenAI on any OpenAI-compatible server."""
+    if settings.backend == "llm":
+        if settings.llm is None:
+            raise ConfigError("evolver.backend is 'llm' but evolver.llm is not set (model, base_url, api_key_env)")
+        from harnessrl.agents.llm import make_chat_model
+
+        return make_chat_model(settings.llm)
+    from harnessrl.agents.rule_based import RuleBasedChatModel
+
+    return RuleBasedChatModel()
+
+
+async def run_evolution_point(
+    url: str,
+    token: str,
+    model,
+    graph_config: EvolverConfig,
+    on_event: Callable[[str, dict[str, Any]], Any] | None = None,
+):
+    """One evolution point against a tool server: open one MCP session, load the tools, run the graph."""
+    from langchain_mcp_adapters.client import MultiServerMCPClient
+    from langchain_mcp_adapters.tools import load_mcp_tools
+
+    from harnessrl.graph import EvolverDeps, evolve
+
+    client = MultiServerMCPClient(
+        {"trainer": {"transport": "streamable_http", "url": url, "headers": {"Authorization": f"Bearer {token}"}}}
+    )
+    async with client.session("trainer") as session:
+        tools = await load_mcp_tools(session)
+        deps = EvolverDeps(model=model, tools=tools, on_event=on_event, config=graph_config)
+        return await evolve(deps)
+
+
+class EvolutionCallback(TrainerCallback):
+    """Runs an evolution point at the end of every ``every_steps``-th step that saw new failures."""
+
+    def __init__(
+        self,
+        service,
+        url: str,
+        token: str,
+        settings: EvolverSettings,
+        failures: Callable[[], list],
+        run_dir=None,
+        console=None,
+    ):
+        self.service = service
+        self.failures = failures
+        self.url = url
+        self.token = token
+        self.settings = settings
+        self.run_dir = run_dir
+        self.console = console
+        self.model = make_evolver_model(settings)
+        self.seconds = 0.0
+        self.points = 0
+        self._seen_failures = 0
+        self.trainer = None
+
+    def on_step_end(self, args, state, control, **kwargs):
+        step = state.global_step
+        if not state.is_world_process_zero or self.settings.mode != "in-process":
+            return
+        if step % self.settings.every_steps or step >= state.max_steps:
+            return
+        failures = self.failures()
+        if len(failures) <= self._seen_failures:
+            return
+        since = max(0, step - self.settings.every_steps + 1)
+        graph_config = self.settings.graph.model_copy(update={"since_step": since})
+        t0 = time.perf_counter()
+        try:
+            final = asyncio.run(
+                run_evolution_point(self.url, self.token, self.model, graph_config, self.service.on_event)
+            )
+        except Exception:  # the evolver failing must never lose the training run
+            logger.exception("evolution point at step %d failed; training goes on with the harness as it is", step)
+            final = {}
+        elapsed = time.perf_counter() - t0
+        self.seconds += elapsed
+        self.points += 1
+        self._seen_failures = len(failures)
+        outcomes = final.get("outcomes", []) if isinstance(final, dict) else []
+        committed = sum(1 for o in outcomes if getattr(o, "status", None) == "committed")
+        if self.run_dir is not None:
+            self.run_dir.event(
+                "evolution_point", step=step, seconds=elapsed, handled=len(outcomes), committed=committed
+            )
+        if self.console is not None:
+            self.console.log(
+                f"evolution point @ step {step}: {len(outcomes)} failure(s) handled, {committed} update(s) "
+                f"committed ({elapsed:.1f}s)"
+            )
+        if self.trainer is not None:
+            m = self.trainer._metrics["train"]
+            m["time/evolver"].append(elapsed)
+            for k, v in self.service.metrics().items():
+                m[k].append(v)
+
+
+def write_server_file(run_dir, url: str, token: str) -> None:
+    """``tool_server.json`` (owner-only) so ``harnessrl evolver --run-dir`` can find a live run's tools."""
+    path = run_dir.file("tool_server.json")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump({"url": url, "token": token, "pid": os.getpid()}, f)
