@@ -9,7 +9,35 @@ import yaml
 
 from harnessrl.errors import ConfigError
 
-__all__ = ["load_yaml"]
+__all__ = ["api_key_from_env", "is_loopback_url", "load_yaml"]
+
+LOCAL_SERVER_KEY = "EMPTY"  # what vLLM and most local OpenAI-compatible servers accept when they check no key
+
+
+def is_loopback_url(url: str | None) -> bool:
+    """Whether ``url`` points at this machine (localhost, 127.0.0.1, ::1)."""
+    from urllib.parse import urlparse
+
+    host = (urlparse(url).hostname or "").lower() if url else ""
+    return host in ("localhost", "127.0.0.1", "::1") or host.endswith(".localhost")
+
+
+def api_key_from_env(env_var: str, base_url: str | None, setting: str, error: type[Exception] = ConfigError) -> str:
+    """The API key in ``env_var``; a placeholder for a server on loopback; else ``error`` saying what to set.
+
+    ``setting`` names the config key that chooses the variable (e.g. ``judge.api_key_env``)."""
+    import os
+
+    key = os.environ.get(env_var) or None
+    if key is not None:
+        return key
+    if is_loopback_url(base_url):
+        return LOCAL_SERVER_KEY
+    where = base_url or "the OpenAI API"
+    raise error(
+        f"{where} needs an API key: set the environment variable {env_var} "
+        f"(or point {setting} at the variable that holds it)"
+    )
 
 
 def load_yaml(path: str | Path) -> dict[str, Any]:

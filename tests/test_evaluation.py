@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from harnessrl.data import Criterion, Task, load_tasks
-from harnessrl.errors import HarnessRLError, ResourceMissingError
+from harnessrl.errors import HarnessRLError
 from harnessrl.interfaces import EditRubric, Harness
 from harnessrl.trainer import models
 from harnessrl.trainer.evaluation import EvalResult, evaluate_policy, generate_greedy
@@ -66,36 +66,13 @@ def tasks() -> list[Task]:
 
 
 @pytest.fixture(scope="module")
-def tokenizer():
-    try:
-        return models.embedded_tokenizer()
-    except ResourceMissingError as e:
-        pytest.skip(str(e))
+def tokenizer(real_tokenizer):
+    return real_tokenizer
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory, tokenizer) -> Path:
-    """A tiny random LlamaForCausalLM with the real tokenizer, saved; large init so greedy has clear winners."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=1024,
-        initializer_range=0.5,
-        pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-    )
-    path = tmp_path_factory.mktemp("tiny-llama")
-    LlamaForCausalLM(config).save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
+def model_dir(tiny_model_dir) -> Path:
+    return tiny_model_dir
 
 
 @pytest.fixture(scope="module")

@@ -22,35 +22,14 @@ from harnessrl.trainer.judges.local_lm import LocalLMJudge, answer_token_ids
 
 
 @pytest.fixture(scope="module")
-def tokenizer():
-    t0 = time.perf_counter()
-    try:
-        tok = models.embedded_tokenizer()  # from the cache when built, else from the GGUF (a few seconds)
-    except ResourceMissingError as e:
-        pytest.skip(str(e))
-    print(f"embedded tokenizer loaded in {time.perf_counter() - t0:.2f} s")
-    return tok
+def tokenizer(real_tokenizer):
+    return real_tokenizer
 
 
 @pytest.fixture(scope="module")
-def tiny_model(tokenizer):
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=16,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        intermediate_size=32,
-        max_position_embeddings=1024,
-        initializer_range=0.5,  # large random weights: P(yes) spreads out instead of sitting at 0.5
-        pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-    )
-    return LlamaForCausalLM(config).eval()
+def tiny_model(make_tiny_llama):
+    # large random weights: P(yes) spreads out instead of sitting at 0.5
+    return make_tiny_llama(initializer_range=0.5).eval()
 
 
 @pytest.fixture

@@ -401,7 +401,7 @@ ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "appl
 
 def test_requests_without_the_right_token_are_refused(served):
     _world, url, token = served
-    with httpx.Client(timeout=5) as http:
+    with httpx.Client(timeout=30) as http:
         assert http.post(url, json=INIT, headers=ACCEPT).status_code == 401
         assert http.post(url, json=INIT, headers={**ACCEPT, **auth("x" + token[1:])}).status_code == 401
         assert http.post(url, json=INIT, headers={**ACCEPT, "Authorization": token}).status_code == 401  # no scheme

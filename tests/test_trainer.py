@@ -19,9 +19,8 @@ import torch
 from trl import GRPOTrainer
 
 from harnessrl.data import Criterion, Task, load_tasks
-from harnessrl.errors import ConfigError, HarnessRLError, ResourceMissingError
+from harnessrl.errors import ConfigError, HarnessRLError
 from harnessrl.interfaces import EditRubric, Harness, ReweightTasks, SetGuidance, guided_count
-from harnessrl.trainer import models
 from harnessrl.trainer.grpo_trainer import HarnessGRPOTrainer
 from harnessrl.trainer.records import GroupRecord, RolloutRecord
 from harnessrl.trainer.rewards import RubricReward
@@ -93,35 +92,14 @@ def train_tasks(data_files) -> list[Task]:
 
 
 @pytest.fixture(scope="module")
-def tokenizer():
-    try:
-        return models.embedded_tokenizer()
-    except ResourceMissingError as e:
-        pytest.skip(str(e))
+def tokenizer(real_tokenizer):
+    return real_tokenizer
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory, tokenizer) -> Path:
+def model_dir(tiny_model_dir) -> Path:
     """A tiny random LlamaForCausalLM and the real SmolLM2 tokenizer, saved as a loadable checkpoint."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=16,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        intermediate_size=32,
-        max_position_embeddings=1024,
-        pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-    )
-    path = tmp_path_factory.mktemp("tiny-llama")
-    LlamaForCausalLM(config).save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
+    return tiny_model_dir
 
 
 def _config(run_dir: Path, model_dir: Path, data_files: dict[str, Path], **grpo) -> TrainConfig:

@@ -595,30 +595,9 @@ def one_torch_thread():
 
 
 @pytest.fixture(scope="module")
-def tiny_policy(one_torch_thread):
+def tiny_policy(one_torch_thread, make_tiny_llama, real_tokenizer):
     """A tiny random LlamaForCausalLM with the real SmolLM2 tokenizer."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    from harnessrl.trainer import models
-
-    try:
-        tokenizer = models.embedded_tokenizer()
-    except ResourceMissingError as e:
-        pytest.skip(str(e))
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=16,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        intermediate_size=32,
-        max_position_embeddings=1024,
-        pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-    )
-    return LlamaForCausalLM(config), tokenizer
+    return make_tiny_llama(), real_tokenizer
 
 
 def test_transformers_sampler_leaves_the_policy_unchanged(tiny_policy):

@@ -8,20 +8,16 @@ LangSmith tracing follows LangChain's standard environment variables.
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING
-from urllib.parse import urlparse
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from harnessrl.errors import ConfigError
+from harnessrl.config import api_key_from_env
 
 if TYPE_CHECKING:
     from langchain_openai import ChatOpenAI
 
 __all__ = ["LLMConfig", "make_chat_model"]
-
-_NO_KEY = "not-needed"
 
 
 class LLMConfig(BaseModel):
@@ -38,11 +34,6 @@ class LLMConfig(BaseModel):
     max_tokens: int | None = Field(default=2048, ge=16, description="Completion tokens per turn; null: the server's.")
 
 
-def _is_local(base_url: str | None) -> bool:
-    host = (urlparse(base_url).hostname or "").lower() if base_url else ""
-    return host in ("localhost", "127.0.0.1", "::1") or host.endswith(".localhost")
-
-
 def make_chat_model(config: LLMConfig) -> ChatOpenAI:
     """A ``ChatOpenAI`` for ``config``.
 
@@ -50,15 +41,7 @@ def make_chat_model(config: LLMConfig) -> ChatOpenAI:
     """
     from langchain_openai import ChatOpenAI  # ~1 s to import: only when an LLM evolver is really built
 
-    key = os.environ.get(config.api_key_env) or None
-    if key is None:
-        if not _is_local(config.base_url):
-            where = config.base_url or "the OpenAI API"
-            raise ConfigError(
-                f"the evolver's LLM at {where} needs an API key: set the environment variable "
-                f"{config.api_key_env} (or point evolver.llm.api_key_env at the variable that holds it)"
-            )
-        key = _NO_KEY
+    key = api_key_from_env(config.api_key_env, config.base_url, "evolver.llm.api_key_env")
     return ChatOpenAI(
         model=config.model,
         base_url=config.base_url,

@@ -75,21 +75,13 @@ from pydantic import Field
 
 from harnessrl.agents.tool_loop import flat_args, result_json, result_text
 from harnessrl.graph.state import BUILDER_TOOLS
+from harnessrl.interfaces.base import INTERFACE_FOR_FAILURE
 
 __all__ = ["DEFAULT_INTERFACE", "RuleBasedChatModel"]
 
 SUBMIT = "submit_attribution"
 
-DEFAULT_INTERFACE: dict[str, str] = {
-    "non_discriminative_low": "rollout_guidance",
-    "non_discriminative_high": "rubric_criteria",
-    "spurious_length": "rubric_criteria",
-    "spurious_feature": "rubric_criteria",
-    "reference_below_policy": "rubric_criteria",
-    "criterion_saturated": "rubric_criteria",
-    "criterion_dead": "rollout_guidance",
-    "judge_disagreement": "rubric_criteria",
-}
+DEFAULT_INTERFACE: dict[str, str] = INTERFACE_FOR_FAILURE
 """The interface each failure kind is usually fixed by (the attribution's starting point)."""
 
 _ALLOWED: dict[str, set[str]] = {

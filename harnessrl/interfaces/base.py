@@ -12,7 +12,20 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-__all__ = ["AppliedUpdate", "InterfaceUpdate"]
+__all__ = ["INTERFACE_FOR_FAILURE", "AppliedUpdate", "InterfaceUpdate"]
+
+INTERFACE_FOR_FAILURE: dict[str, str] = {
+    "non_discriminative_low": "rollout_guidance",
+    "non_discriminative_high": "rubric_criteria",
+    "spurious_length": "rubric_criteria",
+    "spurious_feature": "rubric_criteria",
+    "reference_below_policy": "rubric_criteria",
+    "criterion_saturated": "rubric_criteria",
+    "criterion_dead": "rollout_guidance",
+    "judge_disagreement": "rubric_criteria",
+}
+"""The interface whose update most often addresses each reward-failure kind: the detectors' hint and
+the rule-based attributor's starting point (memory and evidence may override it)."""
 
 
 class InterfaceUpdate(BaseModel):

@@ -53,6 +53,7 @@ from typing import Any, Literal, Protocol, get_args, runtime_checkable
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from harnessrl.interfaces.base import INTERFACE_FOR_FAILURE
 from harnessrl.trainer.records import GroupRecord, RolloutRecord, StepRecord, group_stats
 
 __all__ = [
@@ -92,16 +93,7 @@ InterfaceHint = Literal["rubric_criteria", "rollout_guidance", "task_sampling"]
 FAILURE_KINDS: tuple[str, ...] = get_args(FailureKind)
 
 # the interface whose update most often addresses each kind (a hint for the attributor, nothing more)
-_HINTS: dict[str, InterfaceHint] = {
-    "non_discriminative_low": "rollout_guidance",
-    "non_discriminative_high": "rubric_criteria",
-    "spurious_length": "rubric_criteria",
-    "spurious_feature": "rubric_criteria",
-    "reference_below_policy": "rubric_criteria",
-    "criterion_saturated": "rubric_criteria",
-    "criterion_dead": "rollout_guidance",
-    "judge_disagreement": "rubric_criteria",
-}
+_HINTS: dict[str, InterfaceHint] = INTERFACE_FOR_FAILURE  # type: ignore[assignment]
 
 
 # ---------------------------------------------------------------------------------------------- config

@@ -18,17 +18,16 @@ import concurrent.futures
 import json
 import logging
 import math
-import os
 import random
 import re
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any
-from urllib.parse import urlparse
 
 from pydantic import BaseModel, Field, ValidationError, WithJsonSchema, field_validator
 
+from harnessrl.config import api_key_from_env
 from harnessrl.errors import JudgeError
 from harnessrl.trainer.judges.base import BackendVerdict, GradeRequest
 from harnessrl.trainer.judges.config import JudgeConfig
@@ -46,9 +45,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-_LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1", "0.0.0.0"}
-_DUMMY_KEY = "EMPTY"  # what vLLM and most local servers accept when they check no key
 
 
 # --------------------------------------------------------------------------------------------------
@@ -257,13 +253,6 @@ def build_messages(
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
 
 
-def _is_local(base_url: str | None) -> bool:
-    if not base_url:
-        return False
-    host = (urlparse(base_url).hostname or "").lower()
-    return host in _LOCAL_HOSTS or host.endswith(".localhost")
-
-
 # --------------------------------------------------------------------------------------------------
 # The backend
 # --------------------------------------------------------------------------------------------------
@@ -301,15 +290,7 @@ class OpenAICompatibleJudge:
                 "(e.g. 'gpt-4o-mini', or the model a vLLM server serves)"
             )
         if api_key is None:
-            api_key = os.environ.get(config.api_key_env) or None
-        if api_key is None:
-            if not _is_local(config.base_url):
-                where = config.base_url or "the OpenAI API"
-                raise JudgeError(
-                    f"the openai judge backend needs an API key for {where}: set the environment variable "
-                    f"{config.api_key_env} (or point judge.api_key_env at the variable that holds it)"
-                )
-            api_key = _DUMMY_KEY
+            api_key = api_key_from_env(config.api_key_env, config.base_url, "judge.api_key_env", JudgeError)
         self.config = config
         self.model = config.model
         self.base_url = config.base_url
