@@ -47,7 +47,12 @@ def _root(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log deb
     )
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     if not verbose:
+        import warnings
+
         from transformers.utils import logging as hf_logging
+
+        # transformers 5 renamed gradient checkpointing; TRL still calls the old names every step
+        warnings.filterwarnings("ignore", category=FutureWarning, module=r"transformers\..*")
 
         hf_logging.disable_progress_bar()
         hf_logging.set_verbosity_error()
