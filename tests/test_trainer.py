@@ -725,3 +725,8 @@ def test_training_runs_the_evolver_at_evolution_points(tmp_path, model_dir, data
             assert trials[e["candidate_id"]]["result"]["accepted"] is True
     harness = Harness.load(run.harness, load_tasks(data_files["train"]))
     assert sum(harness.versions.values()) == sum(1 for k in kinds if k == "commit")
+    # the report tells each handled failure's story: failure, attribution, candidate, trial, verdict
+    from harnessrl.trainer.report import write_report
+
+    page = write_report(run.path).read_text()
+    assert "Harness updates" in page and "Attribution" in page and "Trial</b> on the frozen policy" in page

@@ -16,7 +16,7 @@ from rich.table import Table
 
 from harnessrl.trainer.run_dir import RunDir
 
-__all__ = ["print_summary", "write_plots", "write_report"]
+__all__ = ["print_summary", "update_stories", "write_plots", "write_report"]
 
 logger = logging.getLogger(__name__)
 
@@ -107,6 +107,91 @@ def write_plots(run: RunDir) -> list[Path]:
     return out
 
 
+def _story_task(failure_id: str, events: list[dict]) -> str | None:
+    for e in events:
+        if e.get("task_id"):
+            return e["task_id"]
+        update = e.get("update") or {}
+        if update.get("task_id") or (update.get("scope") == "task" and update.get("target")):
+            return update.get("task_id") or update.get("target")
+    parts = failure_id.split(":")
+    return parts[1] if len(parts) > 2 else None
+
+
+def _effect(groups: list[dict], task_id: str | None, from_step: int) -> str:
+    """The task's learning signal before vs after an update (its groups' std and flat share)."""
+    mine = [g for g in groups if g.get("task_id") == task_id and g.get("std") is not None]
+    before = [g for g in mine if g["step"] < from_step]
+    after = [g for g in mine if g["step"] >= from_step]
+
+    def desc(gs: list[dict]) -> str:
+        if not gs:
+            return "no groups"
+        std = sum(g["std"] for g in gs) / len(gs)
+        return f"{len(gs)} group(s), mean std {std:.3f}, {sum(g['flat'] for g in gs)} flat"
+
+    return f"before: {desc(before)}; after: {desc(after)}"
+
+
+def update_stories(events: list[dict], groups: list[dict]) -> str:
+    """One readable story per handled failure: the failure and its evidence, the attribution, each
+    candidate with its trial numbers and verdict, the commit, and the task's signal afterwards."""
+    by_failure: dict[str, list[dict]] = {}
+    for e in events:
+        if e.get("kind") in ("attribution", "proposal", "trial", "verdict", "commit", "give_up") and e.get(
+            "failure_id"
+        ):
+            by_failure.setdefault(e["failure_id"], []).append(e)
+    if not by_failure:
+        return ""
+    failures = {}
+    for e in events:
+        if e.get("kind") == "failure":
+            failures.setdefault(e.get("summary", ""), e)
+    out = ["<h2>Harness updates: one story per handled failure</h2>"]
+    for fid, evs in by_failure.items():
+        task = _story_task(fid, evs)
+        attribution = next((e for e in evs if e["kind"] == "attribution"), {})
+        committed = next((e for e in evs if e["kind"] == "commit"), None)
+        status = "committed" if committed else "gave up" if any(e["kind"] == "give_up" for e in evs) else "open"
+        out.append(f"<h3>{html.escape(fid)} — {status}</h3><ul>")
+        if attribution:
+            out.append(f"<li><b>Failure</b>: {html.escape(attribution.get('summary', ''))}</li>")
+            out.append(
+                f"<li><b>Attribution</b> → {html.escape(str(attribution.get('interface')))}: "
+                f"{html.escape(attribution.get('rationale', ''))}</li>"
+            )
+        for e in evs:
+            if e["kind"] == "proposal":
+                upd = {k: v for k, v in (e.get("update") or {}).items() if v not in ([], {}, None, "")}
+                why = upd.pop("rationale", "")
+                out.append(
+                    f"<li><b>Candidate</b> {html.escape(e['candidate_id'])} ({html.escape(e['interface'])}): "
+                    f"{html.escape(why)}<pre>{html.escape(json.dumps(upd, indent=1)[:1500])}</pre></li>"
+                )
+            elif e["kind"] == "trial":
+                r = e.get("result") or {}
+                cost = r.get("cost") or {}
+                out.append(
+                    f"<li><b>Trial</b> on the frozen policy: {html.escape(str(r.get('metric')))} "
+                    f"{r.get('baseline')} → {r.get('candidate')}, interval [{r.get('ci_low')}, {r.get('ci_high')}] "
+                    f"— <b>{'accepted' if r.get('accepted') else 'rejected'}</b>: {html.escape(str(r.get('reason')))} "
+                    f"(cost: {cost.get('rollouts')} rollouts, {cost.get('judge_calls')} judge calls, "
+                    f"{cost.get('seconds')} s)</li>"
+                )
+            elif e["kind"] == "give_up":
+                out.append(f"<li><b>Gave up</b>: {html.escape(e.get('reason', ''))}</li>")
+        if committed:
+            start = committed.get("applies_from_step", committed.get("step", 0) + 1)
+            out.append(
+                f"<li><b>Committed</b> as {html.escape(committed['interface'])} version {committed.get('version')}, "
+                f"from step {start}. <b>Effect on {html.escape(str(task))}</b>: "
+                f"{html.escape(_effect(groups, task, start))}</li>"
+            )
+        out.append("</ul>")
+    return "\n".join(out)
+
+
 def _table(rows: list[list], header: list[str]) -> str:
     head = "".join(f"<th>{html.escape(str(h))}</th>" for h in header)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>" for r in rows)
@@ -158,6 +243,7 @@ def write_report(run_dir: str | Path) -> Path:
     parts.append(
         "<h2>Harness</h2><p>Interface versions: " + html.escape(json.dumps(harness.get("versions", {}))) + "</p>"
     )
+    parts.append(update_stories(events, run.read("steps.jsonl")))
     failures = [e for e in events if e.get("kind") == "failure"]
     if failures:
         by_kind: dict[str, list[dict]] = {}
