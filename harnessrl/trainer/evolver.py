@@ -123,13 +123,14 @@ class EvolutionCallback(TrainerCallback):
         since = max(0, step - self.settings.every_steps + 1)
         graph_config = self.settings.graph.model_copy(update={"since_step": since})
         t0 = time.perf_counter()
+        error = None
         try:
             final = asyncio.run(
                 run_evolution_point(self.url, self.token, self.model, graph_config, self.service.on_event)
             )
-        except Exception:  # the evolver failing must never lose the training run
+        except Exception as e:  # the evolver failing must never lose the training run; it is logged and recorded
             logger.exception("evolution point at step %d failed; training goes on with the harness as it is", step)
-            final = {}
+            final, error = {}, f"{type(e).__name__}: {e}"
         elapsed = time.perf_counter() - t0
         self.seconds += elapsed
         self.points += 1
@@ -138,7 +139,13 @@ class EvolutionCallback(TrainerCallback):
         committed = sum(1 for o in outcomes if getattr(o, "status", None) == "committed")
         if self.run_dir is not None:
             self.run_dir.event(
-                "evolution_point", step=step, seconds=elapsed, handled=len(outcomes), committed=committed
+                "evolution_point",
+                step=step,
+                seconds=elapsed,
+                handled=len(outcomes),
+                committed=committed,
+                stop_reason=final.get("stop_reason") if isinstance(final, dict) else None,
+                error=error,
             )
         if self.console is not None:
             self.console.log(
