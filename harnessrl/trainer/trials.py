@@ -50,7 +50,7 @@ from harnessrl.interfaces.guidance import SetGuidance
 from harnessrl.interfaces.rubric import EditRubric
 from harnessrl.interfaces.sampling import ReweightTasks
 from harnessrl.trainer.detectors import SURFACE_FEATURES, Failure, spearman
-from harnessrl.trainer.judges.base import GradeRequest, RubricJudge, RubricRequest, _cache_key
+from harnessrl.trainer.judges.base import RubricJudge, RubricRequest
 from harnessrl.trainer.records import RolloutRecord
 
 if TYPE_CHECKING:
@@ -535,8 +535,8 @@ class FrozenPolicyTrials:
             texts.append(ref)
         base_reqs = [RubricRequest.for_task(task, t, base_rubric) for t in texts]
         cand_reqs = [RubricRequest.for_task(task, t, cand_rubric) for t in texts]
-        base_keys = _uncached_keys(self.judge, base_reqs)
-        cand_keys = _uncached_keys(self.judge, cand_reqs) - base_keys
+        base_keys = self.judge.uncached(base_reqs)
+        cand_keys = self.judge.uncached(cand_reqs) - base_keys
         budget.need_judge(len(base_keys) + len(cand_keys), f"re-grading {len(texts)} texts under both rubrics")
         # the baseline first: its verdicts fill the cache the candidate's unchanged criteria then hit
         base_res = dict(zip(texts, self.judge.grade(base_reqs), strict=True))
@@ -685,7 +685,7 @@ class FrozenPolicyTrials:
             rubric = self.harness.rubrics.current(task.id).criteria
             unique = list(dict.fromkeys(base_texts + cand_texts))
             reqs = [RubricRequest.for_task(task, t, rubric) for t in unique]
-            budget.need_judge(len(_uncached_keys(self.judge, reqs)), f"grading the arms of task {task.id}")
+            budget.need_judge(len(self.judge.uncached(reqs)), f"grading the arms of task {task.id}")
             budget.need_time(0.0, f"grading the arms of task {task.id}")
             graded = dict(zip(unique, self.judge.grade(reqs), strict=True))
             base = np.array([_nan(graded[t].reward) for t in base_texts])
@@ -828,7 +828,7 @@ class FrozenPolicyTrials:
             rubric = self.harness.rubrics.current(tid).criteria
             unique = list(dict.fromkeys(texts))
             reqs = [RubricRequest.for_task(task, t, rubric) for t in unique]
-            budget.need_judge(len(_uncached_keys(self.judge, reqs)), f"grading the probe of task {tid}")
+            budget.need_judge(len(self.judge.uncached(reqs)), f"grading the probe of task {tid}")
             graded = dict(zip(unique, self.judge.grade(reqs), strict=True))
             rewards = np.array([_nan(graded[t].reward) for t in texts])
             vals = rewards[~np.isnan(rewards)]
@@ -951,20 +951,3 @@ def _groups_by_step(rollouts: Sequence[RolloutRecord]) -> list[list[int]]:
         groups[-1].append(i)
         prev = r
     return groups
-
-
-def _uncached_keys(judge: RubricJudge, requests: Sequence[RubricRequest]) -> set[str]:
-    """Cache keys of the judged verdicts ``requests`` would ask the backend for (programmatic ones are free).
-
-    Reads the judge's verdict cache (keyed as :class:`RubricJudge` keys it); a judge without one
-    counts every judged criterion."""
-    cache = getattr(judge, "_cache", None)
-    keys: set[str] = set()
-    for r in requests:
-        for c in r.rubric:
-            if c.check is not None:
-                continue
-            key = _cache_key(GradeRequest(r.prompt, r.response, c, r.reference_answer))
-            if cache is None or key not in cache:
-                keys.add(key)
-    return keys

@@ -261,6 +261,19 @@ class RubricJudge:
             results.append(GradeResult(verdicts=verdicts, reward=reward, missing=sum(v.missing for v in verdicts)))
         return results
 
+    def uncached(self, requests: Sequence[RubricRequest]) -> set[str]:
+        """Cache keys of the judged verdicts ``grade(requests)`` would ask the backend for (programmatic
+        criteria and cached verdicts are free): what a budgeted caller checks before grading."""
+        keys: set[str] = set()
+        with self._lock:
+            for r in requests:
+                for c in r.rubric:
+                    if c.check is None:
+                        key = _cache_key(GradeRequest(r.prompt, r.response, c, r.reference_answer))
+                        if key not in self._cache:
+                            keys.add(key)
+        return keys
+
     def grade_one(self, task: Task, response: str, rubric: Sequence[Criterion] | None = None) -> GradeResult:
         """Grade one response against a task's rubric (version 0 unless ``rubric`` is given)."""
         return self.grade([RubricRequest.for_task(task, response, rubric)])[0]
