@@ -102,6 +102,7 @@ class SemanticJudge:
         self.temperature_share = temperature_share
         self.cache_size = cache_size
         self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._anchors: OrderedDict[tuple[str, str, str], dict[str, float]] = OrderedDict()
 
     @classmethod
     def from_config(cls, config: JudgeConfig) -> SemanticJudge:
@@ -122,28 +123,32 @@ class SemanticJudge:
         return float((mat @ query).max())
 
     def scores(self, requests: Sequence[GradeRequest]) -> list[dict[str, float]]:
-        """Raw best-passage score and the anchors of each request (for inspection and calibration)."""
-        psg = {id(r): passages(r.response) for r in requests}
-        anchors_of = {}
-        for r in requests:
-            a = {"off": list(OFF_TOPIC), "prompt": passages(r.prompt)}
-            if r.reference_answer:
-                a["reference"] = passages(r.reference_answer)
-            anchors_of[id(r)] = a
-        texts: list[str] = []
-        for r in requests:
-            texts.append(criterion_query(r.criterion.text))
-            texts.extend(psg[id(r)])
-            for group in anchors_of[id(r)].values():
+        """Raw best-passage score and the anchors of each request (for inspection and calibration).
+
+        A step grades G responses on the same criteria again and again: each response's passages are
+        cut once per call, and each (criterion, prompt, reference) anchor row is computed once and kept.
+        """
+        keys = [(criterion_query(r.criterion.text), r.prompt, r.reference_answer or "") for r in requests]
+        response_passages = {r.response: passages(r.response) for r in requests}
+        new_anchors = {k: None for k in keys if k not in self._anchors}
+        anchor_passages = {
+            k: {"off": list(OFF_TOPIC), "prompt": passages(k[1]), **({"reference": passages(k[2])} if k[2] else {})}
+            for k in new_anchors
+        }
+        texts = [k[0] for k in keys]
+        for ps in response_passages.values():
+            texts.extend(ps)
+        for groups in anchor_passages.values():
+            for group in groups.values():
                 texts.extend(group)
         vecs = self._embed(texts)
+        for k, groups in anchor_passages.items():
+            self._anchors[k] = {name: self._best(vecs[k[0]], group, vecs) for name, group in groups.items()}
         out = []
-        for r in requests:
-            q = vecs[criterion_query(r.criterion.text)]
-            row = {"score": self._best(q, psg[id(r)], vecs)}
-            for name, group in anchors_of[id(r)].items():
-                row[name] = self._best(q, group, vecs)
-            out.append(row)
+        for r, k in zip(requests, keys, strict=True):
+            out.append({"score": self._best(vecs[k[0]], response_passages[r.response], vecs), **self._anchors[k]})
+        while len(self._anchors) > self.cache_size:
+            self._anchors.popitem(last=False)
         return out
 
     def calibrate(self, row: dict[str, float], pitfall: bool) -> tuple[float, float, float]:
