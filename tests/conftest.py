@@ -62,3 +62,14 @@ def tiny_model_dir(tmp_path_factory, make_tiny_llama, real_tokenizer):
     make_tiny_llama().save_pretrained(path)
     real_tokenizer.save_pretrained(path)
     return path
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """Tiny models gain nothing from threads, and spin-waiting threads crawl on a busy machine."""
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)

@@ -11,7 +11,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-import torch
 
 from harnessrl.data import Criterion, Task, load_tasks
 from harnessrl.errors import HarnessRLError
@@ -22,14 +21,7 @@ from harnessrl.trainer.run import evaluate_run
 from harnessrl.trainer.run_dir import RunDir, read_jsonl
 from harnessrl.trainer.train_config import TrainConfig
 
-
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    """Tiny models gain nothing from threads, and spin-waiting threads crawl on a busy machine."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _task(tid: str, domain: str, prompt: str, judged: str) -> dict:

@@ -31,13 +31,7 @@ from harnessrl.trainer.train_config import TrainConfig, load_train_config
 G = 2  # group size of the training run
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    """Tiny models gain nothing from threads, and spin-waiting threads crawl on a busy machine."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 # --------------------------------------------------------------------------- data

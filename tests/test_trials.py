@@ -587,14 +587,6 @@ def test_budget_probe_of_promoted_task_without_records():
 
 
 @pytest.fixture(scope="module")
-def one_torch_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
-@pytest.fixture(scope="module")
 def tiny_policy(one_torch_thread, make_tiny_llama, real_tokenizer):
     """A tiny random LlamaForCausalLM with the real SmolLM2 tokenizer."""
     return make_tiny_llama(), real_tokenizer
