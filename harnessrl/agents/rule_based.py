@@ -633,31 +633,34 @@ def _reweight_down(e: _Evidence) -> tuple[str, dict[str, Any]] | None:
     }
 
 
-def _reword_stricter(e: _Evidence) -> tuple[str, dict[str, Any]] | None:
+def _reword(e: _Evidence, suffix: str, rationale: str) -> tuple[str, dict[str, Any]] | None:
+    """Reword the failure's criterion by appending ``suffix``; ``rationale`` may use ``{id}``."""
     crit = _target_criterion(e)
     if not crit or not crit.get("text"):
         return None
     text = str(crit["text"]).rstrip(".")
     return "edit_rubric", {
         "task_id": e.task_id,
-        "reword": {
-            str(crit["id"]): _clip(f"{text}, with specific, concrete detail (a passing mention does not count).", 600)
-        },
-        "rationale": f"Criterion {crit['id']} is judged loosely (every rollout passes it); reworded stricter.",
+        "reword": {str(crit["id"]): _clip(f"{text}{suffix}", 600)},
+        "rationale": rationale.format(id=crit["id"]),
     }
+
+
+def _reword_stricter(e: _Evidence) -> tuple[str, dict[str, Any]] | None:
+    return _reword(
+        e,
+        ", with specific, concrete detail (a passing mention does not count).",
+        "Criterion {id} is judged loosely (every rollout passes it); reworded stricter.",
+    )
 
 
 def _reword_checkable(e: _Evidence) -> tuple[str, dict[str, Any]] | None:
-    crit = _target_criterion(e)
-    if not crit or not crit.get("text"):
-        return None
-    text = str(crit["text"]).rstrip(".")
-    return "edit_rubric", {
-        "task_id": e.task_id,
-        "reword": {str(crit["id"]): _clip(f"{text} (count it only when the response states it explicitly).", 600)},
-        "rationale": f"The judge disagrees with itself on criterion {crit['id']} "
-        f"(mean |Δ| {e.ev.get('mean_abs_delta')}); reworded to be explicitly checkable.",
-    }
+    return _reword(
+        e,
+        " (count it only when the response states it explicitly).",
+        f"The judge disagrees with itself on criterion {{id}} (mean |Δ| {e.ev.get('mean_abs_delta')}); "
+        "reworded to be explicitly checkable.",
+    )
 
 
 def _stricter_criterion(e: _Evidence) -> tuple[str, dict[str, Any]] | None:
