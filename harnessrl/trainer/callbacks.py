@@ -144,11 +144,11 @@ class EvalCallback(TrainerCallback):
             self.run_dir.write_json("best.json", self.best)
         return res
 
-    def _due(self, step: int) -> bool:
+    def _evaluated(self, step: int) -> bool:
         return any(r.step == step for r in self.results)
 
     def on_train_begin(self, args, state, control, model=None, processing_class=None, **kwargs):
-        if self.before_training and state.global_step == 0 and not self._due(0) and state.is_world_process_zero:
+        if self.before_training and state.global_step == 0 and not self._evaluated(0) and state.is_world_process_zero:
             self._run(model, processing_class, 0)
 
     def on_step_end(self, args, state, control, model=None, processing_class=None, **kwargs):
@@ -158,10 +158,10 @@ class EvalCallback(TrainerCallback):
             and step % self.every_steps == 0
             and step < state.max_steps
             and state.is_world_process_zero
-            and not self._due(step)
+            and not self._evaluated(step)
         ):
             self._run(model, processing_class, step)
 
     def on_train_end(self, args, state, control, model=None, processing_class=None, **kwargs):
-        if state.is_world_process_zero and not self._due(state.global_step):
+        if state.is_world_process_zero and not self._evaluated(state.global_step):
             self._run(model, processing_class, state.global_step)
