@@ -108,6 +108,9 @@ class HarnessGRPOTrainer(GRPOTrainer):
         # and metrics.jsonl (step 0 is "before training", e.g. the first evaluation)
         step = self.state.global_step + 1
         rows = self.harness_rows(len(inputs), step)
+        # judge work between steps (critic trials, reference grading) has its own accounting: start this
+        # step's judge/* metrics from zero so they describe the training rollouts only
+        self.rubric_reward.judge.stats.snapshot_and_reset()
         self._row_temperatures = [r["temperature"] for r in rows]
         t0 = time.perf_counter()
         judge0, gen0 = self.rubric_reward.seconds, self._gen_seconds
