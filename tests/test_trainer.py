@@ -380,6 +380,7 @@ def test_step_record_keeps_each_group_apart(train_tasks):
     tr.recorder = Recorder(None)
     tr.zero_std_eps = 0.02
     tr._metrics = {"train": defaultdict(list)}
+    tr._reference_rewards = {}
     seen = []
     tr.step_listeners = [seen.append]
 

@@ -69,6 +69,7 @@ class HarnessGRPOTrainer(GRPOTrainer):
         self.step_listeners: list[Callable[[StepRecord], None]] = []
         self._row_temperatures: list[float] | None = None
         self._gen_seconds = 0.0
+        self._reference_rewards: dict[tuple[str, int], float | None] = {}
         self.timings: dict[str, float] = defaultdict(float)
         # held while the weights change: frozen-policy trials from another thread wait for it
         self.policy_lock = threading.Lock()
@@ -198,6 +199,7 @@ class HarnessGRPOTrainer(GRPOTrainer):
     def _record_step(self, step: int, rows: list[dict[str, Any]], seconds: dict[str, float]) -> None:
         from accelerate.utils import gather_object
 
+        judge_metrics = self.rubric_reward.judge.stats.snapshot_and_reset()  # before grading references
         results = self.rubric_reward.last
         texts = self.rubric_reward.last_texts
         lengths = self.rubric_reward.last_lengths
@@ -249,16 +251,29 @@ class HarnessGRPOTrainer(GRPOTrainer):
                     lengths=[r.length_tokens for r in rs],
                     criterion_means=crit_means,
                     missing=sum(v is None for r in rs for v in r.verdicts.values()),
+                    reference_reward=self.reference_reward(tid, rs[0].rubric_version),
                 )
             )
         record = StepRecord(step=step, groups=groups, seconds=seconds)
         if self.accelerator.is_main_process:
             self.recorder.add(record, rollouts)
-        self._log_step_metrics(record)
+        self._log_step_metrics(record, judge_metrics)
         for listener in self.step_listeners:
             listener(record)
 
-    def _log_step_metrics(self, record: StepRecord) -> None:
+    def reference_reward(self, task_id: str, rubric_version: int) -> float | None:
+        """The task's reference answer graded under a rubric version (None without a reference); cached."""
+        key = (task_id, rubric_version)
+        if key not in self._reference_rewards:
+            task = self.harness.tasks[task_id]
+            reward = None
+            if task.reference_answer:
+                rubric = self.harness.rubrics.versions[task_id][rubric_version].criteria
+                reward = self.rubric_reward.judge.grade_one(task, task.reference_answer, rubric).reward
+            self._reference_rewards[key] = reward
+        return self._reference_rewards[key]
+
+    def _log_step_metrics(self, record: StepRecord, judge_metrics: dict[str, float]) -> None:
         m = self._metrics["train"]
         n = max(1, len(record.groups))
         flat = [g for g in record.groups if g.flat]
@@ -278,7 +293,7 @@ class HarnessGRPOTrainer(GRPOTrainer):
             m[f"criteria/pass_rate/{kind}"].append(sum(vals) / len(vals))
         rollouts = max(1, sum(len(g.rewards) for g in record.groups))
         m["guided_fraction"].append(sum(g.guided for g in record.groups) / rollouts)
-        for k, v in self.rubric_reward.judge.stats.snapshot_and_reset().items():
+        for k, v in judge_metrics.items():
             m[k].append(v)
         for k, v in record.seconds.items():
             m[f"time/{k}"].append(v)

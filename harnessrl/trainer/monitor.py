@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
-from functools import lru_cache
 
 from harnessrl.data.schema import prompt_text
 from harnessrl.trainer.detectors import DetectorConfig, Failure, FailureDetector
@@ -39,19 +38,9 @@ class StepMonitor:
         self.run_dir = run_dir
         self.failures: list[Failure] = []
         harness = trainer.harness
-        judge = trainer.rubric_reward.judge
-
-        @lru_cache(maxsize=100_000)
-        def reference_reward(task_id: str, version: int) -> float | None:
-            task = harness.tasks[task_id]
-            if not task.reference_answer:
-                return None
-            rubric = harness.rubrics.versions[task_id][version].criteria
-            return judge.grade_one(task, task.reference_answer, rubric).reward
-
+        # the reference answer's reward reaches the detectors in each GroupRecord (the trainer grades it)
         self.detector = FailureDetector(
             config,
-            reference_reward=reference_reward,
             rubric_for=lambda t, v: harness.rubrics.versions[t][v].criteria,
         )
         self._task_texts = {tid: prompt_text(t.prompt) for tid, t in harness.tasks.items()}
