@@ -975,8 +975,10 @@ def _failure(kind: str, task_id: str, **evidence) -> dict:
                 "criterion_saturated", "t_len", criterion_id="c1", criterion_text="Mentions sunlight.", weight=1.0
             ),
             "rubric_criteria",
-            lambda p: p["reweight"] == {"c1": 0.5},
+            # a stricter wording grounded in the reference answer, never a reweight (an affine change GRPO ignores)
+            lambda p: "reweight" not in p and "as the reference answer does: \"Plants use sunlight" in p["reword"]["c1"],
         ),
+
         (
             _failure(
                 "criterion_saturated", "t_len", criterion_id="p", criterion_text="Pads it.", weight=-1, pitfall=True

@@ -21,9 +21,10 @@ from harnessrl.trainer.detectors import Failure
 from harnessrl.trainer.judges import BackendVerdict, GradeRequest, RubricJudge
 from harnessrl.trainer.records import GroupRecord, Recorder, RolloutRecord, StepRecord, group_stats
 from harnessrl.trainer.trials import (
-    EXPECTED_STD,
-    GROUP_STD,
-    REFERENCE_MARGIN,
+    CRITERION_SIGNAL,
+    NO_EFFECT,
+    REFERENCE_RANK,
+    SIGNAL_SHARE,
     FrozenPolicyTrials,
     PolicySampler,
     TransformersSampler,
@@ -234,15 +235,17 @@ def _roundtrip(result: TrialResult) -> None:
 def test_metric_follows_the_failure_kind():
     edit = EditRubric(task_id="sea", add=[pitfall(30)])
     guide = SetGuidance(target="fruit", text=HINT)
-    assert choose_metric(edit) == GROUP_STD
-    assert choose_metric(edit, failure("non_discriminative_high")) == GROUP_STD
-    assert choose_metric(edit, failure("criterion_saturated")) == GROUP_STD
+    assert choose_metric(edit) == SIGNAL_SHARE
+    assert choose_metric(edit, failure("non_discriminative_high")) == SIGNAL_SHARE
+    assert choose_metric(edit, failure("criterion_saturated", criterion_id="detail")) == CRITERION_SIGNAL
+    assert choose_metric(guide, failure("criterion_dead", criterion_id="banana")) == CRITERION_SIGNAL
+    assert choose_metric(edit, failure("criterion_saturated")) == SIGNAL_SHARE  # no criterion named
     assert choose_metric(edit, failure("spurious_length")) == "rho_reward_length"
     assert choose_metric(edit, failure("spurious_feature", feature="bullets")) == "rho_reward_bullets"
-    assert choose_metric(edit, failure("reference_below_policy")) == REFERENCE_MARGIN
-    assert choose_metric(guide, failure("non_discriminative_low")) == GROUP_STD
-    assert choose_metric(guide, failure("reference_below_policy")) == GROUP_STD
-    assert choose_metric(ReweightTasks(task_ids=["sea"], action="retire"), failure("spurious_length")) == EXPECTED_STD
+    assert choose_metric(edit, failure("reference_below_policy")) == REFERENCE_RANK
+    assert choose_metric(guide, failure("non_discriminative_low")) == SIGNAL_SHARE
+    assert choose_metric(guide, failure("reference_below_policy")) == SIGNAL_SHARE
+    assert choose_metric(ReweightTasks(task_ids=["sea"], action="retire"), failure("spurious_length")) == SIGNAL_SHARE
 
 
 def test_trial_config_is_strict():
@@ -296,7 +299,7 @@ def test_reference_guard_rejects_a_pitfall_that_hits_the_reference():
     assert f"{guard['reference_reward']:.3f}" in result.reason
 
 
-def test_rubric_trial_std_accepts_a_stricter_criterion_and_rejects_a_lax_one():
+def test_rubric_trial_signal_share_accepts_a_stricter_criterion_and_rejects_a_lax_one():
     """Uniformly high: every rollout is long enough to saturate the judged criterion."""
     harness, _, judge, recorder = make_env()
     for step in (1, 2):
@@ -306,10 +309,10 @@ def test_rubric_trial_std_accepts_a_stricter_criterion_and_rejects_a_lax_one():
 
     lax = EditRubric(task_id="sea", add=[Criterion(id="any", text="Says something", weight=1)])
     rejected = trials.run(lax, "lax", flat)
-    assert rejected.metric == GROUP_STD
-    assert not rejected.accepted and rejected.baseline == 0 and rejected.candidate == 0
-    assert rejected.ci_low == 0 and rejected.ci_high == 0
-    assert "not reliably above 0" in rejected.reason
+    assert rejected.metric == SIGNAL_SHARE
+    # every rollout passes the new criterion: an affine change of the rewards, refused before any bootstrap
+    assert not rejected.accepted and rejected.reason.startswith(NO_EFFECT)
+    assert rejected.advantage_effect == 0 and rejected.ci_low is None
 
     strict = EditRubric(
         task_id="sea",
@@ -317,7 +320,9 @@ def test_rubric_trial_std_accepts_a_stricter_criterion_and_rejects_a_lax_one():
     )
     accepted = trials.run(strict, "strict", flat)
     assert accepted.accepted, accepted.reason
-    assert accepted.baseline == 0 and accepted.candidate > 0.1
+    assert accepted.baseline == 0 and accepted.candidate == 1.0
+    assert accepted.threshold == TrialConfig().signal.min_effect[SIGNAL_SHARE]
+    assert accepted.advantage_effect > 1 and f"{accepted.threshold:g}" in accepted.reason
     assert accepted.measurements["n_groups"] == 2
     assert len(accepted.measurements["group_std_candidate"]) == 2
 
@@ -339,15 +344,21 @@ def test_only_new_judged_criteria_reach_the_judge():
     assert again.ci_low == result.ci_low  # and the seeded bootstrap gives the same interval
 
 
-def test_reference_below_policy_margin_must_rise():
+def test_reference_below_policy_rank_must_rise():
     harness, _, judge, recorder = make_env()
     # the reference (25 words) scores below the long rollouts the lax rubric prefers
     for step in (1, 2):
         record_step(harness, judge, recorder, step, "sea", [text_of(30 + 2 * k + step) for k in range(8)])
     trials = FrozenPolicyTrials(harness, recorder, judge, NoSampler(), TrialConfig())
-    result = trials.run(EditRubric(task_id="sea", add=[pitfall(28)]), "c4", failure("reference_below_policy"))
-    assert result.metric == REFERENCE_MARGIN
-    assert result.baseline < 0 < result.candidate
+    fail = failure("reference_below_policy")
+    # a pitfall every cached rollout commits (all have 31+ words) lifts the reference above them all, but it
+    # shifts every rollout's reward alike: the advantages GRPO trains on do not move
+    shift = trials.run(EditRubric(task_id="sea", add=[pitfall(28)]), "c4", fail)
+    assert not shift.accepted and shift.reason.startswith(NO_EFFECT)
+    # a pitfall for the longer half reorders the rollouts, and the reference climbs above that half
+    result = trials.run(EditRubric(task_id="sea", add=[pitfall(40)]), "c5", fail)
+    assert result.metric == REFERENCE_RANK
+    assert result.baseline == 0 and result.candidate == pytest.approx(7 / 16)  # 7 of 16 rollouts have 40+ words
     assert result.accepted, result.reason
 
 
@@ -397,8 +408,8 @@ def test_guidance_trial_accepts_a_hint_that_makes_rollouts_pass():
     result = trials.run(update, "g1", failure("non_discriminative_low", task_id="fruit", domain="food"))
 
     assert result.accepted, result.reason
-    assert result.metric == GROUP_STD and result.interface == "rollout_guidance"
-    assert result.baseline == 0 and result.candidate == pytest.approx(0.5)
+    assert result.metric == SIGNAL_SHARE and result.interface == "rollout_guidance"
+    assert result.baseline == 0 and result.candidate == 1
     assert result.ci_low > 0
     # the unguided arm, then only the guided members: unguided members are shared between the arms
     (base_prompts, t0, max_new), (cand_prompts, t1, _) = sampler.calls
@@ -505,12 +516,13 @@ def test_sampling_trial_parking_a_flat_task_is_accepted_from_replay():
     trials = FrozenPolicyTrials(harness, recorder, judge, sampler, TrialConfig())
     result = trials.run(ReweightTasks(task_ids=["lemon"], action="park", park_steps=10), "s1")
     assert result.accepted, result.reason
-    assert result.metric == EXPECTED_STD and result.interface == "task_sampling"
+    assert result.metric == SIGNAL_SHARE and result.interface == "task_sampling"
     assert result.candidate > result.baseline and result.ci_low > 0
     assert sampler.calls == 0 and result.cost.rollouts == 0
     tasks = result.measurements["tasks"]
     assert tasks["lemon"]["p_candidate"] == 0 and tasks["lemon"]["source"] == "replay"
-    assert tasks["lemon"]["std"] == 0 and tasks["fruit"]["groups"] == 2
+    assert tasks["lemon"]["std"] == 0 and tasks["lemon"]["signal_share"] == 0
+    assert tasks["fruit"]["groups"] == 2 and tasks["fruit"]["signal_share"] == 1
     assert "poem" not in tasks  # no stats: left out of both distributions
     _roundtrip(result)
 

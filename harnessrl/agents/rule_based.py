@@ -37,7 +37,7 @@ errors are read back from the conversation):
   its hint → park the task (the fallback builder);
 - uniformly high → ``edit_rubric`` adding a stricter judged criterion derived from the saturated
   criteria (mean verdict ≥ 0.9), weighted like the heaviest criterion → the same at twice the weight
-  with the saturated criteria reweighted down → retire the task;
+  *in place of* the saturated criteria → retire the task;
 - spurious length → ``edit_rubric`` adding a programmatic ``word_count`` pitfall (negative weight, half
   the rubric's positive weight) above ``length_margin`` (1.2) × the reference answer's word count (the
   policy's median without a reference) → on reject, looser (×1.25) when the trial says the reference
@@ -46,8 +46,13 @@ errors are read back from the conversation):
   a judged padding pitfall;
 - reference below policy → a length pitfall when the policy writes much longer than the reference,
   else a criterion asking for the reference's key points → the other one;
-- saturated criterion → reweight it down (×0.5) → reword it stricter → add a stricter criterion;
-  saturated pitfall → guidance to avoid it;
+- saturated criterion → reword it stricter, grounded in the reference answer (its sentence closest to
+  the criterion) → a harder criterion in its place → drop it. Never a reweight: a criterion every
+  rollout passes adds the same to every reward of a group, so reweighting it is an affine change of
+  the rewards that leaves GRPO's advantages as they were (the critic rejects it as "no effect on the
+  learning signal"); saturated pitfall → guidance to avoid it;
+- dead criterion (rubric_criteria) → add a criterion the policy can partly meet (a first step towards
+  the dead one) → park the task;
 - judge disagreement → reword the worst criterion to be explicitly checkable → reweight it down;
 - task_sampling → park (uniformly low) or retire (uniformly high), then reweight to 0.3.
 
@@ -432,8 +437,12 @@ def _stricter(e: _Evidence, heavier: bool = False) -> tuple[str, dict[str, Any]]
     ids = ", ".join(str(c.get("id")) for c in sat)
     why = f"every rollout passes {ids}; a stricter judged criterion derived from them (weight {_w(weight)})"
     if heavier:
-        args["reweight"] = {str(c["id"]): _w(max(0.1, (_num(c.get("weight")) or 1) * 0.5)) for c in sat if c.get("id")}
-        why += " with the saturated criteria reweighted to half, since the first one left the group flat"
+        # in place of the saturated criteria, not beside them reweighted: a criterion every rollout passes only
+        # shifts every reward alike (an affine change GRPO's advantages do not see)
+        remove = [str(c["id"]) for c in sat if c.get("id") and c.get("id") in {x.get("id") for x in e.rubric}]
+        if remove:
+            args["remove"] = remove
+            why += " in place of the saturated criteria, since the first one left the group flat"
     args["rationale"] = f"The rubric is too lax ({e.failure.get('summary', 'uniformly high')}): {why}."
     return "edit_rubric", args
 
@@ -663,15 +672,126 @@ def _reword_checkable(e: _Evidence) -> tuple[str, dict[str, Any]] | None:
     )
 
 
-def _stricter_criterion(e: _Evidence) -> tuple[str, dict[str, Any]] | None:
+_STOP = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "and",
+        "or",
+        "of",
+        "to",
+        "in",
+        "on",
+        "for",
+        "with",
+        "by",
+        "as",
+        "is",
+        "are",
+        "be",
+        "it",
+        "its",
+        "this",
+        "that",
+        "response",
+        "answer",
+        "mentions",
+        "explains",
+        "describes",
+        "gives",
+        "states",
+        "includes",
+    ]
+)
+
+
+def _content_words(text: str) -> set[str]:
+    return {w.lower() for w in _WORD.findall(text) if len(w) > 2 and w.lower() not in _STOP}
+
+
+def _grounding(e: _Evidence, crit: dict[str, Any]) -> str | None:
+    """The reference answer's sentence that shares the most content words with the criterion."""
+    if not e.reference:
+        return None
+    want = _content_words(str(crit.get("text", "")))
+    sentences = [s.strip() for s in re.split(r"(?<=[.!?])\s+", e.reference) if len(s.split()) >= 4]
+    if not sentences:
+        return None
+    best = max(sentences, key=lambda s: len(want & _content_words(s)))
+    return _clip(best, 300)
+
+
+def _reword_grounded(e: _Evidence) -> tuple[str, dict[str, Any]] | None:
+    """A saturated criterion, reworded stricter and grounded in what the reference answer actually says."""
     crit = _target_criterion(e)
     if not crit or not crit.get("text"):
-        return _stricter(e)
-    weight = e.max_pos
+        return None
+    quote = _grounding(e, crit)
+    if quote is None:
+        return _reword_stricter(e)
+    text = str(crit["text"]).rstrip(".")
     return "edit_rubric", {
         "task_id": e.task_id,
-        "add": [{"id": "stricter", "text": _stricter_text([crit]), "weight": _w(weight)}],
-        "rationale": f"Criterion {crit['id']} is saturated; a stricter criterion derived from it (weight {weight:g}).",
+        "reword": {str(crit["id"]): _clip(f'{text}, as specifically as the reference answer does: "{quote}"', 600)},
+        "rationale": f"Every rollout passes criterion {crit['id']} ({e.failure.get('summary', 'saturated')}), so it "
+        "adds the same to every reward and nothing to the advantage; reworded stricter, grounded in the "
+        "reference answer's own sentence, so that only rollouts that say it as specifically pass.",
+    }
+
+
+def _replace_harder(e: _Evidence) -> tuple[str, dict[str, Any]] | None:
+    """A harder criterion in the saturated one's place, at its weight."""
+    crit = _target_criterion(e)
+    w = _num((crit or {}).get("weight"))
+    if not crit or not crit.get("text") or w is None or w <= 0:
+        return None
+    cid = str(crit["id"])
+    args: dict[str, Any] = {
+        "task_id": e.task_id,
+        "add": [{"id": f"{cid}_strict", "text": _stricter_text([crit]), "weight": _w(w)}],
+        "rationale": f"Criterion {cid} is saturated and a stricter wording did not pass the critic: a harder "
+        f"criterion in its place (weight {w:g}), so this part of the rubric tells rollouts apart again.",
+    }
+    if crit.get("id") in {c.get("id") for c in e.rubric}:
+        args["remove"] = [cid]
+    return "edit_rubric", args
+
+
+def _drop_saturated(e: _Evidence) -> tuple[str, dict[str, Any]] | None:
+    """Drop the saturated criterion: what it adds to a group's rewards beyond a constant is judge noise."""
+    crit = _target_criterion(e)
+    if not crit or crit.get("id") not in {c.get("id") for c in e.rubric}:
+        return None
+    if not [c for c in e.positive if c.get("id") != crit.get("id")]:
+        return None  # the rubric needs a positive criterion left
+    return "edit_rubric", {
+        "task_id": e.task_id,
+        "remove": [str(crit["id"])],
+        "rationale": f"Criterion {crit['id']} stays saturated and no stricter version passed the critic: what it "
+        "adds to a group's rewards beyond a constant is the judge's noise, so drop it.",
+    }
+
+
+def _partial_criterion(e: _Evidence) -> tuple[str, dict[str, Any]] | None:
+    """A dead criterion: add one the policy can partly meet now, a first step towards it."""
+    crit = _target_criterion(e)
+    w = _num((crit or {}).get("weight"))
+    if not crit or not crit.get("text") or w is None or w <= 0:
+        return None
+    text = _sentence(_clip(str(crit["text"]), 300))
+    return "edit_rubric", {
+        "task_id": e.task_id,
+        "add": [
+            {
+                "id": f"{crit['id']}_partial",
+                "text": f"Makes a clear start on this, even if incomplete: {text}.",
+                "weight": _w(max(0.1, 0.5 * w)),
+            }
+        ],
+        "rationale": f"No rollout meets criterion {crit['id']} (recent means {e.ev.get('recent_means')}), so it "
+        "adds nothing to the advantage; a criterion the policy can partly meet now gives the group a spread "
+        "towards it.",
     }
 
 
@@ -701,9 +821,9 @@ _LADDERS: dict[tuple[str, str], list[tuple[str, Option]]] = {
         ("length_revise", _length_revise),
     ],
     ("criterion_saturated", "rubric_criteria"): [
-        ("reweight_down", _reweight_down),
-        ("reword_stricter", _reword_stricter),
-        ("stricter", _stricter_criterion),
+        ("reword_grounded", _reword_grounded),
+        ("replace_harder", _replace_harder),
+        ("drop", _drop_saturated),
     ],
     ("criterion_saturated", "rollout_guidance"): [("avoid", _avoid_hint), ("guide_more", _guide_more), ("park", _park)],
     ("criterion_saturated", "task_sampling"): [("demote", _demote), ("retire", _retire)],
@@ -712,7 +832,7 @@ _LADDERS: dict[tuple[str, str], list[tuple[str, Option]]] = {
         ("guide_more", _guide_more),
         ("park", _park),
     ],
-    ("criterion_dead", "rubric_criteria"): [("reweight_down", _reweight_down), ("park", _park)],
+    ("criterion_dead", "rubric_criteria"): [("partial", _partial_criterion), ("park", _park)],
     ("criterion_dead", "task_sampling"): [("park", _park), ("demote", _demote)],
     ("judge_disagreement", "rubric_criteria"): [
         ("reword_checkable", _reword_checkable),
@@ -721,7 +841,7 @@ _LADDERS: dict[tuple[str, str], list[tuple[str, Option]]] = {
 }
 _BY_INTERFACE: dict[str, list[tuple[str, Option]]] = {
     "rollout_guidance": _GUIDANCE,
-    "rubric_criteria": [("stricter", _stricter), ("reweight_down", _reweight_down), ("retire", _retire)],
+    "rubric_criteria": [("stricter", _stricter), ("retire", _retire)],
     "task_sampling": [("demote", _demote), ("park", _park)],
 }
 

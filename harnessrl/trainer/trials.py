@@ -19,18 +19,31 @@ whose weights do not change while a trial runs (DESIGN.md §4). One recipe per i
   replayed step records (``recorder.steps``) for the others; the metric is the expected group std of
   a sampled batch under the candidate probabilities (``sampling.preview``) vs the current ones.
 
-The metric follows the failure the candidate answers (:func:`choose_metric`): within-group reward std
-(the GRPO learning signal) for non-discriminative groups and saturated or dead criteria;
-|Spearman rho| of reward with length or with the flagged surface feature for spurious rewards, with a
-guard that the reference answer still scores at least the policy's median under the candidate rubric;
-the reference answer's margin over the policy's median when the reference scores below the policy.
+The critic measures **the learning signal as the trainer computes it** (DESIGN.md §4,
+:mod:`harnessrl.trainer.signal`): GRPO learns from each group's advantages, which a per-group change
+``r -> a*r + b`` (``a > 0``) leaves as they were, so no metric here moves under such a change:
 
-Acceptance is noise-aware: the rollouts are resampled ``bootstrap`` times with a seeded generator
-(within groups for std; the same draws under both rubrics where the comparison is paired) and the
-candidate is accepted only when the lower end of the ``confidence`` percentile interval of the
-improvement is above zero. Every result carries what was measured, and what it cost; a trial that
-would exceed ``max_rollouts``, ``max_judge_calls`` or ``max_seconds`` stops and is rejected with a
-reason starting with "budget".
+- every rubric trial first compares the cached rollouts' advantages under both rubrics, computed with
+  the trainer's own reward scaling (:class:`~harnessrl.trainer.signal.AdvantageSpec`); a candidate whose
+  largest change to any rollout's advantage is below ``signal.advantage_tolerance`` is rejected as
+  "no effect on the learning signal" before any bootstrap (reweighting a criterion every rollout
+  passes is such a candidate);
+- the metric follows the failure the candidate answers (:func:`choose_metric`): the **share of groups
+  that give signal** (reward spread above the judge's own noise under the rubric that graded them)
+  for non-discriminative groups, in every interface (sampling trials: the share expected of a batch
+  drawn with the candidate probabilities); the **share of groups in which the targeted criterion tells
+  rollouts apart** for a saturated or dead criterion; |Spearman rho| of reward with length or the
+  flagged surface feature for spurious rewards; the **reference answer's rank** among the policy's
+  rollouts when the reference scores below the policy. Every rubric trial also guards that the
+  reference answer keeps its place (its rank may not fall below the policy's median).
+
+Acceptance is noise-aware *and* practical: the rollouts are resampled ``bootstrap`` times with a
+seeded generator (within groups; the same draws under both rubrics where the comparison is paired),
+and the candidate is accepted only when the lower end of the ``confidence`` percentile interval of the
+improvement is above zero **and** the improvement reaches the metric's smallest effect worth a harness
+change (``signal.min_effect``). The verdict records the effect, the interval and the threshold. Every
+result carries what was measured, and what it cost; a trial that would exceed ``max_rollouts``,
+``max_judge_calls`` or ``max_seconds`` stops and is rejected with a reason starting with "budget".
 """
 
 from __future__ import annotations
@@ -51,16 +64,29 @@ from harnessrl.interfaces.rubric import EditRubric
 from harnessrl.interfaces.sampling import ReweightTasks
 from harnessrl.trainer.detectors import SURFACE_FEATURES, Failure, spearman
 from harnessrl.trainer.judges.base import RubricJudge, RubricRequest
-from harnessrl.trainer.records import RolloutRecord
+from harnessrl.trainer.records import GroupRecord, RolloutRecord
+from harnessrl.trainer.signal import (
+    CRITERION_SIGNAL,
+    REFERENCE_RANK,
+    RHO_PREFIX,
+    SIGNAL_SHARE,
+    TRL_STD_EPS,
+    AdvantageSpec,
+    SignalConfig,
+    advantage_effect,
+    noise_floor,
+    reference_rank,
+)
 
 if TYPE_CHECKING:
     from harnessrl.interfaces.harness import Harness
     from harnessrl.trainer.records import Recorder
 
 __all__ = [
-    "EXPECTED_STD",
-    "GROUP_STD",
-    "REFERENCE_MARGIN",
+    "CRITERION_SIGNAL",
+    "NO_EFFECT",
+    "REFERENCE_RANK",
+    "SIGNAL_SHARE",
     "FrozenPolicyTrials",
     "PolicySampler",
     "TransformersSampler",
@@ -72,14 +98,8 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-GROUP_STD = "group_reward_std"
-"""Mean within-group reward std: what GRPO's advantage needs (0 = the group teaches nothing)."""
-EXPECTED_STD = "expected_group_reward_std"
-"""Sampling trials: within-group reward std expected of a batch drawn with the sampling probabilities."""
-REFERENCE_MARGIN = "reference_margin"
-"""Reference answer's reward minus the policy's median reward (it should not be below the policy)."""
-RHO_PREFIX = "rho_reward_"
-"""``rho_reward_<feature>``: |Spearman rho| of reward with length or a surface feature (should fall)."""
+NO_EFFECT = "no effect on the learning signal"
+"""How a rejection for a candidate that leaves every rollout's advantage as it was begins."""
 
 _REPLAY_GROUPS = 4  # most recent step records of a task replayed by a sampling trial
 _PROBED_TASKS = 2  # tasks a domain-scope guidance trial probes at most
@@ -194,6 +214,10 @@ class TrialConfig(BaseModel):
     bootstrap: int = Field(default=1000, ge=10, description="Bootstrap resamples of the improvement.")
     confidence: float = Field(default=0.9, gt=0, lt=1, description="Coverage of the bootstrap interval.")
     seed: int = Field(default=0, description="Seed of the bootstrap resampling.")
+    signal: SignalConfig = Field(
+        default_factory=SignalConfig,
+        description="The judge's noise, the no-effect tolerance on advantages and the smallest effects worth a change.",
+    )
 
 
 class TrialCost(BaseModel):
@@ -208,9 +232,11 @@ class TrialResult(BaseModel):
     """The critic's measurement of one candidate on the frozen policy, and its verdict.
 
     ``improvement`` is signed so that > 0 is better (for ``rho_reward_*``: baseline |rho| minus
-    candidate |rho|); ``accepted`` means its bootstrap interval ``[ci_low, ci_high]`` lies above 0
-    (and, for spurious-reward trials, that the reference answer kept scoring at least the policy's
-    median). ``measurements`` holds everything measured; ``reason`` says why in one sentence.
+    candidate |rho|); ``accepted`` means its bootstrap interval ``[ci_low, ci_high]`` lies above 0,
+    the improvement reaches ``threshold`` (the metric's smallest effect worth a change) and, for rubric
+    trials, the reference answer kept its place. ``advantage_effect`` is the largest change the
+    candidate makes to any cached rollout's advantage (rubric trials; below the tolerance: rejected as
+    no effect). ``measurements`` holds everything measured; ``reason`` says why in one sentence.
     """
 
     candidate_id: str
@@ -221,6 +247,8 @@ class TrialResult(BaseModel):
     improvement: float | None
     ci_low: float | None
     ci_high: float | None
+    threshold: float | None = None
+    advantage_effect: float | None = None
     accepted: bool
     reason: str
     measurements: dict[str, Any]
@@ -233,58 +261,124 @@ Update = ReweightTasks | SetGuidance | EditRubric
 def choose_metric(update: Update, failure: Failure | None = None) -> str:
     """The metric a trial of ``update`` measures, from the failure it answers (or the update type).
 
-    non_discriminative_low/high, criterion_saturated/dead (and no failure): within-group reward std;
-    spurious_length / spurious_feature: ``rho_reward_length`` / ``rho_reward_<feature>``;
-    reference_below_policy (rubric edits): ``reference_margin``. Sampling trials always measure the
-    expected group std of a sampled batch.
+    Every metric is invariant to a per-group affine change of the rewards, as the trainer's advantages
+    are: non_discriminative_low/high, judge_disagreement (and no failure): ``signal_share``, the share
+    of groups that give signal; criterion_saturated / criterion_dead with a criterion id in the
+    evidence: ``criterion_signal``; spurious_length / spurious_feature: ``rho_reward_length`` /
+    ``rho_reward_<feature>``; reference_below_policy (rubric edits): ``reference_rank``. Sampling trials
+    measure the share of groups that give signal expected of a batch drawn with the probabilities.
     """
     if isinstance(update, ReweightTasks):
-        return EXPECTED_STD
+        return SIGNAL_SHARE
     kind = failure.kind if failure is not None else None
     if kind == "spurious_length":
         return RHO_PREFIX + "length"
     if kind == "spurious_feature":
         return RHO_PREFIX + str(failure.evidence.get("feature") or "length")  # type: ignore[union-attr]
     if kind == "reference_below_policy" and isinstance(update, EditRubric):
-        return REFERENCE_MARGIN
-    return GROUP_STD
+        return REFERENCE_RANK
+    if kind in ("criterion_saturated", "criterion_dead") and failure.evidence.get("criterion_id"):  # type: ignore[union-attr]
+        return CRITERION_SIGNAL
+    return SIGNAL_SHARE
 
 
 # ---------------------------------------------------------------------------------------------- statistics
 @dataclass
-class _Stratum:
-    """Rewards of one part of a group under the baseline and the candidate.
+class _Side:
+    """One side (baseline or candidate) of a group: what the learning-signal statistics need per rollout.
 
-    ``paired``: the same rollouts under both (equal length; resampled with the same indices);
-    otherwise the two sides are independent draws and are resampled independently."""
+    ``noise_var``: the rollout's reward noise variance under the rubric that graded it (the group's
+    floor is the root mean of it, :func:`~harnessrl.trainer.signal.noise_floor`); ``targets``: the
+    verdicts of the criteria a criterion-signal trial targets, one column each (NaN: missing)."""
 
-    base: np.ndarray
-    cand: np.ndarray
-    paired: bool
+    rewards: np.ndarray
+    noise_var: np.ndarray
+    targets: np.ndarray
+
+    @classmethod
+    def graded(
+        cls,
+        rewards: np.ndarray,
+        rows: Sequence[dict[str, float | None]],
+        rubric: Sequence[Criterion],
+        noise: float,
+        targets: Sequence[str] = (),
+    ) -> _Side:
+        var = np.array([noise_floor(rubric, [row], noise) ** 2 for row in rows], dtype=float)
+        t = np.array([[_nan(row.get(cid)) for cid in targets] for row in rows], dtype=float).reshape(len(rows), -1)
+        return cls(np.asarray(rewards, dtype=float), var, t)
+
+    def take(self, idx: np.ndarray) -> _Side:
+        return _Side(self.rewards[idx], self.noise_var[idx], self.targets[idx])
 
 
-_Group = list[_Stratum]
+@dataclass
+class _Group:
+    """One group under the baseline and the candidate, and how to resample it.
+
+    ``strata``: (baseline indices, candidate indices, paired). Paired strata are the same rollouts on
+    both sides (equal length; resampled with the same indices); unpaired ones are independent draws,
+    resampled independently."""
+
+    base: _Side
+    cand: _Side
+    strata: list[tuple[np.ndarray, np.ndarray, bool]]
+
+    @classmethod
+    def paired(cls, base: _Side, cand: _Side) -> _Group:
+        idx = np.arange(base.rewards.size)
+        return cls(base, cand, [(idx, idx, True)])
+
+    def resample(self, rng: np.random.Generator, n_boot: int) -> tuple[np.ndarray, np.ndarray]:
+        """Bootstrap indices into each side, shape (n_boot, n_side)."""
+        bs, cs = [], []
+        for b_idx, c_idx, paired in self.strata:
+            if paired:
+                if b_idx.size:
+                    k = rng.integers(0, b_idx.size, size=(n_boot, b_idx.size))
+                    bs.append(b_idx[k])
+                    cs.append(c_idx[k])
+                continue
+            if b_idx.size:
+                bs.append(b_idx[rng.integers(0, b_idx.size, size=(n_boot, b_idx.size))])
+            if c_idx.size:
+                cs.append(c_idx[rng.integers(0, c_idx.size, size=(n_boot, c_idx.size))])
+        empty = np.zeros((n_boot, 0), dtype=int)
+        return (np.concatenate(bs, axis=1) if bs else empty), (np.concatenate(cs, axis=1) if cs else empty)
 
 
-def _group_values(group: _Group) -> tuple[np.ndarray, np.ndarray]:
-    return np.concatenate([s.base for s in group]), np.concatenate([s.cand for s in group])
+def _row_std(x: np.ndarray) -> np.ndarray:
+    """Bessel std of each row along the last axis, ignoring NaN (NaN with fewer than 2 values)."""
+    ok = ~np.isnan(x)
+    n = ok.sum(axis=-1)
+    filled = np.where(ok, x, 0.0)
+    mean = filled.sum(axis=-1) / np.maximum(n, 1)
+    dev = np.where(ok, x - mean[..., None], 0.0)
+    var = (dev * dev).sum(axis=-1) / np.maximum(n - 1, 1)
+    return np.where(n >= 2, np.sqrt(var), np.nan)
 
 
-def _resampled_std(group: _Group, rng: np.random.Generator, n_boot: int) -> tuple[np.ndarray, np.ndarray]:
-    """``n_boot`` bootstrap stds of each side, resampling each stratum within itself."""
-    bs, cs = [], []
-    for s in group:
-        if s.paired:
-            if s.base.size:
-                idx = rng.integers(0, s.base.size, size=(n_boot, s.base.size))
-                bs.append(s.base[idx])
-                cs.append(s.cand[idx])
-            continue
-        if s.base.size:
-            bs.append(s.base[rng.integers(0, s.base.size, size=(n_boot, s.base.size))])
-        if s.cand.size:
-            cs.append(s.cand[rng.integers(0, s.cand.size, size=(n_boot, s.cand.size))])
-    return np.concatenate(bs, axis=1).std(axis=1), np.concatenate(cs, axis=1).std(axis=1)
+def _signal(side: _Side) -> np.ndarray:
+    """Whether each row of rollouts gives signal: Bessel std of the rewards above the noise floor.
+
+    Works on a side whose arrays carry leading bootstrap dimensions (rewards (..., n))."""
+    std = _row_std(side.rewards)
+    ok = ~np.isnan(side.rewards)
+    floor = np.sqrt(np.where(ok, side.noise_var, 0.0).sum(axis=-1) / np.maximum(ok.sum(axis=-1), 1))
+    return np.nan_to_num(std, nan=0.0) > np.maximum(floor, TRL_STD_EPS)
+
+
+def _criterion_signal(side: _Side, noise: float) -> np.ndarray:
+    """Whether any targeted criterion tells each row of rollouts apart beyond its own verdict noise."""
+    t = np.moveaxis(side.targets, -1, 0)  # (k, ..., n)
+    if t.shape[0] == 0:
+        return np.zeros(side.rewards.shape[:-1], dtype=bool)
+    std = np.nan_to_num(_row_std(t), nan=0.0)
+    ok = ~np.isnan(t)
+    tv = np.where(ok, t, 0.0)
+    v_noise = (noise * 4.0 * tv * (1.0 - tv)) ** 2
+    floor = np.sqrt(np.where(ok, v_noise, 0.0).sum(axis=-1) / np.maximum(ok.sum(axis=-1), 1))
+    return (std > np.maximum(floor, TRL_STD_EPS)).any(axis=0)
 
 
 def _row_abs_spearman(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -354,9 +448,10 @@ def _criteria_view(criteria: Sequence[Criterion]) -> list[dict[str, Any]]:
 class _Rejected(Exception):
     """Ends a trial early with a rejection (``reason``) and whatever was measured so far."""
 
-    def __init__(self, reason: str):
+    def __init__(self, reason: str, measured: _Measured | None = None):
         super().__init__(reason)
         self.reason = reason
+        self.measured = measured
 
 
 @dataclass
@@ -369,6 +464,7 @@ class _Measured:
     ci_low: float | None = None
     ci_high: float | None = None
     guard: str | None = None  # a reason to reject even when the interval is above 0
+    advantage_effect: float | None = None
 
 
 # ---------------------------------------------------------------------------------------------- trials
@@ -420,6 +516,8 @@ class FrozenPolicyTrials:
         sampler: generates with the frozen policy (None: guidance trials and probe batches are
             rejected; rubric trials and replay-only sampling trials still run).
         config: bounds and statistics.
+        advantage: how the trainer turns rewards into advantages (its ``scale_rewards`` and group
+            size: :meth:`AdvantageSpec.from_args` of its GRPO config); default TRL's group scaling.
     """
 
     def __init__(
@@ -429,29 +527,35 @@ class FrozenPolicyTrials:
         judge: RubricJudge,
         sampler: PolicySampler | None,
         config: TrialConfig | None = None,
+        advantage: AdvantageSpec | None = None,
     ):
         self.harness = harness
         self.recorder = recorder
         self.judge = judge
         self.sampler = sampler
         self.config = config or TrialConfig()
+        self.advantage = advantage or AdvantageSpec()
 
     # ------------------------------------------------------------------------------ entry point
     def run(self, update: Update, candidate_id: str, failure: Failure | None = None) -> TrialResult:
         """Measure ``update`` on the frozen policy and decide; never applies it."""
         metric = choose_metric(update, failure)
         budget = _Budget(self.config, self.judge)
+        signal = self.config.signal
         measurements: dict[str, Any] = {
             "failure_kind": failure.kind if failure else None,
             "bootstrap": self.config.bootstrap,
             "confidence": self.config.confidence,
             "seed": self.config.seed,
+            "scale_rewards": self.advantage.scale_rewards,
+            "verdict_noise": signal.verdict_noise,
         }
+        threshold = signal.threshold(metric)
         got = _Measured()
         reason = ""
         try:
             if isinstance(update, EditRubric):
-                got = self._rubric_trial(update, metric, budget, measurements)
+                got = self._rubric_trial(update, metric, failure, budget, measurements)
             elif isinstance(update, SetGuidance):
                 got = self._guidance_trial(update, metric, failure, budget, measurements)
             elif isinstance(update, ReweightTasks):
@@ -460,25 +564,26 @@ class FrozenPolicyTrials:
                 raise TypeError(f"not a harness update: {type(update).__name__}")
         except _Rejected as e:
             reason = e.reason
+            got = e.measured or got
         accepted = False
         if not reason:
             if got.improvement is None or got.ci_low is None:
                 reason = "nothing measurable: no improvement could be computed"
             elif got.guard:
                 reason = got.guard
-            elif got.ci_low > 0:
-                accepted = True
-                reason = (
-                    f"accepted: {metric} improves by {got.improvement:.3f} ({_fmt(got.baseline)} -> "
-                    f"{_fmt(got.candidate)}), {self.config.confidence:.0%} bootstrap interval "
-                    f"[{got.ci_low:.3f}, {got.ci_high:.3f}] above 0"
-                )
             else:
-                reason = (
-                    f"rejected: {metric} improvement {got.improvement:.3f} ({_fmt(got.baseline)} -> "
-                    f"{_fmt(got.candidate)}) is not reliably above 0: {self.config.confidence:.0%} bootstrap "
-                    f"interval [{got.ci_low:.3f}, {got.ci_high:.3f}]"
+                effect = (
+                    f"{metric} {_fmt(got.baseline)} -> {_fmt(got.candidate)} (improvement {got.improvement:.3f}, "
+                    f"{self.config.confidence:.0%} bootstrap interval [{got.ci_low:.3f}, {got.ci_high:.3f}], "
+                    f"smallest effect worth a change {threshold:g})"
                 )
+                if got.ci_low > 0 and got.improvement >= threshold:
+                    accepted = True
+                    reason = f"accepted: {effect}"
+                elif got.ci_low <= 0:
+                    reason = f"rejected: the improvement is not reliably above 0: {effect}"
+                else:
+                    reason = f"rejected: the improvement is real but too small to be worth a change: {effect}"
         result = TrialResult(
             candidate_id=candidate_id,
             interface=update.interface,
@@ -488,6 +593,8 @@ class FrozenPolicyTrials:
             improvement=_r(got.improvement),
             ci_low=_r(got.ci_low),
             ci_high=_r(got.ci_high),
+            threshold=threshold,
+            advantage_effect=_r(got.advantage_effect),
             accepted=accepted,
             reason=reason,
             measurements=measurements,
@@ -506,7 +613,9 @@ class FrozenPolicyTrials:
         return result
 
     # ------------------------------------------------------------------------------ rubric criteria
-    def _rubric_trial(self, update: EditRubric, metric: str, budget: _Budget, m: dict[str, Any]) -> _Measured:
+    def _rubric_trial(
+        self, update: EditRubric, metric: str, failure: Failure | None, budget: _Budget, m: dict[str, Any]
+    ) -> _Measured:
         task = self.harness.tasks.get(update.task_id)
         if task is None:
             raise _Rejected(f"invalid candidate: unknown task id {update.task_id!r}")
@@ -557,60 +666,120 @@ class FrozenPolicyTrials:
             policy_median_candidate=_r(_median(cand[ok])) if ok.any() else None,
             missing_rewards=int((~ok).sum()),
         )
+        noise = self.config.signal.verdict_noise
+        targets_b, targets_c = _targeted_criteria(update, failure, base_rubric, cand_rubric)
+        if metric == CRITERION_SIGNAL:
+            m["targeted_criteria"] = {"baseline": targets_b, "candidate": targets_c}
+        rows_b = [_verdict_row(base_res[r.completion]) for r in rollouts]
+        rows_c = [_verdict_row(cand_res[r.completion]) for r in rollouts]
+        side_b = _Side.graded(base, rows_b, base_rubric, noise, targets_b)
+        side_c = _Side.graded(cand, rows_c, cand_rubric, noise, targets_c)
+        groups: list[_Group] = []
+        for idx in _groups_by_step(rollouts):
+            keep = np.array([i for i in idx if ok[i]], dtype=int)
+            if keep.size >= 2:
+                groups.append(_Group.paired(side_b.take(keep), side_c.take(keep)))
+        m["n_groups"] = len(groups)
+        if not groups:
+            raise _Rejected("no cached group has 2 or more rewards under both rubrics")
+
+        # the gate: does the candidate change anything the trainer learns from?
+        tol = self.config.signal.advantage_tolerance
+        floors_b = [_floor(g.base) for g in groups]
+        floors_c = [_floor(g.cand) for g in groups]
+        effect, per_group = advantage_effect(
+            [g.base.rewards for g in groups], [g.cand.rewards for g in groups], self.advantage, floors_b, floors_c
+        )
+        m["learning_signal"] = {
+            "advantage_effect": _r(effect),
+            "advantage_effect_per_group": _rs(per_group),
+            "tolerance": tol,
+            "noise_floor_baseline": _rs(floors_b),
+            "noise_floor_candidate": _rs(floors_c),
+            "gives_signal_baseline": [bool(_signal(g.base)) for g in groups],
+            "gives_signal_candidate": [bool(_signal(g.cand)) for g in groups],
+        }
+        if effect < tol:
+            raise _Rejected(
+                f"{NO_EFFECT}: the candidate rubric changes no cached rollout's advantage by more than "
+                f"{effect:.3f} (tolerance {tol:g}) under the trainer's reward scaling "
+                f"({self.advantage.scale_rewards}), so training would learn exactly what it learns now; "
+                f"raw group reward std {_fmt(_mean_std(groups, 'base'))} -> {_fmt(_mean_std(groups, 'cand'))} "
+                "is a rescaling, not a signal",
+                _Measured(advantage_effect=effect),
+            )
         rng = np.random.default_rng(self.config.seed)
 
-        if metric == GROUP_STD:
-            groups = []
-            for idx in _groups_by_step(rollouts):
-                keep = [i for i in idx if ok[i]]
-                if len(keep) >= 2:
-                    groups.append([_Stratum(base[keep], cand[keep], paired=True)])
-            m["n_groups"] = len(groups)
-            return self._std_verdict(groups, rng, m)
-
-        if metric == REFERENCE_MARGIN:
+        if metric in (SIGNAL_SHARE, CRITERION_SIGNAL):
+            got = self._share_verdict(groups, metric, rng, m)
+        elif metric == REFERENCE_RANK:
             if ref is None:
-                raise _Rejected("task has no reference answer: the reference margin cannot be measured")
+                raise _Rejected("task has no reference answer: the reference's rank cannot be measured")
             if ref_b is None or ref_c is None:
                 raise _Rejected("the judge gave no reward for the reference answer under one of the rubrics")
             if ok.sum() < 2:
                 raise _Rejected("fewer than 2 cached rollouts have rewards under both rubrics")
             b, c = base[ok], cand[ok]
             idx = rng.integers(0, b.size, size=(self.config.bootstrap, b.size))
-            diffs = (ref_c - np.median(c[idx], axis=1)) - (ref_b - np.median(b[idx], axis=1))
-            got = _Measured(baseline=ref_b - _median(b), candidate=ref_c - _median(c))
-            return self._interval(got, diffs)
-
-        # rho_reward_<feature>
-        feature = metric[len(RHO_PREFIX) :]
-        if feature == "length":
-            feat = _length_of(rollouts)
-        else:
-            fn = _feature_fn(feature)
-            if fn is None:
-                raise _Rejected(f"unknown surface feature {feature!r}; known: {sorted(SURFACE_FEATURES)}")
-            feat = np.array([fn(r.completion) for r in rollouts], dtype=float)
-        if ok.sum() < 4:
-            raise _Rejected("fewer than 4 cached rollouts have rewards under both rubrics: no correlation to measure")
-        b, c, f = base[ok], cand[ok], feat[ok]
-        m.update(feature=feature, feature_values=_rs(f.tolist()))
-        idx = rng.integers(0, b.size, size=(self.config.bootstrap, b.size))
-        diffs = _row_abs_spearman(b[idx], f[idx]) - _row_abs_spearman(c[idx], f[idx])
-        got = _Measured(baseline=_abs_rho(b, f), candidate=_abs_rho(c, f))
-        got.improvement = got.baseline - got.candidate
-        got = self._interval(got, diffs)
-        if ref_c is not None:
-            med_c = _median(c)
-            m["reference_guard"] = {"reference_reward": _r(ref_c), "policy_median": _r(med_c), "passed": ref_c >= med_c}
-            if ref_c < med_c:
-                got.guard = (
-                    f"rejected by the reference guard: under the candidate rubric the reference answer scores "
-                    f"{ref_c:.3f}, below the policy's median {med_c:.3f} (it scored {_fmt(ref_b)} before); "
-                    f"the candidate punishes good answers too ({metric} {_fmt(got.baseline)} -> {_fmt(got.candidate)})"
+            diffs = _row_rank(ref_c, c[idx]) - _row_rank(ref_b, b[idx])
+            got = _Measured(baseline=reference_rank(ref_b, b), candidate=reference_rank(ref_c, c))
+            got = self._interval(got, diffs)
+        else:  # rho_reward_<feature>
+            feature = metric[len(RHO_PREFIX) :]
+            if feature == "length":
+                feat = _length_of(rollouts)
+            else:
+                fn = _feature_fn(feature)
+                if fn is None:
+                    raise _Rejected(f"unknown surface feature {feature!r}; known: {sorted(SURFACE_FEATURES)}")
+                feat = np.array([fn(r.completion) for r in rollouts], dtype=float)
+            if ok.sum() < 4:
+                raise _Rejected(
+                    "fewer than 4 cached rollouts have rewards under both rubrics: no correlation to measure"
                 )
-        else:
-            m["reference_guard"] = None  # no reference answer: nothing to guard
+            b, c, f = base[ok], cand[ok], feat[ok]
+            m.update(feature=feature, feature_values=_rs(f.tolist()))
+            idx = rng.integers(0, b.size, size=(self.config.bootstrap, b.size))
+            diffs = _row_abs_spearman(b[idx], f[idx]) - _row_abs_spearman(c[idx], f[idx])
+            got = _Measured(baseline=_abs_rho(b, f), candidate=_abs_rho(c, f))
+            got.improvement = got.baseline - got.candidate
+            got = self._interval(got, diffs)
+        got.advantage_effect = effect
+        got.guard = got.guard or self._reference_guard(ref_b, ref_c, base[ok], cand[ok], metric, got, m)
         return got
+
+    def _reference_guard(
+        self,
+        ref_b: float | None,
+        ref_c: float | None,
+        base: np.ndarray,
+        cand: np.ndarray,
+        metric: str,
+        got: _Measured,
+        m: dict[str, Any],
+    ) -> str | None:
+        """The reference answer must keep its place: its rank among the policy's rollouts may not fall
+        below the policy's median under the candidate rubric (unless it was already below it)."""
+        if ref_c is None or ref_b is None or base.size == 0:
+            m["reference_guard"] = None  # no reference answer: nothing to guard
+            return None
+        rank_b, rank_c = reference_rank(ref_b, base), reference_rank(ref_c, cand)
+        passed = rank_c >= min(0.5, rank_b)
+        m["reference_guard"] = {
+            "reference_reward": _r(ref_c),
+            "policy_median": _r(_median(cand)),
+            "reference_rank_baseline": _r(rank_b),
+            "reference_rank_candidate": _r(rank_c),
+            "passed": passed,
+        }
+        if passed:
+            return None
+        return (
+            f"rejected by the reference guard: under the candidate rubric the reference answer scores "
+            f"{ref_c:.3f} and ranks above {rank_c:.0%} of the policy's rollouts (before: {ref_b:.3f}, {rank_b:.0%}), "
+            f"below the policy's median {_median(cand):.3f}; the candidate punishes good answers too "
+            f"({metric} {_fmt(got.baseline)} -> {_fmt(got.candidate)})"
+        )
 
     # ------------------------------------------------------------------------------ rollout guidance
     def _guidance_trial(
@@ -666,6 +835,7 @@ class FrozenPolicyTrials:
             m["tasks_dropped_for_budget"] = [p[0].id for p in plans[len(fitted) :]]
 
         per_task: list[dict[str, Any]] = []
+        target_ids = _failure_criterion(failure) if metric == CRITERION_SIGNAL else set()
         m["tasks"] = per_task
         groups: list[_Group] = []
         pooled_b: list[tuple[np.ndarray, list[str]]] = []  # (rewards, texts) of each arm, for correlations
@@ -690,6 +860,7 @@ class FrozenPolicyTrials:
             graded = dict(zip(unique, self.judge.grade(reqs), strict=True))
             base = np.array([_nan(graded[t].reward) for t in base_texts])
             cand = np.array([_nan(graded[t].reward) for t in cand_texts])
+            crit_targets = [c.id for c in rubric if c.id in target_ids]
 
             shared = [k for k in range(n) if k not in differ and not np.isnan(base[k])]
             d_b = [k for k in differ if not np.isnan(base[k])]
@@ -708,18 +879,27 @@ class FrozenPolicyTrials:
             }
             vb, vc = base[~np.isnan(base)], cand[~np.isnan(cand)]
             if vb.size >= 2 and vc.size >= 2:
+                side_b = _Side.graded(
+                    base, [_verdict_row(graded[t]) for t in base_texts], rubric, cfg.signal.verdict_noise, crit_targets
+                )
+                side_c = _Side.graded(
+                    cand, [_verdict_row(graded[t]) for t in cand_texts], rubric, cfg.signal.verdict_noise, crit_targets
+                )
                 row.update(
                     baseline_mean=_r(vb.mean()),
                     baseline_std=_r(vb.std()),
                     candidate_mean=_r(vc.mean()),
                     candidate_std=_r(vc.std()),
+                    noise_floor_baseline=_r(_floor(side_b)),
+                    noise_floor_candidate=_r(_floor(side_c)),
+                    gives_signal_baseline=bool(_signal(side_b)),
+                    gives_signal_candidate=bool(_signal(side_c)),
                 )
-                groups.append(
-                    [
-                        _Stratum(base[shared], cand[shared], paired=True),
-                        _Stratum(base[d_b], cand[d_c], paired=False),
-                    ]
-                )
+                if crit_targets:
+                    row["targeted_criteria"] = crit_targets
+                strata = [(np.array(shared, dtype=int), np.array(shared, dtype=int), True)]
+                strata.append((np.array(d_b, dtype=int), np.array(d_c, dtype=int), False))
+                groups.append(_Group(side_b, side_c, strata))
                 pooled_b.append((base, base_texts))
                 pooled_c.append((cand, cand_texts))
             per_task.append(row)
@@ -747,7 +927,9 @@ class FrozenPolicyTrials:
             got.improvement = got.baseline - got.candidate
             m["feature"] = feature
             return self._interval(got, diffs)
-        return self._std_verdict(groups, rng, m)
+        if not groups:
+            raise _Rejected("no probed task has 2 or more rewards in both arms")
+        return self._share_verdict(groups, metric, rng, m)
 
     def _guidance_targets(self, update: SetGuidance, failure: Failure | None) -> list[Task]:
         tasks = self.harness.tasks
@@ -792,17 +974,18 @@ class FrozenPolicyTrials:
                 promoted.append(tid)
         m.update(step=step, action=update.action, promoted=promoted)
 
-        replay: dict[str, list[np.ndarray]] = {}
+        noise = self.config.signal.verdict_noise
+        replay: dict[str, list[_Side]] = {}
         for record in reversed(self.recorder.steps.values()):
             for g in record.groups:
-                vals = np.array([v for v in g.rewards if v is not None and v == v], dtype=float)
                 rows = replay.setdefault(g.task_id, [])
-                if vals.size >= 2 and len(rows) < _REPLAY_GROUPS:
-                    rows.append(vals)
+                side = self._replayed_side(g, noise)
+                if side is not None and len(rows) < _REPLAY_GROUPS:
+                    rows.append(side)
 
         # probe the promoted tasks, those with no records first, as far as the budget goes
         n = self.config.rollouts_per_arm
-        stats: dict[str, tuple[str, list[np.ndarray]]] = {}
+        stats: dict[str, tuple[str, list[_Side]]] = {}
         to_probe = sorted(promoted, key=lambda t: bool(replay.get(t)))
         probes: list[dict[str, Any]] = []
         for tid in to_probe:
@@ -831,10 +1014,19 @@ class FrozenPolicyTrials:
             budget.need_judge(len(self.judge.uncached(reqs)), f"grading the probe of task {tid}")
             graded = dict(zip(unique, self.judge.grade(reqs), strict=True))
             rewards = np.array([_nan(graded[t].reward) for t in texts])
-            vals = rewards[~np.isnan(rewards)]
-            probes.append({"task_id": tid, "rewards": _rs(_none(rewards)), "examples": [_clip(t) for t in texts[:2]]})
-            if vals.size >= 2:
-                stats[tid] = ("probe", [vals])
+            ok = ~np.isnan(rewards)
+            side = _Side.graded(rewards, [_verdict_row(graded[t]) for t in texts], rubric, noise)
+            side = side.take(np.flatnonzero(ok))
+            probes.append(
+                {
+                    "task_id": tid,
+                    "rewards": _rs(_none(rewards)),
+                    "gives_signal": bool(_signal(side)) if ok.sum() >= 2 else None,
+                    "examples": [_clip(t) for t in texts[:2]],
+                }
+            )
+            if ok.sum() >= 2:
+                stats[tid] = ("probe", [side])
         for tid, rows in replay.items():
             if tid not in stats and tid in p and rows:
                 stats[tid] = ("replay", rows)
@@ -849,7 +1041,8 @@ class FrozenPolicyTrials:
                 "p_candidate": _r(q[t], 5),
                 "source": stats[t][0],
                 "groups": len(stats[t][1]),
-                "std": _r(float(np.mean([v.std() for v in stats[t][1]]))),
+                "std": _r(float(np.mean([v.rewards.std() for v in stats[t][1]]))),
+                "signal_share": _r(float(np.mean([_signal(v) for v in stats[t][1]]))),
             }
             for t in known
         }
@@ -867,34 +1060,73 @@ class FrozenPolicyTrials:
         if pw.sum() <= 0 or qw.sum() <= 0:
             raise _Rejected("no task with known reward stats would be sampled under one of the distributions")
         pw, qw = pw / pw.sum(), qw / qw.sum()
-        s = np.array([np.mean([v.std() for v in stats[t][1]]) for t in known])
+        moved = float(np.abs(qw - pw).max())
+        m["largest_probability_change"] = _r(moved, 6)
+        if moved < 1e-6:
+            raise _Rejected(
+                f"{NO_EFFECT}: the candidate leaves the sampling probabilities of every task with known reward "
+                "statistics as they are (the trainer would draw the same batches)"
+            )
+        share = np.array([np.mean([_signal(v) for v in stats[t][1]]) for t in known])
         rng = np.random.default_rng(self.config.seed)
         B = self.config.bootstrap
         draws = np.empty((B, len(known)))
         for j, t in enumerate(known):
-            per_group = [_resampled_std([_Stratum(v, v, paired=True)], rng, B)[0] for v in stats[t][1]]
+            per_group = []
+            for side in stats[t][1]:
+                k = rng.integers(0, side.rewards.size, size=(B, side.rewards.size))
+                per_group.append(_signal(side.take(k)))
             draws[:, j] = np.mean(per_group, axis=0)
         diffs = draws @ (qw - pw)
-        got = _Measured(baseline=float(pw @ s), candidate=float(qw @ s))
+        got = _Measured(baseline=float(pw @ share), candidate=float(qw @ share))
         return self._interval(got, diffs)
 
+    def _replayed_side(self, g: GroupRecord, noise: float) -> _Side | None:
+        """A recorded group as a :class:`_Side`: its own rollouts' verdicts when they are still kept,
+        else its per-criterion means for every rollout (the noise floor from the group's means)."""
+        vals = np.array([_nan(v) for v in g.rewards], dtype=float)
+        if (~np.isnan(vals)).sum() < 2:
+            return None
+        versions = self.harness.rubrics.versions.get(g.task_id) or []
+        rubric = versions[g.rubric_version].criteria if g.rubric_version < len(versions) else []
+        kept = [r for r in self.recorder.rollouts.get(g.step, []) if r.task_id == g.task_id]
+        # a group's own verdicts while its step is kept; its per-criterion means otherwise
+        same = len(kept) == len(vals)
+        rows = [dict(r.verdicts) for r in kept] if same else [dict(g.criterion_means)] * len(vals)
+        side = _Side.graded(vals, rows, rubric, noise)
+        return side.take(np.flatnonzero(~np.isnan(vals)))
+
     # ------------------------------------------------------------------------------ shared
-    def _std_verdict(self, groups: list[_Group], rng: np.random.Generator, m: dict[str, Any]) -> _Measured:
+    def _share_verdict(
+        self, groups: list[_Group], metric: str, rng: np.random.Generator, m: dict[str, Any]
+    ) -> _Measured:
+        """Share of groups that give signal (or whose targeted criteria discriminate), baseline vs
+        candidate, with a bootstrap over each group's rollouts."""
         if not groups:
             raise _Rejected("no group has 2 or more rewards under both the baseline and the candidate")
-        stds_b, stds_c = [], []
-        boot_b = np.zeros(self.config.bootstrap)
-        boot_c = np.zeros(self.config.bootstrap)
-        for group in groups:
-            b, c = _group_values(group)
-            stds_b.append(float(b.std()))
-            stds_c.append(float(c.std()))
-            db, dc = _resampled_std(group, rng, self.config.bootstrap)
-            boot_b += db
-            boot_c += dc
-        m.update(group_std_baseline=_rs(stds_b), group_std_candidate=_rs(stds_c))
+        noise = self.config.signal.verdict_noise
+
+        def stat(side: _Side) -> np.ndarray:
+            return _criterion_signal(side, noise) if metric == CRITERION_SIGNAL else _signal(side)
+
+        point_b = [bool(stat(g.base)) for g in groups]
+        point_c = [bool(stat(g.cand)) for g in groups]
+        B = self.config.bootstrap
+        boot_b = np.zeros(B)
+        boot_c = np.zeros(B)
+        for g in groups:
+            ib, ic = g.resample(rng, B)
+            boot_b += stat(g.base.take(ib))
+            boot_c += stat(g.cand.take(ic))
+        m.update(
+            {
+                f"{metric}_per_group": {"baseline": point_b, "candidate": point_c},
+                "group_std_baseline": _rs([float(np.nanstd(g.base.rewards)) for g in groups]),
+                "group_std_candidate": _rs([float(np.nanstd(g.cand.rewards)) for g in groups]),
+            }
+        )
         diffs = (boot_c - boot_b) / len(groups)
-        got = _Measured(baseline=float(np.mean(stds_b)), candidate=float(np.mean(stds_c)))
+        got = _Measured(baseline=float(np.mean(point_b)), candidate=float(np.mean(point_c)))
         return self._interval(got, diffs)
 
     def _interval(self, got: _Measured, diffs: np.ndarray) -> _Measured:
@@ -951,3 +1183,38 @@ def _groups_by_step(rollouts: Sequence[RolloutRecord]) -> list[list[int]]:
         groups[-1].append(i)
         prev = r
     return groups
+
+
+def _verdict_row(result: Any) -> dict[str, float | None]:
+    """``{criterion id: verdict}`` of one graded response."""
+    return {v.criterion_id: v.value for v in result.verdicts}
+
+
+def _floor(side: _Side) -> float:
+    ok = ~np.isnan(side.rewards)
+    return float(np.sqrt(side.noise_var[ok].mean())) if ok.any() else 0.0
+
+
+def _mean_std(groups: Sequence[_Group], which: str) -> float:
+    return float(np.mean([np.nanstd(getattr(g, which).rewards) for g in groups]))
+
+
+def _row_rank(reference: float, policy: np.ndarray) -> np.ndarray:
+    """:func:`~harnessrl.trainer.signal.reference_rank` of each row of a (B, n) array."""
+    return ((reference > policy).sum(axis=1) + 0.5 * (reference == policy).sum(axis=1)) / policy.shape[1]
+
+
+def _failure_criterion(failure: Failure | None) -> set[str]:
+    cid = failure.evidence.get("criterion_id") if failure is not None else None
+    return {str(cid)} if cid else set()
+
+
+def _targeted_criteria(
+    update: EditRubric, failure: Failure | None, base: Sequence[Criterion], cand: Sequence[Criterion]
+) -> tuple[list[str], list[str]]:
+    """The criteria a criterion-signal trial watches on each side: the failure's criterion and every
+    criterion the candidate rewords, reweights, removes (baseline) or adds (candidate)."""
+    touched = _failure_criterion(failure) | set(update.reword) | set(update.reweight)
+    base_ids = touched | set(update.remove)
+    cand_ids = touched | {c.id for c in update.add}
+    return [c.id for c in base if c.id in base_ids], [c.id for c in cand if c.id in cand_ids]
