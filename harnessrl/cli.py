@@ -328,6 +328,74 @@ def bench_judge(
     console.print(t)
 
 
+def _csv(value: str | None, option: str, kind=str) -> list | None:
+    if value is None:
+        return None
+    try:
+        items = [kind(v.strip()) for v in value.split(",") if v.strip()]
+    except ValueError:
+        raise HarnessRLError(f"{option} {value!r}: give a comma-separated list, e.g. {option} 0,1,2") from None
+    if not items:
+        raise HarnessRLError(f"{option} is empty: give a comma-separated list")
+    return items
+
+
+@bench_app.command("run")
+def bench_run(
+    config: Annotated[Path, typer.Option("--config", "-c", help="Bench config YAML (see configs/bench-cpu.yaml).")],
+    out: Annotated[Path | None, typer.Option(help="Output folder (default: the config's 'out').")] = None,
+    methods: Annotated[str | None, typer.Option(help="Only these methods, comma-separated.")] = None,
+    seeds: Annotated[str | None, typer.Option(help="Only these seeds, comma-separated, e.g. 0,1,2.")] = None,
+    dry_run: Annotated[bool, typer.Option(help="Validate and print the plan; run nothing.")] = False,
+    rerun_changed: Annotated[
+        bool, typer.Option(help="Run again (from scratch) the runs made with other settings than the bench's.")
+    ] = False,
+    report: Annotated[bool, typer.Option(help="Write the bench report when the runs are done.")] = True,
+) -> None:
+    """Run methods x seeds, one `harnessrl train` process each, one after another.
+
+    Each run goes to <out>/<method>/seed<k>. Resumable: finished runs are skipped, interrupted ones
+    resume from their last checkpoint, missing ones start; bench.json records them all."""
+    from harnessrl.bench.config import load_bench_config
+    from harnessrl.bench.report import print_results, write_bench_report
+    from harnessrl.bench.runner import failed_runs, run_bench
+
+    cfg = load_bench_config(config).select(
+        methods=_csv(methods, "--methods"), seeds=_csv(seeds, "--seeds", int), out=str(out) if out else None
+    )
+    try:
+        manifest = run_bench(cfg, console=console, rerun_changed=rerun_changed, dry_run=dry_run, source=str(config))
+    except KeyboardInterrupt:
+        err_console.print(f"interrupted: run the same command again to resume ({cfg.out}/bench.json has the state)")
+        raise typer.Exit(130) from None
+    if dry_run:
+        return
+    failed = failed_runs(manifest)
+    if report:
+        try:
+            print_results(write_bench_report(cfg.out), console)
+        except HarnessRLError as e:
+            if not failed:
+                raise
+            err_console.print(f"no report: {e}", highlight=False)  # every run failed before writing anything
+    if failed:
+        err_console.print(
+            f"[bold red]{len(failed)} run(s) failed:[/] {', '.join(failed)} — see their logs "
+            f"({cfg.out}/<method>/seed<k>.log) and {cfg.out}/bench.json; run the bench again to retry them"
+        )
+        raise typer.Exit(1)
+
+
+@bench_app.command("report")
+def bench_report(
+    bench_dir: Annotated[Path, typer.Option("--dir", "-d", help="A bench output folder (made by `bench run`).")],
+) -> None:
+    """Write results.md, results.json and plots/*.png for a bench folder, from its runs' files."""
+    from harnessrl.bench.report import print_results, write_bench_report
+
+    print_results(write_bench_report(bench_dir), console)
+
+
 # ------------------------------------------------------------------------------------------ train
 @app.command("train")
 def train_cmd(
@@ -338,7 +406,7 @@ def train_cmd(
     resume: Annotated[bool, typer.Option(help="Continue the run in run_dir from its last checkpoint.")] = False,
     overwrite: Annotated[bool, typer.Option(help="Delete run_dir's previous run first.")] = False,
 ) -> None:
-    """Train a policy with GRPO and the harness; evaluate on the held-out split; write the run directory."""
+    """Train a policy with GRPO and the harness; evaluate on the validation and test splits; write the run directory."""
     from harnessrl.trainer.report import print_summary, write_report
     from harnessrl.trainer.run import train
     from harnessrl.trainer.train_config import load_train_config
@@ -356,16 +424,18 @@ def eval_cmd(
         str | None, typer.Option(help="best | final | checkpoint-N | a path (default: best, else final).")
     ] = None,
 ) -> None:
-    """Evaluate a checkpoint of a run on its held-out split (greedy, rubric version 0, the eval judge)."""
+    """Evaluate a checkpoint of a run on its validation and test splits (greedy, rubric version 0, the eval judge)."""
     from harnessrl.trainer.run import evaluate_run
 
     res = evaluate_run(run_dir, checkpoint)
-    t = Table(title=f"Held-out evaluation of {res['checkpoint']} ({res['result'].tasks} tasks)", title_justify="left")
+    results = res["results"]
+    t = Table(title=f"Evaluation of {res['checkpoint']}", title_justify="left")
     t.add_column("domain")
-    t.add_column("score", justify="right")
-    for d, v in res["result"].per_domain.items():
-        t.add_row(d, f"{v:.3f}")
-    t.add_row("[bold]overall[/]", f"[bold]{res['result'].overall:.3f}[/]")
+    for split, r in results.items():
+        t.add_column(f"{split} ({r.tasks} tasks)", justify="right")
+    for d in sorted({d for r in results.values() for d in r.per_domain}):
+        t.add_row(d, *(f"{r.per_domain[d]:.3f}" if d in r.per_domain else "-" for r in results.values()))
+    t.add_row("[bold]overall[/]", *(f"[bold]{r.overall:.3f}[/]" for r in results.values()))
     console.print(t)
 
 

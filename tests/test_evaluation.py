@@ -194,10 +194,14 @@ def test_eval_run_defaults_to_final_then_best(run_dir):
     out = evaluate_run(run_dir.path)
     assert Path(out["checkpoint"]) == run_dir.checkpoints / "final"
     res = out["result"]
-    assert res.tasks == 3 and res.step == -1 and 0.0 <= res.overall <= 1.0
+    # the one held-out file is split per domain: soup and snow to test (reported), cake to validation
+    assert res.split == "test" and set(res.per_task) == {"h-soup", "h-snow"}
+    assert res.tasks == 2 and res.step == -1 and 0.0 <= res.overall <= 1.0
+    assert list(out["results"]["validation"].per_task) == ["h-cake"]
     rows = run_dir.read("eval.jsonl")
-    assert len(rows) == 1 and rows[0]["source"] == "harnessrl eval" and rows[0]["checkpoint"] == out["checkpoint"]
-    assert rows[0]["per_task"] == res.per_task
+    assert [r["split"] for r in rows] == ["validation", "test"]
+    assert all(r["source"] == "harnessrl eval" and r["checkpoint"] == out["checkpoint"] for r in rows)
+    assert rows[1]["per_task"] == res.per_task
 
     shutil.copytree(run_dir.checkpoints / "final", run_dir.checkpoints / "best")
     assert Path(evaluate_run(run_dir.path)["checkpoint"]).name == "best"
@@ -207,7 +211,7 @@ def test_eval_run_defaults_to_final_then_best(run_dir):
     assert out["result"].per_task == pytest.approx(res.per_task)
     out = evaluate_run(run_dir.path, str(run_dir.checkpoints / "final"))  # a path works too
     assert Path(out["checkpoint"]) == run_dir.checkpoints / "final"
-    assert len(run_dir.read("eval.jsonl")) == 4
+    assert len(run_dir.read("eval.jsonl")) == 4 * 2  # a row per split
 
 
 def test_eval_run_prefers_the_run_checkpoint_over_the_cwd(run_dir, tmp_path, monkeypatch):
@@ -233,7 +237,7 @@ def test_eval_run_errors(tmp_path, run_dir):
     with pytest.raises(HarnessRLError, match=r"no config\.yaml"):
         evaluate_run(tmp_path / "empty")
     cfg = _yaml(run_dir.config)
-    cfg["data"]["heldout"] = None
+    cfg["data"]["validation"] = cfg["data"]["test"] = None
     run_dir.write_config(TrainConfig.model_validate(cfg))
     with pytest.raises(HarnessRLError, match="no held-out data"):
         evaluate_run(run_dir.path)
@@ -241,7 +245,7 @@ def test_eval_run_errors(tmp_path, run_dir):
 
 def test_eval_run_rejects_shared_task_ids(run_dir):
     cfg = _yaml(run_dir.config)
-    shutil.copy(cfg["data"]["heldout"], cfg["data"]["train"])  # every held-out task now also trains
+    shutil.copy(cfg["data"]["test"], cfg["data"]["train"])  # every held-out task now also trains
     with pytest.raises(HarnessRLError, match="split off before training"):
         evaluate_run(run_dir.path)
     assert load_tasks(cfg["data"]["train"])

@@ -57,9 +57,11 @@ TRAIN_ROWS = [
     _task("sky", "nature", "Why is the sky blue?", "Sunlight scatters off air.", "Mentions scattered sunlight"),
     _task("rain", "nature", "Where does rain come from?", "Rain falls from clouds.", "Mentions clouds"),
 ]
-HELDOUT_ROWS = [
+HELDOUT_ROWS = [  # split alternately per domain: soup and snow to test, stew and fog to validation
     _task("h-soup", "food", "Name a soup.", "Tomato soup.", "Names a soup"),
     _task("h-snow", "nature", "What is snow?", "Frozen water falling from clouds.", "Says snow is frozen water"),
+    _task("h-stew", "food", "What goes in a stew?", "Meat and vegetables.", "Names a vegetable"),
+    _task("h-fog", "nature", "What is fog?", "A cloud near the ground.", "Says fog is a low cloud"),
 ]
 
 
@@ -171,6 +173,13 @@ def test_run_directory_is_complete(trained, train_tasks):
         assert 0.0 <= m["reward"] <= 1.0
         assert m["criteria/pass_rate/programmatic"] is not None
         assert m["judge/parse_fail_rate"] == 0.0
+        assert m["effective_group_ratio"] == pytest.approx(1 - m["frac_reward_zero_std/eps"])
+        # cumulative accounting: every training rollout, no discards (not DAPO), no trials (no evolution point)
+        assert m["rollouts/generated"] == m["step"] * 2 * G
+        assert m["rollouts/discarded"] == 0 and m["rollouts/trial"] == 0
+    # judge requests so far (training grading, reference answers): at least the steps' own
+    assert rows[0]["judge/calls_total"] >= rows[0]["judge/calls"] > 0
+    assert rows[1]["judge/calls_total"] >= rows[0]["judge/calls_total"] + rows[1]["judge/calls"]
 
     groups = [GroupRecord.model_validate(g) for g in run.read("steps.jsonl")]
     assert sorted(Counter(g.step for g in groups).items()) == [(1, 2), (2, 2)]  # 1-based, as in metrics.jsonl
@@ -192,11 +201,16 @@ def test_run_directory_is_complete(trained, train_tasks):
     assert sorted(r.member for r in rollouts) == sorted(list(range(G)) * 2)
 
     evals = run.read("eval.jsonl")
-    assert [e["step"] for e in evals] == [0, 2]
+    assert [(e["step"], e["split"]) for e in evals] == [(0, "validation"), (0, "test"), (2, "validation"), (2, "test")]
     assert all(set(e["per_domain"]) == {"food", "nature"} and e["tasks"] == 2 for e in evals)
+    assert {t for e in evals if e["split"] == "test" for t in e["per_task"]} == {"h-soup", "h-snow"}
+    assert {t for e in evals if e["split"] == "validation" for t in e["per_task"]} == {"h-stew", "h-fog"}
+    validation = [e for e in evals if e["split"] == "validation"]
+    evals = [e for e in evals if e["split"] == "test"]  # the reported curve
     best = run.read_json("best.json")
-    assert best["step"] in (0, 2)
-    assert best["overall"] == max(e["overall"] for e in evals)
+    assert best["step"] in (0, 2) and best["split"] == "validation"
+    assert best["overall"] == max(e["overall"] for e in validation)  # chosen on validation alone
+    assert best["test"]["overall"] == next(e["overall"] for e in evals if e["step"] == best["step"])
     if best["step"] == 2:
         assert (run.checkpoints / "best" / "model.safetensors").exists()
     assert (run.checkpoints / "final" / "model.safetensors").exists()
@@ -206,10 +220,21 @@ def test_run_directory_is_complete(trained, train_tasks):
     assert summary["steps"] == 2
     assert summary["eval_before"] == evals[0]["overall"] and summary["eval_after"] == evals[-1]["overall"]
     assert summary["reward_first"] == rows[0]["reward"] and summary["reward_last"] == rows[-1]["reward"]
+    assert summary["method"] == "harnessrl" and summary["evolver_enabled"] is True
+    assert summary["steps_to_best"] == best["step"]
+    assert summary["eval"]["validation"]["best"] == best["overall"]
+    assert summary["eval"]["test"]["at_best"] == best["test"]["overall"]
+    acc = summary["accounting"]
+    assert acc["rollouts_generated"] == summary["rollouts_generated"] == 2 * 2 * G
+    assert acc["judge_calls"] == summary["judge_calls"] >= rows[-1]["judge/calls_total"]
+    assert acc["wall_seconds"] == summary["wall_seconds"] and 0 <= acc["harness_overhead_share"] < 1
 
-    kinds = [e["kind"] for e in run.read("events.jsonl")]
+    events = run.read("events.jsonl")
+    kinds = [e["kind"] for e in events]
     assert kinds[0] == "run_start" and kinds[-1] == "run_end"
-    assert kinds.count("evaluation") == 2
+    assert events[0]["method"] == "harnessrl" and events[0]["evolver"] is True
+    assert events[0]["validation_tasks"] == events[0]["test_tasks"] == 2
+    assert kinds.count("evaluation") == 4
 
 
 def test_report_is_written(trained):
@@ -218,7 +243,7 @@ def test_report_is_written(trained):
     path = write_report(trained.run.path)
     assert path == trained.run.report and path.exists()
     text = path.read_text(encoding="utf-8")
-    assert "plots/training.png" in text and "Held-out evaluation" in text
+    assert "plots/training.png" in text and "Evaluation (validation chooses" in text
     assert (trained.run.plots / "training.png").stat().st_size > 1000
 
 
@@ -241,8 +266,10 @@ def test_evaluate_run_on_a_run(trained):
     out = evaluate_run(run.path)
     assert Path(out["checkpoint"]).name == default
     assert out["result"].tasks == 2 and 0.0 <= out["result"].overall <= 1.0
+    assert out["result"] is out["results"]["test"] and set(out["results"]) == {"validation", "test"}
     rows = run.read("eval.jsonl")
-    assert len(rows) == n_before + 1 and rows[-1]["source"] == "harnessrl eval"
+    assert len(rows) == n_before + 2 and all(r["source"] == "harnessrl eval" for r in rows[-2:])
+    assert [r["split"] for r in rows[-2:]] == ["validation", "test"]
     with pytest.raises(HarnessRLError, match="no checkpoint 'checkpoint-99'") as e:
         evaluate_run(run.path, "checkpoint-99")
     assert "final" in str(e.value) and "checkpoint-2" in str(e.value)
@@ -258,7 +285,8 @@ def test_resume_continues_with_the_saved_harness(trained, tmp_path, train_tasks)
     harness.save(copy / "harness.json")
     versions = harness.versions
 
-    config = _config(copy, trained.config.model, trained.config.data.model_dump(), max_steps=3)
+    data = trained.config.data
+    config = _config(copy, trained.config.model, {"train": data.train, "heldout": data.test}, max_steps=3)
     summary = train(config, resume=True)
     assert summary.steps == 3
     assert Harness.load(copy / "harness.json", train_tasks).versions == versions
@@ -271,6 +299,7 @@ def test_resume_continues_with_the_saved_harness(trained, tmp_path, train_tasks)
         if g.step == 3 and g.task_id == "rain":
             assert g.guided == 1 and g.guidance == "Think of clouds."
     evals = [e for e in RunDir(copy, create=False).read("eval.jsonl") if e.get("source") != "harnessrl eval"]
+    evals = [e for e in evals if e["split"] == "test"]
     assert [e["step"] for e in evals] == [0, 2, 3]
     assert summary.eval_after == evals[-1]["overall"]
     assert (
@@ -379,6 +408,7 @@ def test_step_record_keeps_each_group_apart(train_tasks):
     tr.rubric_reward = RubricReward(RubricJudge(WordBackend()), harness)
     tr.recorder = Recorder(None)
     tr.zero_std_eps = 0.02
+    tr.accounting = dict.fromkeys(HarnessGRPOTrainer.ACCOUNTING, 0)
     tr._metrics = {"train": defaultdict(list)}
     tr._reference_rewards = {}
     seen = []
@@ -652,7 +682,7 @@ def test_overrides_parse_values(tmp_path):
         ],
     )
     assert config.grpo.max_steps == 7 and config.grpo.learning_rate == 1e-5
-    assert config.eval.every_steps is None and config.data.heldout is None
+    assert config.eval.every_steps is None and config.data.validation is None and config.data.test is None
     assert config.grpo.temperature == 0.9 and config.eval.before_training is False
     assert config.report_to == ["wandb"] and config.grpo.extra == {"warmup_steps": 2}
     assert config.run_dir == "runs/x=y"

@@ -3,9 +3,10 @@
 from harnessrl.interfaces.guidance import GuidanceRule, RolloutGuidance, SetGuidance, guided_count
 from harnessrl.interfaces.harness import Harness, HarnessUpdate, parse_update
 from harnessrl.interfaces.rubric import EditRubric, RubricCriteria, RubricVersion
-from harnessrl.interfaces.sampling import ReweightTasks, TaskSampling
+from harnessrl.interfaces.sampling import DifficultyFilterSettings, ReweightTasks, TaskSampling
 
 __all__ = [
+    "DifficultyFilterSettings",
     "EditRubric",
     "GuidanceRule",
     "Harness",

@@ -6,20 +6,34 @@ active task's share at least ``floor / n_active`` so nothing starves. The draw f
 function of (seed, step, state), so every process of a multi-process run draws the same tasks and
 takes its own slice, and TRL's grouping (each task repeated ``num_generations`` times) is built on
 top by the trainer.
+
+*Online difficulty filtering* (ODF, the ``odf`` training method) is a fixed policy of this interface,
+not a separate sampler: a :class:`DifficultyFilter` in the sampling state keeps each task's recent
+group mean rewards (fed from the trainer's step records through :meth:`TaskSampling.observe`) and
+makes a task ineligible while that mean lies outside a band; a skipped task is re-probed once after
+``reprobe_after`` steps. The draw stays a pure function of (seed, step, state).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections import defaultdict
+from collections.abc import Collection, Iterable, Sequence
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from harnessrl.errors import ConfigError
 from harnessrl.interfaces.base import AppliedUpdate, InterfaceUpdate
 
-__all__ = ["ReweightTasks", "TaskSampling", "TaskSamplingState", "TaskStatus"]
+__all__ = [
+    "DifficultyFilter",
+    "DifficultyFilterSettings",
+    "ReweightTasks",
+    "TaskSampling",
+    "TaskSamplingState",
+    "TaskStatus",
+]
 
 TaskStatus = Literal["active", "parked", "retired"]
 
@@ -45,8 +59,66 @@ class ReweightTasks(InterfaceUpdate):
         return self
 
 
+class DifficultyFilterSettings(BaseModel):
+    """Online difficulty filtering: train only on tasks whose recent mean reward lies in [low, high].
+
+    The default band [0.2, 0.8]: a group of rewards in [0, 1] with mean m has a variance of at most
+    m(1 - m), which falls below 0.16 (std 0.4) outside the band and to 0 at its ends, so a task whose
+    groups average outside it can give little advantage signal whatever the policy samples; for
+    pass/fail rubrics the band is a pass-rate band. Tasks never seen are eligible (their first draw is
+    the probe)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    window: int = Field(default=4, ge=1, description="A task's last N groups define its recent mean reward.")
+    low: float = Field(default=0.2, ge=0, le=1, description="Skip a task whose recent mean reward is below this.")
+    high: float = Field(default=0.8, ge=0, le=1, description="Skip a task whose recent mean reward is above this.")
+    reprobe_after: int = Field(default=10, ge=1, description="Steps a skipped task waits before one re-probe.")
+
+    @model_validator(mode="after")
+    def _band(self):
+        if self.low > self.high:
+            raise ValueError(f"odf.low ({self.low}) must not exceed odf.high ({self.high})")
+        return self
+
+
+class DifficultyFilter(BaseModel):
+    """ODF state: each task's recent group means, and the step each skipped task left the band."""
+
+    settings: DifficultyFilterSettings = Field(default_factory=DifficultyFilterSettings)
+    recent: dict[str, list[float]] = Field(default_factory=dict, description="Last `window` group means.")
+    skipped_at: dict[str, int] = Field(default_factory=dict, description="Task -> step it was found out of band.")
+    reprobes: int = 0
+
+    def eligible(self, task_id: str, step: int) -> bool:
+        """In the band, never seen, or skipped long enough ago to be re-probed."""
+        at = self.skipped_at.get(task_id)
+        return at is None or step >= at + self.settings.reprobe_after
+
+    def recent_mean(self, task_id: str) -> float | None:
+        vals = self.recent.get(task_id)
+        return float(np.mean(vals)) if vals else None
+
+    def observe(self, step: int, groups: Iterable[tuple[str, float | None]]) -> None:
+        """Take a step's (task id, group mean reward) pairs; a group with no reward (None) says nothing."""
+        by_task: dict[str, list[float]] = defaultdict(list)
+        for task_id, mean in groups:
+            if mean is not None and mean == mean:
+                by_task[task_id].append(float(mean))
+        cfg = self.settings
+        for task_id, means in by_task.items():
+            if task_id in self.skipped_at:  # drawn again after being skipped: judged on the new groups alone
+                del self.skipped_at[task_id]
+                self.recent[task_id] = []
+                self.reprobes += 1
+            self.recent[task_id] = (self.recent.get(task_id, []) + means)[-cfg.window :]
+            m = self.recent_mean(task_id)
+            if m is not None and not cfg.low <= m <= cfg.high:
+                self.skipped_at[task_id] = step
+
+
 class TaskSamplingState(BaseModel):
-    """Serializable state: weights, status, park deadlines, version and history."""
+    """Serializable state: weights, status, park deadlines, version and history (and ODF's, when on)."""
 
     weights: dict[str, float]
     status: dict[str, TaskStatus]
@@ -54,6 +126,7 @@ class TaskSamplingState(BaseModel):
     floor: float = 0.1
     version: int = 0
     history: list[AppliedUpdate] = Field(default_factory=list)
+    difficulty_filter: DifficultyFilter | None = None
 
 
 def _with_floor(w: np.ndarray, floor: float) -> np.ndarray:
@@ -105,26 +178,69 @@ class TaskSampling:
         return s
 
     def probabilities(self, step: int, weights: dict[str, float] | None = None) -> dict[str, float]:
-        """Sampling probability of each task at ``step`` (0 for parked and retired tasks)."""
+        """Sampling probability of each task at ``step`` (0 for parked and retired tasks, and for tasks
+        the difficulty filter skips)."""
         weights = weights or self.state.weights
         active = [t for t in weights if self.status_at(t, step) == "active"]
         if not active:  # everything parked or retired: fall back to the parked ones rather than stop
             active = [t for t in weights if self.state.status[t] != "retired"] or list(weights)
+        odf = self.state.difficulty_filter
+        if odf is not None:
+            eligible = [t for t in active if odf.eligible(t, step)]
+            if not eligible:  # every task out of band: re-probe the ones due soonest rather than stop
+                due = min(odf.skipped_at[t] for t in active)
+                eligible = [t for t in active if odf.skipped_at[t] == due]
+            active = eligible
         w = np.array([weights[t] for t in active], dtype=float)
         p = _with_floor(w, self.state.floor / len(active))
         probs = dict.fromkeys(weights, 0.0)
         probs.update(zip(active, p.tolist(), strict=True))
         return probs
 
-    def sample(self, n: int, step: int) -> list[str]:
-        """``n`` tasks for ``step``: distinct while enough tasks are eligible; the same on every process."""
+    def sample(self, n: int, step: int, draw: int = 0, exclude: Collection[str] = ()) -> list[str]:
+        """``n`` tasks for ``step``: distinct while enough tasks are eligible; the same on every process.
+
+        ``draw`` > 0 is a further draw within the same step (DAPO's refill), with its own random stream;
+        ``exclude`` leaves out tasks already drawn this step while enough others are eligible."""
         probs = self.probabilities(step)
         ids = [t for t, p in probs.items() if p > 0]
+        rest = [t for t in ids if t not in exclude]
         p = np.array([probs[t] for t in ids])
-        rng = np.random.default_rng([self.seed, step])
+        if exclude and len(rest) >= n:
+            ids, p = rest, np.array([probs[t] for t in rest])
+            p = p / p.sum()
+        rng = np.random.default_rng([self.seed, step] if draw == 0 else [self.seed, step, draw])
         if n <= len(ids):
             return [ids[i] for i in rng.choice(len(ids), size=n, replace=False, p=p)]
         return [ids[i] for i in rng.choice(len(ids), size=n, replace=True, p=p)]
+
+    # ------------------------------------------------------------------ online difficulty filtering
+    def set_difficulty_filter(self, settings: DifficultyFilterSettings | None) -> None:
+        """Turn ODF on with ``settings`` (keeping any history it has, e.g. after a resume), or off (None)."""
+        if settings is None:
+            self.state.difficulty_filter = None
+        elif self.state.difficulty_filter is None:
+            self.state.difficulty_filter = DifficultyFilter(settings=settings)
+        else:
+            self.state.difficulty_filter.settings = settings
+
+    def observe(self, step: int, groups: Iterable[tuple[str, float | None]]) -> None:
+        """A trained step's (task id, group mean reward) pairs; only the difficulty filter keeps them."""
+        if self.state.difficulty_filter is not None:
+            self.state.difficulty_filter.observe(step, groups)
+
+    def metrics(self, step: int) -> dict[str, float]:
+        """``odf/*`` counts at ``step`` when the difficulty filter is on: tasks eligible, skipped, re-probes."""
+        odf = self.state.difficulty_filter
+        if odf is None:
+            return {}
+        active = [t for t in self.state.weights if self.status_at(t, step) == "active"]
+        eligible = sum(odf.eligible(t, step) for t in active)
+        return {
+            "odf/eligible_tasks": float(eligible),
+            "odf/skipped": float(len(active) - eligible),
+            "odf/reprobes": float(odf.reprobes),
+        }
 
     def preview(self, update: ReweightTasks, step: int) -> dict[str, float]:
         """Sampling probabilities if ``update`` were applied (for trials; changes nothing)."""

@@ -1,18 +1,19 @@
-"""Trainer callbacks: metrics.jsonl, the rich progress display, held-out evaluation with best checkpoint."""
+"""Trainer callbacks: metrics.jsonl, the rich progress display, evaluation (validation chooses the best
+checkpoint, test is only reported)."""
 
 from __future__ import annotations
 
 import logging
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from transformers import TrainerCallback
 
 from harnessrl.data.schema import Task
-from harnessrl.trainer.evaluation import EvalResult, evaluate_policy
+from harnessrl.trainer.evaluation import EvalResult, EvalSplit, evaluate_policy
 from harnessrl.trainer.judges.base import RubricJudge
 from harnessrl.trainer.run_dir import RunDir
 
@@ -83,16 +84,20 @@ class ProgressCallback(TrainerCallback):
 
 
 class EvalCallback(TrainerCallback):
-    """Held-out evaluation before training, every ``every_steps`` and at the end; keeps the best checkpoint.
+    """Evaluation before training, every ``every_steps`` and at the end, on each split; keeps the best checkpoint.
 
-    The best checkpoint (highest overall held-out score) is saved to ``checkpoints/best`` and the step
-    it was reached at to ``best.json``.
+    Each evaluation point evaluates the validation split, then the test split (greedy, rubric version 0,
+    the eval judge), one ``eval.jsonl`` row each with its ``split``. The best checkpoint is chosen on
+    validation alone (highest overall score; the earliest step on a tie): it is saved to
+    ``checkpoints/best`` and described in ``best.json`` (its step, validation scores, and the test
+    scores at that step, which are reported, never used to choose). Without a validation split no best
+    checkpoint is chosen.
     """
 
     def __init__(
         self,
         run_dir: RunDir,
-        tasks: Sequence[Task],
+        splits: Mapping[EvalSplit, Sequence[Task]],
         judge: RubricJudge,
         *,
         every_steps: int | None,
@@ -102,7 +107,8 @@ class EvalCallback(TrainerCallback):
         console: Console | None = None,
     ):
         self.run_dir = run_dir
-        self.tasks = list(tasks)
+        # validation first: best.json is written once the point's test score is known too
+        self.splits = {name: list(splits[name]) for name in ("validation", "test") if splits.get(name)}
         self.judge = judge
         self.every_steps = every_steps
         self.before_training = before_training
@@ -117,35 +123,55 @@ class EvalCallback(TrainerCallback):
         self.best: dict | None = best
         self.trainer = None  # set by the run, for saving the best model
 
-    def _run(self, model, tokenizer, step: int) -> EvalResult:
+    def split_results(self, split: EvalSplit) -> list[EvalResult]:
+        """This split's evaluations so far, in step order."""
+        return [r for r in self.results if r.split == split]
+
+    def _evaluate(self, model, tokenizer, split: EvalSplit, step: int) -> EvalResult:
         res = evaluate_policy(
             model,
             tokenizer,
-            self.tasks,
+            self.splits[split],
             self.judge,
             step=step,
             max_new_tokens=self.max_new_tokens,
             batch_size=self.batch_size,
+            split=split,
         )
         self.results.append(res)
         self.run_dir.append("eval.jsonl", res.model_dump(), sync=True)
-        self.run_dir.event("evaluation", step=step, overall=res.overall, per_domain=res.per_domain)
+        self.run_dir.event("evaluation", step=step, split=split, overall=res.overall, per_domain=res.per_domain)
         if self.console:
             self.console.log(
-                f"held-out eval @ step {step}: {res.overall:.3f} "
+                f"{split} eval @ step {step}: {res.overall:.3f} "
                 + " ".join(f"{d}={v:.2f}" for d, v in res.per_domain.items())
                 + f" ({res.seconds:.0f}s)"
             )
-        if self.best is None or res.overall > self.best["overall"]:
-            self.best = {"step": step, "overall": res.overall, "per_domain": res.per_domain}
+        return res
+
+    def _run(self, model, tokenizer, step: int) -> dict[str, EvalResult]:
+        out = {}
+        for split in self.splits:
+            done = next((r for r in self.results if r.split == split and r.step == step), None)
+            out[split] = done or self._evaluate(model, tokenizer, split, step)
+        val = out.get("validation")
+        if val is not None and (self.best is None or val.overall > self.best["overall"]):
+            test = out.get("test")
+            self.best = {
+                "step": step,
+                "split": "validation",
+                "overall": val.overall,
+                "per_domain": val.per_domain,
+                "test": {"overall": test.overall, "per_domain": test.per_domain} if test else None,
+            }
             if self.trainer is not None and step > 0:
                 self.trainer.save_model(str(self.run_dir.checkpoints / "best"))
                 self.best["checkpoint"] = str(self.run_dir.checkpoints / "best")
             self.run_dir.write_json("best.json", self.best)
-        return res
+        return out
 
     def _evaluated(self, step: int) -> bool:
-        return any(r.step == step for r in self.results)
+        return all(any(r.split == split and r.step == step for r in self.results) for split in self.splits)
 
     def on_train_begin(self, args, state, control, model=None, processing_class=None, **kwargs):
         if self.before_training and state.global_step == 0 and not self._evaluated(0) and state.is_world_process_zero:

@@ -11,6 +11,7 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Sequence
+from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -18,15 +19,20 @@ from pydantic import BaseModel, Field
 from harnessrl.data.schema import Task
 from harnessrl.trainer.judges.base import RubricJudge, RubricRequest
 
-__all__ = ["EvalResult", "evaluate_policy", "generate_greedy"]
+__all__ = ["EvalResult", "EvalSplit", "evaluate_policy", "generate_greedy"]
 
 logger = logging.getLogger(__name__)
 
 
+EvalSplit = Literal["validation", "test"]
+"""Validation chooses the best checkpoint; test is only reported."""
+
+
 class EvalResult(BaseModel):
-    """Scores on the held-out tasks: overall (mean over tasks), per domain, per task."""
+    """Scores on one evaluation split: overall (mean over tasks), per domain, per task."""
 
     step: int
+    split: EvalSplit | None = Field(default=None, description="None: a row from before the splits existed.")
     overall: float
     per_domain: dict[str, float]
     per_task: dict[str, float | None]
@@ -84,6 +90,7 @@ def evaluate_policy(
     max_new_tokens: int,
     batch_size: int = 16,
     keep_samples: int = 5,
+    split: EvalSplit | None = None,
 ) -> EvalResult:
     """Generate greedily for every held-out task and grade with its version-0 rubric."""
     t0 = time.perf_counter()
@@ -101,6 +108,7 @@ def evaluate_policy(
     ]
     return EvalResult(
         step=step,
+        split=split,
         overall=float(np.mean(scored)) if scored else float("nan"),
         per_domain={d: float(np.mean(v)) for d, v in sorted(by_domain.items())},
         per_task=per_task,

@@ -2,9 +2,11 @@
 
 A :class:`GroupRecord` (one task's group at one step: rewards, std, per-criterion verdicts, lengths,
 guidance used, rubric version) is what the failure detectors and the training memory read; it is
-appended to ``steps.jsonl`` as soon as the step is scored. The rollouts themselves (completion text
-and verdicts) are kept for the last ``keep_steps`` steps, in memory and under ``rollouts/``, so a
-critic can re-grade on-policy samples with a candidate rubric without generating anything.
+appended to ``steps.jsonl`` as soon as the step is scored. Only groups the step trained on go there:
+the groups DAPO's dynamic sampling generated and dropped go to ``discarded_groups.jsonl``. The
+rollouts themselves (completion text and verdicts) are kept for the last ``keep_steps`` steps, in
+memory and under ``rollouts/``, so a critic can re-grade on-policy samples with a candidate rubric
+without generating anything.
 """
 
 from __future__ import annotations
@@ -72,7 +74,10 @@ class GroupRecord(BaseModel):
 
 class StepRecord(BaseModel):
     step: int
-    groups: list[GroupRecord]
+    groups: list[GroupRecord] = Field(description="The groups the step trained on.")
+    discarded: list[GroupRecord] = Field(
+        default_factory=list, description="Groups generated and dropped (DAPO's dynamic sampling)."
+    )
     seconds: dict[str, float] = Field(default_factory=dict)
 
 
@@ -108,6 +113,10 @@ class Recorder:
             with open_append(self.run_dir / "steps.jsonl") as f:
                 for g in step.groups:
                     f.write(g.model_dump_json() + "\n")
+            if step.discarded:
+                with open_append(self.run_dir / "discarded_groups.jsonl") as f:
+                    for g in step.discarded:
+                        f.write(g.model_dump_json() + "\n")
             path = self.run_dir / "rollouts" / f"step_{step.step:06d}.jsonl"
             with open(path, "w", encoding="utf-8") as f:
                 for r in rollouts:

@@ -22,10 +22,11 @@ logger = logging.getLogger(__name__)
 
 
 def print_summary(summary, console: Console) -> None:
-    """The end-of-run table: steps, time and its breakdown, rewards, held-out scores, best checkpoint."""
+    """The end-of-run table: method, steps, time and its breakdown, rewards, test scores, best checkpoint."""
     t = Table(title=f"Run summary — {summary.run_dir}", title_justify="left", show_header=False)
     t.add_column("what")
     t.add_column("value", justify="right")
+    t.add_row("method", f"{summary.method} (evolver {'on' if summary.evolver_enabled else 'off'})")
     t.add_row("steps", str(summary.steps))
     t.add_row("wall time", f"{summary.wall_seconds / 60:.1f} min")
     total = summary.timings.get("step_total", 0.0)
@@ -37,9 +38,21 @@ def print_summary(summary, console: Console) -> None:
         t.add_row("  per step", f"{total / summary.steps:.1f} s")
     fmt = lambda v: "n/a" if v is None else f"{v:.3f}"  # noqa: E731
     t.add_row("train reward first → last step", f"{fmt(summary.reward_first)} → {fmt(summary.reward_last)}")
-    t.add_row("held-out score before → after", f"{fmt(summary.eval_before)} → {fmt(summary.eval_after)}")
+    t.add_row("test score before → after", f"{fmt(summary.eval_before)} → {fmt(summary.eval_after)}")
     if summary.best:
-        t.add_row("best held-out score", f"{summary.best['overall']:.3f} at step {summary.best['step']}")
+        test = (summary.best.get("test") or {}).get("overall")
+        t.add_row(
+            "best validation score",
+            f"{summary.best['overall']:.3f} at step {summary.best['step']} (test there: {fmt(test)})",
+        )
+    acc = summary.accounting or {}
+    if acc:
+        t.add_row(
+            "rollouts generated / discarded / trial",
+            f"{acc.get('rollouts_generated', 0):.0f} / {acc.get('rollouts_discarded', 0):.0f} / "
+            f"{acc.get('rollouts_trial', 0):.0f}",
+        )
+        t.add_row("judge calls (incl. trials)", f"{acc.get('judge_calls', 0):.0f}")
     failures = summary.extra.get("failures") or {}
     t.add_row("reward failures detected", ", ".join(f"{k} {v}" for k, v in sorted(failures.items())) or "none")
     secs = summary.extra.get("monitor_seconds") or {}
@@ -92,12 +105,27 @@ def write_plots(run: RunDir) -> list[Path]:
     ax.set_xlabel("step")
     ax = axes[1][1]
     if evals:
-        steps = [e["step"] for e in evals]
-        ax.plot(steps, [e["overall"] for e in evals], marker="o", label="overall", linewidth=2)
-        for d in sorted({d for e in evals for d in e["per_domain"]}):
-            ax.plot(steps, [e["per_domain"].get(d) for e in evals], marker=".", alpha=0.6, label=d)
+        splits = sorted({e.get("split") for e in evals}, key=lambda s: (s is None, s or ""))
+        for split in splits:
+            rows = [e for e in evals if e.get("split") == split]
+            ax.plot(
+                [e["step"] for e in rows],
+                [e["overall"] for e in rows],
+                marker="o",
+                label=f"{split or 'held-out'} overall",
+                linewidth=2,
+            )
+        reported = [e for e in evals if e.get("split") == splits[-1]]  # per domain: test (or the only split)
+        for d in sorted({d for e in reported for d in e["per_domain"]}):
+            ax.plot(
+                [e["step"] for e in reported],
+                [e["per_domain"].get(d) for e in reported],
+                marker=".",
+                alpha=0.6,
+                label=f"{splits[-1] or 'held-out'}: {d}",
+            )
         ax.legend(fontsize=7)
-    ax.set_title("Held-out score (rubric v0, greedy)")
+    ax.set_title("Evaluation score (rubric v0, greedy)")
     ax.set_xlabel("step")
     fig.tight_layout()
     path = run.plots / "training.png"
@@ -172,9 +200,13 @@ def update_stories(events: list[dict], groups: list[dict]) -> str:
             elif e["kind"] == "trial":
                 r = e.get("result") or {}
                 cost = r.get("cost") or {}
+                adv = r.get("advantage_effect")
+                adv_txt = f", largest change to a rollout's advantage {adv}" if adv is not None else ""
+                thr = f", smallest effect worth a change {r.get('threshold')}" if r.get("threshold") is not None else ""
                 out.append(
                     f"<li><b>Trial</b> on the frozen policy: {html.escape(str(r.get('metric')))} "
-                    f"{r.get('baseline')} → {r.get('candidate')}, interval [{r.get('ci_low')}, {r.get('ci_high')}] "
+                    f"{r.get('baseline')} → {r.get('candidate')}, interval [{r.get('ci_low')}, {r.get('ci_high')}]"
+                    f"{thr}{adv_txt} "
                     f"— <b>{'accepted' if r.get('accepted') else 'rejected'}</b>: {html.escape(str(r.get('reason')))} "
                     f"(cost: {cost.get('rollouts')} rollouts, {cost.get('judge_calls')} judge calls, "
                     f"{cost.get('seconds')} s)</li>"
@@ -222,12 +254,23 @@ def write_report(run_dir: str | Path) -> Path:
             ["wall time (min)", f"{summary.get('wall_seconds', 0) / 60:.1f}"],
             *[[f"seconds in {k}", f"{v:.0f}"] for k, v in t.items()],
             ["train reward first → last", f"{summary.get('reward_first')} → {summary.get('reward_last')}"],
-            ["held-out before → after", f"{summary.get('eval_before')} → {summary.get('eval_after')}"],
+            ["test before → after", f"{summary.get('eval_before')} → {summary.get('eval_after')}"],
         ]
+        if summary.get("method"):
+            rows.insert(0, ["method", summary["method"]])
+        acc = summary.get("accounting") or {}
+        for k in ("rollouts_generated", "rollouts_discarded", "rollouts_trial", "judge_calls"):
+            if k in acc:
+                rows.append([k.replace("_", " "), f"{acc[k]:.0f}"])
+        if acc.get("harness_overhead_share") is not None:
+            rows.append(["harness overhead (share of wall time)", f"{acc['harness_overhead_share']:.1%}"])
         parts.append("<h2>Summary</h2>" + _table(rows, ["", ""]))
     if best:
+        test = (best.get("test") or {}).get("overall")
         parts.append(
-            f"<p>Best held-out score <b>{best['overall']:.3f}</b> at step <b>{best['step']}</b>"
+            f"<p>Best {html.escape(best.get('split', 'held-out'))} score <b>{best['overall']:.3f}</b> at step "
+            f"<b>{best['step']}</b>"
+            + (f"; test score there <b>{test:.3f}</b>" if test is not None else "")
             + (f" (saved in {html.escape(best.get('checkpoint', ''))})" if best.get("checkpoint") else "")
             + "</p>"
         )
@@ -236,10 +279,18 @@ def write_report(run_dir: str | Path) -> Path:
     if evals:
         domains = sorted({d for e in evals for d in e["per_domain"]})
         rows = [
-            [e["step"], f"{e['overall']:.3f}", *[f"{e['per_domain'].get(d, float('nan')):.3f}" for d in domains]]
+            [
+                e["step"],
+                e.get("split") or "held-out",
+                f"{e['overall']:.3f}",
+                *[f"{e['per_domain'].get(d, float('nan')):.3f}" for d in domains],
+            ]
             for e in evals
         ]
-        parts.append("<h2>Held-out evaluation</h2>" + _table(rows, ["step", "overall", *domains]))
+        parts.append(
+            "<h2>Evaluation (validation chooses the best checkpoint; test is only reported)</h2>"
+            + _table(rows, ["step", "split", "overall", *domains])
+        )
     parts.append(
         "<h2>Harness</h2><p>Interface versions: " + html.escape(json.dumps(harness.get("versions", {}))) + "</p>"
     )

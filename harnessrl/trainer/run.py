@@ -3,6 +3,11 @@
 ``train`` validates everything (data, config, model) before the first step, writes the resolved
 config into the run directory, and resumes from the directory's last checkpoint and saved harness
 when asked to.
+
+``method`` selects what varies between the compared methods, all through the same trainer, data,
+judge, evaluation and accounting: ``harnessrl`` starts the evolver; ``fixed``, ``dapo`` and ``odf``
+never do (detectors and memory stay on); ``dapo`` turns on the trainer's dynamic sampling, ``odf``
+the task-sampling interface's difficulty filter.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ import logging
 import shutil
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,7 +29,15 @@ from harnessrl.interfaces.harness import Harness
 from harnessrl.trainer.run_dir import RunDir
 from harnessrl.trainer.train_config import TrainConfig
 
-__all__ = ["RunSummary", "build_grpo_config", "evaluate_run", "load_run_tasks", "train"]
+__all__ = [
+    "RunSummary",
+    "RunTasks",
+    "build_grpo_config",
+    "evaluate_run",
+    "load_run_tasks",
+    "split_alternating",
+    "train",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +54,11 @@ class RunSummary:
     reward_first: float | None
     reward_last: float | None
     extra: dict[str, Any] = field(default_factory=dict)
+    method: str = "harnessrl"
+    evolver_enabled: bool = True
+    steps_to_best: int | None = None
+    eval: dict[str, Any] = field(default_factory=dict)
+    accounting: dict[str, Any] = field(default_factory=dict)
 
 
 def _first_per_domain(tasks: list[Task], n: int | None) -> list[Task]:
@@ -54,22 +73,147 @@ def _first_per_domain(tasks: list[Task], n: int | None) -> list[Task]:
     return out
 
 
-def load_run_tasks(config: TrainConfig) -> tuple[list[Task], list[Task]]:
-    """Train and held-out tasks, validated; the two sets must not share a task id."""
+def split_alternating(tasks: Sequence[Task]) -> tuple[list[Task], list[Task]]:
+    """(test, validation): within each domain in file order, the 1st, 3rd, ... task to test, the 2nd,
+    4th, ... to validation. Deterministic, balanced across domains, and test keeps the odd one out."""
+    seen: Counter[str] = Counter()
+    test, validation = [], []
+    for t in tasks:
+        (test if seen[t.domain] % 2 == 0 else validation).append(t)
+        seen[t.domain] += 1
+    return test, validation
+
+
+@dataclass
+class RunTasks:
+    """A run's tasks: training, validation (chooses the best checkpoint), test (only reported)."""
+
+    train: list[Task]
+    validation: list[Task]
+    test: list[Task]
+
+    @property
+    def eval_splits(self) -> dict[str, list[Task]]:
+        """The evaluation splits that have tasks, validation first."""
+        return {name: ts for name, ts in (("validation", self.validation), ("test", self.test)) if ts}
+
+
+def load_run_tasks(config: TrainConfig) -> RunTasks:
+    """Train, validation and test tasks, validated; no two of them may share a task id."""
     d = config.data
     train_path = bundled_path("train") if d.train == "bundled" else Path(d.train)
     train = load_tasks(train_path, d.format, default_domain=d.domain)
-    heldout: list[Task] = []
-    if d.heldout:
-        held_path = bundled_path("heldout") if d.heldout == "bundled" else Path(d.heldout)
-        heldout = load_tasks(held_path, d.format, default_domain=d.domain)
-    shared = {t.id for t in train} & {t.id for t in heldout}
-    if shared:
-        raise HarnessRLError(
-            f"{len(shared)} task id(s) are both in the training and the held-out data (e.g. {sorted(shared)[:3]}): "
-            "held-out tasks must be split off before training"
+    paths = {
+        name: (bundled_path("heldout") if value == "bundled" else Path(value)) if value else None
+        for name, value in (("validation", d.validation), ("test", d.test))
+    }
+    same_file = paths["validation"] is not None and paths["test"] is not None
+    same_file = same_file and paths["validation"].resolve() == paths["test"].resolve()  # type: ignore[union-attr]
+    splits: dict[str, list[Task]] = {}
+    for name, path in paths.items():
+        if path is None:
+            splits[name] = []
+            continue
+        tasks = load_tasks(path, d.format, default_domain=d.domain)
+        if same_file or getattr(d, name) == "bundled":
+            test, validation = split_alternating(tasks)
+            tasks = validation if name == "validation" else test
+            if not tasks:
+                raise ConfigError(
+                    f"splitting {path} into validation and test left no {name} tasks (a domain needs at least "
+                    f"two tasks to give one to each): name a separate data.{name} file, or set data.{name}=null"
+                )
+        splits[name] = tasks
+    named = {"training": train, **splits}
+    names = list(named)
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            shared = {t.id for t in named[a]} & {t.id for t in named[b]}
+            if shared:
+                hint = (
+                    "evaluation tasks must be split off before training"
+                    if a == "training"
+                    else "validation and test must not overlap"
+                )
+                raise HarnessRLError(
+                    f"{len(shared)} task id(s) are both in the {a} and the {b} data (e.g. {sorted(shared)[:3]}): {hint}"
+                )
+    return RunTasks(
+        train=_first_per_domain(train, d.tasks_per_domain),
+        validation=_first_per_domain(splits["validation"], d.validation_per_domain),
+        test=_first_per_domain(splits["test"], d.test_per_domain),
+    )
+
+
+def _method_settings(config: TrainConfig) -> dict[str, Any]:
+    """The resolved settings of the run's method (for run_start)."""
+    if config.method == "dapo":
+        return {"eps": config.dapo_eps, "max_extra_groups": config.dapo_max_extra_groups}
+    if config.method == "odf":
+        return config.odf.model_dump()
+    if config.method == "harnessrl":
+        return {
+            "backend": config.evolver.backend,
+            "mode": config.evolver.mode,
+            "every_steps": config.evolver.every_steps,
+        }
+    return {}
+
+
+def _describe_method(config: TrainConfig) -> str:
+    s = _method_settings(config)
+    if config.method == "dapo":
+        return (
+            f"plain GRPO with DAPO dynamic sampling (drop groups with reward std < {s['eps']}, "
+            f"refill with up to {s['max_extra_groups']} extra groups a step); the harness never changes"
         )
-    return _first_per_domain(train, d.tasks_per_domain), _first_per_domain(heldout, d.heldout_per_domain)
+    if config.method == "odf":
+        return (
+            f"plain GRPO with online difficulty filtering (train on tasks whose mean reward over their last "
+            f"{s['window']} groups is in [{s['low']}, {s['high']}]; re-probe skipped ones after "
+            f"{s['reprobe_after']} steps); the harness never changes"
+        )
+    if config.method == "fixed":
+        return "plain GRPO; the harness never changes (detectors and memory stay on)"
+    return f"the evolving harness ({s['backend']} evolver, {s['mode']}, every {s['every_steps']} steps)"
+
+
+class _DifficultyFeed:
+    """Step listener of ``odf`` runs: each trained step's group means go to the task-sampling interface's
+    difficulty filter (on every process, so every process draws the same), which is saved with the harness."""
+
+    def __init__(self, harness: Harness, run: RunDir | None):
+        self.harness, self.run = harness, run
+
+    def __call__(self, record) -> None:
+        self.harness.sampling.observe(record.step, [(g.task_id, g.mean) for g in record.groups])
+        if self.run is not None:
+            self.harness.save(self.run.harness)
+
+
+def _eval_summary(eval_cb, best: dict | None) -> dict[str, Any]:
+    """Per split: the score before training, at the end, and (test) at the best-validation step."""
+    out: dict[str, Any] = {}
+    for split in eval_cb.splits:
+        rows = eval_cb.split_results(split)
+        if not rows:
+            continue
+        final = rows[-1]
+        entry: dict[str, Any] = {
+            "before": next((r.overall for r in rows if r.step == 0), None),
+            "final": final.overall,
+            "final_step": final.step,
+            "final_per_domain": final.per_domain,
+        }
+        if split == "validation":
+            entry["best"] = best["overall"] if best else None
+            entry["best_step"] = best["step"] if best else None
+        elif best is not None:
+            at = next((r for r in rows if r.step == best["step"]), None)
+            entry["at_best"] = at.overall if at else None
+            entry["at_best_per_domain"] = at.per_domain if at else None
+        out[split] = entry
+    return out
 
 
 def _device(config: TrainConfig) -> str:
@@ -136,14 +280,24 @@ def build_grpo_config(config: TrainConfig, output_dir: Path, device: str, num_pr
 
 
 class _LockedTrials:
-    """Frozen-policy trials that wait for the trainer's policy lock (no weight update mid-trial)."""
+    """Frozen-policy trials that wait for the trainer's policy lock (no weight update mid-trial), and
+    whose cost (fresh rollouts, judge requests) goes into the trainer's accounting."""
 
-    def __init__(self, trials, lock):
-        self.trials, self.lock = trials, lock
+    def __init__(self, trials, trainer):
+        self.trials, self.trainer = trials, trainer
 
     def run(self, *args, **kwargs):
-        with self.lock:
-            return self.trials.run(*args, **kwargs)
+        t0 = time.perf_counter()
+        with self.trainer.policy_lock:
+            try:
+                result = self.trials.run(*args, **kwargs)
+            finally:
+                self.trainer.timings["trials"] += time.perf_counter() - t0
+        cost = getattr(result, "cost", None)
+        if cost is not None:
+            self.trainer.accounting["rollouts/trial"] += cost.rollouts
+            self.trainer.accounting["judge/calls_trial"] += cost.judge_calls
+        return result
 
 
 def _start_evolver(config, trainer, harness, recorder, judge, tokenizer, memory, run, monitor):
@@ -151,16 +305,19 @@ def _start_evolver(config, trainer, harness, recorder, judge, tokenizer, memory,
     from harnessrl.trainer.evolution import EvolutionService
     from harnessrl.trainer.evolver import EvolutionCallback, write_server_file
     from harnessrl.trainer.tool_server import ToolServer
+    from harnessrl.trainer.signal import AdvantageSpec
     from harnessrl.trainer.trials import FrozenPolicyTrials, TransformersSampler
 
     settings = config.evolver
     sampler = TransformersSampler(trainer.model, tokenizer, seed=config.seed)
-    trials = FrozenPolicyTrials(harness, recorder, judge, sampler, settings.trials)
+    # the critic measures candidates on the advantages as this trainer computes them
+    advantage = AdvantageSpec.from_args(trainer.args, trainer.num_generations)
+    trials = FrozenPolicyTrials(harness, recorder, judge, sampler, settings.trials, advantage)
     service = EvolutionService(
         harness,
         recorder,
         memory,
-        _LockedTrials(trials, trainer.policy_lock),
+        _LockedTrials(trials, trainer),
         run,
         failures=lambda: monitor.failures,
         step=lambda: trainer.state.global_step,
@@ -209,7 +366,8 @@ def train(
     console = console or Console()
     t_start = time.perf_counter()
     # everything that can be refused is checked before anything on disk changes
-    train_tasks, heldout = load_run_tasks(config)
+    tasks = load_run_tasks(config)
+    train_tasks, eval_splits = tasks.train, tasks.eval_splits
     device = _device(config)
     run_path = Path(config.run_dir)
     if run_path.exists() and any(run_path.iterdir()) and not (resume or overwrite):
@@ -232,7 +390,7 @@ def train(
         model.train()
     with console.status(f"loading the {config.judge.backend} judge..."):
         judge = build_judge(config.judge)
-        eval_judge = build_judge(config.eval_judge) if heldout else None
+        eval_judge = build_judge(config.eval_judge) if eval_splits else None
 
     if resume and run.harness.exists():
         harness = Harness.load(run.harness, train_tasks)
@@ -244,8 +402,11 @@ def train(
             seed=config.seed,
             temperature=config.grpo.temperature,
         )
-        if main:
-            harness.save(run.harness)
+    # online difficulty filtering is a fixed policy of the task-sampling interface (its history persists
+    # in harness.json); every other method samples without it
+    harness.sampling.set_difficulty_filter(config.odf if config.method == "odf" else None)
+    if main:
+        harness.save(run.harness)
     recorder = Recorder(run.path, keep_steps=config.harness.keep_rollout_steps)
     if resume:
         recorder.load_rollouts()
@@ -254,10 +415,10 @@ def train(
     dataset = Dataset.from_list([{"prompt": t.messages(), "task_id": t.id} for t in train_tasks])
     callbacks: list = [MetricsCallback(run), ProgressCallback(console)]
     eval_cb = None
-    if heldout:
+    if eval_splits:
         eval_cb = EvalCallback(
             run,
-            heldout,
+            eval_splits,
             eval_judge,
             every_steps=config.eval.every_steps,
             before_training=config.eval.before_training,
@@ -275,8 +436,14 @@ def train(
         rubric_reward=reward,
         recorder=recorder,
         zero_std_eps=config.harness.detectors.eps,
+        dapo_eps=config.dapo_eps if config.method == "dapo" else None,
+        dapo_max_extra_groups=config.dapo_max_extra_groups,
         callbacks=callbacks,
     )
+    if resume:  # the cumulative counters go on from where the run stopped
+        last = next((m for m in reversed(run.read("metrics.jsonl")) if "rollouts/generated" in m), {})
+        for k in trainer.accounting:
+            trainer.accounting[k] = last.get(k) or 0
     trainer.remove_callback(PrinterCallback)
     if eval_cb is not None:
         eval_cb.trainer = trainer
@@ -288,6 +455,8 @@ def train(
             memory = TrainingMemory(run.path, url=config.harness.memory.url)
     monitor = StepMonitor(trainer, config.harness.detectors, memory, run if main else None)
     trainer.step_listeners.append(monitor)
+    if config.method == "odf":
+        trainer.step_listeners.append(_DifficultyFeed(harness, run if main else None))
     server = evolution_cb = None
     if main and config.evolver.enabled:
         server, evolution_cb = _start_evolver(
@@ -302,13 +471,18 @@ def train(
         run.event(
             "run_start",
             step=0,
+            method=config.method,
+            evolver=config.evolver.enabled,
+            method_settings=_method_settings(config),
             model=config.model,
             device=device,
             train_tasks=len(train_tasks),
-            heldout_tasks=len(heldout),
+            validation_tasks=len(tasks.validation),
+            test_tasks=len(tasks.test),
             judge=judge.name,
             resume=resume,
         )
+        console.log(f"method {config.method}: {_describe_method(config)}")
     checkpoint = _last_checkpoint(run) if resume else None
     try:
         trainer.train(resume_from_checkpoint=checkpoint)
@@ -329,7 +503,25 @@ def train(
     wall = time.perf_counter() - t_start
     metrics = run.read("metrics.jsonl")
     rewards = [m["reward"] for m in metrics if m.get("reward") is not None]
-    evals = eval_cb.results if eval_cb else []
+    # the reported curve is the test split's (validation's when a run has no test split)
+    reported = "test" if tasks.test else "validation"
+    evals = eval_cb.split_results(reported) if eval_cb else []  # type: ignore[arg-type]
+    best = eval_cb.best if eval_cb else None
+    evolver_seconds = evolution_cb.seconds if evolution_cb else 0.0
+    overhead = evolver_seconds + sum(monitor.seconds.values())
+    groups = [g for m in metrics for g in [m.get("effective_group_ratio")] if g is not None]
+    accounting = {
+        **{k.replace("/", "_"): v for k, v in trainer.accounting_metrics().items()},
+        "judge_calls": trainer.accounting_metrics()["judge/calls_total"],
+        "effective_group_ratio": sum(groups) / len(groups) if groups else None,
+        "wall_seconds": wall,
+        "evolver_seconds": evolver_seconds,
+        "trial_seconds": trainer.timings.get("trials", 0.0),
+        "detector_seconds": monitor.seconds.get("detectors", 0.0),
+        "memory_seconds": monitor.seconds.get("memory", 0.0),
+        "harness_overhead_seconds": overhead,
+        "harness_overhead_share": overhead / wall if wall else None,
+    }
     summary = RunSummary(
         run_dir=run.path,
         steps=trainer.state.global_step,
@@ -337,9 +529,14 @@ def train(
         timings=dict(trainer.timings),
         eval_before=next((e.overall for e in evals if e.step == 0), None),
         eval_after=evals[-1].overall if evals else None,
-        best=eval_cb.best if eval_cb else None,
+        best=best,
         reward_first=rewards[0] if rewards else None,
         reward_last=rewards[-1] if rewards else None,
+        method=config.method,
+        evolver_enabled=config.evolver.enabled,
+        steps_to_best=best["step"] if best else None,
+        eval=_eval_summary(eval_cb, best) if eval_cb else {},
+        accounting=accounting,
         extra={
             "failures": dict(Counter(f.kind for f in monitor.failures)),
             "monitor_seconds": monitor.seconds,
@@ -351,16 +548,20 @@ def train(
             },
         },
     )
-    run.write_json(
-        "summary.json",
-        {k: (str(v) if isinstance(v, Path) else v) for k, v in summary.__dict__.items()},
-    )
+    row = {k: (str(v) if isinstance(v, Path) else v) for k, v in summary.__dict__.items()}
+    # the accounting's totals also at the top level, where `harnessrl bench report` looks first
+    for k in ("rollouts_generated", "rollouts_discarded", "rollouts_trial", "judge_calls", "harness_overhead_seconds"):
+        row[k] = accounting[k]
+    run.write_json("summary.json", row)
     run.event("run_end", step=summary.steps, wall_seconds=wall)
     return summary
 
 
 def evaluate_run(run_dir: str | Path, checkpoint: str | None = None) -> dict[str, Any]:
-    """Evaluate a run's checkpoint on its held-out split with its eval judge; appends to eval.jsonl."""
+    """Evaluate a run's checkpoint on its validation and test splits with its eval judge; appends to eval.jsonl.
+
+    Returns ``checkpoint``, ``results`` (split -> EvalResult) and ``result`` (the test split's, or
+    validation's when the run has no test split)."""
     from harnessrl.trainer.evaluation import evaluate_policy
     from harnessrl.trainer.judges import build_judge
     from harnessrl.trainer.models import load_causal_lm
@@ -370,9 +571,11 @@ def evaluate_run(run_dir: str | Path, checkpoint: str | None = None) -> dict[str
     if not run.config.exists():
         raise HarnessRLError(f"{run.path} has no config.yaml: is it a run directory made by `harnessrl train`?")
     config = load_train_config(run.config)
-    _, heldout = load_run_tasks(config)
-    if not heldout:
-        raise HarnessRLError(f"{run.path}: the run has no held-out data (data.heldout is null)")
+    splits = load_run_tasks(config).eval_splits
+    if not splits:
+        raise HarnessRLError(
+            f"{run.path}: the run has no held-out data (data.validation and data.test are null): nothing to evaluate on"
+        )
     if checkpoint is None:
         checkpoint = "best" if (run.checkpoints / "best").exists() else "final"
     # a name under the run's checkpoints/ first: a stray ./best or ./final must not be picked up instead
@@ -385,14 +588,19 @@ def evaluate_run(run_dir: str | Path, checkpoint: str | None = None) -> dict[str
     device = _device(config)
     model, tokenizer = load_causal_lm(str(path), device=device)
     step = int(path.name.split("-")[1]) if path.name.startswith("checkpoint-") else -1
-    result = evaluate_policy(
-        model,
-        tokenizer,
-        heldout,
-        build_judge(config.eval_judge),
-        step=step,
-        max_new_tokens=config.eval.max_new_tokens or config.grpo.max_completion_length,
-        batch_size=config.eval.batch_size,
-    )
-    run.append("eval.jsonl", {**result.model_dump(), "checkpoint": str(path), "source": "harnessrl eval"})
-    return {"checkpoint": str(path), "result": result}
+    judge = build_judge(config.eval_judge)
+    results = {}
+    for split, tasks in splits.items():
+        result = evaluate_policy(
+            model,
+            tokenizer,
+            tasks,
+            judge,
+            step=step,
+            max_new_tokens=config.eval.max_new_tokens or config.grpo.max_completion_length,
+            batch_size=config.eval.batch_size,
+            split=split,  # type: ignore[arg-type]
+        )
+        run.append("eval.jsonl", {**result.model_dump(), "checkpoint": str(path), "source": "harnessrl eval"})
+        results[split] = result
+    return {"checkpoint": str(path), "results": results, "result": results.get("test") or results["validation"]}

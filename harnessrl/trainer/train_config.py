@@ -14,19 +14,29 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from harnessrl.config import load_yaml
 from harnessrl.errors import ConfigError
+from harnessrl.interfaces.sampling import DifficultyFilterSettings
 from harnessrl.trainer.detectors import DetectorConfig
 from harnessrl.trainer.evolver import EvolverSettings
 from harnessrl.trainer.judges.config import JudgeConfig
 
 __all__ = [
+    "METHODS",
+    "DapoConfig",
     "DataConfig",
     "EvalConfig",
     "GRPOSettings",
     "GenerationConfig",
     "HarnessConfig",
+    "Method",
     "TrainConfig",
     "load_train_config",
 ]
+
+Method = Literal["harnessrl", "fixed", "dapo", "odf"]
+METHODS: tuple[str, ...] = ("harnessrl", "fixed", "dapo", "odf")
+"""Training methods, one setting apart (``method``): the evolving harness, and three baselines that
+never run the evolver (detectors and memory stay on): plain GRPO with a fixed harness, DAPO dynamic
+sampling, and online difficulty filtering (a fixed task-sampling policy)."""
 
 
 class _Section(BaseModel):
@@ -34,14 +44,49 @@ class _Section(BaseModel):
 
 
 class DataConfig(_Section):
-    """Where the tasks come from. ``bundled`` is the bundled Rubric-Mix sample."""
+    """Where the tasks come from. ``bundled`` is the bundled Rubric-Mix sample.
+
+    Two evaluation splits, both invisible to the harness and graded with rubric version 0: *validation*
+    chooses the best checkpoint (and so "steps to best"), *test* is only reported. When both name the
+    same file (as ``bundled`` does: the bundled ``heldout.jsonl``) its tasks are split deterministically,
+    alternating within each domain in file order: the 1st, 3rd, 5th, ... go to test, the 2nd, 4th, ...
+    to validation (bundled: 20 test, 15 validation tasks). ``heldout`` (and ``heldout_per_domain``) is
+    the older single setting, still accepted: it names one file for both splits.
+    """
 
     train: str = "bundled"
-    heldout: str | None = Field(default="bundled", description="Evaluation-only tasks; null: no held-out eval.")
+    validation: str | None = Field(
+        default="bundled", description="Tasks that choose the best checkpoint; null: no best checkpoint."
+    )
+    test: str | None = Field(default="bundled", description="Tasks that are only reported; null: no test eval.")
     format: Literal["auto", "harnessrl", "rar"] = "auto"
     domain: str | None = Field(default=None, description="Domain for rows that name none.")
     tasks_per_domain: int | None = Field(default=None, ge=1, description="Use only the first N train tasks a domain.")
-    heldout_per_domain: int | None = Field(default=None, ge=1, description="Evaluate on the first N a domain.")
+    validation_per_domain: int | None = Field(default=None, ge=1, description="Validate on the first N a domain.")
+    test_per_domain: int | None = Field(default=None, ge=1, description="Test on the first N a domain.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _heldout_alias(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        for old, new in (
+            ("heldout", ("validation", "test")),
+            ("heldout_per_domain", tuple(f"{n}_per_domain" for n in ("validation", "test"))),
+        ):
+            if old not in data:
+                continue
+            both = [n for n in new if n in data]
+            if both:
+                raise ValueError(
+                    f"data.{old} is the older name for one file split into {' and '.join(f'data.{n}' for n in new)}: "
+                    f"set either data.{old} or those, not both (data.{both[0]} is set too)"
+                )
+            value = data.pop(old)
+            for n in new:
+                data[n] = value
+        return data
 
 
 class GRPOSettings(_Section):
@@ -101,11 +146,26 @@ class EvalConfig(_Section):
     judge: JudgeConfig | None = Field(default=None, description="Default: the training judge's settings.")
 
 
+class DapoConfig(_Section):
+    """DAPO's dynamic sampling (``method: dapo``): drop groups whose reward std is below ``eps`` and refill
+    the batch with groups of further tasks, up to ``max_extra_groups`` extra groups a step; a batch
+    still short at the cap is filled with the dropped groups of largest std. Every generated rollout
+    counts as spent (``rollouts/generated``), the dropped ones too (``rollouts/discarded``)."""
+
+    eps: float | None = Field(default=None, ge=0, description="Default: harness.detectors.eps.")
+    max_extra_groups: int | None = Field(default=None, ge=0, description="Default: 2 x grpo.tasks_per_step.")
+
+
 class TrainConfig(_Section):
     """A whole training run."""
 
     run_dir: str = "runs/demo"
     seed: int = 0
+    method: Method = Field(
+        default="harnessrl",
+        description="harnessrl: the evolving harness; fixed: plain GRPO; dapo: DAPO dynamic sampling; "
+        "odf: online difficulty filtering. Only harnessrl runs the evolver.",
+    )
     model: str = Field(default="embedded", description="'embedded' (SmolLM2-135M-Instruct), a hub id or a path.")
     device: Literal["auto", "cpu", "cuda"] = "auto"
     bf16: bool | None = Field(default=None, description="Default: on for CUDA, off on CPU.")
@@ -116,6 +176,8 @@ class TrainConfig(_Section):
     harness: HarnessConfig = Field(default_factory=HarnessConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
     evolver: EvolverSettings = Field(default_factory=EvolverSettings)
+    dapo: DapoConfig = Field(default_factory=DapoConfig)
+    odf: DifficultyFilterSettings = Field(default_factory=DifficultyFilterSettings)
     report_to: list[str] = Field(default_factory=list, description="TRL/transformers loggers, e.g. [wandb].")
 
     @model_validator(mode="after")
@@ -124,9 +186,38 @@ class TrainConfig(_Section):
             raise ValueError("generation.backend 'vllm' needs a GPU: set device to 'cuda' or 'auto'")
         return self
 
+    @model_validator(mode="after")
+    def _resolve_method(self):
+        # one source of truth after validation: evolver.enabled is true exactly for method harnessrl
+        if self.method == "harnessrl":
+            if not self.evolver.enabled:  # the older way to ask for a fixed harness
+                if "method" in self.model_fields_set:
+                    raise ValueError(
+                        "method 'harnessrl' is the evolving harness, but evolver.enabled is false: "
+                        "use method 'fixed' for a fixed harness"
+                    )
+                self.method = "fixed"
+        elif self.evolver.enabled:
+            if "enabled" in self.evolver.model_fields_set:
+                raise ValueError(
+                    f"method {self.method!r} never runs the evolver, but evolver.enabled is true: "
+                    "drop evolver.enabled, or use method 'harnessrl'"
+                )
+            self.evolver = self.evolver.model_copy(update={"enabled": False})
+        return self
+
     @property
     def eval_judge(self) -> JudgeConfig:
         return self.eval.judge or self.judge
+
+    @property
+    def dapo_eps(self) -> float:
+        """The std below which DAPO drops a group (default: the detectors' flat-group eps)."""
+        return self.harness.detectors.eps if self.dapo.eps is None else self.dapo.eps
+
+    @property
+    def dapo_max_extra_groups(self) -> int:
+        return 2 * self.grpo.tasks_per_step if self.dapo.max_extra_groups is None else self.dapo.max_extra_groups
 
 
 def _explain(err: ValidationError) -> str:
