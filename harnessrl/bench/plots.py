@@ -1,0 +1,295 @@
+"""The bench's figures as PNGs (matplotlib, Agg): curves per method with the seed spread, and one
+seed's timeline of harness decisions.
+
+Each curve is the mean over the seeds that have a value at that step, with a band of ± one sample
+standard deviation where at least two seeds do; a figure nobody recorded is drawn as an empty panel
+that says so, never left out silently.
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from harnessrl.bench.results import RunData, is_harness_arm
+
+__all__ = ["PLOTS", "write_plots"]
+
+logger = logging.getLogger(__name__)
+
+PLOTS = {
+    "test_score": "test_score.png",
+    "effective_group_ratio": "effective_group_ratio.png",
+    "zero_std": "zero_std_fraction.png",
+    "score_vs_rollouts": "score_vs_rollouts.png",
+    "harness_timeline": "harness_timeline.png",
+}
+"""Plot name -> file name under ``<bench>/plots/``."""
+
+INTERFACES = ("task_sampling", "rollout_guidance", "rubric_criteria")
+
+
+def _band(per_seed: Sequence[Sequence[tuple[int, float]]]) -> tuple[list[int], list[float], list[float]]:
+    """Steps, mean and std (0 where only one seed has the step) over the seeds' series."""
+    values: dict[int, list[float]] = {}
+    for series in per_seed:
+        for step, v in series:
+            values.setdefault(step, []).append(v)
+    steps = sorted(values)
+    means = [statistics.fmean(values[s]) for s in steps]
+    stds = [statistics.stdev(values[s]) if len(values[s]) >= 2 else 0.0 for s in steps]
+    return steps, means, stds
+
+
+def _int_ticks():
+    from matplotlib.ticker import MaxNLocator
+
+    return MaxNLocator(integer=True)
+
+
+def _colours(methods: Sequence[str]) -> dict[str, Any]:
+    import matplotlib
+
+    cmap = matplotlib.colormaps["tab10"]
+    return {m: cmap(i % 10) for i, m in enumerate(methods)}
+
+
+def _empty(ax, text: str) -> None:
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, color="grey", wrap=True)
+
+
+def _curves(ax, runs: Sequence[RunData], methods: Sequence[str], colours, get, title: str, ylabel: str) -> None:
+    drawn = False
+    for m in methods:
+        series = [s for s in (get(r) for r in runs if r.method == m) if s]
+        if not series:
+            continue
+        steps, mean, std = _band(series)
+        ax.plot(
+            steps, mean, marker="o" if len(steps) < 15 else None, ms=3, color=colours[m], label=f"{m} (n={len(series)})"
+        )
+        if len(series) >= 2:
+            ax.fill_between(
+                steps,
+                [a - b for a, b in zip(mean, std, strict=True)],
+                [a + b for a, b in zip(mean, std, strict=True)],
+                color=colours[m],
+                alpha=0.18,
+                lw=0,
+            )
+        drawn = True
+    ax.set_title(title)
+    ax.set_xlabel("step")
+    ax.xaxis.set_major_locator(_int_ticks())
+    ax.set_ylabel(ylabel)
+    if drawn:
+        ax.legend(fontsize=8)
+    else:
+        _empty(ax, "not recorded by these runs")
+
+
+def _eval_series(split: str):
+    return lambda r: [(int(e["step"]), float(e["overall"])) for e in r.eval_rows(split)]
+
+
+def _test_score(plt, runs, methods, colours, path: Path) -> None:
+    split = any(r.has_split for r in runs)
+    fig, axes = plt.subplots(1, 2 if split else 1, figsize=(12 if split else 7, 4.5), squeeze=False)
+    if split:
+        _curves(axes[0][0], runs, methods, colours, _eval_series("validation"), "Validation score", "score")
+        _curves(axes[0][1], runs, methods, colours, _eval_series("test"), "Test score (reported only)", "score")
+    else:
+        _curves(
+            axes[0][0],
+            runs,
+            methods,
+            colours,
+            _eval_series("test"),
+            "Held-out score (one set chooses and reports)",
+            "score",
+        )
+    fig.suptitle("Evaluation score over training steps (mean ± std over seeds)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _effective(plt, runs, methods, colours, path: Path) -> None:
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    _curves(
+        ax,
+        runs,
+        methods,
+        colours,
+        lambda r: r.effective_group_ratio(),
+        "Effective-group ratio (groups with reward std > eps)",
+        "share of groups",
+    )
+    ax.set_ylim(-0.02, 1.02)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _zero_std(plt, runs, methods, colours, agg: dict[str, Any], path: Path) -> None:
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
+    _curves(
+        axes[0],
+        runs,
+        methods,
+        colours,
+        lambda r: r.series("frac_reward_zero_std/all_low"),
+        "Flat groups, all low",
+        "share of groups",
+    )
+    _curves(
+        axes[1],
+        runs,
+        methods,
+        colours,
+        lambda r: r.series("frac_reward_zero_std/all_high"),
+        "Flat groups, all high",
+        "share of groups",
+    )
+    ax = axes[2]
+    low = [agg[m]["zero_std_all_low"]["mean"] for m in methods]
+    high = [agg[m]["zero_std_all_high"]["mean"] for m in methods]
+    if any(v is not None for v in low + high):
+        lo = [v or 0.0 for v in low]
+        hi = [v or 0.0 for v in high]
+        ax.bar(methods, lo, color="tab:blue", label="all low")
+        ax.bar(methods, hi, bottom=lo, color="tab:orange", label="all high")
+        ax.legend(fontsize=8)
+        ax.tick_params(axis="x", rotation=20)
+    else:
+        _empty(ax, "not recorded by these runs")
+    ax.set_title("Mean share of flat groups per method")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _score_vs_rollouts(plt, runs, methods, colours, path: Path) -> None:
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    drawn = False
+    sources = set()
+    for m in methods:
+        by_step: dict[int, list[tuple[float, float]]] = {}
+        for r in (r for r in runs if r.method == m):
+            spent, source = r.rollouts_spent()
+            evals = r.eval_rows("test")
+            if not evals:
+                continue
+            sources.add(source)
+            pts = []
+            for e in evals:
+                before = [v for s, v in spent if s <= e["step"]]
+                pts.append((before[-1] if before else 0.0, float(e["overall"])))
+                by_step.setdefault(int(e["step"]), []).append(pts[-1])
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], color=colours[m], alpha=0.3, lw=1)
+        if not by_step:
+            continue
+        n = max(len(v) for v in by_step.values())
+        # the mean at each evaluation step over the seeds evaluated there
+        xs = [statistics.fmean(p[0] for p in by_step[s]) for s in sorted(by_step)]
+        ys = [statistics.fmean(p[1] for p in by_step[s]) for s in sorted(by_step)]
+        ax.plot(xs, ys, color=colours[m], lw=2.2, marker="o", ms=3, label=f"{m} (n={n})")
+        drawn = True
+    ax.set_title("Test score against rollouts spent (thin: seeds, thick: mean)")
+    ax.set_xlabel("rollouts spent (generated incl. discarded, plus critic trials)")
+    ax.set_ylabel("test score")
+    if drawn:
+        ax.legend(fontsize=8)
+        if any(s.startswith("steps.jsonl") for s in sources):
+            ax.annotate(
+                "some runs record trained rollouts only",
+                (0.01, 0.01),
+                xycoords="axes fraction",
+                fontsize=7,
+                color="grey",
+            )
+    else:
+        _empty(ax, "no test evaluations recorded")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def timeline_run(runs: Sequence[RunData], agg: dict[str, Any]) -> RunData | None:
+    """The run whose decisions the timeline shows: the first harness arm's lowest seed that made any."""
+    arms = sorted(agg, key=lambda m: not is_harness_arm(m, agg))
+    for m in arms:
+        for r in sorted((r for r in runs if r.method == m), key=lambda r: r.seed):
+            if r.decisions():
+                return r
+    return None
+
+
+def _timeline(plt, run: RunData | None, path: Path) -> None:
+    fig, ax = plt.subplots(figsize=(11, 4))
+    rows = [*INTERFACES, "failures"]
+    ax.set_yticks(range(len(rows)), rows)
+    ax.set_ylim(-0.6, len(rows) - 0.4)
+    ax.set_xlabel("step")
+    ax.xaxis.set_major_locator(_int_ticks())
+    if run is None:
+        _empty(ax, "no harness decisions in any run (no proposals, verdicts or commits in events.jsonl)")
+        ax.set_title("Harness decisions")
+    else:
+        y = {name: i for i, name in enumerate(rows)}
+        marks = {
+            "proposed": dict(marker=".", color="grey", s=30),
+            "rejected": dict(marker="x", color="tab:red", s=60),
+            "accepted": dict(marker="o", facecolors="none", edgecolors="tab:blue", s=60),
+            "committed": dict(marker="^", color="tab:green", s=90),
+        }
+        points: dict[str, list[tuple[float, float]]] = {k: [] for k in marks}
+        for e in run.events:
+            step, kind = e.get("step"), e.get("kind")
+            if not isinstance(step, int | float):
+                continue
+            iface = e.get("interface")
+            if kind == "failure":
+                points.setdefault("failure", []).append((step, y["failures"]))
+            elif iface in y and kind == "proposal":
+                points["proposed"].append((step, y[iface] - 0.15))
+            elif iface in y and kind == "verdict" and e.get("verdict") in ("accepted", "rejected"):
+                points[e["verdict"]].append((step, y[iface]))
+            elif iface in y and kind == "commit":
+                points["committed"].append((step, y[iface] + 0.15))
+        for kind, pts in points.items():
+            if not pts:
+                continue
+            style = marks.get(kind, dict(marker="|", color="dimgrey", s=40))
+            ax.scatter([p[0] for p in pts], [p[1] for p in pts], label=f"{kind} ({len(pts)})", **style)
+        for e in run.events:
+            if e.get("kind") == "evolution_point" and isinstance(e.get("step"), int | float):
+                ax.axvline(e["step"], color="lightgrey", lw=0.8, zorder=0)
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+        ax.set_title(f"Harness decisions of {run.method}, seed {run.seed} (grey lines: evolution points)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_plots(runs: Sequence[RunData], agg: dict[str, Any], out_dir: str | Path) -> dict[str, Path]:
+    """Every bench plot into ``out_dir``; returns plot name -> path."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    methods = list(agg)
+    colours = _colours(methods)
+    paths = {name: out / fname for name, fname in PLOTS.items()}
+    _test_score(plt, runs, methods, colours, paths["test_score"])
+    _effective(plt, runs, methods, colours, paths["effective_group_ratio"])
+    _zero_std(plt, runs, methods, colours, agg, paths["zero_std"])
+    _score_vs_rollouts(plt, runs, methods, colours, paths["score_vs_rollouts"])
+    _timeline(plt, timeline_run(runs, agg), paths["harness_timeline"])
+    return paths

@@ -1,0 +1,445 @@
+"""Runs a benchmark: every (method, seed) as its own ``harnessrl train`` process, one after another.
+
+Each run is a separate process so that a crash, a hang or a memory leak in one costs that run only.
+Runs go one at a time: on a CPU box they share its few cores, and timings of runs that compete for
+them are not comparable. The bench is resumable from its output folder alone:
+
+- a run whose ``summary.json`` reports all its steps is **skipped**;
+- a run that stopped part-way **resumes** (``--resume``) from its last checkpoint, or starts again
+  (``--overwrite``) when it never reached one;
+- a missing run **starts**.
+
+A run whose folder was made with other settings than the bench now resolves is refused (the results
+would mix configurations) unless ``rerun_changed`` says to start it again. ``bench.json`` in the
+output folder records every run: its command, status, attempts with wall time and exit code, and the
+error and log tail of a failure; each run's output goes to ``<out>/<method>/seed<k>.log``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+import yaml
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from harnessrl.bench.config import BenchConfig, resolve_train_config
+from harnessrl.errors import ConfigError, HarnessRLError
+
+__all__ = [
+    "CommandRunner",
+    "RunJob",
+    "failed_runs",
+    "inspect_run",
+    "plan_jobs",
+    "run_bench",
+    "subprocess_runner",
+]
+
+logger = logging.getLogger(__name__)
+
+Action = Literal["skip", "start", "resume", "restart"]
+MANIFEST = "bench.json"
+
+
+@dataclass
+class RunJob:
+    """One (method, seed) of a bench and what to do about it now."""
+
+    method: str
+    seed: int
+    run_dir: Path
+    config_path: Path
+    log_path: Path
+    settings: dict[str, Any]
+    action: Action
+    reason: str
+    max_steps: int
+    command: list[str] = field(default_factory=list)
+
+    @property
+    def key(self) -> str:
+        return f"{self.method}/seed{self.seed}"
+
+
+class CommandRunner(Protocol):
+    """Runs a job's command to the end and returns its exit code; calls ``poll()`` every few seconds."""
+
+    def __call__(self, job: RunJob, poll: Callable[[], None], timeout_s: float | None) -> int: ...
+
+
+# ------------------------------------------------------------------------------------------ planning
+def _expected_steps(settings: dict[str, Any]) -> int:
+    return int((settings.get("grpo") or {}).get("max_steps") or 0)
+
+
+def inspect_run(run_dir: Path, max_steps: int) -> tuple[Literal["done", "partial", "missing"], str]:
+    """Whether a run folder holds a finished run, a part of one, or nothing (with a few words why).
+
+    ``harnessrl train`` writes ``summary.json`` last, so a readable one means the run finished (a run
+    may end before ``max_steps``, e.g. when a method runs out of tasks; a changed ``max_steps`` is a
+    changed config, which :func:`plan_jobs` catches)."""
+    if not run_dir.is_dir() or not any(run_dir.iterdir()):
+        return "missing", "no run yet"
+    summary_path = run_dir / "summary.json"
+    if not summary_path.is_file():
+        return "partial", "stopped before its summary.json"
+    try:
+        steps = int(json.loads(summary_path.read_text(encoding="utf-8"))["steps"])
+    except (ValueError, TypeError, KeyError, OSError):
+        return "partial", "summary.json is unreadable"
+    return "done", f"finished ({steps} of {max_steps} steps)"
+
+
+def _has_checkpoint(run_dir: Path) -> bool:
+    return any((run_dir / "checkpoints").glob("checkpoint-*"))
+
+
+def _normal(data: Any) -> Any:
+    return json.loads(json.dumps(yaml.safe_load(yaml.safe_dump(data, sort_keys=True)), sort_keys=True, default=str))
+
+
+def _differences(old: Any, new: Any, prefix: str = "") -> list[str]:
+    if isinstance(old, dict) and isinstance(new, dict):
+        out: list[str] = []
+        for k in sorted(set(old) | set(new), key=str):
+            out += _differences(old.get(k), new.get(k), f"{prefix}{k}.")
+        return out
+    return [] if old == new else [prefix.rstrip(".")]
+
+
+def _validated_settings(data: dict[str, Any], method: str, seed: int) -> dict[str, Any]:
+    """The complete, validated training settings of one run (every default written out)."""
+    from pydantic import ValidationError
+
+    from harnessrl.trainer.train_config import TrainConfig
+
+    try:
+        cfg = TrainConfig.model_validate(data)
+    except ValidationError as e:
+        lines = []
+        for err in e.errors(include_url=False):
+            where = ".".join(str(p) for p in err["loc"]) or "config"
+            if err["type"] == "extra_forbidden":
+                hint = "unknown setting of the training config"
+                if where == "method":
+                    hint += (
+                        ": this version of the trainer has no 'method' setting, which the built-in methods "
+                        "select; give each method its overrides in method_settings instead"
+                    )
+                lines.append(f"  {where}: {hint}")
+            else:
+                lines.append(f"  {where}: {err['msg'].removeprefix('Value error, ')}")
+        raise ConfigError(f"method {method!r}, seed {seed}: invalid training settings:\n" + "\n".join(lines)) from None
+    return cfg.model_dump(mode="json")
+
+
+def train_command(config_path: Path, action: Action) -> list[str]:
+    """The command line of one run: this interpreter, ``harnessrl.cli train``, and resume/overwrite."""
+    cmd = [sys.executable, "-m", "harnessrl.cli", "train", "--config", str(config_path)]
+    if action == "resume":
+        cmd.append("--resume")
+    elif action == "restart":
+        cmd.append("--overwrite")
+    return cmd
+
+
+def _refuse_run_dir_as_out(cfg: BenchConfig) -> None:
+    """Refuse an output folder that is a single training run's directory (a common slip of --out)."""
+    if (cfg.out_path / "config.yaml").is_file() and (cfg.out_path / "metrics.jsonl").exists():
+        raise HarnessRLError(
+            f"{cfg.out} is a training run's directory, not a bench output folder: choose another --out"
+        )
+
+
+def plan_jobs(cfg: BenchConfig, *, rerun_changed: bool = False) -> list[RunJob]:
+    """Every run of the bench with its action, all settings validated before any run starts.
+
+    Raises :class:`ConfigError` for invalid settings, and for runs made with other settings than the
+    bench resolves now (unless ``rerun_changed``)."""
+    _refuse_run_dir_as_out(cfg)
+    jobs: list[RunJob] = []
+    changed: list[str] = []
+    for method in cfg.methods:
+        for seed in cfg.seeds:
+            settings = _validated_settings(resolve_train_config(cfg, method, seed), method, seed)
+            run_dir = cfg.run_dir(method, seed)
+            max_steps = _expected_steps(settings)
+            state, why = inspect_run(run_dir, max_steps)
+            action: Action
+            diff: list[str] = []
+            if state != "missing" and (run_dir / "config.yaml").is_file():
+                try:
+                    old = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8"))
+                except (yaml.YAMLError, OSError):
+                    old = None
+                diff = _differences(_normal(old), _normal(settings)) if isinstance(old, dict) else ["config.yaml"]
+            if diff and not rerun_changed:
+                changed.append(f"  {method}/seed{seed}: {', '.join(diff[:6])}{' ...' if len(diff) > 6 else ''}")
+            if state == "missing":
+                action, reason = "start", why
+            elif diff:
+                action, reason = "restart", f"settings changed ({', '.join(diff[:3])})"
+            elif state == "done":
+                action, reason = "skip", why
+            elif _has_checkpoint(run_dir):
+                action, reason = "resume", f"{why}; resuming from its last checkpoint"
+            else:
+                action, reason = "restart", f"{why}, with no checkpoint to resume from"
+            config_path = cfg.out_path / method / f"seed{seed}.yaml"
+            jobs.append(
+                RunJob(
+                    method=method,
+                    seed=seed,
+                    run_dir=run_dir,
+                    config_path=config_path,
+                    log_path=cfg.out_path / method / f"seed{seed}.log",
+                    settings=settings,
+                    action=action,
+                    reason=reason,
+                    max_steps=max_steps,
+                    command=train_command(config_path, action),
+                )
+            )
+    if changed:
+        raise ConfigError(
+            f"{len(changed)} run(s) in {cfg.out} were made with other settings than the bench resolves now:\n"
+            + "\n".join(changed)
+            + "\nMixing them would compare different configurations: pass --rerun-changed to run them again, "
+            "or choose another --out"
+        )
+    return jobs
+
+
+# ------------------------------------------------------------------------------------------ running
+def subprocess_runner(job: RunJob, poll: Callable[[], None], timeout_s: float | None) -> int:
+    """Run the job's command as a child process, output appended to its log; the exit code (124: timed out).
+
+    Ctrl-C stops the child as well (it is asked to stop, then killed after 30 s) and is raised again."""
+    job.log_path.parent.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1"}
+    with open(job.log_path, "a", encoding="utf-8") as log:
+        log.write(f"\n=== {datetime.now(UTC).isoformat(timespec='seconds')} {' '.join(job.command)}\n")
+        log.flush()
+        proc = subprocess.Popen(job.command, stdout=log, stderr=subprocess.STDOUT, env=env)
+        t0 = time.monotonic()
+        try:
+            while True:
+                try:
+                    return proc.wait(timeout=2.0)
+                except subprocess.TimeoutExpired:
+                    poll()
+                    if timeout_s is not None and time.monotonic() - t0 > timeout_s:
+                        _stop(proc)
+                        log.write(f"\n=== stopped by the bench after {timeout_s:.0f} s (timeout_minutes)\n")
+                        return 124
+        except BaseException:
+            _stop(proc)
+            raise
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGINT)  # lets the trainer close its files
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def _tail(path: Path, lines: int = 20) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 8192))
+            text = f.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def _last_step(run_dir: Path) -> int | None:
+    """The last step in metrics.jsonl (read from its end; a line being written is ignored)."""
+    text = _tail(run_dir / "metrics.jsonl", 5)
+    for line in reversed(text.splitlines()):
+        try:
+            return int(json.loads(line)["step"])
+        except (ValueError, KeyError, TypeError):
+            continue
+    return None
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+class _Manifest:
+    """``bench.json``: what the bench ran, each run's status and attempts; rewritten atomically."""
+
+    def __init__(self, cfg: BenchConfig, source: str | None):
+        self.path = cfg.out_path / MANIFEST
+        old: dict[str, Any] = {}
+        if self.path.is_file():
+            try:
+                old = json.loads(self.path.read_text(encoding="utf-8"))
+            except (ValueError, OSError):
+                logger.warning("%s is unreadable; starting a new one", self.path)
+        self.data: dict[str, Any] = {
+            "bench_config": source,
+            "out": cfg.out,
+            "created": old.get("created") or _now(),
+            "updated": _now(),
+            # methods and seeds of earlier invocations stay (e.g. one run with --methods), in their order
+            "methods": {**(old.get("methods") or {}), **{m: cfg.known_methods()[m] for m in cfg.methods}},
+            "seeds": sorted({*(old.get("seeds") or []), *cfg.seeds}),
+            "runs": dict(old.get("runs") or {}),
+        }
+
+    def run(self, job: RunJob) -> dict[str, Any]:
+        row = self.data["runs"].setdefault(job.key, {"attempts": []})
+        row.update(
+            method=job.method,
+            seed=job.seed,
+            run_dir=str(job.run_dir),
+            config=str(job.config_path),
+            log=str(job.log_path),
+        )
+        return row
+
+    def save(self) -> None:
+        self.data["updated"] = _now()
+        for row in self.data["runs"].values():
+            row["wall_seconds"] = round(sum(a.get("wall_seconds") or 0.0 for a in row.get("attempts", [])), 1)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(f".{MANIFEST}.tmp")
+        tmp.write_text(json.dumps(self.data, indent=1, default=str), encoding="utf-8")
+        os.replace(tmp, self.path)
+
+
+def _write_settings(job: RunJob) -> None:
+    job.config_path.parent.mkdir(parents=True, exist_ok=True)
+    header = f"# resolved by `harnessrl bench run` for method {job.method!r}, seed {job.seed}; do not edit\n"
+    job.config_path.write_text(header + yaml.safe_dump(job.settings, sort_keys=False), encoding="utf-8")
+
+
+def run_bench(
+    cfg: BenchConfig,
+    *,
+    runner: CommandRunner | None = None,
+    console: Console | None = None,
+    rerun_changed: bool = False,
+    dry_run: bool = False,
+    source: str | None = None,
+) -> dict[str, Any]:
+    """Run every job of the bench that is not finished; returns the manifest (also in ``bench.json``).
+
+    A failed run is recorded and the bench goes on with the next one. Raises ``KeyboardInterrupt``
+    again after recording an interrupted run."""
+    runner = runner or subprocess_runner
+    console = console or Console()
+    jobs = plan_jobs(cfg, rerun_changed=rerun_changed)
+    _print_plan(jobs, console)
+    if dry_run:
+        return {"runs": {j.key: {"action": j.action, "reason": j.reason, "command": j.command} for j in jobs}}
+    manifest = _Manifest(cfg, source)
+    for job in jobs:
+        row = manifest.run(job)
+        row.setdefault("status", "pending")
+        if job.action == "skip":
+            row["status"] = "done"
+        row["last_action"] = job.action
+    manifest.save()
+    todo = [j for j in jobs if j.action != "skip"]
+    timeout_s = cfg.timeout_minutes * 60 if cfg.timeout_minutes else None
+    progress = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[detail]}"),
+        TimeElapsedColumn(),
+        console=console,
+    )
+    with progress:
+        overall = progress.add_task("bench", total=len(jobs), completed=len(jobs) - len(todo), detail="")
+        for job in todo:
+            row = manifest.run(job)
+            _write_settings(job)
+            job.run_dir.parent.mkdir(parents=True, exist_ok=True)
+            attempt: dict[str, Any] = {"action": job.action, "started": _now(), "command": job.command}
+            row["attempts"].append(attempt)
+            row["status"] = "running"
+            manifest.save()
+            label = f"{job.method} seed {job.seed}"
+            progress.update(overall, detail=f"{label}: {job.action}")
+
+            def poll(job: RunJob = job, label: str = label) -> None:
+                step = _last_step(job.run_dir)
+                shown = "starting" if step is None else f"step {step}/{job.max_steps}"
+                progress.update(overall, detail=f"{label}: {shown}")
+
+            t0 = time.perf_counter()
+            launch_error = None
+            try:
+                rc = runner(job, poll, timeout_s)
+            except KeyboardInterrupt:
+                attempt.update(ended=_now(), wall_seconds=round(time.perf_counter() - t0, 1), returncode=None)
+                row["status"], row["error"] = "interrupted", "stopped by Ctrl-C; run the bench again to resume"
+                manifest.save()
+                raise
+            except Exception as e:  # the run could not even be started: record it and go on with the next
+                logger.exception("running %s failed", job.key)
+                rc, launch_error = -1, f"{type(e).__name__}: {e}"
+            wall = time.perf_counter() - t0
+            attempt.update(ended=_now(), wall_seconds=round(wall, 1), returncode=rc)
+            state, why = inspect_run(job.run_dir, job.max_steps)
+            if rc == 0 and state == "done":
+                row["status"] = "done"
+                row.pop("error", None)
+                row.pop("log_tail", None)
+                progress.console.log(f"[green]✓[/] {label}: {why} in {wall / 60:.1f} min")
+            else:
+                if launch_error is not None:
+                    problem = f"could not be run ({launch_error})"
+                elif rc == 124 and timeout_s is not None:
+                    problem = f"stopped after timeout_minutes={cfg.timeout_minutes:g}"
+                elif rc == 0:
+                    problem = f"exited 0 but the run is not complete ({why})"
+                else:
+                    problem = f"exited with code {rc}"
+                row["status"] = "failed"
+                row["error"], row["log_tail"] = problem, _tail(job.log_path)
+                progress.console.log(f"[red]✗[/] {label}: {problem} (log: {job.log_path})")
+            manifest.save()
+            progress.advance(overall)
+        progress.update(overall, detail="")
+    return manifest.data
+
+
+def _print_plan(jobs: Sequence[RunJob], console: Console) -> None:
+    from rich.table import Table
+
+    t = Table(title=f"Bench plan: {len(jobs)} run(s)", title_justify="left")
+    for col in ("method", "seed", "action", "why", "run directory"):
+        t.add_column(col)
+    colour = {"skip": "dim", "start": "cyan", "resume": "yellow", "restart": "magenta"}
+    for j in jobs:
+        t.add_row(j.method, str(j.seed), f"[{colour[j.action]}]{j.action}[/]", j.reason, str(j.run_dir))
+    console.print(t)
+
+
+def failed_runs(manifest: dict[str, Any]) -> list[str]:
+    """Keys of the runs whose status is failed or interrupted."""
+    return [k for k, r in (manifest.get("runs") or {}).items() if r.get("status") in ("failed", "interrupted")]
