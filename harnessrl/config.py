@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
@@ -9,7 +10,7 @@ import yaml
 
 from harnessrl.errors import ConfigError
 
-__all__ = ["api_key_from_env", "is_loopback_url", "load_yaml"]
+__all__ = ["api_key_from_env", "apply_overrides", "is_loopback_url", "load_yaml"]
 
 LOCAL_SERVER_KEY = "EMPTY"  # what vLLM and most local OpenAI-compatible servers accept when they check no key
 
@@ -56,3 +57,21 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the top level must be a mapping of settings, got {type(data).__name__}")
     return data
+
+
+def apply_overrides(data: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """``data`` with each ``key.sub -> value`` set; a mapping value is merged into an existing section."""
+    out = copy.deepcopy(data)
+    for dotted, value in overrides.items():
+        keys = dotted.split(".")
+        node = out
+        for k in keys[:-1]:
+            node = node.setdefault(k, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"override {dotted!r}: {k!r} is not a section of the config")
+        last = keys[-1]
+        if isinstance(value, dict) and isinstance(node.get(last), dict):
+            node[last] = apply_overrides(node[last], {k: v for k, v in value.items()})
+        else:
+            node[last] = copy.deepcopy(value)
+    return out

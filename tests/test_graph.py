@@ -976,9 +976,8 @@ def _failure(kind: str, task_id: str, **evidence) -> dict:
             ),
             "rubric_criteria",
             # a stricter wording grounded in the reference answer, never a reweight (an affine change GRPO ignores)
-            lambda p: "reweight" not in p and "as the reference answer does: \"Plants use sunlight" in p["reword"]["c1"],
+            lambda p: "reweight" not in p and 'reference answer does: "Plants use sunlight' in p["reword"]["c1"],
         ),
-
         (
             _failure(
                 "criterion_saturated", "t_len", criterion_id="p", criterion_text="Pads it.", weight=-1, pitfall=True

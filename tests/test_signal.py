@@ -16,6 +16,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
+from helpers import record_group
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -23,7 +24,7 @@ from harnessrl.data import Criterion, Task
 from harnessrl.interfaces import EditRubric, Harness, ReweightTasks, SetGuidance
 from harnessrl.trainer.detectors import Failure
 from harnessrl.trainer.judges import BackendVerdict, GradeRequest, RubricJudge
-from harnessrl.trainer.records import GroupRecord, Recorder, RolloutRecord, StepRecord, group_stats
+from harnessrl.trainer.records import Recorder
 from harnessrl.trainer.signal import (
     AdvantageSpec,
     SignalConfig,
@@ -167,52 +168,6 @@ def _failure(kind: str, task_id: str, **evidence) -> Failure:
         summary=kind,
         interface_hint="rubric_criteria",
     )
-
-
-def record_group(harness, judge, recorder, step, task_id, texts):
-    """Grade ``texts`` as one group of ``task_id`` at ``step``, as the trainer does."""
-    from harnessrl.trainer.judges import RubricRequest
-
-    task = harness.tasks[task_id]
-    rubric = harness.rubrics.current(task_id)
-    results = judge.grade([RubricRequest.for_task(task, t, rubric.criteria) for t in texts])
-    rollouts = [
-        RolloutRecord(
-            step=step,
-            task_id=task_id,
-            member=k,
-            guided=False,
-            rubric_version=rubric.version,
-            temperature=1.0,
-            completion=t,
-            length_tokens=len(t.split()),
-            length_words=len(t.split()),
-            reward=res.reward,
-            verdicts={v.criterion_id: v.value for v in res.verdicts},
-        )
-        for k, (t, res) in enumerate(zip(texts, results, strict=True))
-    ]
-    mean, std = group_stats([r.reward for r in rollouts])
-    group = GroupRecord(
-        step=step,
-        task_id=task_id,
-        domain=task.domain,
-        rubric_version=rubric.version,
-        rewards=[r.reward for r in rollouts],
-        mean=mean,
-        std=std,
-        flat=std is not None and std < 0.02,
-        lengths=[r.length_tokens for r in rollouts],
-        criterion_means={
-            c: float(np.mean([r.verdicts[c] for r in rollouts])) for c in rollouts[0].verdicts if c is not None
-        },
-    )
-    prev = recorder.steps.get(step)
-    recorder.add(
-        StepRecord(step=step, groups=[*(prev.groups if prev else []), group]),
-        [*recorder.rollouts.get(step, []), *rollouts],
-    )
-    return rollouts
 
 
 @st.composite

@@ -13,13 +13,14 @@ from collections.abc import Sequence
 
 import pytest
 import torch
+from helpers import record_group
 
 from harnessrl.data import Criterion, Task
 from harnessrl.errors import ResourceMissingError
 from harnessrl.interfaces import EditRubric, Harness, ReweightTasks, SetGuidance
 from harnessrl.trainer.detectors import Failure
 from harnessrl.trainer.judges import BackendVerdict, GradeRequest, RubricJudge
-from harnessrl.trainer.records import GroupRecord, Recorder, RolloutRecord, StepRecord, group_stats
+from harnessrl.trainer.records import Recorder
 from harnessrl.trainer.trials import (
     CRITERION_SIGNAL,
     NO_EFFECT,
@@ -147,58 +148,12 @@ def make_env():
     return harness, backend, judge, Recorder(None)
 
 
-def record_step(harness: Harness, judge: RubricJudge, recorder: Recorder, step: int, task_id: str, texts: list[str]):
-    """Grade ``texts`` as one group of ``task_id`` at ``step`` (warming the judge cache as training does)."""
-    task = harness.tasks[task_id]
-    rubric = harness.rubrics.current(task_id)
-    results = judge.grade([_req(task, t, rubric.criteria) for t in texts])
-    rollouts = [
-        RolloutRecord(
-            step=step,
-            task_id=task_id,
-            member=k,
-            guided=False,
-            rubric_version=rubric.version,
-            temperature=1.0,
-            completion=t,
-            length_tokens=len(t.split()),
-            length_words=len(t.split()),
-            reward=res.reward,
-            verdicts={v.criterion_id: v.value for v in res.verdicts},
-        )
-        for k, (t, res) in enumerate(zip(texts, results, strict=True))
-    ]
-    mean, std = group_stats([r.reward for r in rollouts])
-    group = GroupRecord(
-        step=step,
-        task_id=task_id,
-        domain=task.domain,
-        rubric_version=rubric.version,
-        rewards=[r.reward for r in rollouts],
-        mean=mean,
-        std=std,
-        flat=std is not None and std < 0.02,
-        lengths=[r.length_tokens for r in rollouts],
-        criterion_means={},
-    )
-    prev = recorder.steps.get(step)
-    groups = [*(prev.groups if prev else []), group]
-    recorder.add(StepRecord(step=step, groups=groups), [*recorder.rollouts.get(step, []), *rollouts])
-    return rollouts
-
-
-def _req(task, text, rubric):
-    from harnessrl.trainer.judges import RubricRequest
-
-    return RubricRequest.for_task(task, text, rubric)
-
-
 def length_env():
     """Task "sea": 2 steps x 8 rollouts of 4..42 words (none is the reference) whose reward rises with length;
     the reference answer is pre-graded, as the trainer's reference check does."""
     harness, backend, judge, recorder = make_env()
     for step, start in ((1, 4), (2, 7)):
-        record_step(harness, judge, recorder, step, "sea", [text_of(start + 5 * k) for k in range(8)])
+        record_group(harness, judge, recorder, step, "sea", [text_of(start + 5 * k) for k in range(8)])
     judge.grade_one(harness.tasks["sea"], REFERENCE, harness.rubrics.current("sea").criteria)
     return harness, backend, judge, recorder
 
@@ -303,7 +258,7 @@ def test_rubric_trial_signal_share_accepts_a_stricter_criterion_and_rejects_a_la
     """Uniformly high: every rollout is long enough to saturate the judged criterion."""
     harness, _, judge, recorder = make_env()
     for step in (1, 2):
-        record_step(harness, judge, recorder, step, "sea", [text_of(40 + 3 * k + step) for k in range(8)])
+        record_group(harness, judge, recorder, step, "sea", [text_of(40 + 3 * k + step) for k in range(8)])
     trials = FrozenPolicyTrials(harness, recorder, judge, NoSampler(), TrialConfig())
     flat = failure("non_discriminative_high")
 
@@ -348,7 +303,7 @@ def test_reference_below_policy_rank_must_rise():
     harness, _, judge, recorder = make_env()
     # the reference (25 words) scores below the long rollouts the lax rubric prefers
     for step in (1, 2):
-        record_step(harness, judge, recorder, step, "sea", [text_of(30 + 2 * k + step) for k in range(8)])
+        record_group(harness, judge, recorder, step, "sea", [text_of(30 + 2 * k + step) for k in range(8)])
     trials = FrozenPolicyTrials(harness, recorder, judge, NoSampler(), TrialConfig())
     fail = failure("reference_below_policy")
     # a pitfall every cached rollout commits (all have 31+ words) lifts the reference above them all, but it
@@ -451,7 +406,7 @@ def test_guidance_temperature_change_regenerates_every_member():
 
 def test_domain_guidance_probes_up_to_two_tasks_flat_ones_first():
     harness, _, judge, recorder = make_env()
-    record_step(harness, judge, recorder, 1, "lemon", ["An apple."] * 4)  # a recent flat group
+    record_group(harness, judge, recorder, 1, "lemon", ["An apple."] * 4)  # a recent flat group
     sampler = HintSampler()
     trials = FrozenPolicyTrials(harness, recorder, judge, sampler, TrialConfig(max_rollouts=24))
     result = trials.run(SetGuidance(scope="domain", target="food", text=HINT), "g4")
@@ -504,9 +459,9 @@ def sampling_env():
     """Replayed stats: "lemon" flat (std 0), "fruit" and "sea" discriminative; "poem" never seen."""
     harness, backend, judge, recorder = make_env()
     for step in (1, 2):
-        record_step(harness, judge, recorder, step, "lemon", ["An apple."] * 4)
-        record_step(harness, judge, recorder, step, "fruit", ["A banana.", "An apple.", "A banana.", "A pear."])
-        record_step(harness, judge, recorder, step, "sea", [text_of(5 + 10 * k + step) for k in range(4)])
+        record_group(harness, judge, recorder, step, "lemon", ["An apple."] * 4)
+        record_group(harness, judge, recorder, step, "fruit", ["A banana.", "An apple.", "A banana.", "A pear."])
+        record_group(harness, judge, recorder, step, "sea", [text_of(5 + 10 * k + step) for k in range(4)])
     return harness, backend, judge, recorder
 
 
@@ -689,7 +644,7 @@ def test_semantic_judge_length_story(semantic_judge):
     openers = ["Well.", "Okay, so.", "Good question.", "Let me think."]
     for step in (1, 2):
         texts = [openers[(k + step) % 4] + " " + " ".join(sentences[: k + 1]) for k in range(8)]
-        record_step(harness, semantic_judge, recorder, step, "seasons", texts)
+        record_group(harness, semantic_judge, recorder, step, "seasons", texts)
     update = EditRubric(task_id="seasons", add=[pitfall(len(reference.split()) + 6)])
     sampler = NoSampler()
     trials = FrozenPolicyTrials(harness, recorder, semantic_judge, sampler, TrialConfig())

@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
-from harnessrl.config import load_yaml
+from harnessrl.config import apply_overrides, load_yaml
 from harnessrl.errors import ConfigError
 
 __all__ = [
@@ -160,24 +160,6 @@ class BenchConfig(BaseModel):
         cfg = _validate(data, "the command line's selection")
         cfg._folder = self._folder
         return cfg
-
-
-def apply_overrides(data: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
-    """``data`` with each ``key.sub -> value`` set; a mapping value is merged into an existing section."""
-    out = copy.deepcopy(data)
-    for dotted, value in overrides.items():
-        keys = dotted.split(".")
-        node = out
-        for k in keys[:-1]:
-            node = node.setdefault(k, {})
-            if not isinstance(node, dict):
-                raise ConfigError(f"override {dotted!r}: {k!r} is not a section of the training config")
-        last = keys[-1]
-        if isinstance(value, dict) and isinstance(node.get(last), dict):
-            node[last] = apply_overrides(node[last], {k: v for k, v in value.items()})
-        else:
-            node[last] = copy.deepcopy(value)
-    return out
 
 
 def resolve_train_config(cfg: BenchConfig, method: str, seed: int) -> dict[str, Any]:

@@ -304,8 +304,8 @@ def _start_evolver(config, trainer, harness, recorder, judge, tokenizer, memory,
     """Trials, the evolution service, its MCP tool server and the evolution-point callback."""
     from harnessrl.trainer.evolution import EvolutionService
     from harnessrl.trainer.evolver import EvolutionCallback, write_server_file
-    from harnessrl.trainer.tool_server import ToolServer
     from harnessrl.trainer.signal import AdvantageSpec
+    from harnessrl.trainer.tool_server import ToolServer
     from harnessrl.trainer.trials import FrozenPolicyTrials, TransformersSampler
 
     settings = config.evolver

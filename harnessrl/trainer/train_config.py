@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from harnessrl.config import load_yaml
+from harnessrl.config import apply_overrides, load_yaml
 from harnessrl.errors import ConfigError
 from harnessrl.interfaces.sampling import DifficultyFilterSettings
 from harnessrl.trainer.detectors import DetectorConfig
@@ -231,16 +231,6 @@ def _explain(err: ValidationError) -> str:
     return "\n".join(lines)
 
 
-def _set_dotted(data: dict, dotted: str, value: Any) -> None:
-    keys = dotted.split(".")
-    node = data
-    for k in keys[:-1]:
-        node = node.setdefault(k, {})
-        if not isinstance(node, dict):
-            raise ConfigError(f"override {dotted!r}: {k!r} is not a section")
-    node[keys[-1]] = value
-
-
 def load_train_config(path: str | Path | None = None, overrides: list[str] | None = None) -> TrainConfig:
     """Read a YAML config and apply ``key.sub=value`` overrides (values parsed as YAML)."""
     import yaml
@@ -250,7 +240,7 @@ def load_train_config(path: str | Path | None = None, overrides: list[str] | Non
         if "=" not in item:
             raise ConfigError(f"override {item!r} must look like key.sub=value, e.g. grpo.max_steps=10")
         key, raw = item.split("=", 1)
-        _set_dotted(data, key.strip(), yaml.safe_load(raw))
+        data = apply_overrides(data, {key.strip(): yaml.safe_load(raw)})
     try:
         return TrainConfig.model_validate(data)
     except ValidationError as e:
