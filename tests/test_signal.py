@@ -9,8 +9,10 @@ guidance and sampling metrics cannot be inflated by a larger raw reward spread t
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -24,7 +26,7 @@ from harnessrl.data import Criterion, Task
 from harnessrl.interfaces import EditRubric, Harness, ReweightTasks, SetGuidance
 from harnessrl.trainer.detectors import Failure
 from harnessrl.trainer.judges import BackendVerdict, GradeRequest, RubricJudge
-from harnessrl.trainer.records import Recorder
+from harnessrl.trainer.records import Recorder, RolloutRecord, StepRecord
 from harnessrl.trainer.signal import (
     AdvantageSpec,
     SignalConfig,
@@ -348,3 +350,66 @@ def test_sampling_cannot_win_by_promoting_a_task_whose_spread_is_judge_noise():
     # a reweight that moves no probability is refused before any bootstrap
     same = trials.run(ReweightTasks(task_ids=["exact"], weight=1.0), "same", None)
     assert not same.accepted and same.reason.startswith(NO_EFFECT)
+
+
+# ------------------------------------------------------------------------------------------- the demo's reweights
+
+DEMO = Path(__file__).with_name("data") / "demo_saturated_reweights.json"
+
+
+def _demo_cases() -> list[dict]:
+    return json.loads(DEMO.read_text())
+
+
+@pytest.mark.parametrize(
+    "case", _demo_cases(), ids=lambda c: f"{c['task']['id']}:{next(iter(c['update']['reweight']))}"
+)
+def test_the_demos_saturated_reweights_are_rejected_as_no_effect(case):
+    """The three reweights ``make demo`` committed before the critic measured advantages (if-004 c2 1 -> 0.5,
+    wri-009 c3 5 -> 2.5, wri-001 c4 3 -> 1.5), rebuilt from the rollouts their trials re-graded
+    (tests/data/build_demo_candidates.py): the old metric, raw group reward std, rose exactly as it did then;
+    the advantages GRPO trains on did not move, and today's critic rejects each as no effect."""
+    task = Task.model_validate(case["task"])
+    rollouts = [RolloutRecord.model_validate(r) for r in case["rollouts"]]
+    table = {}
+    for r in rollouts:
+        for c in task.rubric:
+            if c.check is None and r.verdicts.get(c.id) is not None:
+                table[(c.text, r.completion)] = r.verdicts[c.id]
+    for c in task.rubric:
+        if c.check is None and case["reference_verdicts"].get(c.id) is not None:
+            table[(c.text, task.reference_answer)] = case["reference_verdicts"][c.id]
+    harness, recorder = Harness([task]), Recorder(None)
+    for step in sorted({r.step for r in rollouts}):
+        recorder.add(StepRecord(step=step, groups=[]), [r for r in rollouts if r.step == step])
+    judge = RubricJudge(TableJudge(table))
+    fail = Failure.model_validate(
+        {
+            "kind": "criterion_saturated",
+            "step": max(r.step for r in rollouts),
+            "task_id": task.id,
+            "domain": task.domain,
+            "evidence": {"criterion_id": next(iter(case["update"]["reweight"]))},
+            "summary": case["failure_id"],
+            "interface_hint": "rubric_criteria",
+        }
+    )
+    result = FrozenPolicyTrials(harness, recorder, judge, None, TrialConfig()).run(
+        EditRubric.model_validate(case["update"]), case["candidate_id"], fail
+    )
+    old = case["old_trial"]
+    assert old["accepted"] and old["metric"] == "group_reward_std"
+    m = result.measurements
+    # the rewards re-graded now are the ones the old trial measured: same rollouts, same verdicts
+    raw = [
+        np.mean(np.std(np.array(m[k]).reshape(-1, len(m[k]) // m["n_groups"]), axis=1))
+        for k in (
+            "baseline_rewards",
+            "candidate_rewards",
+        )
+    ]
+    assert raw[0] == pytest.approx(old["baseline"], abs=2e-3) and raw[1] == pytest.approx(old["candidate"], abs=2e-3)
+    assert raw[1] > raw[0]  # what the old critic accepted
+    assert not result.accepted
+    assert result.reason.startswith(NO_EFFECT), result.reason
+    assert result.advantage_effect < TrialConfig().signal.advantage_tolerance
