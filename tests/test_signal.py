@@ -413,3 +413,27 @@ def test_the_demos_saturated_reweights_are_rejected_as_no_effect(case):
     assert not result.accepted
     assert result.reason.startswith(NO_EFFECT), result.reason
     assert result.advantage_effect < TrialConfig().signal.advantage_tolerance
+
+
+def test_a_group_whose_advantages_do_not_move_keeps_its_status():
+    """Reweighting X reorders group 1 (X varies there) but only rescales group 2 (X is 1 for every rollout):
+    group 2's raw spread rises from 0.014 (flat, below eps 0.02) to 0.038, yet its advantages are the same, so it
+    gives no new signal and the candidate earns nothing for it."""
+    rubric = [Criterion(id="a", text="Is accurate", weight=1), Criterion(id="x", text="Is extra", weight=3)]
+    task = Task(id="t", domain="writing", prompt="Write.", rubric=rubric)
+    g1 = {"one": (1, 0), "two": (0, 1), "three": (1, 1), "four": (0, 0)}
+    g2 = {"five": (0.0, 1), "six": (0.0, 1), "seven": (0.1, 1), "eight": (0.1, 1)}
+    table = {}
+    for text, (a, x) in {**g1, **g2}.items():
+        table[("Is accurate", text)] = a
+        table[("Is extra", text)] = x
+    harness, recorder = Harness([task]), Recorder(None)
+    judge = RubricJudge(TableJudge(table))
+    record_group(harness, judge, recorder, 1, "t", list(g1))
+    record_group(harness, judge, recorder, 2, "t", list(g2))
+    trials = FrozenPolicyTrials(harness, recorder, judge, None, TrialConfig())
+    result = trials.run(EditRubric(task_id="t", reweight={"x": 0.5}), "rw", _failure("non_discriminative_low", "t"))
+    ls = result.measurements["learning_signal"]
+    assert ls["advantage_effect_per_group"][0] > 0.05 and ls["advantage_effect_per_group"][1] < 1e-6
+    assert result.measurements["signal_share_per_group"] == {"baseline": [True, False], "candidate": [True, False]}
+    assert not result.accepted and result.improvement == 0

@@ -725,8 +725,8 @@ def _grounding(e: _Evidence, crit: dict[str, Any]) -> str | None:
 def _reword_grounded(e: _Evidence) -> tuple[str, dict[str, Any]] | None:
     """A saturated criterion, reworded stricter and grounded in what the reference answer actually says."""
     crit = _target_criterion(e)
-    if not crit or not crit.get("text"):
-        return None
+    if not crit or not crit.get("text") or crit.get("check") or crit.get("kind") == "programmatic":
+        return None  # a programmatic check's verdict does not depend on its wording
     quote = _grounding(e, crit)
     if quote is None:
         return _reword_stricter(e)

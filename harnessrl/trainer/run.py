@@ -311,7 +311,7 @@ def _start_evolver(config, trainer, harness, recorder, judge, tokenizer, memory,
     settings = config.evolver
     sampler = TransformersSampler(trainer.model, tokenizer, seed=config.seed)
     # the critic measures candidates on the advantages as this trainer computes them
-    advantage = AdvantageSpec.from_args(trainer.args, trainer.num_generations)
+    advantage = AdvantageSpec.from_args(trainer.args, trainer.num_generations, config.harness.detectors.eps)
     trials = FrozenPolicyTrials(harness, recorder, judge, sampler, settings.trials, advantage)
     service = EvolutionService(
         harness,
@@ -329,6 +329,20 @@ def _start_evolver(config, trainer, harness, recorder, judge, tokenizer, memory,
     callback.trainer = trainer
     trainer.add_callback(callback)
     return server, callback
+
+
+def _peft_config(config: TrainConfig):
+    """The ``peft.LoraConfig`` of ``config.lora`` (None: full fine-tuning); TRL wraps the model with it."""
+    if config.lora is None:
+        return None
+    try:
+        from peft import LoraConfig
+    except ImportError as e:
+        raise ConfigError("lora is set but peft is not installed: pip install peft (or drop the lora section)") from e
+    lo = config.lora
+    return LoraConfig(
+        r=lo.r, lora_alpha=lo.alpha, lora_dropout=lo.dropout, target_modules=lo.target_modules, task_type="CAUSAL_LM"
+    )
 
 
 def _is_main_process() -> bool:
@@ -439,6 +453,7 @@ def train(
         dapo_eps=config.dapo_eps if config.method == "dapo" else None,
         dapo_max_extra_groups=config.dapo_max_extra_groups,
         callbacks=callbacks,
+        peft_config=_peft_config(config),
     )
     if resume:  # the cumulative counters go on from where the run stopped
         last = next((m for m in reversed(run.read("metrics.jsonl")) if "rollouts/generated" in m), {})

@@ -130,9 +130,12 @@ class AdvantageSpec:
     scale_rewards: Literal["group", "batch", "none"] = "group"
     group_size: int = 4
     std_eps: float = TRL_STD_EPS
+    flat_eps: float = 0.02
+    """The run's flat-group threshold (``harness.detectors.eps``: the detectors' and the metrics' "flat"):
+    a group whose reward std is below it gives no signal, whatever the noise model says."""
 
     @classmethod
-    def from_args(cls, args: Any, group_size: int | None = None) -> AdvantageSpec:
+    def from_args(cls, args: Any, group_size: int | None = None, flat_eps: float = 0.02) -> AdvantageSpec:
         """From a ``trl.GRPOConfig`` (or anything with its fields): ``scale_rewards`` may be a bool there."""
         scale = getattr(args, "scale_rewards", "group")
         if scale is True:
@@ -146,7 +149,7 @@ class AdvantageSpec:
             # one reward function (the rubric): normalize_then_sum gives the same group z-scores
             scale = "group"
         g = group_size or getattr(args, "num_generations", None) or 4
-        return cls(scale_rewards=scale, group_size=int(g))
+        return cls(scale_rewards=scale, group_size=int(g), flat_eps=float(flat_eps))
 
 
 # ---------------------------------------------------------------------------------------------- advantages
@@ -180,29 +183,36 @@ def advantages(groups: Sequence[np.ndarray], spec: AdvantageSpec) -> list[np.nda
 
 
 def advantage_effect(
-    base: Sequence[np.ndarray],
-    cand: Sequence[np.ndarray],
-    spec: AdvantageSpec,
-    base_floors: Sequence[float] | None = None,
-    cand_floors: Sequence[float] | None = None,
+    base: Sequence[np.ndarray], cand: Sequence[np.ndarray], spec: AdvantageSpec
 ) -> tuple[float, list[float]]:
     """The largest change a candidate makes to any rollout's advantage, and each group's largest change.
 
-    ``base`` and ``cand`` are the same rollouts' rewards (paired, group by group). A group whose spread
-    is within the judge's noise (its floor) gives advantages made of noise: it counts as giving none
-    on that side, so shuffling noise is no effect and turning noise into signal is one.
+    ``base`` and ``cand`` are the same rollouts' rewards (paired, group by group). With group scaling the
+    advantages are compared as the group's z-scores, ``(r - mean) / std``: exactly what the trainer
+    computes but for TRL's ``+ 1e-4``, which only damps a group whose spread is near 1e-4 (no signal
+    either way), so that a per-group ``a*r + b`` is exactly no effect whatever the group's spread. A group
+    whose spread is below 1e-6 (rounding) has none. With batch or no scaling the trainer's own formula.
     """
     if len(base) != len(cand):
         raise ValueError(f"{len(base)} baseline groups but {len(cand)} candidate groups")
-    a_b, a_c = advantages(base, spec), advantages(cand, spec)
-    per_group = []
-    for i, (ab, ac) in enumerate(zip(a_b, a_c, strict=True)):
-        if base_floors is not None and not gives_signal(base[i], base_floors[i]):
-            ab = np.zeros_like(ab)
-        if cand_floors is not None and not gives_signal(cand[i], cand_floors[i]):
-            ac = np.zeros_like(ac)
-        per_group.append(float(np.max(np.abs(ac - ab))) if ab.size else 0.0)
+    if spec.scale_rewards == "group":
+        a_b, a_c = _z_scores(base), _z_scores(cand)
+    else:
+        a_b, a_c = advantages(base, spec), advantages(cand, spec)
+    per_group = [float(np.max(np.abs(ac - ab))) if ab.size else 0.0 for ab, ac in zip(a_b, a_c, strict=True)]
     return (max(per_group) if per_group else 0.0), per_group
+
+
+def _z_scores(groups: Sequence[np.ndarray]) -> list[np.ndarray]:
+    out = []
+    for g in groups:
+        g = np.asarray(g, dtype=float)
+        std = bessel_std(g)
+        if math.isnan(std) or std < 1e-6:
+            out.append(np.zeros_like(g))
+        else:
+            out.append(np.nan_to_num((g - np.nanmean(g)) / std, nan=0.0))
+    return out
 
 
 # ---------------------------------------------------------------------------------------------- noise

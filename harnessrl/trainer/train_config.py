@@ -27,6 +27,7 @@ __all__ = [
     "GRPOSettings",
     "GenerationConfig",
     "HarnessConfig",
+    "LoraSettings",
     "Method",
     "TrainConfig",
     "load_train_config",
@@ -146,6 +147,18 @@ class EvalConfig(_Section):
     judge: JudgeConfig | None = Field(default=None, description="Default: the training judge's settings.")
 
 
+class LoraSettings(_Section):
+    """LoRA adapters (peft) in place of full fine-tuning: far fewer trainable weights, a cheaper update.
+    Checkpoints then hold the adapter; ``harnessrl eval`` loads it onto its base model (peft installed)."""
+
+    r: int = Field(default=16, ge=1, description="Rank of the adapter matrices.")
+    alpha: int = Field(default=32, ge=1, description="Scaling numerator (the update is scaled by alpha / r).")
+    dropout: float = Field(default=0.0, ge=0, lt=1)
+    target_modules: list[str] | str = Field(
+        default="all-linear", description="Module names to adapt, or 'all-linear' (every linear layer but the head)."
+    )
+
+
 class DapoConfig(_Section):
     """DAPO's dynamic sampling (``method: dapo``): drop groups whose reward std is below ``eps`` and refill
     the batch with groups of further tasks, up to ``max_extra_groups`` extra groups a step; a batch
@@ -178,6 +191,7 @@ class TrainConfig(_Section):
     evolver: EvolverSettings = Field(default_factory=EvolverSettings)
     dapo: DapoConfig = Field(default_factory=DapoConfig)
     odf: DifficultyFilterSettings = Field(default_factory=DifficultyFilterSettings)
+    lora: LoraSettings | None = Field(default=None, description="LoRA adapters (peft); null: full fine-tuning.")
     report_to: list[str] = Field(default_factory=list, description="TRL/transformers loggers, e.g. [wandb].")
 
     @model_validator(mode="after")

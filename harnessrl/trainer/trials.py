@@ -294,6 +294,7 @@ class _Side:
     rewards: np.ndarray
     noise_var: np.ndarray
     targets: np.ndarray
+    eps: float = 0.0  # the trainer's flat-group eps: below it a group is flat whatever the noise model says
 
     @classmethod
     def graded(
@@ -303,13 +304,14 @@ class _Side:
         rubric: Sequence[Criterion],
         noise: float,
         targets: Sequence[str] = (),
+        eps: float = 0.0,
     ) -> _Side:
         var = np.array([noise_floor(rubric, [row], noise) ** 2 for row in rows], dtype=float)
         t = np.array([[_nan(row.get(cid)) for cid in targets] for row in rows], dtype=float).reshape(len(rows), -1)
-        return cls(np.asarray(rewards, dtype=float), var, t)
+        return cls(np.asarray(rewards, dtype=float), var, t, eps)
 
     def take(self, idx: np.ndarray) -> _Side:
-        return _Side(self.rewards[idx], self.noise_var[idx], self.targets[idx])
+        return _Side(self.rewards[idx], self.noise_var[idx], self.targets[idx], self.eps)
 
 
 @dataclass
@@ -323,6 +325,7 @@ class _Group:
     base: _Side
     cand: _Side
     strata: list[tuple[np.ndarray, np.ndarray, bool]]
+    unchanged: bool = False  # paired, and the candidate leaves its advantages as they were
 
     @classmethod
     def paired(cls, base: _Side, cand: _Side) -> _Group:
@@ -359,13 +362,14 @@ def _row_std(x: np.ndarray) -> np.ndarray:
 
 
 def _signal(side: _Side) -> np.ndarray:
-    """Whether each row of rollouts gives signal: Bessel std of the rewards above the noise floor.
+    """Whether each row of rollouts gives signal: Bessel std of the rewards above the judge's noise floor
+    and above the trainer's flat-group eps.
 
     Works on a side whose arrays carry leading bootstrap dimensions (rewards (..., n))."""
     std = _row_std(side.rewards)
     ok = ~np.isnan(side.rewards)
     floor = np.sqrt(np.where(ok, side.noise_var, 0.0).sum(axis=-1) / np.maximum(ok.sum(axis=-1), 1))
-    return np.nan_to_num(std, nan=0.0) > np.maximum(floor, TRL_STD_EPS)
+    return np.nan_to_num(std, nan=0.0) > np.maximum(floor, max(side.eps, TRL_STD_EPS))
 
 
 def _criterion_signal(side: _Side, noise: float) -> np.ndarray:
@@ -378,7 +382,7 @@ def _criterion_signal(side: _Side, noise: float) -> np.ndarray:
     tv = np.where(ok, t, 0.0)
     v_noise = (noise * 4.0 * tv * (1.0 - tv)) ** 2
     floor = np.sqrt(np.where(ok, v_noise, 0.0).sum(axis=-1) / np.maximum(ok.sum(axis=-1), 1))
-    return (std > np.maximum(floor, TRL_STD_EPS)).any(axis=0)
+    return (std > np.maximum(floor, max(side.eps, TRL_STD_EPS))).any(axis=0)
 
 
 def _row_abs_spearman(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -672,8 +676,9 @@ class FrozenPolicyTrials:
             m["targeted_criteria"] = {"baseline": targets_b, "candidate": targets_c}
         rows_b = [_verdict_row(base_res[r.completion]) for r in rollouts]
         rows_c = [_verdict_row(cand_res[r.completion]) for r in rollouts]
-        side_b = _Side.graded(base, rows_b, base_rubric, noise, targets_b)
-        side_c = _Side.graded(cand, rows_c, cand_rubric, noise, targets_c)
+        eps = self.advantage.flat_eps
+        side_b = _Side.graded(base, rows_b, base_rubric, noise, targets_b, eps)
+        side_c = _Side.graded(cand, rows_c, cand_rubric, noise, targets_c, eps)
         groups: list[_Group] = []
         for idx in _groups_by_step(rollouts):
             keep = np.array([i for i in idx if ok[i]], dtype=int)
@@ -688,8 +693,10 @@ class FrozenPolicyTrials:
         floors_b = [_floor(g.base) for g in groups]
         floors_c = [_floor(g.cand) for g in groups]
         effect, per_group = advantage_effect(
-            [g.base.rewards for g in groups], [g.cand.rewards for g in groups], self.advantage, floors_b, floors_c
+            [g.base.rewards for g in groups], [g.cand.rewards for g in groups], self.advantage
         )
+        for g, e in zip(groups, per_group, strict=True):
+            g.unchanged = e < tol  # its advantages stay as they were: so does whether it gives signal
         m["learning_signal"] = {
             "advantage_effect": _r(effect),
             "advantage_effect_per_group": _rs(per_group),
@@ -879,11 +886,12 @@ class FrozenPolicyTrials:
             }
             vb, vc = base[~np.isnan(base)], cand[~np.isnan(cand)]
             if vb.size >= 2 and vc.size >= 2:
+                noise, eps = cfg.signal.verdict_noise, self.advantage.flat_eps
                 side_b = _Side.graded(
-                    base, [_verdict_row(graded[t]) for t in base_texts], rubric, cfg.signal.verdict_noise, crit_targets
+                    base, [_verdict_row(graded[t]) for t in base_texts], rubric, noise, crit_targets, eps
                 )
                 side_c = _Side.graded(
-                    cand, [_verdict_row(graded[t]) for t in cand_texts], rubric, cfg.signal.verdict_noise, crit_targets
+                    cand, [_verdict_row(graded[t]) for t in cand_texts], rubric, noise, crit_targets, eps
                 )
                 row.update(
                     baseline_mean=_r(vb.mean()),
@@ -1015,7 +1023,9 @@ class FrozenPolicyTrials:
             graded = dict(zip(unique, self.judge.grade(reqs), strict=True))
             rewards = np.array([_nan(graded[t].reward) for t in texts])
             ok = ~np.isnan(rewards)
-            side = _Side.graded(rewards, [_verdict_row(graded[t]) for t in texts], rubric, noise)
+            side = _Side.graded(
+                rewards, [_verdict_row(graded[t]) for t in texts], rubric, noise, eps=self.advantage.flat_eps
+            )
             side = side.take(np.flatnonzero(ok))
             probes.append(
                 {
@@ -1093,7 +1103,7 @@ class FrozenPolicyTrials:
         # a group's own verdicts while its step is kept; its per-criterion means otherwise
         same = len(kept) == len(vals)
         rows = [dict(r.verdicts) for r in kept] if same else [dict(g.criterion_means)] * len(vals)
-        side = _Side.graded(vals, rows, rubric, noise)
+        side = _Side.graded(vals, rows, rubric, noise, eps=self.advantage.flat_eps)
         return side.take(np.flatnonzero(~np.isnan(vals)))
 
     # ------------------------------------------------------------------------------ shared
@@ -1109,15 +1119,18 @@ class FrozenPolicyTrials:
         def stat(side: _Side) -> np.ndarray:
             return _criterion_signal(side, noise) if metric == CRITERION_SIGNAL else _signal(side)
 
+        # a group whose advantages the candidate leaves as they were keeps its status: a rescaling that lifts
+        # a flat group's raw spread over a threshold is no new signal
         point_b = [bool(stat(g.base)) for g in groups]
-        point_c = [bool(stat(g.cand)) for g in groups]
+        point_c = [pb if g.unchanged else bool(stat(g.cand)) for g, pb in zip(groups, point_b, strict=True)]
         B = self.config.bootstrap
         boot_b = np.zeros(B)
         boot_c = np.zeros(B)
         for g in groups:
             ib, ic = g.resample(rng, B)
-            boot_b += stat(g.base.take(ib))
-            boot_c += stat(g.cand.take(ic))
+            sb = stat(g.base.take(ib))
+            boot_b += sb
+            boot_c += sb if g.unchanged else stat(g.cand.take(ic))
         m.update(
             {
                 f"{metric}_per_group": {"baseline": point_b, "candidate": point_c},
