@@ -171,8 +171,9 @@ def plan_jobs(cfg: BenchConfig, *, rerun_changed: bool = False) -> list[RunJob]:
     _refuse_run_dir_as_out(cfg)
     jobs: list[RunJob] = []
     changed: list[str] = []
-    for method in cfg.methods:
-        for seed in cfg.seeds:
+    # seed-major: an interrupted bench still has every method on its first seeds, comparable side by side
+    for seed in cfg.seeds:
+        for method in cfg.methods:
             settings = _validated_settings(resolve_train_config(cfg, method, seed), method, seed)
             run_dir = cfg.run_dir(method, seed)
             max_steps = _expected_steps(settings)

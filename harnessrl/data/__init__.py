@@ -10,12 +10,14 @@ from harnessrl.data.loaders import ValidationReport, load_hf_dataset, load_tasks
 from harnessrl.data.schema import ChatMessage, Criterion, Task, prompt_text
 
 __all__ = [
+    "BENCH_DIR",
     "BUNDLED_DIR",
     "ChatMessage",
     "Criterion",
     "Task",
     "ValidationReport",
     "bundled_path",
+    "data_path",
     "load_bundled",
     "load_hf_dataset",
     "load_judge_labels",
@@ -28,11 +30,26 @@ BUNDLED_DIR = Path(__file__).parent / "rubric_mix"
 """The bundled Rubric-Mix sample: ``train.jsonl``, ``heldout.jsonl`` (evaluation only), ``judge_labels.jsonl``."""
 
 
+BENCH_DIR = Path(__file__).parent / "bench_suite"
+"""The CPU benchmark suite (``harnessrl bench run --config configs/bench-cpu.yaml``): ``train.jsonl``,
+``validation.jsonl``, ``test.jsonl``; tasks where plain GRPO on the embedded 135M policy measurably learns."""
+
+
 def bundled_path(split: Literal["train", "heldout"] = "train") -> Path:
     """Path of a split of the bundled sample."""
     if split not in ("train", "heldout"):
         raise ValueError(f"split must be 'train' or 'heldout', not {split!r}")
     return BUNDLED_DIR / f"{split}.jsonl"
+
+
+def data_path(value: str, split: Literal["train", "validation", "test"]) -> Path:
+    """A data setting as a file: ``bundled`` (the Rubric-Mix sample: its train file, or its held-out file for
+    validation and test), ``bench`` (the CPU benchmark suite's file of that split), else a path."""
+    if value == "bundled":
+        return bundled_path("train" if split == "train" else "heldout")
+    if value == "bench":
+        return BENCH_DIR / f"{split}.jsonl"
+    return Path(value)
 
 
 def load_bundled(split: Literal["train", "heldout", "all"] = "train") -> list[Task]:

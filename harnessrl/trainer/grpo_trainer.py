@@ -178,7 +178,12 @@ class HarnessGRPOTrainer(GRPOTrainer):
         seconds["scoring_other"] = max(0.0, total - seconds["generation"] - seconds["judging"])
         for k, v in seconds.items():
             self.timings[k] += v
+        t_rec = time.perf_counter()
         self._record_step(step, rows, seconds, rollouts=rollouts, discarded=discarded)
+        # step records, reference grading and the step listeners (detectors, memory): not the update
+        recording = time.perf_counter() - t_rec
+        self.timings["recording"] += recording
+        self._metrics["train"]["time/recording"].append(recording)
         return out
 
     def _score_rows(self, rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -389,11 +394,12 @@ class HarnessGRPOTrainer(GRPOTrainer):
 
     def training_step(self, model, inputs, num_items_in_batch=None):
         t0 = time.perf_counter()
-        gs0 = sum(self.timings[k] for k in ("generation", "judging", "scoring_other"))
+        parts = ("generation", "judging", "scoring_other", "recording")
+        gs0 = sum(self.timings[k] for k in parts)
         with self.policy_lock:
             loss = super().training_step(model, inputs, num_items_in_batch)
         elapsed = time.perf_counter() - t0
-        gs = sum(self.timings[k] for k in ("generation", "judging", "scoring_other")) - gs0
+        gs = sum(self.timings[k] for k in parts) - gs0
         self.timings["update"] += max(0.0, elapsed - gs)
         self.timings["step_total"] += elapsed
         return loss

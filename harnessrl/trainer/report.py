@@ -30,7 +30,7 @@ def print_summary(summary, console: Console) -> None:
     t.add_row("steps", str(summary.steps))
     t.add_row("wall time", f"{summary.wall_seconds / 60:.1f} min")
     total = summary.timings.get("step_total", 0.0)
-    for k in ("generation", "judging", "scoring_other", "update"):
+    for k in ("generation", "judging", "scoring_other", "recording", "update"):
         v = summary.timings.get(k, 0.0)
         share = f" ({v / total:.0%} of step time)" if total else ""
         t.add_row(f"  {k}", f"{v:.0f} s{share}")

@@ -23,7 +23,7 @@ from typing import Any
 
 from rich.console import Console
 
-from harnessrl.data import Task, bundled_path, load_tasks
+from harnessrl.data import Task, data_path, load_tasks
 from harnessrl.errors import ConfigError, HarnessRLError
 from harnessrl.interfaces.harness import Harness
 from harnessrl.trainer.run_dir import RunDir
@@ -101,12 +101,9 @@ class RunTasks:
 def load_run_tasks(config: TrainConfig) -> RunTasks:
     """Train, validation and test tasks, validated; no two of them may share a task id."""
     d = config.data
-    train_path = bundled_path("train") if d.train == "bundled" else Path(d.train)
-    train = load_tasks(train_path, d.format, default_domain=d.domain)
-    paths = {
-        name: (bundled_path("heldout") if value == "bundled" else Path(value)) if value else None
-        for name, value in (("validation", d.validation), ("test", d.test))
-    }
+    train = load_tasks(data_path(d.train, "train"), d.format, default_domain=d.domain)
+    evals = (("validation", d.validation), ("test", d.test))
+    paths = {name: data_path(value, name) if value else None for name, value in evals}
     same_file = paths["validation"] is not None and paths["test"] is not None
     same_file = same_file and paths["validation"].resolve() == paths["test"].resolve()  # type: ignore[union-attr]
     splits: dict[str, list[Task]] = {}

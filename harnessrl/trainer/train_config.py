@@ -45,7 +45,7 @@ class _Section(BaseModel):
 
 
 class DataConfig(_Section):
-    """Where the tasks come from. ``bundled`` is the bundled Rubric-Mix sample.
+    """Where the tasks come from. ``bundled`` is the bundled Rubric-Mix sample, ``bench`` the CPU benchmark suite.
 
     Two evaluation splits, both invisible to the harness and graded with rubric version 0: *validation*
     chooses the best checkpoint (and so "steps to best"), *test* is only reported. When both name the
