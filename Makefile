@@ -8,7 +8,7 @@ STAMP := $(VENV)/.harnessrl-installed
 # The CPU build of torch where there is no GPU: an unpinned `torch` pulls a CUDA build of several GB.
 TORCH_CPU ?= torch==2.13.0
 
-.PHONY: setup demo test test-slow lint clean
+.PHONY: setup demo bench test test-slow lint clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -27,6 +27,10 @@ setup: $(STAMP)
 
 demo: setup
 	$(BIN)/harnessrl train --config configs/demo.yaml --overwrite
+
+# the CPU benchmark: every method x 3 seeds (about 90 min on two cores; resumable), then its report
+bench: setup
+	$(BIN)/harnessrl bench run --config configs/bench-cpu.yaml
 
 test: setup
 	$(BIN)/pytest -m "not slow"

@@ -376,9 +376,11 @@ def test_guidance_trial_accepts_a_hint_that_makes_rollouts_pass():
     # graded with the current rubric: two distinct texts, one judged criterion
     assert result.cost.judge_calls == 2 and {r.criterion.id for r in backend.requests} == {"yellow"}
     row = result.measurements["tasks"][0]
-    assert row["task_id"] == "fruit" and row["members_changed"] == [0, 1, 2, 3]
-    assert row["candidate_guided"] == [True] * 4 + [False] * 4
-    assert row["candidate_rewards"] == [1.0] * 4 + [0.0] * 4
+    # the arm is two of the trainer's groups (G=4), the first half of each guided, as in training
+    assert row["task_id"] == "fruit" and row["members_changed"] == [0, 1, 4, 5]
+    assert row["candidate_guided"] == [True, True, False, False] * 2
+    assert row["candidate_rewards"] == [1.0, 1.0, 0.0, 0.0] * 2
+    assert row["gives_signal_baseline"] == [False, False] and row["gives_signal_candidate"] == [True, True]
     assert harness.guidance.version == 0
     _roundtrip(result)
 

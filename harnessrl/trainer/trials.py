@@ -795,14 +795,15 @@ class FrozenPolicyTrials:
         if self.sampler is None:
             raise _Rejected("no policy sampler: a guidance trial needs fresh rollouts of the frozen policy")
         targets = self._guidance_targets(update, failure)
-        n = self.config.rollouts_per_arm
+        gsz, n = self._probe_shape()
         cfg = self.config
         plans = []
         unchanged = []
         for task in targets:
             g = self.harness.guidance
-            base_p = [g.prompt_for(task, k, n) for k in range(n)]
-            cand_p = [g.prompt_for(task, k, n, overlay=update) for k in range(n)]
+            # each arm is made of the trainer's own groups: G members, the first k of each guided
+            base_p = [g.prompt_for(task, k % gsz, gsz) for k in range(n)]
+            cand_p = [g.prompt_for(task, k % gsz, gsz, overlay=update) for k in range(n)]
             t_base, t_cand = g.temperature_for(task), g.temperature_for(task, overlay=update)
             differ = [k for k in range(n) if t_base != t_cand or base_p[k][0] != cand_p[k][0]]
             if differ:
@@ -811,7 +812,7 @@ class FrozenPolicyTrials:
                 unchanged.append(task.id)
             if len(plans) == (1 if update.scope == "task" else _PROBED_TASKS):
                 break
-        m.update(scope=update.scope, target=update.target, rollouts_per_arm=n)
+        m.update(scope=update.scope, target=update.target, rollouts_per_arm=n, group_size=gsz)
         if unchanged:
             m["tasks_unchanged"] = unchanged
         if not plans:
@@ -893,6 +894,7 @@ class FrozenPolicyTrials:
                 side_c = _Side.graded(
                     cand, [_verdict_row(graded[t]) for t in cand_texts], rubric, noise, crit_targets, eps
                 )
+                task_groups = _split_groups(side_b, side_c, gsz, shared, d_b, d_c)
                 row.update(
                     baseline_mean=_r(vb.mean()),
                     baseline_std=_r(vb.std()),
@@ -900,14 +902,12 @@ class FrozenPolicyTrials:
                     candidate_std=_r(vc.std()),
                     noise_floor_baseline=_r(_floor(side_b)),
                     noise_floor_candidate=_r(_floor(side_c)),
-                    gives_signal_baseline=bool(_signal(side_b)),
-                    gives_signal_candidate=bool(_signal(side_c)),
+                    gives_signal_baseline=[bool(_signal(grp.base)) for grp in task_groups],
+                    gives_signal_candidate=[bool(_signal(grp.cand)) for grp in task_groups],
                 )
                 if crit_targets:
                     row["targeted_criteria"] = crit_targets
-                strata = [(np.array(shared, dtype=int), np.array(shared, dtype=int), True)]
-                strata.append((np.array(d_b, dtype=int), np.array(d_c, dtype=int), False))
-                groups.append(_Group(side_b, side_c, strata))
+                groups.extend(task_groups)
                 pooled_b.append((base, base_texts))
                 pooled_c.append((cand, cand_texts))
             per_task.append(row)
@@ -992,7 +992,7 @@ class FrozenPolicyTrials:
                     rows.append(side)
 
         # probe the promoted tasks, those with no records first, as far as the budget goes
-        n = self.config.rollouts_per_arm
+        gsz, n = self._probe_shape()
         stats: dict[str, tuple[str, list[_Side]]] = {}
         to_probe = sorted(promoted, key=lambda t: bool(replay.get(t)))
         probes: list[dict[str, Any]] = []
@@ -1013,7 +1013,7 @@ class FrozenPolicyTrials:
                     f"{self.config.max_rollouts}, max_judge_calls={self.config.max_judge_calls})"
                 )
             g = self.harness.guidance
-            prompts = [g.prompt_for(task, k, n)[0] for k in range(n)]
+            prompts = [g.prompt_for(task, k % gsz, gsz)[0] for k in range(n)]
             budget.need_time(0.0, f"probing promoted task {tid}")
             texts = self._sample(prompts, g.temperature_for(task), budget)
             rubric = self.harness.rubrics.current(tid).criteria
@@ -1022,21 +1022,23 @@ class FrozenPolicyTrials:
             budget.need_judge(len(self.judge.uncached(reqs)), f"grading the probe of task {tid}")
             graded = dict(zip(unique, self.judge.grade(reqs), strict=True))
             rewards = np.array([_nan(graded[t].reward) for t in texts])
-            ok = ~np.isnan(rewards)
             side = _Side.graded(
                 rewards, [_verdict_row(graded[t]) for t in texts], rubric, noise, eps=self.advantage.flat_eps
             )
-            side = side.take(np.flatnonzero(ok))
+            # the probe's groups, as the trainer would form them
+            sides = [side.take(np.arange(j, j + gsz)) for j in range(0, n, gsz)]
+            sides = [sd.take(np.flatnonzero(~np.isnan(sd.rewards))) for sd in sides]
+            sides = [sd for sd in sides if sd.rewards.size >= 2]
             probes.append(
                 {
                     "task_id": tid,
                     "rewards": _rs(_none(rewards)),
-                    "gives_signal": bool(_signal(side)) if ok.sum() >= 2 else None,
+                    "gives_signal": [bool(_signal(sd)) for sd in sides],
                     "examples": [_clip(t) for t in texts[:2]],
                 }
             )
-            if ok.sum() >= 2:
-                stats[tid] = ("probe", [side])
+            if sides:
+                stats[tid] = ("probe", sides)
         for tid, rows in replay.items():
             if tid not in stats and tid in p and rows:
                 stats[tid] = ("replay", rows)
@@ -1090,6 +1092,12 @@ class FrozenPolicyTrials:
         diffs = draws @ (qw - pw)
         got = _Measured(baseline=float(pw @ share), candidate=float(qw @ share))
         return self._interval(got, diffs)
+
+    def _probe_shape(self) -> tuple[int, int]:
+        """Group size and rollouts of a probe arm: whole groups of the trainer's size (at most the arm)."""
+        n = self.config.rollouts_per_arm
+        gsz = max(2, min(self.advantage.group_size, n))
+        return gsz, (n // gsz) * gsz
 
     def _replayed_side(self, g: GroupRecord, noise: float) -> _Side | None:
         """A recorded group as a :class:`_Side`: its own rollouts' verdicts when they are still kept,
@@ -1231,3 +1239,23 @@ def _targeted_criteria(
     base_ids = touched | set(update.remove)
     cand_ids = touched | {c.id for c in update.add}
     return [c.id for c in base if c.id in base_ids], [c.id for c in cand if c.id in cand_ids]
+
+
+def _split_groups(
+    side_b: _Side, side_c: _Side, gsz: int, shared: Sequence[int], d_b: Sequence[int], d_c: Sequence[int]
+) -> list[_Group]:
+    """An arm's consecutive groups of ``gsz`` rollouts, each with its paired (shared) and unpaired strata."""
+    out = []
+    for start in range(0, side_b.rewards.size, gsz):
+        idx = np.arange(start, start + gsz)
+        local = {int(k): i for i, k in enumerate(idx)}
+
+        def pick(members: Sequence[int], local: dict[int, int] = local) -> np.ndarray:
+            return np.array([local[k] for k in members if k in local], dtype=int)
+
+        b, c = side_b.take(idx), side_c.take(idx)
+        if (~np.isnan(b.rewards)).sum() < 2 or (~np.isnan(c.rewards)).sum() < 2:
+            continue
+        sh = pick(shared)
+        out.append(_Group(b, c, [(sh, sh, True), (pick(d_b), pick(d_c), False)]))
+    return out
