@@ -56,3 +56,27 @@ def record_group(
         [*recorder.rollouts.get(step, []), *rollouts],
     )
     return rollouts
+
+
+WORD_CHECKS = {
+    "at least one word": {"type": "word_count", "min": 1},
+    "at most five words": {"type": "word_count", "max": 5},
+}
+
+
+def task_row(
+    tid: str, domain: str, prompt: str, reference: str, judged: str, words: str = "at least one word", **extra
+) -> dict:
+    """A task as a data row: a judged criterion (weight 2) and a programmatic word-count check (weight 1)."""
+    check = WORD_CHECKS[words]
+    return {
+        "id": tid,
+        "domain": domain,
+        "prompt": prompt,
+        "reference_answer": reference,
+        "rubric": [
+            {"id": "c1", "text": judged, "weight": 2},
+            {"id": "c2", "text": f"Writes {words}", "weight": 1, "check": check},
+        ],
+        **extra,
+    }

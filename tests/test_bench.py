@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers import task_row
 from typer.testing import CliRunner
 
 from harnessrl.bench.config import BUILTIN_METHODS, BenchConfig, apply_overrides, load_bench_config
@@ -626,16 +627,7 @@ def test_bench_run_command_dry_run_and_bad_lists(tmp_path):
 
 # --------------------------------------------------------------------------------------- end to end
 def _task(tid: str, domain: str, prompt: str, reference: str, judged: str) -> dict:
-    return {
-        "id": tid,
-        "domain": domain,
-        "prompt": prompt,
-        "reference_answer": reference,
-        "rubric": [
-            {"id": "c1", "text": judged, "weight": 2},
-            {"id": "c2", "text": "Writes at most five words", "weight": 1, "check": {"type": "word_count", "max": 5}},
-        ],
-    }
+    return task_row(tid, domain, prompt, reference, judged, words="at most five words")
 
 
 @pytest.mark.slow

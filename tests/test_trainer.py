@@ -16,6 +16,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from helpers import task_row
 from trl import GRPOTrainer
 
 from harnessrl.data import Criterion, Task, load_tasks
@@ -38,17 +39,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _task(tid: str, domain: str, prompt: str, reference: str, judged: str, **extra) -> dict:
-    return {
-        "id": tid,
-        "domain": domain,
-        "prompt": prompt,
-        "reference_answer": reference,
-        "rubric": [
-            {"id": "c1", "text": judged, "weight": 2},
-            {"id": "c2", "text": "Writes at least one word", "weight": 1, "check": {"type": "word_count", "min": 1}},
-        ],
-        **extra,
-    }
+    return task_row(tid, domain, prompt, reference, judged, **extra)
 
 
 TRAIN_ROWS = [
