@@ -112,9 +112,7 @@ def _test_score(plt, runs, methods, colours, path: Path) -> None:
             "score",
         )
     fig.suptitle("Evaluation score over training steps (mean ± std over seeds)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(plt, fig, path)
 
 
 def _effective(plt, runs, methods, colours, path: Path) -> None:
@@ -129,9 +127,7 @@ def _effective(plt, runs, methods, colours, path: Path) -> None:
         "share of groups",
     )
     ax.set_ylim(-0.02, 1.02)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(plt, fig, path)
 
 
 def _zero_std(plt, runs, methods, colours, agg: dict[str, Any], path: Path) -> None:
@@ -167,9 +163,7 @@ def _zero_std(plt, runs, methods, colours, agg: dict[str, Any], path: Path) -> N
     else:
         _empty(ax, "not recorded by these runs")
     ax.set_title("Mean share of flat groups per method")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(plt, fig, path)
 
 
 def _score_vs_rollouts(plt, runs, methods, colours, path: Path) -> None:
@@ -213,9 +207,7 @@ def _score_vs_rollouts(plt, runs, methods, colours, path: Path) -> None:
             )
     else:
         _empty(ax, "no test evaluations recorded")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(plt, fig, path)
 
 
 def timeline_run(runs: Sequence[RunData], agg: dict[str, Any]) -> RunData | None:
@@ -270,9 +262,7 @@ def _timeline(plt, run: RunData | None, path: Path) -> None:
                 ax.axvline(e["step"], color="lightgrey", lw=0.8, zorder=0)
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
         ax.set_title(f"Harness decisions of {run.method}, seed {run.seed} (grey lines: evolution points)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(plt, fig, path)
 
 
 def write_plots(runs: Sequence[RunData], agg: dict[str, Any], out_dir: str | Path) -> dict[str, Path]:
@@ -293,3 +283,10 @@ def write_plots(runs: Sequence[RunData], agg: dict[str, Any], out_dir: str | Pat
     _score_vs_rollouts(plt, runs, methods, colours, paths["score_vs_rollouts"])
     _timeline(plt, timeline_run(runs, agg), paths["harness_timeline"])
     return paths
+
+
+def _save(plt, fig, path: Path) -> None:
+    """Lay the figure out, write it as a PNG and free it."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
