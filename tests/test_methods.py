@@ -28,7 +28,7 @@ from harnessrl.trainer.grpo_trainer import HarnessGRPOTrainer
 from harnessrl.trainer.judges import BackendVerdict, RubricJudge
 from harnessrl.trainer.records import GroupRecord, Recorder
 from harnessrl.trainer.rewards import RubricReward
-from harnessrl.trainer.run import load_run_tasks, split_alternating, train
+from harnessrl.trainer.run import load_run_tasks, rollout_steps_kept, split_alternating, train
 from harnessrl.trainer.run_dir import RunDir
 from harnessrl.trainer.train_config import TrainConfig, load_train_config
 
@@ -90,6 +90,13 @@ def test_method_resolves_the_evolver():
     # the resolved config reloads to itself (config.yaml of a run)
     for config in (legacy, load_train_config(None, ["method=odf"])):
         assert TrainConfig.model_validate(config.model_dump(mode="json")) == config
+
+
+def test_the_evolver_keeps_the_rollouts_of_every_step_it_handles():
+    # an evolution point every 5 steps handles failures from 5 steps: their rollouts must still be kept
+    assert rollout_steps_kept(load_train_config(None, ["harness.keep_rollout_steps=4"])) == 5
+    assert rollout_steps_kept(load_train_config(None, ["harness.keep_rollout_steps=7"])) == 7
+    assert rollout_steps_kept(load_train_config(None, ["method=fixed", "harness.keep_rollout_steps=4"])) == 4
 
 
 def test_dapo_and_odf_settings():

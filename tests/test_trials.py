@@ -21,6 +21,7 @@ from harnessrl.interfaces import EditRubric, Harness, ReweightTasks, SetGuidance
 from harnessrl.trainer.detectors import Failure
 from harnessrl.trainer.judges import BackendVerdict, GradeRequest, RubricJudge
 from harnessrl.trainer.records import Recorder
+from harnessrl.trainer.signal import MOVED_SIGNAL_SHARE
 from harnessrl.trainer.trials import (
     CRITERION_SIGNAL,
     NO_EFFECT,
@@ -200,7 +201,8 @@ def test_metric_follows_the_failure_kind():
     assert choose_metric(edit, failure("reference_below_policy")) == REFERENCE_RANK
     assert choose_metric(guide, failure("non_discriminative_low")) == SIGNAL_SHARE
     assert choose_metric(guide, failure("reference_below_policy")) == SIGNAL_SHARE
-    assert choose_metric(ReweightTasks(task_ids=["sea"], action="retire"), failure("spurious_length")) == SIGNAL_SHARE
+    retire = ReweightTasks(task_ids=["sea"], action="retire")
+    assert choose_metric(retire, failure("spurious_length")) == MOVED_SIGNAL_SHARE
 
 
 def test_trial_config_is_strict():
@@ -473,8 +475,11 @@ def test_sampling_trial_parking_a_flat_task_is_accepted_from_replay():
     trials = FrozenPolicyTrials(harness, recorder, judge, sampler, TrialConfig())
     result = trials.run(ReweightTasks(task_ids=["lemon"], action="park", park_steps=10), "s1")
     assert result.accepted, result.reason
-    assert result.metric == SIGNAL_SHARE and result.interface == "task_sampling"
-    assert result.candidate > result.baseline and result.ci_low > 0
+    assert result.metric == MOVED_SIGNAL_SHARE and result.interface == "task_sampling"
+    # the draws that went to flat "lemon" now land on discriminative tasks
+    assert result.baseline == 0 and result.candidate == 1 and result.ci_low > 0
+    batch = result.measurements["batch_signal_share"]
+    assert batch["candidate"] > batch["current"]
     assert sampler.calls == 0 and result.cost.rollouts == 0
     tasks = result.measurements["tasks"]
     assert tasks["lemon"]["p_candidate"] == 0 and tasks["lemon"]["source"] == "replay"
@@ -482,6 +487,28 @@ def test_sampling_trial_parking_a_flat_task_is_accepted_from_replay():
     assert tasks["fruit"]["groups"] == 2 and tasks["fruit"]["signal_share"] == 1
     assert "poem" not in tasks  # no stats: left out of both distributions
     _roundtrip(result)
+
+
+def test_sampling_trial_measures_the_moved_draws_not_the_whole_batch():
+    """Parking one flat task among many moves a small share of each batch: the batch-wide share of
+    groups that give signal rises by no more than that share, but every moved draw gains signal."""
+    fruit = next(t for t in TASKS if t.id == "fruit")
+    tasks = [fruit.model_copy(update={"id": f"fruit{i}"}) for i in range(12)]
+    tasks.append(next(t for t in TASKS if t.id == "lemon"))
+    harness = Harness(tasks)
+    judge = RubricJudge(ScriptedJudge())
+    recorder = Recorder(None)
+    for step in (1, 2):
+        record_group(harness, judge, recorder, step, "lemon", ["An apple."] * 4)
+        for i in range(12):
+            record_group(harness, judge, recorder, step, f"fruit{i}", ["A banana.", "An apple."] * 2)
+    trials = FrozenPolicyTrials(harness, recorder, judge, NoSampler(), TrialConfig())
+    result = trials.run(ReweightTasks(task_ids=["lemon"], action="park", park_steps=10), "s5")
+    batch = result.measurements["batch_signal_share"]
+    moved = result.measurements["moved_probability"]
+    assert batch["candidate"] - batch["current"] == pytest.approx(moved, abs=1e-3)
+    assert batch["candidate"] - batch["current"] < TrialConfig().signal.threshold(MOVED_SIGNAL_SHARE)
+    assert (result.baseline, result.candidate) == (0, 1) and result.accepted, result.reason
 
 
 def test_sampling_trial_demoting_a_discriminative_task_is_rejected():

@@ -297,6 +297,14 @@ class _LockedTrials:
         return result
 
 
+def rollout_steps_kept(config: TrainConfig) -> int:
+    """How many steps' rollouts the recorder keeps: ``harness.keep_rollout_steps``, and with the evolver at
+    least ``evolver.every_steps``, since an evolution point handles the failures of every step since the
+    last one and the critic re-grades their rollouts."""
+    keep = config.harness.keep_rollout_steps
+    return max(keep, config.evolver.every_steps) if config.evolver.enabled else keep
+
+
 def _start_evolver(config, trainer, harness, recorder, judge, tokenizer, memory, run, monitor):
     """Trials, the evolution service, its MCP tool server and the evolution-point callback."""
     from harnessrl.trainer.evolution import EvolutionService
@@ -418,7 +426,14 @@ def train(
     harness.sampling.set_difficulty_filter(config.odf if config.method == "odf" else None)
     if main:
         harness.save(run.harness)
-    recorder = Recorder(run.path, keep_steps=config.harness.keep_rollout_steps)
+    keep_steps = rollout_steps_kept(config)
+    if keep_steps != config.harness.keep_rollout_steps:
+        console.log(
+            f"keeping the rollouts of {keep_steps} steps (harness.keep_rollout_steps "
+            f"{config.harness.keep_rollout_steps} < evolver.every_steps), so that every failure an evolution "
+            "point handles still has its rollouts for the critic to re-grade"
+        )
+    recorder = Recorder(run.path, keep_steps=keep_steps)
     if resume:
         recorder.load_rollouts()
     reward = RubricReward(judge, harness)

@@ -49,6 +49,7 @@ from harnessrl.data.schema import Criterion
 
 __all__ = [
     "CRITERION_SIGNAL",
+    "MOVED_SIGNAL_SHARE",
     "REFERENCE_RANK",
     "RHO_PREFIX",
     "SIGNAL_SHARE",
@@ -67,6 +68,11 @@ TRL_STD_EPS = 1e-4
 
 SIGNAL_SHARE = "signal_share"
 """Share of groups whose reward spread exceeds the judge's noise: groups that give a real advantage."""
+MOVED_SIGNAL_SHARE = "moved_signal_share"
+"""Sampling trials: of the draws a candidate moves from some tasks to others, the share that give signal
+where they land (candidate) vs where they were (baseline). A change to one task's probability moves
+little of a batch, so the batch-wide share can change by no more than the mass moved; per moved draw
+the effect has the scale of :data:`SIGNAL_SHARE` and the same threshold means the same thing."""
 CRITERION_SIGNAL = "criterion_signal"
 """Share of groups in which the criteria a candidate targets (edited, added, or the failing one) tell
 rollouts apart beyond the judge's noise: whether a saturated or dead criterion now carries signal."""
@@ -94,7 +100,8 @@ class SignalConfig(BaseModel):
       whose spread is above the judge's noise).
     - ``min_effect``: the smallest improvement per metric worth a harness change, at or above what two
       independent arms of the *same* prompts on the frozen policy differ by (an A/A test): the share
-      of groups that give signal differed by 0 at the 90th percentile (0.25 asks for one group in four);
+      of groups that give signal differed by 0 at the 90th percentile (0.25 asks for one group in four;
+      the same for ``moved_signal_share``, one moved draw in four);
       the reference answer's rank by 0.125 (0.2); |Spearman rho(reward, length)| by 0.29 on average
       between arms of 8 (0.3: a smaller fall of a correlation is what two draws of the same policy show).
     """
@@ -110,7 +117,13 @@ class SignalConfig(BaseModel):
         description="A candidate whose largest change to any rollout's advantage is below this has no effect.",
     )
     min_effect: dict[str, float] = Field(
-        default_factory=lambda: {SIGNAL_SHARE: 0.25, CRITERION_SIGNAL: 0.25, REFERENCE_RANK: 0.2, RHO_PREFIX: 0.3},
+        default_factory=lambda: {
+            SIGNAL_SHARE: 0.25,
+            MOVED_SIGNAL_SHARE: 0.25,
+            CRITERION_SIGNAL: 0.25,
+            REFERENCE_RANK: 0.2,
+            RHO_PREFIX: 0.3,
+        },
         description="Smallest improvement worth a harness change, per metric (rho_reward_ covers every feature).",
     )
 

@@ -134,7 +134,11 @@ class HarnessConfig(_Section):
         default_factory=DetectorConfig, description="Reward-failure detectors; detectors.eps also defines a flat group."
     )
     memory: MemoryConfig = Field(default_factory=lambda: MemoryConfig())
-    keep_rollout_steps: int = Field(default=4, ge=1, description="Steps whose rollouts are kept for re-grading.")
+    keep_rollout_steps: int = Field(
+        default=4,
+        ge=1,
+        description="Steps whose rollouts are kept for re-grading (with the evolver: at least evolver.every_steps).",
+    )
 
 
 class EvalConfig(_Section):

@@ -16,8 +16,10 @@ whose weights do not change while a trial runs (DESIGN.md §4). One recipe per i
   A domain-scope candidate is probed on up to two tasks of its domain, recently flat ones first.
 - **task sampling** (:class:`~harnessrl.interfaces.sampling.ReweightTasks`): each task's within-group
   reward std, from a probe batch of fresh rollouts for the tasks the update promotes and from the
-  replayed step records (``recorder.steps``) for the others; the metric is the expected group std of
-  a sampled batch under the candidate probabilities (``sampling.preview``) vs the current ones.
+  replayed step records (``recorder.steps``) for the others. The metric is ``moved_signal_share``: of
+  the draws the candidate probabilities (``sampling.preview``) move from some tasks to others, the
+  share that give signal where they land vs where they were; the batch-wide expectation under both
+  distributions is recorded beside it (``batch_signal_share``).
 
 The critic measures **the learning signal as the trainer computes it** (DESIGN.md §4,
 :mod:`harnessrl.trainer.signal`): GRPO learns from each group's advantages, which a per-group change
@@ -29,13 +31,14 @@ The critic measures **the learning signal as the trainer computes it** (DESIGN.m
   "no effect on the learning signal" before any bootstrap (reweighting a criterion every rollout
   passes is such a candidate);
 - the metric follows the failure the candidate answers (:func:`choose_metric`): the **share of groups
-  that give signal** (reward spread above the judge's own noise under the rubric that graded them)
-  for non-discriminative groups, in every interface (sampling trials: the share expected of a batch
-  drawn with the candidate probabilities); the **share of groups in which the targeted criterion tells
-  rollouts apart** for a saturated or dead criterion; |Spearman rho| of reward with length or the
-  flagged surface feature for spurious rewards; the **reference answer's rank** among the policy's
-  rollouts when the reference scores below the policy. Every rubric trial also guards that the
-  reference answer keeps its place (its rank may not fall below the policy's median).
+  that give signal** (reward spread above the judge's own noise under the rubric that graded them) for
+  non-discriminative groups, in rubric and guidance trials (sampling trials: the same share over the
+  draws the candidate moves, since a change to one task moves only its share of a batch); the **share of
+  groups in which the targeted criterion tells rollouts apart** for a saturated or dead criterion;
+  |Spearman rho| of reward with length or the flagged surface feature for spurious rewards; the
+  **reference answer's rank** among the policy's rollouts when the reference scores below the policy.
+  Every rubric trial also guards that the reference answer keeps its place (its rank may not fall below
+  the policy's median).
 
 Acceptance is noise-aware *and* practical: the rollouts are resampled ``bootstrap`` times with a
 seeded generator (within groups; the same draws under both rubrics where the comparison is paired),
@@ -67,6 +70,7 @@ from harnessrl.trainer.judges.base import RubricJudge, RubricRequest
 from harnessrl.trainer.records import GroupRecord, RolloutRecord
 from harnessrl.trainer.signal import (
     CRITERION_SIGNAL,
+    MOVED_SIGNAL_SHARE,
     REFERENCE_RANK,
     RHO_PREFIX,
     SIGNAL_SHARE,
@@ -84,6 +88,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CRITERION_SIGNAL",
+    "MOVED_SIGNAL_SHARE",
     "NO_EFFECT",
     "REFERENCE_RANK",
     "SIGNAL_SHARE",
@@ -266,10 +271,11 @@ def choose_metric(update: Update, failure: Failure | None = None) -> str:
     of groups that give signal; criterion_saturated / criterion_dead with a criterion id in the
     evidence: ``criterion_signal``; spurious_length / spurious_feature: ``rho_reward_length`` /
     ``rho_reward_<feature>``; reference_below_policy (rubric edits): ``reference_rank``. Sampling trials
-    measure the share of groups that give signal expected of a batch drawn with the probabilities.
+    measure ``moved_signal_share``: the share of groups that give signal among the draws the candidate
+    probabilities move, where they land vs where they were.
     """
     if isinstance(update, ReweightTasks):
-        return SIGNAL_SHARE
+        return MOVED_SIGNAL_SHARE
     kind = failure.kind if failure is not None else None
     if kind == "spurious_length":
         return RHO_PREFIX + "length"
@@ -1080,6 +1086,12 @@ class FrozenPolicyTrials:
                 "statistics as they are (the trainer would draw the same batches)"
             )
         share = np.array([np.mean([_signal(v) for v in stats[t][1]]) for t in known])
+        # the draws the candidate moves: mass leaves the tasks whose probability falls (where those draws
+        # are now) and lands on those whose probability rises; both sides sum to the moved share
+        delta = qw - pw
+        moved_mass = float(np.clip(delta, 0, None).sum())
+        m["moved_probability"] = _r(moved_mass, 6)
+        m["batch_signal_share"] = {"current": _r(float(pw @ share)), "candidate": _r(float(qw @ share))}
         rng = np.random.default_rng(self.config.seed)
         B = self.config.bootstrap
         draws = np.empty((B, len(known)))
@@ -1089,8 +1101,11 @@ class FrozenPolicyTrials:
                 k = rng.integers(0, side.rewards.size, size=(B, side.rewards.size))
                 per_group.append(_signal(side.take(k)))
             draws[:, j] = np.mean(per_group, axis=0)
-        diffs = draws @ (qw - pw)
-        got = _Measured(baseline=float(pw @ share), candidate=float(qw @ share))
+        diffs = draws @ delta / moved_mass
+        got = _Measured(
+            baseline=float(np.clip(-delta, 0, None) @ share) / moved_mass,
+            candidate=float(np.clip(delta, 0, None) @ share) / moved_mass,
+        )
         return self._interval(got, diffs)
 
     def _probe_shape(self) -> tuple[int, int]:
