@@ -11,15 +11,22 @@ import shutil
 from pathlib import Path
 
 import pytest
+import torch
 
 from harnessrl.data import Criterion, Task, load_tasks
-from harnessrl.errors import HarnessRLError
+from harnessrl.errors import ConfigError, HarnessRLError
 from harnessrl.interfaces import EditRubric, Harness
 from harnessrl.trainer import models
-from harnessrl.trainer.evaluation import EvalResult, evaluate_policy, generate_greedy
+from harnessrl.trainer.evaluation import (
+    EvalResult,
+    eval_decoding,
+    evaluate_policy,
+    generate_completions,
+    generate_greedy,
+)
 from harnessrl.trainer.run import evaluate_run
 from harnessrl.trainer.run_dir import RunDir, read_jsonl
-from harnessrl.trainer.train_config import TrainConfig
+from harnessrl.trainer.train_config import TrainConfig, load_train_config
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -128,6 +135,43 @@ def test_greedy_is_deterministic_and_batch_independent(policy, tasks, judge):
     assert r1.per_task == pytest.approx(r16.per_task)
     assert r1.overall == pytest.approx(r16.overall)
     assert [s["response"] for s in r1.samples] == [s["response"] for s in r16.samples]
+
+
+def test_mean_of_k_sampled_completions(policy, tasks, judge):
+    """completions=k: k sampled answers per task, the task's score their mean reward; the same seed gives
+    the same draws whatever the batch, and the caller's random stream is left as it was."""
+    model, tok = policy
+    outs = generate_completions(model, tok, tasks, max_new_tokens=8, batch_size=2, completions=3, seed=7)
+    assert [len(o) for o in outs] == [3] * len(tasks)
+    assert any(len(set(o)) > 1 for o in outs), "sampling gave the same answer three times for every task"
+    torch.manual_seed(123)
+    before = torch.rand(1)
+    torch.manual_seed(123)
+    spy = SpyJudge(judge)
+    res = evaluate_policy(model, tok, tasks, spy, step=2, max_new_tokens=8, batch_size=2, completions=3, seed=7)
+    assert torch.equal(torch.rand(1), before)  # the evaluation's sampling ran in a forked RNG
+    assert res.completions_per_task == 3 and len(spy.requests) == 3 * len(tasks)
+    again = evaluate_policy(model, tok, tasks, judge, step=2, max_new_tokens=8, batch_size=2, completions=3, seed=7)
+    assert again.per_task == res.per_task
+    for k, t in enumerate(tasks):
+        rewards = [judge.grade_one(t, text).reward for text in outs[k]]
+        assert res.per_task[t.id] == pytest.approx(sum(rewards) / 3)
+    assert res.samples[0]["response"] == outs[0][0]
+    with pytest.raises(ValueError, match="at least 1"):
+        generate_completions(model, tok, tasks, max_new_tokens=4, completions=0)
+
+
+def test_eval_settings_reach_the_evaluation():
+    config = load_train_config(None, ["eval.completions=4", "eval.temperature=0.7", "eval.seed=3"])
+    assert eval_decoding(config) == {
+        "max_new_tokens": config.grpo.max_completion_length,
+        "batch_size": 16,
+        "completions": 4,
+        "temperature": 0.7,
+        "seed": 3,
+    }
+    with pytest.raises(ConfigError, match="completions"):
+        load_train_config(None, ["eval.completions=0"])
 
 
 def test_model_mode_restored(policy, tasks, judge):

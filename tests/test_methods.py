@@ -170,7 +170,7 @@ class _ScriptedEval:
     def __init__(self, scores):
         self.scores = scores
 
-    def __call__(self, model, tokenizer, tasks, judge, *, step, max_new_tokens, batch_size, split):
+    def __call__(self, model, tokenizer, tasks, judge, *, step, split, **decoding):
         v = self.scores[split][step]
         return EvalResult(
             step=step,

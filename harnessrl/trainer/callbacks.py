@@ -86,8 +86,8 @@ class ProgressCallback(TrainerCallback):
 class EvalCallback(TrainerCallback):
     """Evaluation before training, every ``every_steps`` and at the end, on each split; keeps the best checkpoint.
 
-    Each evaluation point evaluates the validation split, then the test split (greedy, rubric version 0,
-    the eval judge), one ``eval.jsonl`` row each with its ``split``. The best checkpoint is chosen on
+    Each evaluation point evaluates the validation split, then the test split (greedy or mean@k, rubric
+    version 0, the eval judge), one ``eval.jsonl`` row each with its ``split``. The best checkpoint is chosen on
     validation alone (highest overall score; the earliest step on a tie): it is saved to
     ``checkpoints/best`` and described in ``best.json`` (its step, validation scores, and the test
     scores at that step, which are reported, never used to choose). Without a validation split no best
@@ -104,6 +104,9 @@ class EvalCallback(TrainerCallback):
         before_training: bool,
         max_new_tokens: int,
         batch_size: int,
+        completions: int = 1,
+        temperature: float = 1.0,
+        seed: int = 0,
         console: Console | None = None,
     ):
         self.run_dir = run_dir
@@ -112,8 +115,13 @@ class EvalCallback(TrainerCallback):
         self.judge = judge
         self.every_steps = every_steps
         self.before_training = before_training
-        self.max_new_tokens = max_new_tokens
-        self.batch_size = batch_size
+        self.decoding = {
+            "max_new_tokens": max_new_tokens,
+            "batch_size": batch_size,
+            "completions": completions,
+            "temperature": temperature,
+            "seed": seed,
+        }
         self.console = console
         # rows written by `harnessrl eval` (they carry a "source") are not part of the training curve
         self.results: list[EvalResult] = [
@@ -134,9 +142,8 @@ class EvalCallback(TrainerCallback):
             self.splits[split],
             self.judge,
             step=step,
-            max_new_tokens=self.max_new_tokens,
-            batch_size=self.batch_size,
             split=split,
+            **self.decoding,
         )
         self.results.append(res)
         self.run_dir.append("eval.jsonl", res.model_dump(), sync=True)

@@ -1,4 +1,11 @@
-"""Held-out evaluation of a policy: greedy decoding, rubric version 0, the eval judge's own settings.
+"""Held-out evaluation of a policy: greedy decoding (or the mean of k sampled completions per task),
+rubric version 0, the eval judge's own settings.
+
+Greedy decoding scores one completion per task, so a task's score only moves when its greedy answer
+changes: on a small split the score moves in jumps of one task and can stay flat while the policy's
+sampled answers (what GRPO trains) get better. ``completions: k`` (k > 1) scores each task by the mean
+reward of k completions sampled at ``temperature``, under a fixed ``seed`` in a forked RNG: every
+checkpoint is scored on the same random draws, and training's own random stream is left untouched.
 
 Evaluation never sees the harness: held-out tasks are split off before training, the evolver never
 reads them, and they are always graded with the dataset's rubric (version 0) by a judge built from
@@ -19,7 +26,7 @@ from pydantic import BaseModel, Field
 from harnessrl.data.schema import Task
 from harnessrl.trainer.judges.base import RubricJudge, RubricRequest
 
-__all__ = ["EvalResult", "EvalSplit", "evaluate_policy", "generate_greedy"]
+__all__ = ["EvalResult", "EvalSplit", "eval_decoding", "evaluate_policy", "generate_completions", "generate_greedy"]
 
 logger = logging.getLogger(__name__)
 
@@ -39,10 +46,54 @@ class EvalResult(BaseModel):
     tasks: int
     seconds: float
     samples: list[dict] = Field(default_factory=list, description="A few (task, response, reward) examples.")
+    completions_per_task: int = Field(default=1, description="1: greedy; k > 1: mean reward of k sampled completions.")
+
+
+def eval_decoding(config) -> dict:
+    """The decoding settings of a run's evaluations (``TrainConfig``), as keyword arguments of
+    :func:`evaluate_policy`: the training callback and ``harnessrl eval`` score alike."""
+    ev = config.eval
+    return {
+        "max_new_tokens": ev.max_new_tokens or config.grpo.max_completion_length,
+        "batch_size": ev.batch_size,
+        "completions": ev.completions,
+        "temperature": ev.temperature,
+        "seed": ev.seed,
+    }
 
 
 def generate_greedy(model, tokenizer, tasks: Sequence[Task], max_new_tokens: int, batch_size: int = 16) -> list[str]:
     """Greedy completions of each task's prompt (chat template applied), batched with left padding."""
+    return [c[0] for c in generate_completions(model, tokenizer, tasks, max_new_tokens, batch_size)]
+
+
+def generate_completions(
+    model,
+    tokenizer,
+    tasks: Sequence[Task],
+    max_new_tokens: int,
+    batch_size: int = 16,
+    *,
+    completions: int = 1,
+    temperature: float = 1.0,
+    seed: int = 0,
+) -> list[list[str]]:
+    """``completions`` completions of each task's prompt (chat template applied), batched with left
+    padding: greedy when 1, else sampled at ``temperature`` (``top_k=0``, ``top_p=1``, as training
+    samples) under ``seed`` in a forked RNG, so the caller's random state is as it was."""
+    import torch
+
+    if completions < 1:
+        raise ValueError(f"completions must be at least 1, got {completions}")
+    if completions > 1:
+        devices = [model.device.index or 0] if model.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=devices):
+            torch.manual_seed(seed)
+            return _generate(model, tokenizer, tasks, max_new_tokens, batch_size, completions, temperature)
+    return _generate(model, tokenizer, tasks, max_new_tokens, batch_size, 1, None)
+
+
+def _generate(model, tokenizer, tasks, max_new_tokens, batch_size, completions, temperature) -> list[list[str]]:
     import torch
 
     prompts = [tokenizer.apply_chat_template(t.messages(), tokenize=False, add_generation_prompt=True) for t in tasks]
@@ -52,7 +103,12 @@ def generate_greedy(model, tokenizer, tasks: Sequence[Task], max_new_tokens: int
         tokenizer.pad_token = tokenizer.eos_token
     was_training = model.training
     model.eval()
-    out: list[str] = [""] * len(prompts)
+    out: list[list[str]] = [[] for _ in prompts]
+    sampling = (
+        {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0, "num_return_sequences": completions}
+        if temperature is not None
+        else {"do_sample": False, "temperature": None, "top_p": None, "top_k": None}
+    )
     order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
     try:
         with torch.inference_mode():
@@ -62,17 +118,12 @@ def generate_greedy(model, tokenizer, tasks: Sequence[Task], max_new_tokens: int
                     [prompts[i] for i in idx], return_tensors="pt", padding=True, add_special_tokens=False
                 ).to(model.device)
                 gen = model.generate(
-                    **enc,
-                    max_new_tokens=max_new_tokens,
-                    do_sample=False,
-                    pad_token_id=tokenizer.pad_token_id,
-                    temperature=None,
-                    top_p=None,
-                    top_k=None,
+                    **enc, max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id, **sampling
                 )
                 texts = tokenizer.batch_decode(gen[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
-                for i, text in zip(idx, texts, strict=True):
-                    out[i] = text.strip()
+                # generate returns each prompt's num_return_sequences rows one after another
+                for row, text in enumerate(texts):
+                    out[idx[row // completions]].append(text.strip())
     finally:
         tokenizer.padding_side = side
         if was_training:
@@ -91,21 +142,31 @@ def evaluate_policy(
     batch_size: int = 16,
     keep_samples: int = 5,
     split: EvalSplit | None = None,
+    completions: int = 1,
+    temperature: float = 1.0,
+    seed: int = 0,
 ) -> EvalResult:
-    """Generate greedily for every held-out task and grade with its version-0 rubric."""
+    """Score every held-out task with its version-0 rubric: its greedy completion, or the mean reward of
+    ``completions`` sampled ones (a task none of whose completions could be graded scores None)."""
     t0 = time.perf_counter()
-    responses = generate_greedy(model, tokenizer, tasks, max_new_tokens, batch_size)
-    results = judge.grade([RubricRequest.for_task(t, r) for t, r in zip(tasks, responses, strict=True)])
-    per_task = {t.id: res.reward for t, res in zip(tasks, results, strict=True)}
+    outs = generate_completions(
+        model, tokenizer, tasks, max_new_tokens, batch_size, completions=completions, temperature=temperature, seed=seed
+    )
+    flat = [(t, r) for t, rs in zip(tasks, outs, strict=True) for r in rs]
+    graded = judge.grade([RubricRequest.for_task(t, r) for t, r in flat])
+    rewards: dict[str, list[float]] = defaultdict(list)
+    for (t, _), res in zip(flat, graded, strict=True):
+        if res.reward is not None:
+            rewards[t.id].append(res.reward)
+    per_task = {t.id: (float(np.mean(rewards[t.id])) if rewards.get(t.id) else None) for t in tasks}
     by_domain: dict[str, list[float]] = defaultdict(list)
     for t in tasks:
         if per_task[t.id] is not None:
             by_domain[t.domain].append(per_task[t.id])
     scored = [v for v in per_task.values() if v is not None]
-    samples = [
-        {"task_id": t.id, "response": r, "reward": res.reward}
-        for t, r, res in list(zip(tasks, responses, results, strict=True))[:keep_samples]
-    ]
+    # each task's first completion (every task has exactly `completions`, one after another)
+    firsts = list(zip(tasks, outs, graded[::completions], strict=True))[:keep_samples]
+    samples = [{"task_id": t.id, "response": rs[0], "reward": res.reward} for t, rs, res in firsts]
     return EvalResult(
         step=step,
         split=split,
@@ -115,4 +176,5 @@ def evaluate_policy(
         tasks=len(tasks),
         seconds=time.perf_counter() - t0,
         samples=samples,
+        completions_per_task=completions,
     )

@@ -375,6 +375,7 @@ def train(
     from transformers import PrinterCallback
 
     from harnessrl.trainer.callbacks import EvalCallback, MetricsCallback, ProgressCallback
+    from harnessrl.trainer.evaluation import eval_decoding
     from harnessrl.trainer.grpo_trainer import HarnessGRPOTrainer
     from harnessrl.trainer.judges import build_judge
     from harnessrl.trainer.models import load_causal_lm
@@ -448,9 +449,8 @@ def train(
             eval_judge,
             every_steps=config.eval.every_steps,
             before_training=config.eval.before_training,
-            max_new_tokens=config.eval.max_new_tokens or config.grpo.max_completion_length,
-            batch_size=config.eval.batch_size,
             console=console,
+            **eval_decoding(config),
         )
         callbacks.append(eval_cb)
     trainer = HarnessGRPOTrainer(
@@ -589,7 +589,7 @@ def evaluate_run(run_dir: str | Path, checkpoint: str | None = None) -> dict[str
 
     Returns ``checkpoint``, ``results`` (split -> EvalResult) and ``result`` (the test split's, or
     validation's when the run has no test split)."""
-    from harnessrl.trainer.evaluation import evaluate_policy
+    from harnessrl.trainer.evaluation import eval_decoding, evaluate_policy
     from harnessrl.trainer.judges import build_judge
     from harnessrl.trainer.models import load_causal_lm
     from harnessrl.trainer.train_config import load_train_config
@@ -624,9 +624,8 @@ def evaluate_run(run_dir: str | Path, checkpoint: str | None = None) -> dict[str
             tasks,
             judge,
             step=step,
-            max_new_tokens=config.eval.max_new_tokens or config.grpo.max_completion_length,
-            batch_size=config.eval.batch_size,
             split=split,  # type: ignore[arg-type]
+            **eval_decoding(config),
         )
         run.append("eval.jsonl", {**result.model_dump(), "checkpoint": str(path), "source": "harnessrl eval"})
         results[split] = result

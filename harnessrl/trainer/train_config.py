@@ -142,12 +142,21 @@ class HarnessConfig(_Section):
 
 
 class EvalConfig(_Section):
-    """Held-out evaluation: greedy decoding, rubric version 0, the eval judge's own settings."""
+    """Held-out evaluation: greedy decoding or the mean of k sampled completions per task, rubric version
+    0, the eval judge's own settings."""
 
     every_steps: int | None = Field(default=20, ge=1, description="null: only before and after training.")
     before_training: bool = True
     max_new_tokens: int | None = Field(default=None, ge=1, description="Default: grpo.max_completion_length.")
-    batch_size: int = Field(default=16, ge=1)
+    batch_size: int = Field(default=16, ge=1, description="Prompts per generate call (each with its completions).")
+    completions: int = Field(
+        default=1,
+        ge=1,
+        description="Completions per task: 1 scores the greedy answer; k > 1 the mean reward of k sampled ones "
+        "(mean@k: a score that moves with the policy's sampled answers, not in jumps of one task).",
+    )
+    temperature: float = Field(default=1.0, gt=0, description="Sampling temperature when completions > 1.")
+    seed: int = Field(default=0, description="Seed of the evaluation's sampling (the same draws at every checkpoint).")
     judge: JudgeConfig | None = Field(default=None, description="Default: the training judge's settings.")
 
 
