@@ -180,6 +180,9 @@ class FakeTrain:
             for s in range(1, steps + 1):
                 f.write(json.dumps({"step": s, "reward": 0.5}) + "\n")
         if steps >= job.max_steps and job.key not in self.rc0_incomplete:
+            (run / "checkpoints" / f"checkpoint-{steps}").mkdir(parents=True, exist_ok=True)
+            (run / "checkpoints" / f"checkpoint-{steps}" / "optimizer.pt").write_bytes(b"x" * 1000)
+            (run / "checkpoints" / "final").mkdir(exist_ok=True)
             (run / "summary.json").write_text(json.dumps({"steps": steps, "wall_seconds": 1.0}))
             return 0
         if steps:
@@ -207,6 +210,33 @@ def test_runner_starts_then_skips_finished_runs(tmp_path):
     assert again.calls == []
     saved = json.loads((tmp_path / "bench" / "bench.json").read_text())
     assert all(r["last_action"] == "skip" and len(r["attempts"]) == 1 for r in saved["runs"].values())
+
+
+def test_finished_runs_drop_their_resume_checkpoints_unless_kept(tmp_path):
+    cfg = _bench(tmp_path, seeds=[0], methods=["fixed"])
+    run_bench(cfg, runner=FakeTrain())
+    ckpts = tmp_path / "bench" / "fixed" / "seed0" / "checkpoints"
+    assert sorted(p.name for p in ckpts.iterdir()) == ["final"]  # checkpoint-<step> gone, final kept
+    kept = _bench(tmp_path / "kept", seeds=[0], methods=["fixed"], keep_resume_checkpoints=True)
+    run_bench(kept, runner=FakeTrain())
+    ckpts = tmp_path / "kept" / "bench" / "fixed" / "seed0" / "checkpoints"
+    assert sorted(p.name for p in ckpts.iterdir()) == ["checkpoint-2", "final"]
+
+
+def test_a_full_disk_stops_the_bench_with_a_clear_error(tmp_path, monkeypatch):
+    cfg = _bench(tmp_path, seeds=[0], methods=["fixed"])
+    run_bench(cfg, runner=FakeTrain())
+    manifest = tmp_path / "bench" / "bench.json"
+    before = manifest.read_text()
+
+    def full(self, *a, **k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", full)
+    with pytest.raises(HarnessRLError, match=r"No space left on device.*free disk space"):
+        run_bench(cfg, runner=FakeTrain())
+    monkeypatch.undo()
+    assert manifest.read_text() == before  # the last good manifest survives
 
 
 def test_runner_resumes_restarts_and_records_failures(tmp_path):

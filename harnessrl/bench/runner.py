@@ -326,8 +326,28 @@ class _Manifest:
             row["wall_seconds"] = round(sum(a.get("wall_seconds") or 0.0 for a in row.get("attempts", [])), 1)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_name(f".{MANIFEST}.tmp")
-        tmp.write_text(json.dumps(self.data, indent=1, default=str), encoding="utf-8")
-        os.replace(tmp, self.path)
+        try:
+            tmp.write_text(json.dumps(self.data, indent=1, default=str), encoding="utf-8")
+            os.replace(tmp, self.path)
+        except OSError as e:  # the previous bench.json stays as it was: the write goes through a temp file
+            raise HarnessRLError(
+                f"could not write {self.path}: {e.strerror or e}. The runs' own folders are intact; "
+                "free disk space (finished runs' checkpoints/checkpoint-<step> folders can go) and run the "
+                "bench again to go on from where it stopped."
+            ) from e
+
+
+def drop_resume_checkpoints(run_dir: Path) -> int:
+    """Delete a finished run's ``checkpoints/checkpoint-<step>`` folders (what an interrupted run resumes
+    from; a finished one never does), keeping ``best`` and ``final``. Returns the bytes freed."""
+    import shutil
+
+    freed = 0
+    for ckpt in sorted((run_dir / "checkpoints").glob("checkpoint-*")):
+        if ckpt.is_dir():
+            freed += sum(f.stat().st_size for f in ckpt.rglob("*") if f.is_file())
+            shutil.rmtree(ckpt)
+    return freed
 
 
 def _write_settings(job: RunJob) -> None:
@@ -411,6 +431,10 @@ def run_bench(
                 row.pop("error", None)
                 row.pop("log_tail", None)
                 progress.console.log(f"[green]✓[/] {label}: {why} in {wall / 60:.1f} min")
+                if not cfg.keep_resume_checkpoints:
+                    freed = drop_resume_checkpoints(job.run_dir)
+                    if freed:
+                        progress.console.log(f"  dropped its resume checkpoints ({freed / 2**30:.1f} GiB)")
             else:
                 if launch_error is not None:
                     problem = f"could not be run ({launch_error})"
