@@ -21,8 +21,8 @@ import time
 
 import numpy as np
 
+from harnessrl.records.steps import GroupRecord, RolloutRecord, StepRecord, group_stats
 from harnessrl.trainer.detectors import DetectorConfig, FailureDetector
-from harnessrl.trainer.records import GroupRecord, RolloutRecord, StepRecord, group_stats
 
 _VOCAB_TEXT = (
     "the patient should drink water regularly because hydration supports kidney function and energy levels "

@@ -205,8 +205,8 @@ class _Clock(TrainerCallback):
 def run_training(args: argparse.Namespace, run_dir: Path, probe: Probe):
     from rich.console import Console
 
+    from harnessrl.records.run_dir import RunDir
     from harnessrl.trainer.run import train
-    from harnessrl.trainer.run_dir import RunDir
     from harnessrl.trainer.train_config import TrainConfig
 
     config = TrainConfig.model_validate(

@@ -11,16 +11,15 @@ import pytest
 from pydantic import ValidationError
 
 from harnessrl.data import Criterion
+from harnessrl.records.failures import FAILURE_KINDS, Failure
+from harnessrl.records.steps import GroupRecord, RolloutRecord, StepRecord, group_stats
 from harnessrl.trainer.detectors import (
-    FAILURE_KINDS,
     Detector,
     DetectorConfig,
-    Failure,
     FailureDetector,
     judge_disagreement,
     spearman,
 )
-from harnessrl.trainer.records import GroupRecord, RolloutRecord, StepRecord, group_stats
 
 # ---------------------------------------------------------------------------------------------- builders
 

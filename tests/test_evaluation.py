@@ -15,10 +15,10 @@ import pytest
 from harnessrl.data import Criterion, Task, load_tasks
 from harnessrl.errors import HarnessRLError
 from harnessrl.interfaces import EditRubric, Harness
+from harnessrl.records.run_dir import RunDir, read_jsonl
 from harnessrl.trainer import models
 from harnessrl.trainer.evaluation import EvalResult, evaluate_policy, generate_greedy
 from harnessrl.trainer.run import evaluate_run
-from harnessrl.trainer.run_dir import RunDir, read_jsonl
 from harnessrl.trainer.train_config import TrainConfig
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -276,7 +276,7 @@ def test_torn_last_line_is_skipped(tmp_path):
 
 
 def test_recorder_appends_after_a_torn_line(tmp_path):
-    from harnessrl.trainer.records import GroupRecord, Recorder, StepRecord
+    from harnessrl.records.steps import GroupRecord, Recorder, StepRecord
 
     def group(step: int) -> GroupRecord:
         return GroupRecord(

@@ -1160,7 +1160,7 @@ def test_evolver_side_imports_no_heavy_stack(first):
 def test_a_failure_given_without_an_id_gets_the_memory_id():
     from harnessrl.graph.graph import _failure_dict
     from harnessrl.memory.store import TrainingMemory
-    from harnessrl.trainer.detectors import Failure
+    from harnessrl.records.failures import Failure
 
     failure = Failure(
         kind="non_discriminative_low",
@@ -1183,9 +1183,9 @@ def test_rule_based_graph_over_the_mcp_tool_server(tmp_path):
     from langchain_mcp_adapters.client import MultiServerMCPClient
     from langchain_mcp_adapters.tools import load_mcp_tools
 
-    from harnessrl.trainer.detectors import Failure
+    from harnessrl.records.failures import Failure
+    from harnessrl.records.steps import GroupRecord, Recorder, RolloutRecord, StepRecord
     from harnessrl.trainer.evolution import EvolutionService
-    from harnessrl.trainer.records import GroupRecord, Recorder, RolloutRecord, StepRecord
     from harnessrl.trainer.tool_server import ToolServer
     from harnessrl.trainer.trials import TrialCost, TrialResult
 

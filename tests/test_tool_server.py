@@ -32,10 +32,10 @@ from harnessrl.graph.tools import (
     flat_parameters,
 )
 from harnessrl.interfaces import EditRubric, Harness, ReweightTasks
-from harnessrl.trainer.detectors import Failure
+from harnessrl.records.failures import Failure
+from harnessrl.records.run_dir import RunDir
+from harnessrl.records.steps import GroupRecord, Recorder, RolloutRecord, StepRecord, group_stats
 from harnessrl.trainer.evolution import CandidateError, EvolutionService
-from harnessrl.trainer.records import GroupRecord, Recorder, RolloutRecord, StepRecord, group_stats
-from harnessrl.trainer.run_dir import RunDir
 from harnessrl.trainer.tool_server import SSE_WRITER_MESSAGE, ToolServer
 from harnessrl.trainer.trials import TrialCost, TrialResult
 

@@ -22,11 +22,11 @@ from trl import GRPOTrainer
 from harnessrl.data import Criterion, Task, load_tasks
 from harnessrl.errors import ConfigError, HarnessRLError
 from harnessrl.interfaces import EditRubric, Harness, ReweightTasks, SetGuidance, guided_count
+from harnessrl.records.run_dir import RunDir
+from harnessrl.records.steps import GroupRecord, RolloutRecord
 from harnessrl.trainer.grpo_trainer import HarnessGRPOTrainer
-from harnessrl.trainer.records import GroupRecord, RolloutRecord
 from harnessrl.trainer.rewards import RubricReward
 from harnessrl.trainer.run import build_grpo_config, evaluate_run, train
-from harnessrl.trainer.run_dir import RunDir
 from harnessrl.trainer.train_config import TrainConfig, load_train_config
 
 G = 2  # group size of the training run
@@ -388,8 +388,8 @@ def test_step_record_keeps_each_group_apart(train_tasks):
     """More groups than eligible tasks: a task drawn twice makes two GroupRecords of G rollouts each."""
     from collections import defaultdict
 
+    from harnessrl.records.steps import Recorder
     from harnessrl.trainer.judges import RubricJudge
-    from harnessrl.trainer.records import Recorder
 
     harness = Harness(train_tasks[:2])
     pit = Criterion(id="pit", text="Says bad", weight=-1, check={"type": "contains", "phrases": ["bad"]})

@@ -18,9 +18,9 @@ from helpers import record_group
 from harnessrl.data import Criterion, Task
 from harnessrl.errors import ResourceMissingError
 from harnessrl.interfaces import EditRubric, Harness, ReweightTasks, SetGuidance
-from harnessrl.trainer.detectors import Failure
+from harnessrl.records.failures import Failure
+from harnessrl.records.steps import Recorder
 from harnessrl.trainer.judges import BackendVerdict, GradeRequest, RubricJudge
-from harnessrl.trainer.records import Recorder
 from harnessrl.trainer.signal import MOVED_SIGNAL_SHARE
 from harnessrl.trainer.trials import (
     CRITERION_SIGNAL,

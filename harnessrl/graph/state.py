@@ -17,7 +17,7 @@ import inspect
 import logging
 import operator
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypedDict
@@ -30,16 +30,15 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic_core import to_jsonable_python
 
 from harnessrl.errors import ConfigError
+from harnessrl.records.events import EventCallback
 
 __all__ = [
     "BUILDER_TOOLS",
     "DEPS_KEY",
-    "EVENT_KINDS",
     "INTERFACES",
     "READ_TOOLS",
     "Attribution",
     "CriticDecision",
-    "EventCallback",
     "EvolverConfig",
     "EvolverDeps",
     "EvolverState",
@@ -61,11 +60,6 @@ BUILDER_TOOLS: dict[str, str] = {
     "rubric_criteria": "edit_rubric",
 }
 """The candidate-builder tool of each interface (it validates and records a candidate, applies nothing)."""
-
-EVENT_KINDS: tuple[str, ...] = ("attribution", "proposal", "trial", "verdict", "commit", "give_up")
-
-EventCallback = Callable[[str, dict[str, Any]], Awaitable[None] | None]
-"""``on_event(kind, payload)``: kind is one of :data:`EVENT_KINDS`; payload is JSON-serialisable."""
 
 DEPS_KEY = "harnessrl_evolver_deps"
 

@@ -66,9 +66,9 @@ from harnessrl.interfaces import EditRubric, Harness, ReweightTasks, SetGuidance
 
 if TYPE_CHECKING:
     from harnessrl.memory.store import TrainingMemory
-    from harnessrl.trainer.detectors import Failure
-    from harnessrl.trainer.records import Recorder, RolloutRecord
-    from harnessrl.trainer.run_dir import RunDir
+    from harnessrl.records.failures import Failure
+    from harnessrl.records.run_dir import RunDir
+    from harnessrl.records.steps import Recorder, RolloutRecord
 
 __all__ = ["CandidateError", "EvolutionService", "TrialRunner"]
 
@@ -157,7 +157,7 @@ class EvolutionService:
 
     Args:
         harness: the run's :class:`~harnessrl.interfaces.Harness` (mutated only by :meth:`commit_update`).
-        recorder: the trainer's :class:`~harnessrl.trainer.records.Recorder` (kept rollouts).
+        recorder: the trainer's :class:`~harnessrl.records.steps.Recorder` (kept rollouts).
         memory: the :class:`~harnessrl.memory.store.TrainingMemory`, or None (``query_memory`` then
             answers with an empty result and says why).
         trials: anything with ``run(update, candidate_id, failure) -> TrialResult`` (:class:`TrialRunner`).

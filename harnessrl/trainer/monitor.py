@@ -14,8 +14,9 @@ import time
 from collections import defaultdict
 
 from harnessrl.data.schema import prompt_text
-from harnessrl.trainer.detectors import DetectorConfig, Failure, FailureDetector
-from harnessrl.trainer.records import StepRecord
+from harnessrl.records.failures import Failure
+from harnessrl.records.steps import StepRecord
+from harnessrl.trainer.detectors import DetectorConfig, FailureDetector
 
 __all__ = ["StepMonitor"]
 

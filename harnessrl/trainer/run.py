@@ -26,7 +26,7 @@ from rich.console import Console
 from harnessrl.data import Task, data_path, load_tasks
 from harnessrl.errors import ConfigError, HarnessRLError
 from harnessrl.interfaces.harness import Harness
-from harnessrl.trainer.run_dir import RunDir
+from harnessrl.records.run_dir import RunDir
 from harnessrl.trainer.train_config import TrainConfig
 
 __all__ = [
@@ -374,12 +374,12 @@ def train(
     from datasets import Dataset
     from transformers import PrinterCallback
 
+    from harnessrl.records.steps import Recorder
     from harnessrl.trainer.callbacks import EvalCallback, MetricsCallback, ProgressCallback
     from harnessrl.trainer.grpo_trainer import HarnessGRPOTrainer
     from harnessrl.trainer.judges import build_judge
     from harnessrl.trainer.models import load_causal_lm
     from harnessrl.trainer.monitor import StepMonitor
-    from harnessrl.trainer.records import Recorder
     from harnessrl.trainer.rewards import RubricReward
 
     console = console or Console()

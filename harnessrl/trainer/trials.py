@@ -65,9 +65,10 @@ from harnessrl.data.schema import Criterion, Task, prompt_text
 from harnessrl.interfaces.guidance import SetGuidance
 from harnessrl.interfaces.rubric import EditRubric
 from harnessrl.interfaces.sampling import ReweightTasks
-from harnessrl.trainer.detectors import SURFACE_FEATURES, Failure, spearman
+from harnessrl.records.failures import Failure
+from harnessrl.records.steps import GroupRecord, RolloutRecord
+from harnessrl.trainer.detectors import SURFACE_FEATURES, spearman
 from harnessrl.trainer.judges.base import RubricJudge, RubricRequest
-from harnessrl.trainer.records import GroupRecord, RolloutRecord
 from harnessrl.trainer.signal import (
     CRITERION_SIGNAL,
     MOVED_SIGNAL_SHARE,
@@ -84,7 +85,7 @@ from harnessrl.trainer.signal import (
 
 if TYPE_CHECKING:
     from harnessrl.interfaces.harness import Harness
-    from harnessrl.trainer.records import Recorder
+    from harnessrl.records.steps import Recorder
 
 __all__ = [
     "CRITERION_SIGNAL",
