@@ -384,8 +384,8 @@ def rollout_figures(probe: Probe, metrics: dict[int, dict], steps: list[int]) ->
 
 def judge_figures(trainer, fresh: list[tuple[dict[str, Any], list[str]]]) -> dict:
     """A fresh semantic judge on fresh responses (one grade call per step batch) vs its encoder alone."""
-    from harnessrl.trainer.judges import RubricRequest, build_judge
-    from harnessrl.trainer.judges.semantic import passages
+    from harnessrl.judges import RubricRequest, build_judge
+    from harnessrl.judges.semantic import passages
 
     harness = trainer.harness
     t0 = time.perf_counter()

@@ -104,7 +104,7 @@ def data_path() -> None:
 # ------------------------------------------------------------------------------------------ judge
 def _judge_config(backend: str | None, model: str | None, base_url: str | None, config: Path | None):
     from harnessrl.config import load_yaml
-    from harnessrl.trainer.judges import JudgeConfig
+    from harnessrl.judges import JudgeConfig
 
     data: dict = {}
     if config:
@@ -188,7 +188,7 @@ def judge_cmd(
 ) -> None:
     """Grade responses against a task's rubric: a per-criterion table with verdicts and the reward."""
     from harnessrl.data import load_bundled, load_tasks
-    from harnessrl.trainer.judges import RubricRequest, build_judge
+    from harnessrl.judges import RubricRequest, build_judge
 
     tasks = load_tasks(data) if data else load_bundled("all")
     by_id = {t.id: t for t in tasks}
@@ -257,8 +257,8 @@ def bench_judge(
 
     from harnessrl.data import load_bundled, load_judge_labels, prompt_text
     from harnessrl.data.checks import split_sentences
-    from harnessrl.trainer.judges import GradeRequest, build_judge
-    from harnessrl.trainer.judges.evaluation import agreement, measure_throughput, reference_vs_poor
+    from harnessrl.judges import GradeRequest, build_judge
+    from harnessrl.judges.quality import agreement, measure_throughput, reference_vs_poor
 
     sizes = [int(b) for b in batch_sizes.split(",") if b.strip()]
     tasks = load_bundled("all")

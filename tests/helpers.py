@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from harnessrl.interfaces import Harness
+from harnessrl.judges import RubricJudge, RubricRequest
 from harnessrl.records.steps import GroupRecord, Recorder, RolloutRecord, StepRecord, group_stats
-from harnessrl.trainer.judges import RubricJudge, RubricRequest
 
 
 def record_group(

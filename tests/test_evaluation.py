@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from harnessrl import models
 from harnessrl.data import Criterion, Task, load_tasks
 from harnessrl.errors import HarnessRLError
 from harnessrl.interfaces import EditRubric, Harness
 from harnessrl.records.run_dir import RunDir, read_jsonl
-from harnessrl.trainer import models
 from harnessrl.trainer.evaluation import EvalResult, evaluate_policy, generate_greedy
 from harnessrl.trainer.run import evaluate_run
 from harnessrl.trainer.train_config import TrainConfig
@@ -74,7 +74,7 @@ def policy(model_dir):
 
 @pytest.fixture(scope="module")
 def judge():
-    from harnessrl.trainer.judges import build_judge
+    from harnessrl.judges import build_judge
 
     return build_judge({"backend": "semantic"})
 

@@ -24,9 +24,9 @@ from hypothesis import strategies as st
 
 from harnessrl.data import Criterion, Task
 from harnessrl.interfaces import EditRubric, Harness, ReweightTasks, SetGuidance
+from harnessrl.judges import BackendVerdict, GradeRequest, RubricJudge
 from harnessrl.records.failures import Failure
 from harnessrl.records.steps import Recorder, RolloutRecord, StepRecord
-from harnessrl.trainer.judges import BackendVerdict, GradeRequest, RubricJudge
 from harnessrl.trainer.signal import (
     MOVED_SIGNAL_SHARE,
     AdvantageSpec,

@@ -379,7 +379,7 @@ class WordBackend:
     name = "word"
 
     def grade(self, requests):
-        from harnessrl.trainer.judges import BackendVerdict
+        from harnessrl.judges import BackendVerdict
 
         return [BackendVerdict(float("good" in r.response), 0.9) for r in requests]
 
@@ -388,8 +388,8 @@ def test_step_record_keeps_each_group_apart(train_tasks):
     """More groups than eligible tasks: a task drawn twice makes two GroupRecords of G rollouts each."""
     from collections import defaultdict
 
+    from harnessrl.judges import RubricJudge
     from harnessrl.records.steps import Recorder
-    from harnessrl.trainer.judges import RubricJudge
 
     harness = Harness(train_tasks[:2])
     pit = Criterion(id="pit", text="Says bad", weight=-1, check={"type": "contains", "phrases": ["bad"]})
@@ -487,7 +487,7 @@ def test_temperature_only_guidance_changes_no_prompt(train_tasks):
 
 @pytest.fixture(scope="module")
 def semantic_judge():
-    from harnessrl.trainer.judges import build_judge
+    from harnessrl.judges import build_judge
 
     return build_judge({"backend": "semantic"})
 

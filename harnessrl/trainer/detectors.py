@@ -797,7 +797,7 @@ class FailureDetector:
             tell pitfalls apart and quote criteria in the evidence.
         regrade: ``rollouts -> rewards`` from a second judge call (cache bypassed or another backend); each
             item a float, None (missing), or an object with ``.reward`` and ``.verdicts`` (a
-            :class:`~harnessrl.trainer.judges.base.GradeResult`), whose verdicts name the worst criterion.
+            :class:`~harnessrl.judges.rubric_judge.GradeResult`), whose verdicts name the worst criterion.
             Called every ``config.regrade_every`` steps on ``config.regrade_groups`` sampled groups.
         features: extra surface features ``name -> text -> float`` (added to :data:`SURFACE_FEATURES`).
         rollouts_for: ``step -> rollouts`` used when the detector is called as a step listener

@@ -17,7 +17,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from harnessrl.data.schema import Task
-from harnessrl.trainer.judges.base import RubricJudge, RubricRequest
+from harnessrl.judges.rubric_judge import RubricJudge, RubricRequest
 
 __all__ = ["EvalResult", "EvalSplit", "evaluate_policy", "generate_greedy"]
 

@@ -374,11 +374,11 @@ def train(
     from datasets import Dataset
     from transformers import PrinterCallback
 
+    from harnessrl.judges import build_judge
+    from harnessrl.models import load_causal_lm
     from harnessrl.records.steps import Recorder
     from harnessrl.trainer.callbacks import EvalCallback, MetricsCallback, ProgressCallback
     from harnessrl.trainer.grpo_trainer import HarnessGRPOTrainer
-    from harnessrl.trainer.judges import build_judge
-    from harnessrl.trainer.models import load_causal_lm
     from harnessrl.trainer.monitor import StepMonitor
     from harnessrl.trainer.rewards import RubricReward
 
@@ -589,9 +589,9 @@ def evaluate_run(run_dir: str | Path, checkpoint: str | None = None) -> dict[str
 
     Returns ``checkpoint``, ``results`` (split -> EvalResult) and ``result`` (the test split's, or
     validation's when the run has no test split)."""
+    from harnessrl.judges import build_judge
+    from harnessrl.models import load_causal_lm
     from harnessrl.trainer.evaluation import evaluate_policy
-    from harnessrl.trainer.judges import build_judge
-    from harnessrl.trainer.models import load_causal_lm
     from harnessrl.trainer.train_config import load_train_config
 
     run = RunDir(run_dir, create=False)

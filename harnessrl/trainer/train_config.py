@@ -15,9 +15,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from harnessrl.config import apply_overrides, load_yaml
 from harnessrl.errors import ConfigError
 from harnessrl.interfaces.sampling import DifficultyFilterSettings
+from harnessrl.judges.config import JudgeConfig
 from harnessrl.trainer.detectors import DetectorConfig
 from harnessrl.trainer.evolver import EvolverSettings
-from harnessrl.trainer.judges.config import JudgeConfig
 
 __all__ = [
     "METHODS",

@@ -65,10 +65,10 @@ from harnessrl.data.schema import Criterion, Task, prompt_text
 from harnessrl.interfaces.guidance import SetGuidance
 from harnessrl.interfaces.rubric import EditRubric
 from harnessrl.interfaces.sampling import ReweightTasks
+from harnessrl.judges.rubric_judge import RubricJudge, RubricRequest
 from harnessrl.records.failures import Failure
 from harnessrl.records.steps import GroupRecord, RolloutRecord
 from harnessrl.trainer.detectors import SURFACE_FEATURES, spearman
-from harnessrl.trainer.judges.base import RubricJudge, RubricRequest
 from harnessrl.trainer.signal import (
     CRITERION_SIGNAL,
     MOVED_SIGNAL_SHARE,
