@@ -21,7 +21,8 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from harnessrl.data.schema import Task
 from harnessrl.errors import HarnessRLError
-from harnessrl.graph.tools import (
+from harnessrl.interfaces import EditRubric, Harness, ReweightTasks
+from harnessrl.interfaces.tools import (
     TOOLS,
     Candidate,
     CommitResult,
@@ -31,7 +32,6 @@ from harnessrl.graph.tools import (
     RolloutList,
     flat_parameters,
 )
-from harnessrl.interfaces import EditRubric, Harness, ReweightTasks
 from harnessrl.records.failures import Failure
 from harnessrl.records.run_dir import RunDir
 from harnessrl.records.steps import GroupRecord, Recorder, RolloutRecord, StepRecord, group_stats

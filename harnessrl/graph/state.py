@@ -30,36 +30,20 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic_core import to_jsonable_python
 
 from harnessrl.errors import ConfigError
+from harnessrl.interfaces.base import Interface
 from harnessrl.records.events import EventCallback
 
 __all__ = [
-    "BUILDER_TOOLS",
     "DEPS_KEY",
-    "INTERFACES",
-    "READ_TOOLS",
     "Attribution",
     "CriticDecision",
     "EvolverConfig",
     "EvolverDeps",
     "EvolverState",
     "FailureOutcome",
-    "Interface",
     "ProposalRecord",
     "get_deps",
 ]
-
-Interface = Literal["task_sampling", "rollout_guidance", "rubric_criteria"]
-INTERFACES: tuple[str, ...] = ("task_sampling", "rollout_guidance", "rubric_criteria")
-
-READ_TOOLS: tuple[str, ...] = ("get_failures", "query_memory", "inspect_rollouts", "get_harness_state")
-"""The tools that only read: the attributor gets these, the proposer gets them besides its builder."""
-
-BUILDER_TOOLS: dict[str, str] = {
-    "task_sampling": "reweight_tasks",
-    "rollout_guidance": "set_guidance",
-    "rubric_criteria": "edit_rubric",
-}
-"""The candidate-builder tool of each interface (it validates and records a candidate, applies nothing)."""
 
 DEPS_KEY = "harnessrl_evolver_deps"
 

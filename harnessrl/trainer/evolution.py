@@ -1,7 +1,7 @@
 """The evolver's tools, trainer side: read failures, memory, rollouts and the harness; build, trial and
 commit harness update candidates.
 
-:class:`EvolutionService` implements every tool of :data:`harnessrl.graph.tools.TOOLS` as a plain method
+:class:`EvolutionService` implements every tool of :data:`harnessrl.interfaces.tools.TOOLS` as a plain method
 that takes the tool's argument model (or its fields as keywords) and returns its result model, so the
 same code serves the graph in-process and over MCP (:class:`~harnessrl.trainer.tool_server.ToolServer`).
 
@@ -40,7 +40,8 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from pydantic import BaseModel
 
 from harnessrl.errors import HarnessRLError
-from harnessrl.graph.tools import (
+from harnessrl.interfaces import EditRubric, Harness, ReweightTasks, SetGuidance
+from harnessrl.interfaces.tools import (
     TOOLS,
     Candidate,
     CandidateStatus,
@@ -62,7 +63,6 @@ from harnessrl.graph.tools import (
     SetGuidanceArgs,
     TaskView,
 )
-from harnessrl.interfaces import EditRubric, Harness, ReweightTasks, SetGuidance
 
 if TYPE_CHECKING:
     from harnessrl.memory.store import TrainingMemory

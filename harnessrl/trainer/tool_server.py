@@ -23,8 +23,8 @@ How it is put together, and why:
   and become a 500).
 - A FastMCP instance serves only once, so every :meth:`ToolServer.start` builds a new one (and a new
   token); start/stop can repeat.
-- Tools are generated from :data:`harnessrl.graph.tools.TOOLS`: each tool function's signature is its
-  argument model's fields (flat parameters, see :mod:`harnessrl.graph.tools`), its body validates the
+- Tools are generated from :data:`harnessrl.interfaces.tools.TOOLS`: each tool function's signature is its
+  argument model's fields (flat parameters, see :mod:`harnessrl.interfaces.tools`), its body validates the
   whole model and runs the service method in a worker thread (a trial may take minutes; the server's
   event loop stays responsive). Results are pydantic models, so clients get structured output. A tool
   error or a validation error reaches the client as an error result (``isError``), which
@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from harnessrl.errors import HarnessRLError
-from harnessrl.graph.tools import TOOLS, ToolSpec, flat_parameters
+from harnessrl.interfaces.tools import TOOLS, ToolSpec, flat_parameters
 
 if TYPE_CHECKING:
     from mcp.server.auth.provider import AccessToken
@@ -172,7 +172,7 @@ class ToolServer:
         return self._thread is not None and self._thread.is_alive()
 
     def build(self, token: str) -> FastMCP:
-        """A new FastMCP server with every tool of :data:`~harnessrl.graph.tools.TOOLS` (one per start)."""
+        """A new FastMCP server with every tool of :data:`~harnessrl.interfaces.tools.TOOLS` (one per start)."""
         from mcp.server.auth.settings import AuthSettings
         from mcp.server.fastmcp import FastMCP
         from mcp.types import ToolAnnotations
