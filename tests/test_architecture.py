@@ -30,3 +30,38 @@ def test_import_contracts_hold():
     )
     assert out.returncode == 0, f"an import contract is broken:\n{out.stdout}\n{out.stderr}"
     assert "0 broken" in out.stdout, out.stdout
+
+
+HEAVY = ("torch", "transformers", "trl", "chromadb")
+
+_EVOLVER = """
+import atexit, sys
+atexit.register(lambda: print("heavy:", [m for m in {heavy!r} if m in sys.modules]))
+from harnessrl.cli import main
+sys.argv = ["harnessrl", "evolver", "--url", {url!r}, "--token", {token!r}]
+main()
+"""
+
+
+def test_the_evolver_command_runs_without_the_training_stack():
+    """`harnessrl evolver` against a live tool server: a whole evolution point, and not one heavy import."""
+    from harnessrl.data import load_bundled
+    from harnessrl.evolution.mcp_server import ToolServer
+    from harnessrl.evolution.service import EvolutionService
+    from harnessrl.interfaces import Harness
+    from harnessrl.records.steps import Recorder
+
+    harness = Harness(load_bundled("train")[:3])
+    service = EvolutionService(harness, Recorder(None), None, None, None, failures=list, step=lambda: 1)
+    server = ToolServer(service)
+    url, token = server.start()
+    try:
+        code = _EVOLVER.format(heavy=HEAVY, url=url, token=token)
+        out = subprocess.run(
+            [sys.executable, "-c", code], cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=240
+        )
+    finally:
+        server.stop()
+    assert out.returncode == 0, out.stderr
+    assert "evolution point done: 0 failure(s) handled" in out.stdout, out.stdout
+    assert "heavy: []" in out.stdout, f"the evolver command imported the training stack: {out.stdout}"

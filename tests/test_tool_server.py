@@ -21,6 +21,8 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from harnessrl.data.schema import Task
 from harnessrl.errors import HarnessRLError
+from harnessrl.evolution.mcp_server import SSE_WRITER_MESSAGE, ToolServer
+from harnessrl.evolution.service import CandidateError, EvolutionService
 from harnessrl.interfaces import EditRubric, Harness, ReweightTasks
 from harnessrl.interfaces.tools import (
     TOOLS,
@@ -35,8 +37,6 @@ from harnessrl.interfaces.tools import (
 from harnessrl.records.failures import Failure
 from harnessrl.records.run_dir import RunDir
 from harnessrl.records.steps import GroupRecord, Recorder, RolloutRecord, StepRecord, group_stats
-from harnessrl.trainer.evolution import CandidateError, EvolutionService
-from harnessrl.trainer.tool_server import SSE_WRITER_MESSAGE, ToolServer
 from harnessrl.trainer.trials import TrialCost, TrialResult
 
 # --------------------------------------------------------------------------------------------- fixtures

@@ -2,8 +2,8 @@
 
 It lives with the interfaces it reads and changes, and is the one thing both sides of the MCP
 boundary share: the trainer process implements these tools
-(:class:`~harnessrl.trainer.evolution.EvolutionService`) and serves them over MCP
-(:mod:`harnessrl.trainer.tool_server`); the graph calls them by the names given here
+(:class:`~harnessrl.evolution.service.EvolutionService`) and serves them over MCP
+(:mod:`harnessrl.evolution.mcp_server`); the graph calls them by the names given here
 (:data:`READ_TOOLS`, :data:`BUILDER_TOOLS`) as LangChain tools from ``langchain-mcp-adapters``. Each
 argument model is the *one* definition of its tool: its docstring is the tool description the LLM
 reads (when to call it), its fields are the tool's parameters, its validators run on every call.

@@ -307,10 +307,10 @@ def rollout_steps_kept(config: TrainConfig) -> int:
 
 def _start_evolver(config, trainer, harness, recorder, judge, tokenizer, memory, run, monitor):
     """Trials, the evolution service, its MCP tool server and the evolution-point callback."""
-    from harnessrl.trainer.evolution import EvolutionService
-    from harnessrl.trainer.evolver import EvolutionCallback, write_server_file
+    from harnessrl.evolution.mcp_server import ToolServer
+    from harnessrl.evolution.point import EvolutionCallback, write_server_file
+    from harnessrl.evolution.service import EvolutionService
     from harnessrl.trainer.signal import AdvantageSpec
-    from harnessrl.trainer.tool_server import ToolServer
     from harnessrl.trainer.trials import FrozenPolicyTrials, TransformersSampler
 
     settings = config.evolver

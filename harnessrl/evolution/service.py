@@ -3,7 +3,7 @@ commit harness update candidates.
 
 :class:`EvolutionService` implements every tool of :data:`harnessrl.interfaces.tools.TOOLS` as a plain method
 that takes the tool's argument model (or its fields as keywords) and returns its result model, so the
-same code serves the graph in-process and over MCP (:class:`~harnessrl.trainer.tool_server.ToolServer`).
+same code serves the graph in-process and over MCP (:class:`~harnessrl.evolution.mcp_server.ToolServer`).
 
 The rule it enforces: **nothing reaches training unmeasured.** The candidate builders
 (``reweight_tasks``, ``set_guidance``, ``edit_rubric``) only validate an update against the current

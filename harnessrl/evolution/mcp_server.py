@@ -1,6 +1,6 @@
 """The evolver's tools over MCP: a streamable-HTTP server inside the trainer process, loopback + token.
 
-:class:`ToolServer` serves an :class:`~harnessrl.trainer.evolution.EvolutionService` with the official
+:class:`ToolServer` serves an :class:`~harnessrl.evolution.service.EvolutionService` with the official
 ``mcp`` SDK (FastMCP's ``streamable_http_app()``) under uvicorn, in a daemon thread of the trainer::
 
     server = ToolServer(service)
@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from mcp.server.auth.provider import AccessToken
     from mcp.server.fastmcp import FastMCP
 
-    from harnessrl.trainer.evolution import EvolutionService
+    from harnessrl.evolution.service import EvolutionService
 
 __all__ = ["ToolServer"]
 
@@ -140,7 +140,7 @@ def _tool_function(spec: ToolSpec, impl: Callable[[Any], Any], result: type[Base
 
 
 class ToolServer:
-    """Serves an :class:`~harnessrl.trainer.evolution.EvolutionService` over MCP (see the module docstring).
+    """Serves an :class:`~harnessrl.evolution.service.EvolutionService` over MCP (see the module docstring).
 
     Args:
         service: the tools' implementation.
