@@ -11,15 +11,15 @@ import pytest
 from pydantic import ValidationError
 
 from harnessrl.data import Criterion
-from harnessrl.records.failures import FAILURE_KINDS, Failure
-from harnessrl.records.steps import GroupRecord, RolloutRecord, StepRecord, group_stats
-from harnessrl.trainer.detectors import (
+from harnessrl.detection.detectors import (
     Detector,
     DetectorConfig,
     FailureDetector,
     judge_disagreement,
     spearman,
 )
+from harnessrl.records.failures import FAILURE_KINDS, Failure
+from harnessrl.records.steps import GroupRecord, RolloutRecord, StepRecord, group_stats
 
 # ---------------------------------------------------------------------------------------------- builders
 
@@ -120,7 +120,7 @@ def test_spearman_matches_scipy_with_ties():
 
 
 def test_surface_features():
-    from harnessrl.trainer.detectors import bullet_lines, exclamations, repeated_word
+    from harnessrl.detection.detectors import bullet_lines, exclamations, repeated_word
 
     text = "Intro\n- one\n  * two\n• three\n+ four\n1. five\n12) six\n---\n**bold**\n-\n2024 was a year"
     assert bullet_lines(text) == 6

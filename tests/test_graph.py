@@ -26,11 +26,11 @@ from werkzeug import Request, Response
 from harnessrl.agents import RuleBasedChatModel, ScriptedChatModel, make_chat_model, tool_call
 from harnessrl.agents.tool_loop import adapt_args
 from harnessrl.data.schema import Task
+from harnessrl.detection.detectors import spearman
 from harnessrl.errors import ConfigError
 from harnessrl.graph import EvolverDeps, GraphConfig, LLMConfig, build_graph, evolve
 from harnessrl.graph.prompts import load_prompt
 from harnessrl.interfaces import EditRubric, Harness, ReweightTasks, SetGuidance
-from harnessrl.trainer.detectors import spearman
 
 # --------------------------------------------------------------------------------------------------
 # a fake trainer: the contract's tools over a real harness
@@ -1183,11 +1183,11 @@ def test_rule_based_graph_over_the_mcp_tool_server(tmp_path):
     from langchain_mcp_adapters.client import MultiServerMCPClient
     from langchain_mcp_adapters.tools import load_mcp_tools
 
+    from harnessrl.critic.trials import TrialCost, TrialResult
     from harnessrl.evolution.mcp_server import ToolServer
     from harnessrl.evolution.service import EvolutionService
     from harnessrl.records.failures import Failure
     from harnessrl.records.steps import GroupRecord, Recorder, RolloutRecord, StepRecord
-    from harnessrl.trainer.trials import TrialCost, TrialResult
 
     harness = Harness(TASKS)
     recorder = Recorder(None)

@@ -19,6 +19,7 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
+from harnessrl.critic.trials import TrialCost, TrialResult
 from harnessrl.data.schema import Task
 from harnessrl.errors import HarnessRLError
 from harnessrl.evolution.mcp_server import SSE_WRITER_MESSAGE, ToolServer
@@ -37,7 +38,6 @@ from harnessrl.interfaces.tools import (
 from harnessrl.records.failures import Failure
 from harnessrl.records.run_dir import RunDir
 from harnessrl.records.steps import GroupRecord, Recorder, RolloutRecord, StepRecord, group_stats
-from harnessrl.trainer.trials import TrialCost, TrialResult
 
 # --------------------------------------------------------------------------------------------- fixtures
 

@@ -15,25 +15,25 @@ import pytest
 import torch
 from helpers import record_group
 
-from harnessrl.data import Criterion, Task
-from harnessrl.errors import ResourceMissingError
-from harnessrl.interfaces import EditRubric, Harness, ReweightTasks, SetGuidance
-from harnessrl.judges import BackendVerdict, GradeRequest, RubricJudge
-from harnessrl.records.failures import Failure
-from harnessrl.records.steps import Recorder
-from harnessrl.trainer.signal import MOVED_SIGNAL_SHARE
-from harnessrl.trainer.trials import (
+from harnessrl.critic.sampler import TransformersSampler
+from harnessrl.critic.signal import MOVED_SIGNAL_SHARE
+from harnessrl.critic.trials import (
     CRITERION_SIGNAL,
     NO_EFFECT,
     REFERENCE_RANK,
     SIGNAL_SHARE,
     FrozenPolicyTrials,
     PolicySampler,
-    TransformersSampler,
     TrialConfig,
     TrialResult,
     choose_metric,
 )
+from harnessrl.data import Criterion, Task
+from harnessrl.errors import ResourceMissingError
+from harnessrl.interfaces import EditRubric, Harness, ReweightTasks, SetGuidance
+from harnessrl.judges import BackendVerdict, GradeRequest, RubricJudge
+from harnessrl.records.failures import Failure
+from harnessrl.records.steps import Recorder
 
 # ------------------------------------------------------------------------------------------- fixtures
 

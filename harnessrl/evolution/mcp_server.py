@@ -116,7 +116,7 @@ class _TokenVerifier:
 
 
 def _trial_result_model() -> type[BaseModel]:
-    from harnessrl.trainer.trials import TrialResult
+    from harnessrl.critic.trials import TrialResult
 
     return TrialResult
 

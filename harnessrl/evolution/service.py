@@ -9,7 +9,7 @@ The rule it enforces: **nothing reaches training unmeasured.** The candidate bui
 (``reweight_tasks``, ``set_guidance``, ``edit_rubric``) only validate an update against the current
 harness (the interfaces' own ``preview``) and store it as a *candidate*; ``run_frozen_policy_trial``
 measures a candidate on the frozen policy (the trials object, e.g.
-:class:`~harnessrl.trainer.trials.FrozenPolicyTrials`); ``commit_update`` applies a candidate only if its
+:class:`~harnessrl.critic.trials.FrozenPolicyTrials`); ``commit_update`` applies a candidate only if its
 latest trial accepted it, the harness state it changes is still the state that was measured, and the
 policy has not trained on since (``max_trial_age_steps``). An applied update takes effect from the
 next training step, and ``harness.json`` is rewritten at once, so a killed run resumes with it.

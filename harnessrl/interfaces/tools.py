@@ -20,7 +20,7 @@ parameter.
 
 Results are pydantic models too (MCP structured output: the client gets both the JSON object and its
 text). ``run_frozen_policy_trial`` returns the critic's ``TrialResult`` from
-:mod:`harnessrl.trainer.trials`, which lives trainer-side (this module must not import torch, trl or
+:mod:`harnessrl.critic.trials`, which lives trainer-side (this module must not import torch, trl or
 chromadb, so that the evolver side imports fast).
 """
 

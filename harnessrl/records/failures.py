@@ -1,6 +1,6 @@
 """Reward failures: what a detector found on one task's group at one step, and the kinds there are.
 
-The failure detectors (:mod:`harnessrl.trainer.detectors`) build them; the training memory, the
+The failure detectors (:mod:`harnessrl.detection.detectors`) build them; the training memory, the
 events, the evolver's tools and the critic read them. A failure carries its evidence (the numbers that
 triggered it) and a readable sentence with those numbers.
 """

@@ -307,11 +307,12 @@ def rollout_steps_kept(config: TrainConfig) -> int:
 
 def _start_evolver(config, trainer, harness, recorder, judge, tokenizer, memory, run, monitor):
     """Trials, the evolution service, its MCP tool server and the evolution-point callback."""
+    from harnessrl.critic.sampler import TransformersSampler
+    from harnessrl.critic.signal import AdvantageSpec
+    from harnessrl.critic.trials import FrozenPolicyTrials
     from harnessrl.evolution.mcp_server import ToolServer
     from harnessrl.evolution.point import EvolutionCallback, write_server_file
     from harnessrl.evolution.service import EvolutionService
-    from harnessrl.trainer.signal import AdvantageSpec
-    from harnessrl.trainer.trials import FrozenPolicyTrials, TransformersSampler
 
     settings = config.evolver
     sampler = TransformersSampler(trainer.model, tokenizer, seed=config.seed)
@@ -374,12 +375,12 @@ def train(
     from datasets import Dataset
     from transformers import PrinterCallback
 
+    from harnessrl.detection.monitor import StepMonitor
     from harnessrl.judges import build_judge
     from harnessrl.models import load_causal_lm
     from harnessrl.records.steps import Recorder
     from harnessrl.trainer.callbacks import EvalCallback, MetricsCallback, ProgressCallback
     from harnessrl.trainer.grpo_trainer import HarnessGRPOTrainer
-    from harnessrl.trainer.monitor import StepMonitor
     from harnessrl.trainer.rewards import RubricReward
 
     console = console or Console()

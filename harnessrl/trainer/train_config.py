@@ -13,12 +13,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from harnessrl.config import apply_overrides, load_yaml
+from harnessrl.critic.trials import TrialConfig
+from harnessrl.detection.detectors import DetectorConfig
 from harnessrl.errors import ConfigError
 from harnessrl.graph.state import GraphConfig, LLMConfig
 from harnessrl.interfaces.sampling import DifficultyFilterSettings
 from harnessrl.judges.config import JudgeConfig
-from harnessrl.trainer.detectors import DetectorConfig
-from harnessrl.trainer.trials import TrialConfig
 
 __all__ = [
     "METHODS",
