@@ -25,7 +25,7 @@ import time
 
 import numpy as np
 
-from harnessrl.critic.sampler import TransformersSampler
+from harnessrl.critic.rollouts import TransformersSampler
 from harnessrl.critic.signal import AdvantageSpec, advantages, gives_signal, noise_floor, reference_rank
 from harnessrl.data import bundled_path, load_tasks
 from harnessrl.detection.detectors import spearman

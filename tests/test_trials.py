@@ -15,7 +15,7 @@ import pytest
 import torch
 from helpers import record_group
 
-from harnessrl.critic.sampler import TransformersSampler
+from harnessrl.critic.rollouts import TransformersSampler
 from harnessrl.critic.signal import MOVED_SIGNAL_SHARE
 from harnessrl.critic.trials import (
     CRITERION_SIGNAL,

@@ -2,12 +2,12 @@
 
 ``trials`` measures a candidate harness update (one recipe per interface), ``acceptance`` decides on
 the numbers, ``signal`` holds what may be measured (the trainer's advantages and their invariances),
-``sampler`` draws fresh rollouts of the frozen policy. The graph's critic node
+``rollouts`` draws fresh rollouts of the frozen policy. The graph's critic node
 (:mod:`harnessrl.agents.critic`) only asks for a trial over the tools and routes on its verdict.
 """
 
 from harnessrl.critic.acceptance import Measured, decide
-from harnessrl.critic.sampler import TransformersSampler
+from harnessrl.critic.rollouts import TransformersSampler
 from harnessrl.critic.signal import AdvantageSpec, SignalConfig
 from harnessrl.critic.trials import (
     FrozenPolicyTrials,

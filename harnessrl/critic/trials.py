@@ -46,7 +46,7 @@ and the candidate is accepted only when the lower end of the ``confidence`` perc
 improvement is above zero **and** the improvement reaches the metric's smallest effect worth a harness
 change (``signal.min_effect``): the rule is :func:`~harnessrl.critic.acceptance.decide`. The verdict
 records the effect, the interval and the threshold. Fresh rollouts come from a
-:class:`~harnessrl.critic.sampler.PolicySampler`. Every result carries what was measured, and what it
+:class:`~harnessrl.critic.rollouts.PolicySampler`. Every result carries what was measured, and what it
 cost; a trial that would exceed ``max_rollouts``, ``max_judge_calls`` or ``max_seconds`` stops and is
 rejected with a reason starting with "budget".
 """

@@ -307,7 +307,7 @@ def rollout_steps_kept(config: TrainConfig) -> int:
 
 def _start_evolver(config, trainer, harness, recorder, judge, tokenizer, memory, run, monitor):
     """Trials, the evolution service, its MCP tool server and the evolution-point callback."""
-    from harnessrl.critic.sampler import TransformersSampler
+    from harnessrl.critic.rollouts import TransformersSampler
     from harnessrl.critic.signal import AdvantageSpec
     from harnessrl.critic.trials import FrozenPolicyTrials
     from harnessrl.evolution.mcp_server import ToolServer
