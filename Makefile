@@ -41,6 +41,7 @@ test-slow: setup
 lint: setup
 	$(BIN)/ruff check harnessrl tests benchmarks
 	$(BIN)/ruff format --check harnessrl tests benchmarks
+	$(BIN)/lint-imports
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

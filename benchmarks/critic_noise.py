@@ -25,12 +25,12 @@ import time
 
 import numpy as np
 
+from harnessrl.critic.rollouts import TransformersSampler
+from harnessrl.critic.signal import AdvantageSpec, advantages, gives_signal, noise_floor, reference_rank
 from harnessrl.data import bundled_path, load_tasks
-from harnessrl.trainer.detectors import spearman
-from harnessrl.trainer.judges import RubricRequest, build_judge
-from harnessrl.trainer.models import load_causal_lm
-from harnessrl.trainer.signal import AdvantageSpec, advantages, gives_signal, noise_floor, reference_rank
-from harnessrl.trainer.trials import TransformersSampler
+from harnessrl.detection.detectors import spearman
+from harnessrl.judges import RubricRequest, build_judge
+from harnessrl.models import load_causal_lm
 
 _SENT = re.compile(r"(?<=[.!?])\s+")
 

@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from harnessrl.memory.store import MiniLMEmbeddingFunction, TrainingMemory
-from harnessrl.trainer.records import GroupRecord, StepRecord, group_stats
+from harnessrl.records.steps import GroupRecord, StepRecord, group_stats
 
 DOMAINS = ["medical", "science", "writing", "roleplay", "instruction_following"]
 INTERFACES = ["task_sampling", "rollout_guidance", "rubric_criteria"]

@@ -205,8 +205,8 @@ class _Clock(TrainerCallback):
 def run_training(args: argparse.Namespace, run_dir: Path, probe: Probe):
     from rich.console import Console
 
+    from harnessrl.records.run_dir import RunDir
     from harnessrl.trainer.run import train
-    from harnessrl.trainer.run_dir import RunDir
     from harnessrl.trainer.train_config import TrainConfig
 
     config = TrainConfig.model_validate(
@@ -384,8 +384,8 @@ def rollout_figures(probe: Probe, metrics: dict[int, dict], steps: list[int]) ->
 
 def judge_figures(trainer, fresh: list[tuple[dict[str, Any], list[str]]]) -> dict:
     """A fresh semantic judge on fresh responses (one grade call per step batch) vs its encoder alone."""
-    from harnessrl.trainer.judges import RubricRequest, build_judge
-    from harnessrl.trainer.judges.semantic import passages
+    from harnessrl.judges import RubricRequest, build_judge
+    from harnessrl.judges.semantic import passages
 
     harness = trainer.harness
     t0 = time.perf_counter()

@@ -39,23 +39,34 @@ err_console = Console(stderr=True)
 FormatOpt = Annotated[str, typer.Option("--format", "-f", help="auto | harnessrl | rar | hf")]
 
 
+_verbose = False
+
+
 @app.callback()
 def _root(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log debug details.")] = False) -> None:
+    global _verbose
+    _verbose = verbose
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
     )
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    if not verbose:
-        import warnings
 
-        from transformers.utils import logging as hf_logging
 
-        # transformers 5 renamed gradient checkpointing; TRL still calls the old names every step
-        warnings.filterwarnings("ignore", category=FutureWarning, module=r"transformers\..*")
+def _quiet_transformers() -> None:
+    """Without --verbose, silence transformers' progress bars and warnings. Only the commands that load
+    models call it: importing transformers takes seconds, and `harnessrl evolver` must run without it."""
+    if _verbose:
+        return
+    import warnings
 
-        hf_logging.disable_progress_bar()
-        hf_logging.set_verbosity_error()
+    from transformers.utils import logging as hf_logging
+
+    # transformers 5 renamed gradient checkpointing; TRL still calls the old names every step
+    warnings.filterwarnings("ignore", category=FutureWarning, module=r"transformers\..*")
+
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
 
 
 # ------------------------------------------------------------------------------------------- data
@@ -104,7 +115,7 @@ def data_path() -> None:
 # ------------------------------------------------------------------------------------------ judge
 def _judge_config(backend: str | None, model: str | None, base_url: str | None, config: Path | None):
     from harnessrl.config import load_yaml
-    from harnessrl.trainer.judges import JudgeConfig
+    from harnessrl.judges import JudgeConfig
 
     data: dict = {}
     if config:
@@ -187,8 +198,9 @@ def judge_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
 ) -> None:
     """Grade responses against a task's rubric: a per-criterion table with verdicts and the reward."""
+    _quiet_transformers()
     from harnessrl.data import load_bundled, load_tasks
-    from harnessrl.trainer.judges import RubricRequest, build_judge
+    from harnessrl.judges import RubricRequest, build_judge
 
     tasks = load_tasks(data) if data else load_bundled("all")
     by_id = {t.id: t for t in tasks}
@@ -253,12 +265,13 @@ def bench_judge(
 ) -> None:
     """Judge quality and speed on the bundled sample: agreement with the hand labels, reference vs
     poor answers, and criteria graded per second."""
+    _quiet_transformers()
     import random
 
     from harnessrl.data import load_bundled, load_judge_labels, prompt_text
     from harnessrl.data.checks import split_sentences
-    from harnessrl.trainer.judges import GradeRequest, build_judge
-    from harnessrl.trainer.judges.evaluation import agreement, measure_throughput, reference_vs_poor
+    from harnessrl.judges import GradeRequest, build_judge
+    from harnessrl.judges.quality import agreement, measure_throughput, reference_vs_poor
 
     sizes = [int(b) for b in batch_sizes.split(",") if b.strip()]
     tasks = load_bundled("all")
@@ -407,6 +420,7 @@ def train_cmd(
     overwrite: Annotated[bool, typer.Option(help="Delete run_dir's previous run first.")] = False,
 ) -> None:
     """Train a policy with GRPO and the harness; evaluate on the validation and test splits; write the run directory."""
+    _quiet_transformers()
     from harnessrl.trainer.report import print_summary, write_report
     from harnessrl.trainer.run import train
     from harnessrl.trainer.train_config import load_train_config
@@ -425,6 +439,7 @@ def eval_cmd(
     ] = None,
 ) -> None:
     """Evaluate a checkpoint of a run on its validation and test splits (greedy, rubric version 0, the eval judge)."""
+    _quiet_transformers()
     from harnessrl.trainer.run import evaluate_run
 
     res = evaluate_run(run_dir, checkpoint)
@@ -464,7 +479,8 @@ def evolver_cmd(
     import asyncio
     import time
 
-    from harnessrl.trainer.evolver import make_evolver_model, run_evolution_point
+    from harnessrl.evolution.client import run_evolution_point
+    from harnessrl.graph import make_evolver_model
     from harnessrl.trainer.train_config import load_train_config
 
     if run_dir is not None:
@@ -477,7 +493,7 @@ def evolver_cmd(
     if not url or not token:
         raise HarnessRLError("give --url and --token (or --run-dir of a live run)")
     settings = load_train_config(config, override).evolver
-    model = make_evolver_model(settings)
+    model = make_evolver_model(settings.backend, settings.llm)
 
     def on_event(kind: str, payload: dict) -> None:
         console.print(f"[bold]{kind}[/] {json.dumps(payload, default=str)[:300]}", highlight=False)

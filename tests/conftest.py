@@ -19,8 +19,8 @@ import pytest
 @pytest.fixture(scope="session")
 def real_tokenizer():
     """The real SmolLM2 tokenizer (from the packaged GGUF, or the cache): tiny models use its vocabulary."""
+    from harnessrl import models
     from harnessrl.errors import ResourceMissingError
-    from harnessrl.trainer import models
 
     try:
         return models.embedded_tokenizer()

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from harnessrl.interfaces import Harness
-from harnessrl.trainer.judges import RubricJudge, RubricRequest
-from harnessrl.trainer.records import GroupRecord, Recorder, RolloutRecord, StepRecord, group_stats
+from harnessrl.judges import RubricJudge, RubricRequest
+from harnessrl.records.steps import GroupRecord, Recorder, RolloutRecord, StepRecord, group_stats
 
 
 def record_group(

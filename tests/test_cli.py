@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-import harnessrl.trainer.judges as judges
+import harnessrl.judges as judges
 from harnessrl.cli import app
 from harnessrl.errors import DataValidationError, HarnessRLError
-from harnessrl.trainer.judges import BackendVerdict, GradeRequest
+from harnessrl.judges import BackendVerdict, GradeRequest
 
 runner = CliRunner()
 

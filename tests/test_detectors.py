@@ -11,16 +11,15 @@ import pytest
 from pydantic import ValidationError
 
 from harnessrl.data import Criterion
-from harnessrl.trainer.detectors import (
-    FAILURE_KINDS,
+from harnessrl.detection.detectors import (
     Detector,
     DetectorConfig,
-    Failure,
     FailureDetector,
     judge_disagreement,
     spearman,
 )
-from harnessrl.trainer.records import GroupRecord, RolloutRecord, StepRecord, group_stats
+from harnessrl.records.failures import FAILURE_KINDS, Failure
+from harnessrl.records.steps import GroupRecord, RolloutRecord, StepRecord, group_stats
 
 # ---------------------------------------------------------------------------------------------- builders
 
@@ -121,7 +120,7 @@ def test_spearman_matches_scipy_with_ties():
 
 
 def test_surface_features():
-    from harnessrl.trainer.detectors import bullet_lines, exclamations, repeated_word
+    from harnessrl.detection.detectors import bullet_lines, exclamations, repeated_word
 
     text = "Intro\n- one\n  * two\n• three\n+ four\n1. five\n12) six\n---\n**bold**\n-\n2024 was a year"
     assert bullet_lines(text) == 6

@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from harnessrl import models
 from harnessrl.data import Criterion, Task, load_tasks
 from harnessrl.errors import ConfigError, HarnessRLError
 from harnessrl.interfaces import EditRubric, Harness
-from harnessrl.trainer import models
+from harnessrl.records.run_dir import RunDir, read_jsonl
 from harnessrl.trainer.evaluation import (
     EvalResult,
     eval_decoding,
@@ -25,7 +26,6 @@ from harnessrl.trainer.evaluation import (
     generate_greedy,
 )
 from harnessrl.trainer.run import evaluate_run
-from harnessrl.trainer.run_dir import RunDir, read_jsonl
 from harnessrl.trainer.train_config import TrainConfig, load_train_config
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -81,7 +81,7 @@ def policy(model_dir):
 
 @pytest.fixture(scope="module")
 def judge():
-    from harnessrl.trainer.judges import build_judge
+    from harnessrl.judges import build_judge
 
     return build_judge({"backend": "semantic"})
 
@@ -320,7 +320,7 @@ def test_torn_last_line_is_skipped(tmp_path):
 
 
 def test_recorder_appends_after_a_torn_line(tmp_path):
-    from harnessrl.trainer.records import GroupRecord, Recorder, StepRecord
+    from harnessrl.records.steps import GroupRecord, Recorder, StepRecord
 
     def group(step: int) -> GroupRecord:
         return GroupRecord(

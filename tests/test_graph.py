@@ -23,14 +23,14 @@ from pydantic import BaseModel, Field, create_model
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
-from harnessrl.agents import LLMConfig, RuleBasedChatModel, ScriptedChatModel, make_chat_model, tool_call
+from harnessrl.agents import RuleBasedChatModel, ScriptedChatModel, make_chat_model, tool_call
 from harnessrl.agents.tool_loop import adapt_args
 from harnessrl.data.schema import Task
+from harnessrl.detection.detectors import spearman
 from harnessrl.errors import ConfigError
-from harnessrl.graph import EvolverConfig, EvolverDeps, build_graph, evolve
+from harnessrl.graph import EvolverDeps, GraphConfig, LLMConfig, build_graph, evolve
 from harnessrl.graph.prompts import load_prompt
 from harnessrl.interfaces import EditRubric, Harness, ReweightTasks, SetGuidance
-from harnessrl.trainer.detectors import spearman
 
 # --------------------------------------------------------------------------------------------------
 # a fake trainer: the contract's tools over a real harness
@@ -605,7 +605,7 @@ def test_give_up_after_max_revisions():
     )
     events = Events()
     state = run(
-        EvolverDeps(model=model, tools=fake.tools(), on_event=events, config=EvolverConfig(max_revisions=1)),
+        EvolverDeps(model=model, tools=fake.tools(), on_event=events, config=GraphConfig(max_revisions=1)),
         failures=[FAIL_LOW],
     )
     assert events.kinds == [
@@ -711,7 +711,7 @@ def test_failures_are_deduplicated_and_bounded():
     model = ScriptedChatModel(responses=["nothing", "still nothing", "no", "no"])
     events = Events()
     state = run(
-        EvolverDeps(model=model, tools=fake.tools(), on_event=events, config=EvolverConfig(max_failures=2)),
+        EvolverDeps(model=model, tools=fake.tools(), on_event=events, config=GraphConfig(max_failures=2)),
     )
     assert [f["failure_id"] for f in state["failures"]] == [FAIL_LOW["failure_id"], FAIL_HIGH["failure_id"]]
     assert events.kinds == ["give_up", "give_up"]
@@ -737,7 +737,7 @@ def test_time_budget_stops_cleanly():
     )
     events = Events()
     deps = EvolverDeps(
-        model=model, tools=fake.tools(), on_event=events, clock=lambda: now[0], config=EvolverConfig(time_budget_s=50)
+        model=model, tools=fake.tools(), on_event=events, clock=lambda: now[0], config=GraphConfig(time_budget_s=50)
     )
     state = run(deps)
     # the failure in hand is finished (its accepted candidate committed), the next one is left for later
@@ -763,7 +763,7 @@ def test_time_budget_spent_mid_revision_gives_up():
     )
     events = Events()
     deps = EvolverDeps(
-        model=model, tools=fake.tools(), on_event=events, clock=lambda: now[0], config=EvolverConfig(time_budget_s=50)
+        model=model, tools=fake.tools(), on_event=events, clock=lambda: now[0], config=GraphConfig(time_budget_s=50)
     )
     state = run(deps)
     assert events.kinds == ["attribution", "proposal", "trial", "verdict", "give_up"]
@@ -1015,7 +1015,7 @@ def test_rule_based_gives_up_when_its_ladder_is_exhausted():
             model=RuleBasedChatModel(),
             tools=fake.tools(),
             on_event=events,
-            config=EvolverConfig(max_revisions=5, fallback_interface=None),
+            config=GraphConfig(max_revisions=5, fallback_interface=None),
         )
     )
     # stricter, then stricter at twice the weight; retiring needs the (disabled) fallback builder
@@ -1158,9 +1158,9 @@ def test_evolver_side_imports_no_heavy_stack(first):
 
 
 def test_a_failure_given_without_an_id_gets_the_memory_id():
-    from harnessrl.graph.graph import _failure_dict
+    from harnessrl.graph.builder import _failure_dict
     from harnessrl.memory.store import TrainingMemory
-    from harnessrl.trainer.detectors import Failure
+    from harnessrl.records.failures import Failure
 
     failure = Failure(
         kind="non_discriminative_low",
@@ -1183,11 +1183,11 @@ def test_rule_based_graph_over_the_mcp_tool_server(tmp_path):
     from langchain_mcp_adapters.client import MultiServerMCPClient
     from langchain_mcp_adapters.tools import load_mcp_tools
 
-    from harnessrl.trainer.detectors import Failure
-    from harnessrl.trainer.evolution import EvolutionService
-    from harnessrl.trainer.records import GroupRecord, Recorder, RolloutRecord, StepRecord
-    from harnessrl.trainer.tool_server import ToolServer
-    from harnessrl.trainer.trials import TrialCost, TrialResult
+    from harnessrl.critic.trials import TrialCost, TrialResult
+    from harnessrl.evolution.mcp_server import ToolServer
+    from harnessrl.evolution.service import EvolutionService
+    from harnessrl.records.failures import Failure
+    from harnessrl.records.steps import GroupRecord, Recorder, RolloutRecord, StepRecord
 
     harness = Harness(TASKS)
     recorder = Recorder(None)

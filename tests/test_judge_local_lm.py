@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from harnessrl import models
 from harnessrl.data.schema import Criterion
 from harnessrl.errors import ResourceMissingError
-from harnessrl.trainer import models
-from harnessrl.trainer.judges import GradeRequest, JudgeConfig, RubricJudge, RubricRequest, build_judge
-from harnessrl.trainer.judges.local_lm import LocalLMJudge, answer_token_ids
+from harnessrl.judges import GradeRequest, JudgeConfig, RubricJudge, RubricRequest, build_judge
+from harnessrl.judges.local_lm import LocalLMJudge, answer_token_ids
 
 
 @pytest.fixture(scope="module")

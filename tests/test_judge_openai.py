@@ -15,8 +15,8 @@ from werkzeug import Request, Response
 
 from harnessrl.data.schema import Criterion
 from harnessrl.errors import JudgeError
-from harnessrl.trainer.judges import BackendVerdict, GradeRequest, JudgeConfig, RubricJudge, RubricRequest, build_judge
-from harnessrl.trainer.judges.openai_compat import OpenAICompatibleJudge, parse_answer
+from harnessrl.judges import BackendVerdict, GradeRequest, JudgeConfig, RubricJudge, RubricRequest, build_judge
+from harnessrl.judges.openai_compat import OpenAICompatibleJudge, parse_answer
 
 KEY_ENV = "HARNESSRL_TEST_JUDGE_KEY"
 MODEL = "fake-judge-1"

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from harnessrl.data import Task, load_bundled, load_judge_labels
-from harnessrl.trainer.judges import GradeRequest, RubricJudge, build_judge
-from harnessrl.trainer.judges.evaluation import agreement, auc
-from harnessrl.trainer.judges.semantic import SemanticJudge, criterion_query, passages
+from harnessrl.judges import GradeRequest, RubricJudge, build_judge
+from harnessrl.judges.quality import agreement, auc
+from harnessrl.judges.semantic import SemanticJudge, criterion_query, passages
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from harnessrl.trainer.models import load_causal_lm
+from harnessrl.models import load_causal_lm
 from harnessrl.trainer.run import _peft_config, evaluate_run, train
 from harnessrl.trainer.train_config import LoraSettings, TrainConfig, load_train_config
 

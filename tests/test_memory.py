@@ -18,7 +18,7 @@ import pytest
 
 from harnessrl.errors import ConfigError, HarnessRLError
 from harnessrl.memory.store import MiniLMEmbeddingFunction, TrainingMemory
-from harnessrl.trainer.records import GroupRecord, StepRecord
+from harnessrl.records.steps import GroupRecord, StepRecord
 
 
 class DefaultEmbeddingUsed(AssertionError):
@@ -421,7 +421,7 @@ WRITER = textwrap.dedent(
     """
     import os, signal, sys
     from harnessrl.memory.store import TrainingMemory
-    from harnessrl.trainer.records import GroupRecord, StepRecord
+    from harnessrl.records.steps import GroupRecord, StepRecord
     m = TrainingMemory(sys.argv[1])
     for step in range(1, 6):
         groups = [GroupRecord(step=step, task_id=f"t{i}", domain="d", rubric_version=0, rewards=[0.0, 1.0],

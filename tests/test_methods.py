@@ -22,14 +22,14 @@ from trl import GRPOTrainer
 from harnessrl.data import Task, load_bundled
 from harnessrl.errors import ConfigError, HarnessRLError
 from harnessrl.interfaces import DifficultyFilterSettings, Harness, TaskSampling
+from harnessrl.judges import BackendVerdict, RubricJudge
+from harnessrl.records.run_dir import RunDir
+from harnessrl.records.steps import GroupRecord, Recorder
 from harnessrl.trainer.callbacks import EvalCallback
 from harnessrl.trainer.evaluation import EvalResult
 from harnessrl.trainer.grpo_trainer import HarnessGRPOTrainer
-from harnessrl.trainer.judges import BackendVerdict, RubricJudge
-from harnessrl.trainer.records import GroupRecord, Recorder
 from harnessrl.trainer.rewards import RubricReward
 from harnessrl.trainer.run import load_run_tasks, rollout_steps_kept, split_alternating, train
-from harnessrl.trainer.run_dir import RunDir
 from harnessrl.trainer.train_config import TrainConfig, load_train_config
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

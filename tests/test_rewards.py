@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from harnessrl.data import Criterion
-from harnessrl.trainer.rewards import aggregate_reward
+from harnessrl.judges import aggregate_reward
 
 
 def c(cid: str, weight: float) -> Criterion:

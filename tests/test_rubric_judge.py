@@ -11,7 +11,7 @@ import pytest
 
 from harnessrl.data import Criterion, Task
 from harnessrl.errors import ConfigError
-from harnessrl.trainer.judges import (
+from harnessrl.judges import (
     BACKENDS,
     BackendVerdict,
     GradeRequest,
@@ -268,7 +268,7 @@ def test_missing_is_retried_then_counted():
 
 def test_missing_logged(caplog):
     judge = RubricJudge(ScriptedBackend(missing={"b": math.inf}), missing_retries=1)
-    with caplog.at_level(logging.WARNING, logger="harnessrl.trainer.judges.base"):
+    with caplog.at_level(logging.WARNING, logger="harnessrl.judges.rubric_judge"):
         judge.grade([request([judged("a"), judged("b")])])
     assert "1 verdict(s) missing after 1 retries" in caplog.text
 

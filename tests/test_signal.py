@@ -22,12 +22,7 @@ from helpers import record_group
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harnessrl.data import Criterion, Task
-from harnessrl.interfaces import EditRubric, Harness, ReweightTasks, SetGuidance
-from harnessrl.trainer.detectors import Failure
-from harnessrl.trainer.judges import BackendVerdict, GradeRequest, RubricJudge
-from harnessrl.trainer.records import Recorder, RolloutRecord, StepRecord
-from harnessrl.trainer.signal import (
+from harnessrl.critic.signal import (
     MOVED_SIGNAL_SHARE,
     AdvantageSpec,
     SignalConfig,
@@ -38,13 +33,18 @@ from harnessrl.trainer.signal import (
     noise_floor,
     reference_rank,
 )
-from harnessrl.trainer.trials import (
+from harnessrl.critic.trials import (
     CRITERION_SIGNAL,
     NO_EFFECT,
     SIGNAL_SHARE,
     FrozenPolicyTrials,
     TrialConfig,
 )
+from harnessrl.data import Criterion, Task
+from harnessrl.interfaces import EditRubric, Harness, ReweightTasks, SetGuidance
+from harnessrl.judges import BackendVerdict, GradeRequest, RubricJudge
+from harnessrl.records.failures import Failure
+from harnessrl.records.steps import Recorder, RolloutRecord, StepRecord
 
 # ------------------------------------------------------------------------------------------- advantages
 

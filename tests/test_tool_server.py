@@ -19,9 +19,13 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
+from harnessrl.critic.trials import TrialCost, TrialResult
 from harnessrl.data.schema import Task
 from harnessrl.errors import HarnessRLError
-from harnessrl.graph.tools import (
+from harnessrl.evolution.mcp_server import SSE_WRITER_MESSAGE, ToolServer
+from harnessrl.evolution.service import CandidateError, EvolutionService
+from harnessrl.interfaces import EditRubric, Harness, ReweightTasks
+from harnessrl.interfaces.tools import (
     TOOLS,
     Candidate,
     CommitResult,
@@ -31,13 +35,9 @@ from harnessrl.graph.tools import (
     RolloutList,
     flat_parameters,
 )
-from harnessrl.interfaces import EditRubric, Harness, ReweightTasks
-from harnessrl.trainer.detectors import Failure
-from harnessrl.trainer.evolution import CandidateError, EvolutionService
-from harnessrl.trainer.records import GroupRecord, Recorder, RolloutRecord, StepRecord, group_stats
-from harnessrl.trainer.run_dir import RunDir
-from harnessrl.trainer.tool_server import SSE_WRITER_MESSAGE, ToolServer
-from harnessrl.trainer.trials import TrialCost, TrialResult
+from harnessrl.records.failures import Failure
+from harnessrl.records.run_dir import RunDir
+from harnessrl.records.steps import GroupRecord, Recorder, RolloutRecord, StepRecord, group_stats
 
 # --------------------------------------------------------------------------------------------- fixtures
 

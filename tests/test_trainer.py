@@ -22,11 +22,11 @@ from trl import GRPOTrainer
 from harnessrl.data import Criterion, Task, load_tasks
 from harnessrl.errors import ConfigError, HarnessRLError
 from harnessrl.interfaces import EditRubric, Harness, ReweightTasks, SetGuidance, guided_count
+from harnessrl.records.run_dir import RunDir
+from harnessrl.records.steps import GroupRecord, RolloutRecord
 from harnessrl.trainer.grpo_trainer import HarnessGRPOTrainer
-from harnessrl.trainer.records import GroupRecord, RolloutRecord
 from harnessrl.trainer.rewards import RubricReward
 from harnessrl.trainer.run import build_grpo_config, evaluate_run, train
-from harnessrl.trainer.run_dir import RunDir
 from harnessrl.trainer.train_config import TrainConfig, load_train_config
 
 G = 2  # group size of the training run
@@ -379,7 +379,7 @@ class WordBackend:
     name = "word"
 
     def grade(self, requests):
-        from harnessrl.trainer.judges import BackendVerdict
+        from harnessrl.judges import BackendVerdict
 
         return [BackendVerdict(float("good" in r.response), 0.9) for r in requests]
 
@@ -388,8 +388,8 @@ def test_step_record_keeps_each_group_apart(train_tasks):
     """More groups than eligible tasks: a task drawn twice makes two GroupRecords of G rollouts each."""
     from collections import defaultdict
 
-    from harnessrl.trainer.judges import RubricJudge
-    from harnessrl.trainer.records import Recorder
+    from harnessrl.judges import RubricJudge
+    from harnessrl.records.steps import Recorder
 
     harness = Harness(train_tasks[:2])
     pit = Criterion(id="pit", text="Says bad", weight=-1, check={"type": "contains", "phrases": ["bad"]})
@@ -487,7 +487,7 @@ def test_temperature_only_guidance_changes_no_prompt(train_tasks):
 
 @pytest.fixture(scope="module")
 def semantic_judge():
-    from harnessrl.trainer.judges import build_judge
+    from harnessrl.judges import build_judge
 
     return build_judge({"backend": "semantic"})
 

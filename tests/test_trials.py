@@ -15,25 +15,25 @@ import pytest
 import torch
 from helpers import record_group
 
-from harnessrl.data import Criterion, Task
-from harnessrl.errors import ResourceMissingError
-from harnessrl.interfaces import EditRubric, Harness, ReweightTasks, SetGuidance
-from harnessrl.trainer.detectors import Failure
-from harnessrl.trainer.judges import BackendVerdict, GradeRequest, RubricJudge
-from harnessrl.trainer.records import Recorder
-from harnessrl.trainer.signal import MOVED_SIGNAL_SHARE
-from harnessrl.trainer.trials import (
+from harnessrl.critic.rollouts import TransformersSampler
+from harnessrl.critic.signal import MOVED_SIGNAL_SHARE
+from harnessrl.critic.trials import (
     CRITERION_SIGNAL,
     NO_EFFECT,
     REFERENCE_RANK,
     SIGNAL_SHARE,
     FrozenPolicyTrials,
     PolicySampler,
-    TransformersSampler,
     TrialConfig,
     TrialResult,
     choose_metric,
 )
+from harnessrl.data import Criterion, Task
+from harnessrl.errors import ResourceMissingError
+from harnessrl.interfaces import EditRubric, Harness, ReweightTasks, SetGuidance
+from harnessrl.judges import BackendVerdict, GradeRequest, RubricJudge
+from harnessrl.records.failures import Failure
+from harnessrl.records.steps import Recorder
 
 # ------------------------------------------------------------------------------------------- fixtures
 
@@ -632,7 +632,7 @@ def test_guidance_trial_on_the_real_policy(tiny_policy):
 
 @pytest.fixture(scope="module")
 def semantic_judge():
-    from harnessrl.trainer.judges.semantic import SemanticJudge
+    from harnessrl.judges.semantic import SemanticJudge
 
     try:
         return RubricJudge(SemanticJudge())

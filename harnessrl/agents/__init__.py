@@ -1,7 +1,7 @@
 """The evolver's agents: attributor, proposer and critic nodes, and its chat-model backends."""
 
-from harnessrl.agents.llm import LLMConfig, make_chat_model
+from harnessrl.agents.llm import make_chat_model
 from harnessrl.agents.rule_based import RuleBasedChatModel
 from harnessrl.agents.testing import ScriptedChatModel, tool_call
 
-__all__ = ["LLMConfig", "RuleBasedChatModel", "ScriptedChatModel", "make_chat_model", "tool_call"]
+__all__ = ["RuleBasedChatModel", "ScriptedChatModel", "make_chat_model", "tool_call"]

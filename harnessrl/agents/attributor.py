@@ -19,7 +19,8 @@ from langgraph.types import Command
 
 from harnessrl.agents.tool_loop import context_message, result_json, run_tool_loop
 from harnessrl.graph.prompts import load_prompt
-from harnessrl.graph.state import READ_TOOLS, Attribution, EvolverState, get_deps
+from harnessrl.graph.state import Attribution, EvolverState, get_deps
+from harnessrl.interfaces.tools import READ_TOOLS
 
 __all__ = ["SUBMIT_ATTRIBUTION", "attributor", "submit_attribution_tool"]
 

@@ -1,6 +1,8 @@
-"""The just-in-time critic: measure a candidate on the frozen policy, then commit it or send it back.
+"""The critic node of the evolver graph: have a candidate measured on the frozen policy, then commit it or send it back.
 
-The critic is deterministic code, not a model: the measurement decides. It calls
+The critic is deterministic code, not a model: the measurement decides, and it is made trainer-side
+(:mod:`harnessrl.critic`: the trial recipes, the acceptance rule, the learning-signal measures). This
+node only routes on it. It calls
 ``run_frozen_policy_trial(candidate_id)`` (the trial runs the noise-aware test — a bootstrap interval
 of the improvement entirely above zero — on the current, frozen policy and says ``accepted`` with a
 reason and its measurements) and records the decision in the state. An accepted candidate goes to

@@ -18,7 +18,8 @@ from langgraph.types import Command
 
 from harnessrl.agents.tool_loop import context_message, flat_args, result_json, run_tool_loop
 from harnessrl.graph.prompts import load_prompt
-from harnessrl.graph.state import BUILDER_TOOLS, READ_TOOLS, EvolverState, ProposalRecord, get_deps
+from harnessrl.graph.state import EvolverState, ProposalRecord, get_deps
+from harnessrl.interfaces.tools import BUILDER_TOOLS, READ_TOOLS
 
 __all__ = ["proposer"]
 

@@ -79,8 +79,8 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field
 
 from harnessrl.agents.tool_loop import flat_args, result_json, result_text
-from harnessrl.graph.state import BUILDER_TOOLS
 from harnessrl.interfaces.base import INTERFACE_FOR_FAILURE
+from harnessrl.interfaces.tools import BUILDER_TOOLS
 
 __all__ = ["DEFAULT_INTERFACE", "RuleBasedChatModel"]
 

@@ -1,24 +1,27 @@
-"""The harness evolver's LangGraph: its state and structured outputs, ``build_graph(deps)``, its prompts."""
+"""The harness evolver's LangGraph: its state, settings and structured outputs, ``build_graph(deps)``, its prompts."""
 
-from harnessrl.graph.graph import build_graph, evolve
+from harnessrl.graph.builder import build_graph, evolve, make_evolver_model
 from harnessrl.graph.state import (
     Attribution,
     CriticDecision,
-    EvolverConfig,
     EvolverDeps,
     EvolverState,
     FailureOutcome,
+    GraphConfig,
+    LLMConfig,
     ProposalRecord,
 )
 
 __all__ = [
     "Attribution",
     "CriticDecision",
-    "EvolverConfig",
     "EvolverDeps",
     "EvolverState",
     "FailureOutcome",
+    "GraphConfig",
+    "LLMConfig",
     "ProposalRecord",
     "build_graph",
     "evolve",
+    "make_evolver_model",
 ]

@@ -4,7 +4,7 @@ Layout after LangGraph's ``open_deep_research``: the state every node reads and 
 (:class:`EvolverState`), the pydantic models that cross the LLM boundary (:class:`Attribution` is
 the argument model of the attributor's final ``submit_attribution`` tool, so its docstring is the
 instruction the LLM reads), the records the graph keeps of each step (:class:`ProposalRecord`,
-:class:`CriticDecision`, :class:`FailureOutcome`), the settings (:class:`EvolverConfig`) and the
+:class:`CriticDecision`, :class:`FailureOutcome`), the settings (:class:`GraphConfig`, :class:`LLMConfig`) and the
 dependencies (:class:`EvolverDeps`: chat model, tools, event callback) that ``build_graph`` hands to
 the nodes through the run's ``configurable``.
 
@@ -17,7 +17,7 @@ import inspect
 import logging
 import operator
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypedDict
@@ -30,42 +30,21 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic_core import to_jsonable_python
 
 from harnessrl.errors import ConfigError
+from harnessrl.interfaces.base import Interface
+from harnessrl.records.events import EventCallback
 
 __all__ = [
-    "BUILDER_TOOLS",
     "DEPS_KEY",
-    "EVENT_KINDS",
-    "INTERFACES",
-    "READ_TOOLS",
     "Attribution",
     "CriticDecision",
-    "EventCallback",
-    "EvolverConfig",
     "EvolverDeps",
     "EvolverState",
     "FailureOutcome",
-    "Interface",
+    "GraphConfig",
+    "LLMConfig",
     "ProposalRecord",
     "get_deps",
 ]
-
-Interface = Literal["task_sampling", "rollout_guidance", "rubric_criteria"]
-INTERFACES: tuple[str, ...] = ("task_sampling", "rollout_guidance", "rubric_criteria")
-
-READ_TOOLS: tuple[str, ...] = ("get_failures", "query_memory", "inspect_rollouts", "get_harness_state")
-"""The tools that only read: the attributor gets these, the proposer gets them besides its builder."""
-
-BUILDER_TOOLS: dict[str, str] = {
-    "task_sampling": "reweight_tasks",
-    "rollout_guidance": "set_guidance",
-    "rubric_criteria": "edit_rubric",
-}
-"""The candidate-builder tool of each interface (it validates and records a candidate, applies nothing)."""
-
-EVENT_KINDS: tuple[str, ...] = ("attribution", "proposal", "trial", "verdict", "commit", "give_up")
-
-EventCallback = Callable[[str, dict[str, Any]], Awaitable[None] | None]
-"""``on_event(kind, payload)``: kind is one of :data:`EVENT_KINDS`; payload is JSON-serialisable."""
 
 DEPS_KEY = "harnessrl_evolver_deps"
 
@@ -182,7 +161,7 @@ class EvolverState(TypedDict, total=False):
 # settings and dependencies
 
 
-class EvolverConfig(BaseModel):
+class GraphConfig(BaseModel):
     """Bounds and choices of one evolution point (the ``evolver`` section of a training config)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -212,6 +191,20 @@ class EvolverConfig(BaseModel):
     )
 
 
+class LLMConfig(BaseModel):
+    """The evolver's chat model on an OpenAI-compatible server."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = Field(min_length=1, description="The model name the server knows, e.g. gpt-4.1-mini or Qwen/Qwen3-8B.")
+    base_url: str | None = Field(default=None, description="Server URL, e.g. http://localhost:8000/v1; null: OpenAI.")
+    api_key_env: str = Field(default="OPENAI_API_KEY", description="Environment variable holding the API key.")
+    temperature: float = Field(default=0.0, ge=0, le=2)
+    timeout_s: float = Field(default=120.0, gt=0, description="Seconds per request.")
+    max_retries: int = Field(default=2, ge=0, description="Retries of a failed request, with backoff.")
+    max_tokens: int | None = Field(default=2048, ge=16, description="Completion tokens per turn; null: the server's.")
+
+
 @dataclass
 class EvolverDeps:
     """What the graph's nodes work with.
@@ -227,7 +220,7 @@ class EvolverDeps:
     model: BaseChatModel
     tools: Sequence[BaseTool]
     on_event: EventCallback | None = None
-    config: EvolverConfig = field(default_factory=EvolverConfig)
+    config: GraphConfig = field(default_factory=GraphConfig)
     clock: Callable[[], float] = time.monotonic
 
     def deadline(self, state: EvolverState) -> float:

@@ -1,4 +1,4 @@
-"""The three harness interfaces: task sampling, rollout guidance, rubric criteria."""
+"""The three harness interfaces (task sampling, rollout guidance, rubric criteria) and the evolver's tool contract."""
 
 from harnessrl.interfaces.guidance import GuidanceRule, RolloutGuidance, SetGuidance, guided_count
 from harnessrl.interfaces.harness import Harness, HarnessUpdate, parse_update

@@ -8,11 +8,14 @@ appended to its history with the step it applies from, so a run can be read back
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-__all__ = ["INTERFACE_FOR_FAILURE", "AppliedUpdate", "InterfaceUpdate"]
+__all__ = ["INTERFACES", "INTERFACE_FOR_FAILURE", "AppliedUpdate", "Interface", "InterfaceUpdate"]
+
+Interface = Literal["task_sampling", "rollout_guidance", "rubric_criteria"]
+INTERFACES: tuple[str, ...] = ("task_sampling", "rollout_guidance", "rubric_criteria")
 
 INTERFACE_FOR_FAILURE: dict[str, str] = {
     "non_discriminative_low": "rollout_guidance",

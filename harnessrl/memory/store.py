@@ -43,7 +43,7 @@ from chromadb.utils.embedding_functions import register_embedding_function
 from pydantic import BaseModel, Field
 
 from harnessrl.errors import ConfigError, HarnessRLError
-from harnessrl.trainer.records import GroupRecord, StepRecord
+from harnessrl.records.steps import GroupRecord, StepRecord
 
 __all__ = [
     "CandidateEntry",

@@ -1,7 +1,7 @@
-"""Training: TRL's GRPOTrainer with the harness wired in, judges, rewards, evaluation, the evolver's tools.
+"""Training: TRL's GRPOTrainer with the harness wired in, the reward function, the run, evaluation, the report.
 
 Submodules import torch and TRL; import what you need from them directly (``harnessrl.trainer.run``,
-``harnessrl.trainer.judges``, ...): this package's own import stays light.
+``harnessrl.trainer.train_config``, ...): this package's own import stays light.
 """
 
 __all__: list[str] = []

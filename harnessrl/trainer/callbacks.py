@@ -13,9 +13,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from transformers import TrainerCallback
 
 from harnessrl.data.schema import Task
+from harnessrl.judges.rubric_judge import RubricJudge
+from harnessrl.records.run_dir import RunDir
 from harnessrl.trainer.evaluation import EvalResult, EvalSplit, evaluate_policy
-from harnessrl.trainer.judges.base import RubricJudge
-from harnessrl.trainer.run_dir import RunDir
 
 __all__ = ["EvalCallback", "MetricsCallback", "ProgressCallback"]
 

@@ -24,7 +24,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from harnessrl.data.schema import Task
-from harnessrl.trainer.judges.base import RubricJudge, RubricRequest
+from harnessrl.judges.rubric_judge import RubricJudge, RubricRequest
 
 __all__ = ["EvalResult", "EvalSplit", "eval_decoding", "evaluate_policy", "generate_completions", "generate_greedy"]
 

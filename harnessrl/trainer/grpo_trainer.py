@@ -45,7 +45,7 @@ from trl import GRPOTrainer
 
 from harnessrl.errors import ConfigError
 from harnessrl.interfaces.harness import Harness
-from harnessrl.trainer.records import GroupRecord, Recorder, RolloutRecord, StepRecord, group_stats
+from harnessrl.records.steps import GroupRecord, Recorder, RolloutRecord, StepRecord, group_stats
 from harnessrl.trainer.rewards import RubricReward
 
 __all__ = ["HarnessGRPOTrainer"]

@@ -14,7 +14,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from harnessrl.trainer.run_dir import RunDir
+from harnessrl.records.run_dir import RunDir
 
 __all__ = ["print_summary", "update_stories", "write_plots", "write_report"]
 

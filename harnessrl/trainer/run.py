@@ -26,7 +26,7 @@ from rich.console import Console
 from harnessrl.data import Task, data_path, load_tasks
 from harnessrl.errors import ConfigError, HarnessRLError
 from harnessrl.interfaces.harness import Harness
-from harnessrl.trainer.run_dir import RunDir
+from harnessrl.records.run_dir import RunDir
 from harnessrl.trainer.train_config import TrainConfig
 
 __all__ = [
@@ -307,11 +307,12 @@ def rollout_steps_kept(config: TrainConfig) -> int:
 
 def _start_evolver(config, trainer, harness, recorder, judge, tokenizer, memory, run, monitor):
     """Trials, the evolution service, its MCP tool server and the evolution-point callback."""
-    from harnessrl.trainer.evolution import EvolutionService
-    from harnessrl.trainer.evolver import EvolutionCallback, write_server_file
-    from harnessrl.trainer.signal import AdvantageSpec
-    from harnessrl.trainer.tool_server import ToolServer
-    from harnessrl.trainer.trials import FrozenPolicyTrials, TransformersSampler
+    from harnessrl.critic.rollouts import TransformersSampler
+    from harnessrl.critic.signal import AdvantageSpec
+    from harnessrl.critic.trials import FrozenPolicyTrials
+    from harnessrl.evolution.mcp_server import ToolServer
+    from harnessrl.evolution.point import EvolutionCallback, write_server_file
+    from harnessrl.evolution.service import EvolutionService
 
     settings = config.evolver
     sampler = TransformersSampler(trainer.model, tokenizer, seed=config.seed)
@@ -374,13 +375,13 @@ def train(
     from datasets import Dataset
     from transformers import PrinterCallback
 
+    from harnessrl.detection.monitor import StepMonitor
+    from harnessrl.judges import build_judge
+    from harnessrl.models import load_causal_lm
+    from harnessrl.records.steps import Recorder
     from harnessrl.trainer.callbacks import EvalCallback, MetricsCallback, ProgressCallback
     from harnessrl.trainer.evaluation import eval_decoding
     from harnessrl.trainer.grpo_trainer import HarnessGRPOTrainer
-    from harnessrl.trainer.judges import build_judge
-    from harnessrl.trainer.models import load_causal_lm
-    from harnessrl.trainer.monitor import StepMonitor
-    from harnessrl.trainer.records import Recorder
     from harnessrl.trainer.rewards import RubricReward
 
     console = console or Console()
@@ -589,9 +590,9 @@ def evaluate_run(run_dir: str | Path, checkpoint: str | None = None) -> dict[str
 
     Returns ``checkpoint``, ``results`` (split -> EvalResult) and ``result`` (the test split's, or
     validation's when the run has no test split)."""
+    from harnessrl.judges import build_judge
+    from harnessrl.models import load_causal_lm
     from harnessrl.trainer.evaluation import eval_decoding, evaluate_policy
-    from harnessrl.trainer.judges import build_judge
-    from harnessrl.trainer.models import load_causal_lm
     from harnessrl.trainer.train_config import load_train_config
 
     run = RunDir(run_dir, create=False)

@@ -13,17 +13,19 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from harnessrl.config import apply_overrides, load_yaml
+from harnessrl.critic.trials import TrialConfig
+from harnessrl.detection.detectors import DetectorConfig
 from harnessrl.errors import ConfigError
+from harnessrl.graph.state import GraphConfig, LLMConfig
 from harnessrl.interfaces.sampling import DifficultyFilterSettings
-from harnessrl.trainer.detectors import DetectorConfig
-from harnessrl.trainer.evolver import EvolverSettings
-from harnessrl.trainer.judges.config import JudgeConfig
+from harnessrl.judges.config import JudgeConfig
 
 __all__ = [
     "METHODS",
     "DapoConfig",
     "DataConfig",
     "EvalConfig",
+    "EvolverSettings",
     "GRPOSettings",
     "GenerationConfig",
     "HarnessConfig",
@@ -180,6 +182,20 @@ class DapoConfig(_Section):
 
     eps: float | None = Field(default=None, ge=0, description="Default: harness.detectors.eps.")
     max_extra_groups: int | None = Field(default=None, ge=0, description="Default: 2 x grpo.tasks_per_step.")
+
+
+class EvolverSettings(_Section):
+    """The harness evolver of a training run (the ``evolver`` section of the config)."""
+
+    enabled: bool = Field(default=True, description="false: a fixed-harness run (plain GRPO, detectors still on).")
+    backend: Literal["rule-based", "llm"] = Field(
+        default="rule-based", description="rule-based: the embedded decision procedure (no LLM); llm: evolver.llm."
+    )
+    llm: LLMConfig | None = Field(default=None, description="The chat model for backend 'llm'.")
+    mode: Literal["in-process", "external"] = "in-process"
+    every_steps: int = Field(default=5, ge=1, description="Evolution point every N steps when failures are present.")
+    graph: GraphConfig = Field(default_factory=GraphConfig)
+    trials: TrialConfig = Field(default_factory=TrialConfig)
 
 
 class TrainConfig(_Section):

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from harnessrl.data import bundled_path, load_tasks
-from harnessrl.trainer.judges import build_judge
+from harnessrl.judges import build_judge
 
 WANTED = {("if-004", "c2"), ("wri-009", "c3"), ("wri-001", "c4")}
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel, Field
 
-from harnessrl.trainer.run_dir import open_append
+from harnessrl.records.run_dir import open_append
 
 __all__ = ["GroupRecord", "Recorder", "RolloutRecord", "StepRecord", "group_stats"]
 

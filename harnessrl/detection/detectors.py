@@ -1,6 +1,6 @@
 """Failure detectors: which task groups of a step give a reward that no longer teaches the policy.
 
-Every step, :class:`FailureDetector` appends each task group (:class:`~harnessrl.trainer.records.GroupRecord`,
+Every step, :class:`FailureDetector` appends each task group (:class:`~harnessrl.records.steps.GroupRecord`,
 plus surface features of its rollouts' texts when it gets them) to that task's rolling window
 (:class:`TaskHistory`) and runs its detectors on the tasks that have a group at this step. Each
 detector shares the :class:`Detector` protocol, ``detect(history, step) -> list[Failure]``:
@@ -48,24 +48,21 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, get_args, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from harnessrl.interfaces.base import INTERFACE_FOR_FAILURE
-from harnessrl.trainer.records import GroupRecord, RolloutRecord, StepRecord, group_stats
+from harnessrl.records.failures import FAILURE_KINDS, Failure, InterfaceHint
+from harnessrl.records.steps import GroupRecord, RolloutRecord, StepRecord, group_stats
 
 __all__ = [
-    "FAILURE_KINDS",
     "SURFACE_FEATURES",
     "CriterionStreakDetector",
     "Detector",
     "DetectorConfig",
-    "Failure",
     "FailureDetector",
-    "FailureKind",
-    "InterfaceHint",
     "JudgeDisagreementDetector",
     "NonDiscriminativeDetector",
     "Observation",
@@ -77,20 +74,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-FailureKind = Literal[
-    "non_discriminative_low",
-    "non_discriminative_high",
-    "spurious_length",
-    "spurious_feature",
-    "reference_below_policy",
-    "criterion_saturated",
-    "criterion_dead",
-    "judge_disagreement",
-]
-InterfaceHint = Literal["rubric_criteria", "rollout_guidance", "task_sampling"]
-
-FAILURE_KINDS: tuple[str, ...] = get_args(FailureKind)
 
 # the interface whose update most often addresses each kind (a hint for the attributor, nothing more)
 _HINTS: dict[str, InterfaceHint] = INTERFACE_FOR_FAILURE  # type: ignore[assignment]
@@ -186,24 +169,6 @@ class DetectorConfig(BaseModel):
 
 
 # ---------------------------------------------------------------------------------------------- failure
-class Failure(BaseModel):
-    """One detected reward failure of one task at one step, with the numbers that triggered it."""
-
-    kind: FailureKind
-    step: int
-    task_id: str
-    domain: str
-    rubric_version: int | None = None
-    evidence: dict[str, Any] = Field(default_factory=dict, description="The numbers behind it (JSON-serialisable).")
-    summary: str = Field(description="One readable sentence with the numbers.")
-    interface_hint: InterfaceHint = Field(description="The interface most likely to address it (a hint only).")
-
-    @property
-    def key(self) -> tuple[str, str, str | None]:
-        """(kind, task, criterion or feature): what stays the same while a failure persists across steps."""
-        return self.kind, self.task_id, self.evidence.get("criterion_id") or self.evidence.get("feature")
-
-
 def _failure(kind: str, obs: Observation, evidence: dict[str, Any], summary: str, step: int | None = None) -> Failure:
     return Failure(
         kind=kind,  # type: ignore[arg-type]
@@ -832,7 +797,7 @@ class FailureDetector:
             tell pitfalls apart and quote criteria in the evidence.
         regrade: ``rollouts -> rewards`` from a second judge call (cache bypassed or another backend); each
             item a float, None (missing), or an object with ``.reward`` and ``.verdicts`` (a
-            :class:`~harnessrl.trainer.judges.base.GradeResult`), whose verdicts name the worst criterion.
+            :class:`~harnessrl.judges.rubric_judge.GradeResult`), whose verdicts name the worst criterion.
             Called every ``config.regrade_every`` steps on ``config.regrade_groups`` sampled groups.
         features: extra surface features ``name -> text -> float`` (added to :data:`SURFACE_FEATURES`).
         rollouts_for: ``step -> rollouts`` used when the detector is called as a step listener

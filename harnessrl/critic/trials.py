@@ -22,11 +22,11 @@ whose weights do not change while a trial runs (DESIGN.md §4). One recipe per i
   distributions is recorded beside it (``batch_signal_share``).
 
 The critic measures **the learning signal as the trainer computes it** (DESIGN.md §4,
-:mod:`harnessrl.trainer.signal`): GRPO learns from each group's advantages, which a per-group change
+:mod:`harnessrl.critic.signal`): GRPO learns from each group's advantages, which a per-group change
 ``r -> a*r + b`` (``a > 0``) leaves as they were, so no metric here moves under such a change:
 
 - every rubric trial first compares the cached rollouts' advantages under both rubrics, computed with
-  the trainer's own reward scaling (:class:`~harnessrl.trainer.signal.AdvantageSpec`); a candidate whose
+  the trainer's own reward scaling (:class:`~harnessrl.critic.signal.AdvantageSpec`); a candidate whose
   largest change to any rollout's advantage is below ``signal.advantage_tolerance`` is rejected as
   "no effect on the learning signal" before any bootstrap (reweighting a criterion every rollout
   passes is such a candidate);
@@ -44,9 +44,11 @@ Acceptance is noise-aware *and* practical: the rollouts are resampled ``bootstra
 seeded generator (within groups; the same draws under both rubrics where the comparison is paired),
 and the candidate is accepted only when the lower end of the ``confidence`` percentile interval of the
 improvement is above zero **and** the improvement reaches the metric's smallest effect worth a harness
-change (``signal.min_effect``). The verdict records the effect, the interval and the threshold. Every
-result carries what was measured, and what it cost; a trial that would exceed ``max_rollouts``,
-``max_judge_calls`` or ``max_seconds`` stops and is rejected with a reason starting with "budget".
+change (``signal.min_effect``): the rule is :func:`~harnessrl.critic.acceptance.decide`. The verdict
+records the effect, the interval and the threshold. Fresh rollouts come from a
+:class:`~harnessrl.critic.rollouts.PolicySampler`. Every result carries what was measured, and what it
+cost; a trial that would exceed ``max_rollouts``, ``max_judge_calls`` or ``max_seconds`` stops and is
+rejected with a reason starting with "budget".
 """
 
 from __future__ import annotations
@@ -61,14 +63,8 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from harnessrl.data.schema import Criterion, Task, prompt_text
-from harnessrl.interfaces.guidance import SetGuidance
-from harnessrl.interfaces.rubric import EditRubric
-from harnessrl.interfaces.sampling import ReweightTasks
-from harnessrl.trainer.detectors import SURFACE_FEATURES, Failure, spearman
-from harnessrl.trainer.judges.base import RubricJudge, RubricRequest
-from harnessrl.trainer.records import GroupRecord, RolloutRecord
-from harnessrl.trainer.signal import (
+from harnessrl.critic.acceptance import Measured, decide, fmt, percentile_interval
+from harnessrl.critic.signal import (
     CRITERION_SIGNAL,
     MOVED_SIGNAL_SHARE,
     REFERENCE_RANK,
@@ -81,10 +77,18 @@ from harnessrl.trainer.signal import (
     noise_floor,
     reference_rank,
 )
+from harnessrl.data.schema import Criterion, Task
+from harnessrl.detection.detectors import SURFACE_FEATURES, spearman
+from harnessrl.interfaces.guidance import SetGuidance
+from harnessrl.interfaces.rubric import EditRubric
+from harnessrl.interfaces.sampling import ReweightTasks
+from harnessrl.judges.rubric_judge import RubricJudge, RubricRequest
+from harnessrl.records.failures import Failure
+from harnessrl.records.steps import GroupRecord, RolloutRecord
 
 if TYPE_CHECKING:
     from harnessrl.interfaces.harness import Harness
-    from harnessrl.trainer.records import Recorder
+    from harnessrl.records.steps import Recorder
 
 __all__ = [
     "CRITERION_SIGNAL",
@@ -94,7 +98,6 @@ __all__ = [
     "SIGNAL_SHARE",
     "FrozenPolicyTrials",
     "PolicySampler",
-    "TransformersSampler",
     "TrialConfig",
     "TrialCost",
     "TrialResult",
@@ -117,92 +120,6 @@ class PolicySampler(Protocol):
     """Generates completions with the frozen policy: one text per chat prompt, sampled at ``temperature``."""
 
     def sample(self, prompts: list[list[dict[str, str]]], temperature: float, max_new_tokens: int) -> list[str]: ...
-
-
-class TransformersSampler:
-    """A :class:`PolicySampler` over a transformers causal LM and its tokenizer.
-
-    Prompts go through the tokenizer's chat template (``add_generation_prompt=True``), are padded on
-    the left and sampled (``do_sample=True``) under ``torch.inference_mode`` with the model in eval
-    mode; the model's training mode is restored afterwards and its weights never change. The global
-    torch RNG is forked, so a trial does not shift the training run's random stream, and seeded
-    (``seed`` plus a call counter) so a trial is reproducible.
-
-    Args:
-        model: the policy (unwrapped: not a DDP/accelerate wrapper).
-        tokenizer: its tokenizer (a pad token is taken from eos when it has none).
-        batch_size: prompts generated together.
-        seed: base seed of the sampling RNG; None leaves the (forked) RNG unseeded.
-        generation_kwargs: extra ``generate`` arguments; the default matches TRL's GRPO sampling
-            (``top_k=0``, ``top_p=1.0``: plain temperature sampling).
-    """
-
-    def __init__(
-        self,
-        model: Any,
-        tokenizer: Any,
-        *,
-        batch_size: int = 16,
-        seed: int | None = 0,
-        generation_kwargs: dict[str, Any] | None = None,
-    ):
-        self.model = model
-        self.tokenizer = tokenizer
-        self.batch_size = max(1, batch_size)
-        self.seed = seed
-        self.generation_kwargs = {"top_k": 0, "top_p": 1.0} if generation_kwargs is None else dict(generation_kwargs)
-        self.calls = 0
-
-    def sample(self, prompts: list[list[dict[str, str]]], temperature: float, max_new_tokens: int) -> list[str]:
-        import torch
-
-        if not prompts:
-            return []
-        model = self.model
-        device = next(model.parameters()).device
-        was_training = model.training
-        fork = [device.index or 0] if device.type == "cuda" else []
-        out: list[str] = []
-        with torch.random.fork_rng(devices=fork):
-            if self.seed is not None:
-                torch.manual_seed(self.seed + self.calls)
-            self.calls += 1
-            model.eval()
-            try:
-                with torch.inference_mode():
-                    for i in range(0, len(prompts), self.batch_size):
-                        out.extend(self._generate(prompts[i : i + self.batch_size], temperature, max_new_tokens))
-            finally:
-                model.train(was_training)
-        return out
-
-    def _generate(self, batch: list[list[dict[str, str]]], temperature: float, max_new_tokens: int) -> list[str]:
-        tok = self.tokenizer
-        if getattr(tok, "chat_template", None):
-            texts = [tok.apply_chat_template(p, tokenize=False, add_generation_prompt=True) for p in batch]
-            special = False  # the template already has the special tokens it wants
-        else:
-            texts = [prompt_text(p) for p in batch]
-            special = True
-        if tok.pad_token_id is None and tok.eos_token is not None:
-            tok.pad_token = tok.eos_token
-        side = tok.padding_side
-        tok.padding_side = "left"
-        try:
-            enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=special)
-        finally:
-            tok.padding_side = side
-        device = next(self.model.parameters()).device
-        enc = {k: v.to(device) for k, v in enc.items()}
-        ids = self.model.generate(
-            **enc,
-            do_sample=True,
-            temperature=float(temperature),
-            max_new_tokens=max_new_tokens,
-            pad_token_id=tok.pad_token_id,
-            **self.generation_kwargs,
-        )
-        return tok.batch_decode(ids[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
 
 
 # ---------------------------------------------------------------------------------------------- models
@@ -294,7 +211,7 @@ class _Side:
     """One side (baseline or candidate) of a group: what the learning-signal statistics need per rollout.
 
     ``noise_var``: the rollout's reward noise variance under the rubric that graded it (the group's
-    floor is the root mean of it, :func:`~harnessrl.trainer.signal.noise_floor`); ``targets``: the
+    floor is the root mean of it, :func:`~harnessrl.critic.signal.noise_floor`); ``targets``: the
     verdicts of the criteria a criterion-signal trial targets, one column each (NaN: missing)."""
 
     rewards: np.ndarray
@@ -458,23 +375,10 @@ def _criteria_view(criteria: Sequence[Criterion]) -> list[dict[str, Any]]:
 class _Rejected(Exception):
     """Ends a trial early with a rejection (``reason``) and whatever was measured so far."""
 
-    def __init__(self, reason: str, measured: _Measured | None = None):
+    def __init__(self, reason: str, measured: Measured | None = None):
         super().__init__(reason)
         self.reason = reason
         self.measured = measured
-
-
-@dataclass
-class _Measured:
-    """A trial's numbers, before the verdict."""
-
-    baseline: float | None = None
-    candidate: float | None = None
-    improvement: float | None = None
-    ci_low: float | None = None
-    ci_high: float | None = None
-    guard: str | None = None  # a reason to reject even when the interval is above 0
-    advantage_effect: float | None = None
 
 
 # ---------------------------------------------------------------------------------------------- trials
@@ -561,7 +465,7 @@ class FrozenPolicyTrials:
             "verdict_noise": signal.verdict_noise,
         }
         threshold = signal.threshold(metric)
-        got = _Measured()
+        got = Measured()
         reason = ""
         try:
             if isinstance(update, EditRubric):
@@ -577,23 +481,7 @@ class FrozenPolicyTrials:
             got = e.measured or got
         accepted = False
         if not reason:
-            if got.improvement is None or got.ci_low is None:
-                reason = "nothing measurable: no improvement could be computed"
-            elif got.guard:
-                reason = got.guard
-            else:
-                effect = (
-                    f"{metric} {_fmt(got.baseline)} -> {_fmt(got.candidate)} (improvement {got.improvement:.3f}, "
-                    f"{self.config.confidence:.0%} bootstrap interval [{got.ci_low:.3f}, {got.ci_high:.3f}], "
-                    f"smallest effect worth a change {threshold:g})"
-                )
-                if got.ci_low > 0 and got.improvement >= threshold:
-                    accepted = True
-                    reason = f"accepted: {effect}"
-                elif got.ci_low <= 0:
-                    reason = f"rejected: the improvement is not reliably above 0: {effect}"
-                else:
-                    reason = f"rejected: the improvement is real but too small to be worth a change: {effect}"
+            accepted, reason = decide(got, metric, threshold, self.config.confidence)
         result = TrialResult(
             candidate_id=candidate_id,
             interface=update.interface,
@@ -625,7 +513,7 @@ class FrozenPolicyTrials:
     # ------------------------------------------------------------------------------ rubric criteria
     def _rubric_trial(
         self, update: EditRubric, metric: str, failure: Failure | None, budget: _Budget, m: dict[str, Any]
-    ) -> _Measured:
+    ) -> Measured:
         task = self.harness.tasks.get(update.task_id)
         if task is None:
             raise _Rejected(f"invalid candidate: unknown task id {update.task_id!r}")
@@ -717,9 +605,9 @@ class FrozenPolicyTrials:
                 f"{NO_EFFECT}: the candidate rubric changes no cached rollout's advantage by more than "
                 f"{effect:.3f} (tolerance {tol:g}) under the trainer's reward scaling "
                 f"({self.advantage.scale_rewards}), so training would learn exactly what it learns now; "
-                f"raw group reward std {_fmt(_mean_std(groups, 'base'))} -> {_fmt(_mean_std(groups, 'cand'))} "
+                f"raw group reward std {fmt(_mean_std(groups, 'base'))} -> {fmt(_mean_std(groups, 'cand'))} "
                 "is a rescaling, not a signal",
-                _Measured(advantage_effect=effect),
+                Measured(advantage_effect=effect),
             )
         rng = np.random.default_rng(self.config.seed)
 
@@ -735,8 +623,8 @@ class FrozenPolicyTrials:
             b, c = base[ok], cand[ok]
             idx = rng.integers(0, b.size, size=(self.config.bootstrap, b.size))
             diffs = _row_rank(ref_c, c[idx]) - _row_rank(ref_b, b[idx])
-            got = _Measured(baseline=reference_rank(ref_b, b), candidate=reference_rank(ref_c, c))
-            got = self._interval(got, diffs)
+            got = Measured(baseline=reference_rank(ref_b, b), candidate=reference_rank(ref_c, c))
+            got = percentile_interval(got, diffs, self.config.confidence)
         else:  # rho_reward_<feature>
             feature = metric[len(RHO_PREFIX) :]
             if feature == "length":
@@ -754,9 +642,9 @@ class FrozenPolicyTrials:
             m.update(feature=feature, feature_values=_rs(f.tolist()))
             idx = rng.integers(0, b.size, size=(self.config.bootstrap, b.size))
             diffs = _row_abs_spearman(b[idx], f[idx]) - _row_abs_spearman(c[idx], f[idx])
-            got = _Measured(baseline=_abs_rho(b, f), candidate=_abs_rho(c, f))
+            got = Measured(baseline=_abs_rho(b, f), candidate=_abs_rho(c, f))
             got.improvement = got.baseline - got.candidate
-            got = self._interval(got, diffs)
+            got = percentile_interval(got, diffs, self.config.confidence)
         got.advantage_effect = effect
         got.guard = got.guard or self._reference_guard(ref_b, ref_c, base[ok], cand[ok], metric, got, m)
         return got
@@ -768,7 +656,7 @@ class FrozenPolicyTrials:
         base: np.ndarray,
         cand: np.ndarray,
         metric: str,
-        got: _Measured,
+        got: Measured,
         m: dict[str, Any],
     ) -> str | None:
         """The reference answer must keep its place: its rank among the policy's rollouts may not fall
@@ -791,13 +679,13 @@ class FrozenPolicyTrials:
             f"rejected by the reference guard: under the candidate rubric the reference answer scores "
             f"{ref_c:.3f} and ranks above {rank_c:.0%} of the policy's rollouts (before: {ref_b:.3f}, {rank_b:.0%}), "
             f"below the policy's median {_median(cand):.3f}; the candidate punishes good answers too "
-            f"({metric} {_fmt(got.baseline)} -> {_fmt(got.candidate)})"
+            f"({metric} {fmt(got.baseline)} -> {fmt(got.candidate)})"
         )
 
     # ------------------------------------------------------------------------------ rollout guidance
     def _guidance_trial(
         self, update: SetGuidance, metric: str, failure: Failure | None, budget: _Budget, m: dict[str, Any]
-    ) -> _Measured:
+    ) -> Measured:
         if self.sampler is None:
             raise _Rejected("no policy sampler: a guidance trial needs fresh rollouts of the frozen policy")
         targets = self._guidance_targets(update, failure)
@@ -937,10 +825,10 @@ class FrozenPolicyTrials:
             ib = rng.integers(0, rb.size, size=(B, rb.size))
             ic = rng.integers(0, rc.size, size=(B, rc.size))
             diffs = _row_abs_spearman(rb[ib], fb[ib]) - _row_abs_spearman(rc[ic], fc[ic])
-            got = _Measured(baseline=_abs_rho(rb, fb), candidate=_abs_rho(rc, fc))
+            got = Measured(baseline=_abs_rho(rb, fb), candidate=_abs_rho(rc, fc))
             got.improvement = got.baseline - got.candidate
             m["feature"] = feature
-            return self._interval(got, diffs)
+            return percentile_interval(got, diffs, self.config.confidence)
         if not groups:
             raise _Rejected("no probed task has 2 or more rewards in both arms")
         return self._share_verdict(groups, metric, rng, m)
@@ -968,7 +856,7 @@ class FrozenPolicyTrials:
         return [tasks[tid] for tid in dict.fromkeys(order) if tid in tasks]
 
     # ------------------------------------------------------------------------------ task sampling
-    def _sampling_trial(self, update: ReweightTasks, budget: _Budget, m: dict[str, Any]) -> _Measured:
+    def _sampling_trial(self, update: ReweightTasks, budget: _Budget, m: dict[str, Any]) -> Measured:
         sampling = self.harness.sampling
         step = self._next_step()
         try:
@@ -1102,11 +990,11 @@ class FrozenPolicyTrials:
                 per_group.append(_signal(side.take(k)))
             draws[:, j] = np.mean(per_group, axis=0)
         diffs = draws @ delta / moved_mass
-        got = _Measured(
+        got = Measured(
             baseline=float(np.clip(-delta, 0, None) @ share) / moved_mass,
             candidate=float(np.clip(delta, 0, None) @ share) / moved_mass,
         )
-        return self._interval(got, diffs)
+        return percentile_interval(got, diffs, self.config.confidence)
 
     def _probe_shape(self) -> tuple[int, int]:
         """Group size and rollouts of a probe arm: whole groups of the trainer's size (at most the arm)."""
@@ -1132,7 +1020,7 @@ class FrozenPolicyTrials:
     # ------------------------------------------------------------------------------ shared
     def _share_verdict(
         self, groups: list[_Group], metric: str, rng: np.random.Generator, m: dict[str, Any]
-    ) -> _Measured:
+    ) -> Measured:
         """Share of groups that give signal (or whose targeted criteria discriminate), baseline vs
         candidate, with a bootstrap over each group's rollouts."""
         if not groups:
@@ -1162,16 +1050,8 @@ class FrozenPolicyTrials:
             }
         )
         diffs = (boot_c - boot_b) / len(groups)
-        got = _Measured(baseline=float(np.mean(point_b)), candidate=float(np.mean(point_c)))
-        return self._interval(got, diffs)
-
-    def _interval(self, got: _Measured, diffs: np.ndarray) -> _Measured:
-        if got.improvement is None and got.baseline is not None and got.candidate is not None:
-            got.improvement = got.candidate - got.baseline
-        c = self.config.confidence
-        lo, hi = np.quantile(diffs, [(1 - c) / 2, (1 + c) / 2])
-        got.ci_low, got.ci_high = float(lo), float(hi)
-        return got
+        got = Measured(baseline=float(np.mean(point_b)), candidate=float(np.mean(point_c)))
+        return percentile_interval(got, diffs, self.config.confidence)
 
     def _sample(self, prompts: list[list[dict[str, str]]], temperature: float, budget: _Budget) -> list[str]:
         if budget.rollouts + len(prompts) > self.config.max_rollouts:
@@ -1204,10 +1084,6 @@ def _none(a: np.ndarray) -> list[float | None]:
     return [None if np.isnan(v) else float(v) for v in a]
 
 
-def _fmt(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.3f}"
-
-
 def _groups_by_step(rollouts: Sequence[RolloutRecord]) -> list[list[int]]:
     """Indices of each group: consecutive rollouts of one step; a member number that does not rise
     starts a new group (a task drawn twice in one step makes two groups)."""
@@ -1236,7 +1112,7 @@ def _mean_std(groups: Sequence[_Group], which: str) -> float:
 
 
 def _row_rank(reference: float, policy: np.ndarray) -> np.ndarray:
-    """:func:`~harnessrl.trainer.signal.reference_rank` of each row of a (B, n) array."""
+    """:func:`~harnessrl.critic.signal.reference_rank` of each row of a (B, n) array."""
     return ((reference > policy).sum(axis=1) + 0.5 * (reference == policy).sum(axis=1)) / policy.shape[1]
 
 

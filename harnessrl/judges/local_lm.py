@@ -24,8 +24,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from harnessrl.errors import JudgeError
-from harnessrl.trainer.judges.base import BackendVerdict, GradeRequest
-from harnessrl.trainer.judges.config import JudgeConfig
+from harnessrl.judges.config import JudgeConfig
+from harnessrl.judges.rubric_judge import BackendVerdict, GradeRequest
 
 __all__ = ["DEFAULT_MAX_LENGTH", "LocalLMJudge", "answer_token_ids"]
 
@@ -116,7 +116,7 @@ class LocalLMJudge:
     @classmethod
     def from_config(cls, config: JudgeConfig) -> LocalLMJudge:
         """Load ``config.model`` (default: the embedded SmolLM2-135M-Instruct) on ``config.device``."""
-        from harnessrl.trainer.models import EMBEDDED_POLICY, is_embedded, load_causal_lm
+        from harnessrl.models import EMBEDDED_POLICY, is_embedded, load_causal_lm
 
         name = config.model or EMBEDDED_POLICY
         if is_embedded(name):

@@ -1,15 +1,15 @@
 """The evolver's tools, trainer side: read failures, memory, rollouts and the harness; build, trial and
 commit harness update candidates.
 
-:class:`EvolutionService` implements every tool of :data:`harnessrl.graph.tools.TOOLS` as a plain method
+:class:`EvolutionService` implements every tool of :data:`harnessrl.interfaces.tools.TOOLS` as a plain method
 that takes the tool's argument model (or its fields as keywords) and returns its result model, so the
-same code serves the graph in-process and over MCP (:class:`~harnessrl.trainer.tool_server.ToolServer`).
+same code serves the graph in-process and over MCP (:class:`~harnessrl.evolution.mcp_server.ToolServer`).
 
 The rule it enforces: **nothing reaches training unmeasured.** The candidate builders
 (``reweight_tasks``, ``set_guidance``, ``edit_rubric``) only validate an update against the current
 harness (the interfaces' own ``preview``) and store it as a *candidate*; ``run_frozen_policy_trial``
 measures a candidate on the frozen policy (the trials object, e.g.
-:class:`~harnessrl.trainer.trials.FrozenPolicyTrials`); ``commit_update`` applies a candidate only if its
+:class:`~harnessrl.critic.trials.FrozenPolicyTrials`); ``commit_update`` applies a candidate only if its
 latest trial accepted it, the harness state it changes is still the state that was measured, and the
 policy has not trained on since (``max_trial_age_steps``). An applied update takes effect from the
 next training step, and ``harness.json`` is rewritten at once, so a killed run resumes with it.
@@ -40,7 +40,8 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from pydantic import BaseModel
 
 from harnessrl.errors import HarnessRLError
-from harnessrl.graph.tools import (
+from harnessrl.interfaces import EditRubric, Harness, ReweightTasks, SetGuidance
+from harnessrl.interfaces.tools import (
     TOOLS,
     Candidate,
     CandidateStatus,
@@ -62,13 +63,12 @@ from harnessrl.graph.tools import (
     SetGuidanceArgs,
     TaskView,
 )
-from harnessrl.interfaces import EditRubric, Harness, ReweightTasks, SetGuidance
 
 if TYPE_CHECKING:
     from harnessrl.memory.store import TrainingMemory
-    from harnessrl.trainer.detectors import Failure
-    from harnessrl.trainer.records import Recorder, RolloutRecord
-    from harnessrl.trainer.run_dir import RunDir
+    from harnessrl.records.failures import Failure
+    from harnessrl.records.run_dir import RunDir
+    from harnessrl.records.steps import Recorder, RolloutRecord
 
 __all__ = ["CandidateError", "EvolutionService", "TrialRunner"]
 
@@ -157,7 +157,7 @@ class EvolutionService:
 
     Args:
         harness: the run's :class:`~harnessrl.interfaces.Harness` (mutated only by :meth:`commit_update`).
-        recorder: the trainer's :class:`~harnessrl.trainer.records.Recorder` (kept rollouts).
+        recorder: the trainer's :class:`~harnessrl.records.steps.Recorder` (kept rollouts).
         memory: the :class:`~harnessrl.memory.store.TrainingMemory`, or None (``query_memory`` then
             answers with an empty result and says why).
         trials: anything with ``run(update, candidate_id, failure) -> TrialResult`` (:class:`TrialRunner`).

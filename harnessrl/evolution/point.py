@@ -7,8 +7,8 @@ same path an external evolver takes. Its time is bounded by ``evolver.graph.time
 
 External mode: the trainer only serves the tools (URL and token in ``run_dir/tool_server.json``,
 readable by the owner only) and ``harnessrl evolver --url URL --token T`` runs the same graph as its
-own process. Trials take the trainer's policy lock, so they always measure weights that are not
-being updated at that moment.
+own process (:mod:`harnessrl.evolution.client`). Trials take the trainer's policy lock, so they
+always measure weights that are not being updated at that moment.
 """
 
 from __future__ import annotations
@@ -19,81 +19,29 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
 from transformers import TrainerCallback
 
-from harnessrl.agents.llm import LLMConfig
-from harnessrl.errors import ConfigError
-from harnessrl.graph.state import EvolverConfig
-from harnessrl.trainer.trials import TrialConfig
+from harnessrl.evolution.client import run_evolution_point
+from harnessrl.graph.builder import make_evolver_model
 
-__all__ = ["EvolutionCallback", "EvolverSettings", "make_evolver_model", "run_evolution_point"]
+__all__ = ["EvolutionCallback", "write_server_file"]
 
 logger = logging.getLogger(__name__)
 
 
-class EvolverSettings(BaseModel):
-    """The harness evolver of a training run (the ``evolver`` section of the config)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    enabled: bool = Field(default=True, description="false: a fixed-harness run (plain GRPO, detectors still on).")
-    backend: Literal["rule-based", "llm"] = Field(
-        default="rule-based", description="rule-based: the embedded decision procedure (no LLM); llm: evolver.llm."
-    )
-    llm: LLMConfig | None = Field(default=None, description="The chat model for backend 'llm'.")
-    mode: Literal["in-process", "external"] = "in-process"
-    every_steps: int = Field(default=5, ge=1, description="Evolution point every N steps when failures are present.")
-    graph: EvolverConfig = Field(default_factory=EvolverConfig)
-    trials: TrialConfig = Field(default_factory=TrialConfig)
-
-
-def make_evolver_model(settings: EvolverSettings):
-    """The evolver's chat model: the rule-based one, or ChatOpenAI on any OpenAI-compatible server."""
-    if settings.backend == "llm":
-        if settings.llm is None:
-            raise ConfigError("evolver.backend is 'llm' but evolver.llm is not set (model, base_url, api_key_env)")
-        from harnessrl.agents.llm import make_chat_model
-
-        return make_chat_model(settings.llm)
-    from harnessrl.agents.rule_based import RuleBasedChatModel
-
-    return RuleBasedChatModel()
-
-
-async def run_evolution_point(
-    url: str,
-    token: str,
-    model,
-    graph_config: EvolverConfig,
-    on_event: Callable[[str, dict[str, Any]], Any] | None = None,
-):
-    """One evolution point against a tool server: open one MCP session, load the tools, run the graph."""
-    from langchain_mcp_adapters.client import MultiServerMCPClient
-    from langchain_mcp_adapters.tools import load_mcp_tools
-
-    from harnessrl.graph import EvolverDeps, evolve
-
-    client = MultiServerMCPClient(
-        {"trainer": {"transport": "streamable_http", "url": url, "headers": {"Authorization": f"Bearer {token}"}}}
-    )
-    async with client.session("trainer") as session:
-        tools = await load_mcp_tools(session)
-        deps = EvolverDeps(model=model, tools=tools, on_event=on_event, config=graph_config)
-        return await evolve(deps)
-
-
 class EvolutionCallback(TrainerCallback):
-    """Runs an evolution point at the end of every ``every_steps``-th step that saw new failures."""
+    """Runs an evolution point at the end of every ``every_steps``-th step that saw new failures.
+
+    ``settings`` is the run's ``evolver`` section (:class:`~harnessrl.trainer.train_config.EvolverSettings`).
+    """
 
     def __init__(
         self,
         service,
         url: str,
         token: str,
-        settings: EvolverSettings,
+        settings,
         failures: Callable[[], list],
         run_dir=None,
         console=None,
@@ -105,7 +53,7 @@ class EvolutionCallback(TrainerCallback):
         self.settings = settings
         self.run_dir = run_dir
         self.console = console
-        self.model = make_evolver_model(settings)
+        self.model = make_evolver_model(settings.backend, settings.llm)
         self.seconds = 0.0
         self.points = 0
         self._seen_failures = 0

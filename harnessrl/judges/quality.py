@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from harnessrl.data.schema import Task, prompt_text
-from harnessrl.trainer.judges.base import GradeRequest, JudgeBackend, RubricJudge, RubricRequest
+from harnessrl.judges.rubric_judge import GradeRequest, JudgeBackend, RubricJudge, RubricRequest
 
 __all__ = [
     "AgreementReport",

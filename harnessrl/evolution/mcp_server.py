@@ -1,6 +1,6 @@
 """The evolver's tools over MCP: a streamable-HTTP server inside the trainer process, loopback + token.
 
-:class:`ToolServer` serves an :class:`~harnessrl.trainer.evolution.EvolutionService` with the official
+:class:`ToolServer` serves an :class:`~harnessrl.evolution.service.EvolutionService` with the official
 ``mcp`` SDK (FastMCP's ``streamable_http_app()``) under uvicorn, in a daemon thread of the trainer::
 
     server = ToolServer(service)
@@ -23,8 +23,8 @@ How it is put together, and why:
   and become a 500).
 - A FastMCP instance serves only once, so every :meth:`ToolServer.start` builds a new one (and a new
   token); start/stop can repeat.
-- Tools are generated from :data:`harnessrl.graph.tools.TOOLS`: each tool function's signature is its
-  argument model's fields (flat parameters, see :mod:`harnessrl.graph.tools`), its body validates the
+- Tools are generated from :data:`harnessrl.interfaces.tools.TOOLS`: each tool function's signature is its
+  argument model's fields (flat parameters, see :mod:`harnessrl.interfaces.tools`), its body validates the
   whole model and runs the service method in a worker thread (a trial may take minutes; the server's
   event loop stays responsive). Results are pydantic models, so clients get structured output. A tool
   error or a validation error reaches the client as an error result (``isError``), which
@@ -51,13 +51,13 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from harnessrl.errors import HarnessRLError
-from harnessrl.graph.tools import TOOLS, ToolSpec, flat_parameters
+from harnessrl.interfaces.tools import TOOLS, ToolSpec, flat_parameters
 
 if TYPE_CHECKING:
     from mcp.server.auth.provider import AccessToken
     from mcp.server.fastmcp import FastMCP
 
-    from harnessrl.trainer.evolution import EvolutionService
+    from harnessrl.evolution.service import EvolutionService
 
 __all__ = ["ToolServer"]
 
@@ -116,7 +116,7 @@ class _TokenVerifier:
 
 
 def _trial_result_model() -> type[BaseModel]:
-    from harnessrl.trainer.trials import TrialResult
+    from harnessrl.critic.trials import TrialResult
 
     return TrialResult
 
@@ -140,7 +140,7 @@ def _tool_function(spec: ToolSpec, impl: Callable[[Any], Any], result: type[Base
 
 
 class ToolServer:
-    """Serves an :class:`~harnessrl.trainer.evolution.EvolutionService` over MCP (see the module docstring).
+    """Serves an :class:`~harnessrl.evolution.service.EvolutionService` over MCP (see the module docstring).
 
     Args:
         service: the tools' implementation.
@@ -172,7 +172,7 @@ class ToolServer:
         return self._thread is not None and self._thread.is_alive()
 
     def build(self, token: str) -> FastMCP:
-        """A new FastMCP server with every tool of :data:`~harnessrl.graph.tools.TOOLS` (one per start)."""
+        """A new FastMCP server with every tool of :data:`~harnessrl.interfaces.tools.TOOLS` (one per start)."""
         from mcp.server.auth.settings import AuthSettings
         from mcp.server.fastmcp import FastMCP
         from mcp.types import ToolAnnotations

@@ -40,8 +40,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from harnessrl.data.checks import split_sentences
-from harnessrl.trainer.judges.base import BackendVerdict, GradeRequest
-from harnessrl.trainer.judges.config import JudgeConfig
+from harnessrl.judges.config import JudgeConfig
+from harnessrl.judges.rubric_judge import BackendVerdict, GradeRequest
 
 __all__ = ["SemanticJudge", "criterion_query", "passages"]
 

@@ -7,7 +7,7 @@ speaks the chat-completions API (``base_url``).
 
 What can go wrong stays local: a request that times out or fails after its retries, a refusal, an
 answer that is not JSON or does not follow the schema, or a criterion the answer forgets, each makes
-the affected verdicts *missing* (``None``), never 0; :class:`~harnessrl.trainer.judges.base.RubricJudge`
+the affected verdicts *missing* (``None``), never 0; :class:`~harnessrl.judges.rubric_judge.RubricJudge`
 retries and counts them.
 """
 
@@ -29,8 +29,8 @@ from pydantic import BaseModel, Field, ValidationError, WithJsonSchema, field_va
 
 from harnessrl.config import api_key_from_env
 from harnessrl.errors import JudgeError
-from harnessrl.trainer.judges.base import BackendVerdict, GradeRequest
-from harnessrl.trainer.judges.config import JudgeConfig
+from harnessrl.judges.config import JudgeConfig
+from harnessrl.judges.rubric_judge import BackendVerdict, GradeRequest
 
 __all__ = [
     "REFERENCE_TEMPLATE",

@@ -5,7 +5,8 @@ from __future__ import annotations
 import importlib
 
 from harnessrl.errors import ConfigError
-from harnessrl.trainer.judges.base import (
+from harnessrl.judges.config import JudgeConfig
+from harnessrl.judges.rubric_judge import (
     BackendVerdict,
     GradeRequest,
     GradeResult,
@@ -13,8 +14,8 @@ from harnessrl.trainer.judges.base import (
     RubricJudge,
     RubricRequest,
     Verdict,
+    aggregate_reward,
 )
-from harnessrl.trainer.judges.config import JudgeConfig
 
 __all__ = [
     "BACKENDS",
@@ -26,13 +27,14 @@ __all__ = [
     "RubricJudge",
     "RubricRequest",
     "Verdict",
+    "aggregate_reward",
     "build_judge",
 ]
 
 BACKENDS: dict[str, str] = {
-    "semantic": "harnessrl.trainer.judges.semantic:SemanticJudge",
-    "local-lm": "harnessrl.trainer.judges.local_lm:LocalLMJudge",
-    "openai": "harnessrl.trainer.judges.openai_compat:OpenAICompatibleJudge",
+    "semantic": "harnessrl.judges.semantic:SemanticJudge",
+    "local-lm": "harnessrl.judges.local_lm:LocalLMJudge",
+    "openai": "harnessrl.judges.openai_compat:OpenAICompatibleJudge",
 }
 """Backend names and where they live; any other ``module:Factory`` path works too."""
 

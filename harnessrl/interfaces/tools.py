@@ -1,10 +1,12 @@
-"""The evolver's tools as data: one pydantic argument model per tool, and the models the tools return.
+"""The evolver's tool contract: one pydantic argument model per tool, the models the tools return, the names.
 
-The trainer process implements these tools (:class:`~harnessrl.trainer.evolution.EvolutionService`) and
-serves them over MCP (:mod:`harnessrl.trainer.tool_server`); the graph gets them back as LangChain tools
-through ``langchain-mcp-adapters``. Each argument model is the *one* definition of its tool: its
-docstring is the tool description the LLM reads (when to call it), its fields are the tool's
-parameters, its validators run on every call.
+It lives with the interfaces it reads and changes, and is the one thing both sides of the MCP
+boundary share: the trainer process implements these tools
+(:class:`~harnessrl.evolution.service.EvolutionService`) and serves them over MCP
+(:mod:`harnessrl.evolution.mcp_server`); the graph calls them by the names given here
+(:data:`READ_TOOLS`, :data:`BUILDER_TOOLS`) as LangChain tools from ``langchain-mcp-adapters``. Each
+argument model is the *one* definition of its tool: its docstring is the tool description the LLM
+reads (when to call it), its fields are the tool's parameters, its validators run on every call.
 
 Parameter style: **flat**. The MCP tool's parameters are the argument model's fields themselves
 (:func:`flat_parameters` turns the model into a function signature, descriptions and constraints
@@ -18,7 +20,7 @@ parameter.
 
 Results are pydantic models too (MCP structured output: the client gets both the JSON object and its
 text). ``run_frozen_policy_trial`` returns the critic's ``TrialResult`` from
-:mod:`harnessrl.trainer.trials`, which lives trainer-side (this module must not import torch, trl or
+:mod:`harnessrl.critic.trials`, which lives trainer-side (this module must not import torch, trl or
 chromadb, so that the evolver side imports fast).
 """
 
@@ -34,6 +36,8 @@ from harnessrl.interfaces import EditRubric, GuidanceRule, ReweightTasks, SetGui
 from harnessrl.interfaces.base import InterfaceUpdate
 
 __all__ = [
+    "BUILDER_TOOLS",
+    "READ_TOOLS",
     "TOOLS",
     "Candidate",
     "CandidateStatus",
@@ -57,6 +61,16 @@ __all__ = [
     "ToolSpec",
     "flat_parameters",
 ]
+
+READ_TOOLS: tuple[str, ...] = ("get_failures", "query_memory", "inspect_rollouts", "get_harness_state")
+"""The tools that only read: the attributor gets these, the proposer gets them besides its builder."""
+
+BUILDER_TOOLS: dict[str, str] = {
+    "task_sampling": "reweight_tasks",
+    "rollout_guidance": "set_guidance",
+    "rubric_criteria": "edit_rubric",
+}
+"""The candidate-builder tool of each interface (it validates and records a candidate, applies nothing)."""
 
 CandidateStatus = Literal["proposed", "accepted", "rejected", "committed"]
 """Proposed (built, not judged), accepted or rejected by its latest trial, committed (applied)."""

@@ -19,8 +19,9 @@ it on the frozen policy (``run_frozen_policy_trial``); accepted → ``commit_upd
 proposer revises with the measurements, at most ``max_revisions`` times, then the failure is given
 up. Every step is reported through ``on_event`` and every tool call goes through the given tools.
 
-:func:`build_graph` is the one place the nodes and their routes are wired; nothing is compiled or
-connected at import time.
+:func:`build_graph` is the one place the nodes and their routes are wired, and this module the only one
+that imports :mod:`harnessrl.agents` (the nodes, and the chat models :func:`make_evolver_model` picks);
+nothing is compiled or connected at import time.
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ from pydantic import BaseModel
 
 from harnessrl.agents import attributor, critic, proposer
 from harnessrl.agents.tool_loop import call_tool, result_json, result_text
-from harnessrl.graph.state import DEPS_KEY, EvolverDeps, EvolverState, FailureOutcome, get_deps
+from harnessrl.errors import ConfigError
+from harnessrl.graph.state import DEPS_KEY, EvolverDeps, EvolverState, FailureOutcome, LLMConfig, get_deps
 
 __all__ = ["build_graph", "evolve", "fetch_failures", "give_up", "select_failure"]
 
@@ -182,6 +184,19 @@ def build_graph(deps: EvolverDeps) -> Runnable:
         recursion_limit=10 + cfg.max_failures * per_failure,
         run_name="harnessrl-evolver",
     )
+
+
+def make_evolver_model(backend: Literal["rule-based", "llm"] = "rule-based", llm: LLMConfig | None = None):
+    """The evolver's chat model: the rule-based one, or ChatOpenAI on any OpenAI-compatible server."""
+    if backend == "llm":
+        if llm is None:
+            raise ConfigError("evolver.backend is 'llm' but evolver.llm is not set (model, base_url, api_key_env)")
+        from harnessrl.agents.llm import make_chat_model
+
+        return make_chat_model(llm)
+    from harnessrl.agents.rule_based import RuleBasedChatModel
+
+    return RuleBasedChatModel()
 
 
 async def evolve(deps: EvolverDeps, failures: list[Any] | None = None) -> EvolverState:

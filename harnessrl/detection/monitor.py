@@ -1,7 +1,7 @@
 """The step monitor: after every scored step, detect reward failures and write the training memory.
 
 It is a step listener of :class:`~harnessrl.trainer.grpo_trainer.HarnessGRPOTrainer`: the step's
-group records (and kept rollouts) go through the :class:`~harnessrl.trainer.detectors.FailureDetector`;
+group records (and kept rollouts) go through the :class:`~harnessrl.detection.detectors.FailureDetector`;
 the groups, with the failures each task showed, go to the training memory; each failure, with its
 evidence, goes to the memory and to ``events.jsonl``; the counts and the seconds spent go to the
 step's metrics (``failures/*``, ``time/detectors``, ``time/memory``). Only the main process does this.
@@ -14,8 +14,9 @@ import time
 from collections import defaultdict
 
 from harnessrl.data.schema import prompt_text
-from harnessrl.trainer.detectors import DetectorConfig, Failure, FailureDetector
-from harnessrl.trainer.records import StepRecord
+from harnessrl.detection.detectors import DetectorConfig, FailureDetector
+from harnessrl.records.failures import Failure
+from harnessrl.records.steps import StepRecord
 
 __all__ = ["StepMonitor"]
 

@@ -10,7 +10,15 @@ backend:
   cheap: a rubric edit re-grades only the criteria that changed, a weight change nothing at all;
 - a missing verdict is retried (``missing_retries``), then stays *missing*, is counted in
   ``judge/parse_fail_rate``, and the reward is computed from the criteria that have one
-  (:func:`~harnessrl.trainer.rewards.aggregate_reward`).
+  (:func:`aggregate_reward`).
+
+The reward, exactly as DESIGN.md §4 defines it::
+
+    reward = (Σ_{w>0} w·v − Σ_{w<0} |w|·v) / Σ_{w>0} w,   clipped to [0, 1]
+
+A *missing* verdict (``None``: the judge could not produce one) is never read as 0. The sums run over
+the criteria that have a verdict; when the positive weight left is below ``min_coverage`` of the
+rubric's positive weight, the reward itself is ``None`` and the rollout drops out of its group.
 """
 
 from __future__ import annotations
@@ -20,14 +28,13 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
 from harnessrl.data.schema import Criterion, Task, prompt_text
-from harnessrl.trainer.rewards import aggregate_reward
 
 __all__ = [
     "BackendVerdict",
@@ -38,9 +45,44 @@ __all__ = [
     "RubricJudge",
     "RubricRequest",
     "Verdict",
+    "aggregate_reward",
 ]
 
 logger = logging.getLogger(__name__)
+
+
+def aggregate_reward(
+    rubric: Sequence[Criterion],
+    verdicts: Mapping[str, float | None],
+    min_coverage: float = 0.5,
+) -> float | None:
+    """Combine verdicts (criterion id -> value in [0, 1], or None when missing) into a reward.
+
+    Args:
+        rubric: the criteria the verdicts answer (pitfalls have negative weights).
+        verdicts: one value per criterion id; an absent id counts as missing.
+        min_coverage: share of the rubric's positive weight that must have verdicts.
+
+    Returns:
+        The reward in [0, 1], or None when too few positive criteria have a verdict.
+    """
+    total_pos = sum(c.weight for c in rubric if c.weight > 0)
+    if total_pos <= 0:
+        raise ValueError("rubric has no positive weight: the reward is undefined")
+    gained = lost = covered = 0.0
+    for c in rubric:
+        v = verdicts.get(c.id)
+        if v is None or v != v:  # missing (None, or a NaN that slipped through) is never read as 0
+            continue
+        v = min(1.0, max(0.0, float(v)))
+        if c.weight > 0:
+            gained += c.weight * v
+            covered += c.weight
+        else:
+            lost += -c.weight * v
+    if covered <= 0 or covered / total_pos < min_coverage:
+        return None
+    return min(1.0, max(0.0, (gained - lost) / covered))
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,33 @@
+"""The just-in-time critic: trial recipes on the frozen policy, the acceptance rule, the learning-signal measures.
+
+``trials`` measures a candidate harness update (one recipe per interface), ``acceptance`` decides on
+the numbers, ``signal`` holds what may be measured (the trainer's advantages and their invariances),
+``rollouts`` draws fresh rollouts of the frozen policy. The graph's critic node
+(:mod:`harnessrl.agents.critic`) only asks for a trial over the tools and routes on its verdict.
+"""
+
+from harnessrl.critic.acceptance import Measured, decide
+from harnessrl.critic.rollouts import TransformersSampler
+from harnessrl.critic.signal import AdvantageSpec, SignalConfig
+from harnessrl.critic.trials import (
+    FrozenPolicyTrials,
+    PolicySampler,
+    TrialConfig,
+    TrialCost,
+    TrialResult,
+    choose_metric,
+)
+
+__all__ = [
+    "AdvantageSpec",
+    "FrozenPolicyTrials",
+    "Measured",
+    "PolicySampler",
+    "SignalConfig",
+    "TransformersSampler",
+    "TrialConfig",
+    "TrialCost",
+    "TrialResult",
+    "choose_metric",
+    "decide",
+]

@@ -1,0 +1,66 @@
+"""The critic's acceptance rule: a reliable *and* practical improvement, never a bare "new > old".
+
+Each trial recipe (:mod:`harnessrl.critic.trials`) measures its metric on the frozen policy under the
+current harness and under the candidate, resamples the improvement with a seeded bootstrap, and hands
+the numbers here as a :class:`Measured`. :func:`percentile_interval` turns the bootstrap differences
+into the ``confidence`` percentile interval of the improvement; :func:`decide` accepts the candidate
+only when no guard objected (e.g. a rubric edit that pushes the reference answer below the policy),
+the lower end of that interval is above zero **and** the improvement reaches the metric's smallest
+effect worth a harness change (``threshold``: :meth:`~harnessrl.critic.signal.SignalConfig.threshold`).
+The reason it gives says which, with the effect, the interval and the threshold.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["Measured", "decide", "fmt", "percentile_interval"]
+
+
+@dataclass
+class Measured:
+    """A trial's numbers, before the verdict."""
+
+    baseline: float | None = None
+    candidate: float | None = None
+    improvement: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    guard: str | None = None  # a reason to reject even when the interval is above 0
+    advantage_effect: float | None = None
+
+
+def percentile_interval(got: Measured, diffs: np.ndarray, confidence: float) -> Measured:
+    """``got`` with its improvement (candidate - baseline, unless the recipe set it) and the ``confidence``
+    percentile interval of the bootstrap differences ``diffs``."""
+    if got.improvement is None and got.baseline is not None and got.candidate is not None:
+        got.improvement = got.candidate - got.baseline
+    c = confidence
+    lo, hi = np.quantile(diffs, [(1 - c) / 2, (1 + c) / 2])
+    got.ci_low, got.ci_high = float(lo), float(hi)
+    return got
+
+
+def decide(got: Measured, metric: str, threshold: float, confidence: float) -> tuple[bool, str]:
+    """The verdict on a trial that was measured to the end: (accepted, the reason in one sentence)."""
+    if got.improvement is None or got.ci_low is None:
+        return False, "nothing measurable: no improvement could be computed"
+    if got.guard:
+        return False, got.guard
+    effect = (
+        f"{metric} {fmt(got.baseline)} -> {fmt(got.candidate)} (improvement {got.improvement:.3f}, "
+        f"{confidence:.0%} bootstrap interval [{got.ci_low:.3f}, {got.ci_high:.3f}], "
+        f"smallest effect worth a change {threshold:g})"
+    )
+    if got.ci_low > 0 and got.improvement >= threshold:
+        return True, f"accepted: {effect}"
+    if got.ci_low <= 0:
+        return False, f"rejected: the improvement is not reliably above 0: {effect}"
+    return False, f"rejected: the improvement is real but too small to be worth a change: {effect}"
+
+
+def fmt(x: float | None) -> str:
+    """A measured value in a reason: three decimals, or n/a."""
+    return "n/a" if x is None else f"{x:.3f}"

@@ -1,0 +1,10 @@
+"""Where training meets the evolver: the tool service, its MCP server, the evolution point and the evolver's client.
+
+``service`` implements the evolver's tools on the trainer's state, ``mcp_server`` serves them over MCP,
+``point`` pauses training for an evolution point, ``client`` runs the evolver graph against a tool
+server (in-process, or as the external ``harnessrl evolver``). The submodules differ in weight
+(``point`` imports transformers, ``client`` nothing of the training stack): import what you need from
+them directly; this package's own import stays light.
+"""
+
+__all__: list[str] = []

@@ -1,0 +1,22 @@
+"""What a run records: step and rollout records, reward failures, events, and the run directory that holds them."""
+
+from harnessrl.records.events import EVENT_KINDS, EventCallback
+from harnessrl.records.failures import FAILURE_KINDS, Failure, FailureKind
+from harnessrl.records.run_dir import RunDir, open_append, read_jsonl
+from harnessrl.records.steps import GroupRecord, Recorder, RolloutRecord, StepRecord, group_stats
+
+__all__ = [
+    "EVENT_KINDS",
+    "FAILURE_KINDS",
+    "EventCallback",
+    "Failure",
+    "FailureKind",
+    "GroupRecord",
+    "Recorder",
+    "RolloutRecord",
+    "RunDir",
+    "StepRecord",
+    "group_stats",
+    "open_append",
+    "read_jsonl",
+]

@@ -1,0 +1,67 @@
+"""The package's layers hold: the import contracts of pyproject.toml ``[tool.importlinter]`` are checked here,
+so ``make test`` and CI fail when an import breaks one."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _env() -> dict[str, str]:
+    # the checkout under test, whatever copy of harnessrl the environment has installed
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
+    return env
+
+
+def test_import_contracts_hold():
+    lint_imports = Path(sys.executable).parent / "lint-imports"
+    out = subprocess.run(
+        [str(lint_imports), "--config", str(ROOT / "pyproject.toml"), "--no-cache"],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert out.returncode == 0, f"an import contract is broken:\n{out.stdout}\n{out.stderr}"
+    assert "0 broken" in out.stdout, out.stdout
+
+
+HEAVY = ("torch", "transformers", "trl", "chromadb")
+
+_EVOLVER = """
+import atexit, sys
+atexit.register(lambda: print("heavy:", [m for m in {heavy!r} if m in sys.modules]))
+from harnessrl.cli import main
+sys.argv = ["harnessrl", "evolver", "--url", {url!r}, "--token", {token!r}]
+main()
+"""
+
+
+def test_the_evolver_command_runs_without_the_training_stack():
+    """`harnessrl evolver` against a live tool server: a whole evolution point, and not one heavy import."""
+    from harnessrl.data import load_bundled
+    from harnessrl.evolution.mcp_server import ToolServer
+    from harnessrl.evolution.service import EvolutionService
+    from harnessrl.interfaces import Harness
+    from harnessrl.records.steps import Recorder
+
+    harness = Harness(load_bundled("train")[:3])
+    service = EvolutionService(harness, Recorder(None), None, None, None, failures=list, step=lambda: 1)
+    server = ToolServer(service)
+    url, token = server.start()
+    try:
+        code = _EVOLVER.format(heavy=HEAVY, url=url, token=token)
+        out = subprocess.run(
+            [sys.executable, "-c", code], cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=240
+        )
+    finally:
+        server.stop()
+    assert out.returncode == 0, out.stderr
+    assert "evolution point done: 0 failure(s) handled" in out.stdout, out.stdout
+    assert "heavy: []" in out.stdout, f"the evolver command imported the training stack: {out.stdout}"
