@@ -695,6 +695,7 @@ def test_every_method_end_to_end_on_a_tiny_model(tmp_path, tiny_model_dir):
         "methods": methods,
         "seeds": [0],
         "timeout_minutes": 5,
+        "keep_resume_checkpoints": True,  # the resume below needs a finished run's last checkpoint
         "base": {
             "model": str(tiny_model_dir),
             "device": "cpu",
