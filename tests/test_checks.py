@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
-from harnessrl.data.checks import CHECK_TYPES, Check, split_sentences
+from harnessrl.data.checks import CHECK_TYPES, Check, WordCount, count_words, split_sentences, words
 
 CHECK = TypeAdapter(Check)
 
@@ -337,3 +337,17 @@ def test_letter_case_validated():
         check(type="letter_case", case="title")
     with pytest.raises(ValidationError):
         check(type="letter_case")
+
+
+def test_one_word_counter_for_checks_detectors_and_the_evolver():
+    """The word_count check, the detectors' words feature and the rule-based evolver's limits count alike:
+    a pitfall "above N words" is measured in the words the policy's lengths were counted in."""
+    from harnessrl.agents.rule_based import _words
+    from harnessrl.detection.detectors import word_count
+
+    text = "Well -- it's a well-known fact: 3 cats, 2 dogs… and  “quotes” !"
+    n = count_words(text)
+    assert n == len(words(text)) == 11
+    assert word_count(text) == n and _words(text) == n
+    check = WordCount(min=n, max=n)
+    assert check.evaluate(text) == 1.0 and WordCount(max=n - 1).evaluate(text) == 0.0

@@ -79,6 +79,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field
 
 from harnessrl.agents.tool_loop import flat_args, result_json, result_text
+from harnessrl.data.checks import count_words, words
 from harnessrl.interfaces.base import INTERFACE_FOR_FAILURE
 from harnessrl.interfaces.tools import BUILDER_TOOLS
 
@@ -100,14 +101,13 @@ _ALLOWED: dict[str, set[str]] = {
     "judge_disagreement": {"rubric_criteria"},
 }
 
-_WORD = re.compile(r"\b[\w'’-]+\b", re.UNICODE)  # the word_count check's notion of a word
 _BULLET = re.compile(r"^\s*(?:[-*•+]|\d+[.)])\s+\S", re.MULTILINE)
 _JSON_BLOCK = re.compile(r"```json\s*\n(.*?)\n```", re.DOTALL)
 _TAG = re.compile(r"\[rule-based: ([a-z_]+)\]")
 
 
 def _words(text: str | None) -> int:
-    return len(_WORD.findall(text or ""))
+    return count_words(text or "")
 
 
 def _num(x: Any) -> float | None:
@@ -707,7 +707,7 @@ _STOP = frozenset(
 
 
 def _content_words(text: str) -> set[str]:
-    return {w.lower() for w in _WORD.findall(text) if len(w) > 2 and w.lower() not in _STOP}
+    return {w.lower() for w in words(text) if len(w) > 2 and w.lower() not in _STOP}
 
 
 def _grounding(e: _Evidence, crit: dict[str, Any]) -> str | None:

@@ -31,7 +31,9 @@ __all__ = [
     "SentenceCount",
     "StartsWith",
     "WordCount",
+    "count_words",
     "split_sentences",
+    "words",
 ]
 
 _WORD = re.compile(r"\b[\w'’-]+\b", re.UNICODE)
@@ -54,8 +56,16 @@ def split_sentences(text: str) -> list[str]:
     return out
 
 
-def _count_words(text: str) -> int:
-    return len(_WORD.findall(text))
+def words(text: str) -> list[str]:
+    """The words of ``text`` as every part of HarnessRL counts them (the ``word_count`` check, the
+    rollouts' ``length_words``, the detectors' ``words`` feature, the rule-based evolver's limits):
+    runs of letters, digits, apostrophes and hyphens."""
+    return _WORD.findall(text)
+
+
+def count_words(text: str) -> int:
+    """How many :func:`words` ``text`` has."""
+    return len(words(text))
 
 
 def _paragraphs(text: str) -> list[str]:
@@ -98,7 +108,7 @@ class WordCount(_Range):
     type: Literal["word_count"] = "word_count"
 
     def _count(self, response: str) -> int:
-        return _count_words(response)
+        return count_words(response)
 
 
 class SentenceCount(_Range):

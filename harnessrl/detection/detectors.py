@@ -53,6 +53,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from harnessrl.data.checks import count_words
 from harnessrl.interfaces.base import INTERFACE_FOR_FAILURE
 from harnessrl.records.failures import FAILURE_KINDS, Failure, InterfaceHint
 from harnessrl.records.steps import GroupRecord, RolloutRecord, StepRecord, group_stats
@@ -223,7 +224,7 @@ def repeated_word(text: str) -> float:
 
 
 def word_count(text: str) -> float:
-    return float(len(text.split()))
+    return float(count_words(text))
 
 
 SURFACE_FEATURES: dict[str, Callable[[str], float]] = {

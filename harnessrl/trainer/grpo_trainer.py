@@ -43,6 +43,7 @@ from typing import Any
 
 from trl import GRPOTrainer
 
+from harnessrl.data.checks import count_words
 from harnessrl.errors import ConfigError
 from harnessrl.interfaces.harness import Harness
 from harnessrl.records.steps import GroupRecord, Recorder, RolloutRecord, StepRecord, group_stats
@@ -420,7 +421,7 @@ class HarnessGRPOTrainer(GRPOTrainer):
                 temperature=r["temperature"],
                 completion=text,
                 length_tokens=n_tok,
-                length_words=len(text.split()),
+                length_words=count_words(text),
                 reward=res.reward,
                 verdicts={v.criterion_id: v.value for v in res.verdicts},
             )
