@@ -64,7 +64,41 @@ def eval_decoding(config) -> dict:
 
 def generate_greedy(model, tokenizer, tasks: Sequence[Task], max_new_tokens: int, batch_size: int = 16) -> list[str]:
     """Greedy completions of each task's prompt (chat template applied), batched with left padding."""
-    return [c[0] for c in generate_completions(model, tokenizer, tasks, max_new_tokens, batch_size)]
+    import torch
+
+    prompts = [tokenizer.apply_chat_template(t.messages(), tokenize=False, add_generation_prompt=True) for t in tasks]
+    side = tokenizer.padding_side
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    was_training = model.training
+    model.eval()
+    out: list[str] = [""] * len(prompts)
+    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+    try:
+        with torch.inference_mode():
+            for start in range(0, len(order), batch_size):
+                idx = order[start : start + batch_size]
+                enc = tokenizer(
+                    [prompts[i] for i in idx], return_tensors="pt", padding=True, add_special_tokens=False
+                ).to(model.device)
+                gen = model.generate(
+                    **enc,
+                    max_new_tokens=max_new_tokens,
+                    do_sample=False,
+                    pad_token_id=tokenizer.pad_token_id,
+                    temperature=None,
+                    top_p=None,
+                    top_k=None,
+                )
+                texts = tokenizer.batch_decode(gen[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
+                for i, text in zip(idx, texts, strict=True):
+                    out[i] = text.strip()
+    finally:
+        tokenizer.padding_side = side
+        if was_training:
+            model.train()
+    return out
 
 
 def generate_completions(
@@ -78,57 +112,19 @@ def generate_completions(
     temperature: float = 1.0,
     seed: int = 0,
 ) -> list[list[str]]:
-    """``completions`` completions of each task's prompt (chat template applied), batched with left
-    padding: greedy when 1, else sampled at ``temperature`` (``top_k=0``, ``top_p=1``, as training
-    samples) under ``seed`` in a forked RNG, so the caller's random state is as it was."""
-    import torch
-
+    """``completions`` completions of each task's prompt: the greedy one when 1, else sampled at
+    ``temperature`` by the critic's frozen-policy sampler (:class:`~harnessrl.critic.rollouts.TransformersSampler`:
+    training's sampling settings, ``seed`` in a forked RNG, so the caller's random state is as it was),
+    ``batch_size`` prompts (each with its completions) per generate call."""
     if completions < 1:
         raise ValueError(f"completions must be at least 1, got {completions}")
-    if completions > 1:
-        devices = [model.device.index or 0] if model.device.type == "cuda" else []
-        with torch.random.fork_rng(devices=devices):
-            torch.manual_seed(seed)
-            return _generate(model, tokenizer, tasks, max_new_tokens, batch_size, completions, temperature)
-    return _generate(model, tokenizer, tasks, max_new_tokens, batch_size, 1, None)
+    if completions == 1:
+        return [[text] for text in generate_greedy(model, tokenizer, tasks, max_new_tokens, batch_size)]
+    from harnessrl.critic.rollouts import TransformersSampler
 
-
-def _generate(model, tokenizer, tasks, max_new_tokens, batch_size, completions, temperature) -> list[list[str]]:
-    import torch
-
-    prompts = [tokenizer.apply_chat_template(t.messages(), tokenize=False, add_generation_prompt=True) for t in tasks]
-    side = tokenizer.padding_side
-    tokenizer.padding_side = "left"
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    was_training = model.training
-    model.eval()
-    out: list[list[str]] = [[] for _ in prompts]
-    sampling = (
-        {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0, "num_return_sequences": completions}
-        if temperature is not None
-        else {"do_sample": False, "temperature": None, "top_p": None, "top_k": None}
-    )
-    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
-    try:
-        with torch.inference_mode():
-            for start in range(0, len(order), batch_size):
-                idx = order[start : start + batch_size]
-                enc = tokenizer(
-                    [prompts[i] for i in idx], return_tensors="pt", padding=True, add_special_tokens=False
-                ).to(model.device)
-                gen = model.generate(
-                    **enc, max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id, **sampling
-                )
-                texts = tokenizer.batch_decode(gen[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
-                # generate returns each prompt's num_return_sequences rows one after another
-                for row, text in enumerate(texts):
-                    out[idx[row // completions]].append(text.strip())
-    finally:
-        tokenizer.padding_side = side
-        if was_training:
-            model.train()
-    return out
+    sampler = TransformersSampler(model, tokenizer, batch_size=batch_size * completions, seed=seed)
+    texts = sampler.sample([t.messages() for t in tasks for _ in range(completions)], temperature, max_new_tokens)
+    return [[x.strip() for x in texts[i : i + completions]] for i in range(0, len(texts), completions)]
 
 
 def evaluate_policy(
