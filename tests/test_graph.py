@@ -189,7 +189,7 @@ def measured_trial(fake: FakeTrainer, cand: dict) -> dict:
     to the completions), guidance gives the guided arm a spread when the hint quotes the failing criteria."""
     cid, update = cand["candidate_id"], cand["update"]
     if isinstance(update, EditRubric):
-        crits = fake.harness.rubrics.preview(update)
+        crits = fake.harness.rubrics.rubric_with(update)
         pos = sum(c.weight for c in crits if c.weight > 0)
         rolls = rollouts_for(update.task_id)
         new = []
@@ -309,9 +309,9 @@ class FakeTrainer:
         self._log(name, {**update.model_dump(), "failure_id": failure_id})
         try:
             if isinstance(update, EditRubric):
-                self.harness.rubrics.preview(update)
+                self.harness.rubrics.rubric_with(update)
             elif isinstance(update, ReweightTasks):
-                self.harness.sampling.preview(update, step=8)
+                self.harness.sampling.probabilities_with(update, step=8)
             elif update.scope == "task" and update.target not in self.harness.tasks:
                 raise ValueError(f"unknown task id {update.target!r}")
         except ValueError as e:

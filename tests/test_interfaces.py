@@ -208,14 +208,14 @@ class TestTaskSampling:
     def test_preview_changes_nothing(self):
         ts = TaskSampling(["a", "b", "c"])
         before = ts.to_dict()
-        probs = ts.preview(ReweightTasks(task_ids=["a"], action="retire"), step=0)
+        probs = ts.probabilities_with(ReweightTasks(task_ids=["a"], action="retire"), step=0)
         assert probs["a"] == 0.0 and probs["b"] == pytest.approx(0.5)
-        probs = ts.preview(ReweightTasks(task_ids=["b"], weight=2.0), step=0)
+        probs = ts.probabilities_with(ReweightTasks(task_ids=["b"], weight=2.0), step=0)
         assert probs["b"] == pytest.approx(0.5)
         assert ts.to_dict() == before
         assert ts.version == 0 and ts.probabilities(0)["a"] == pytest.approx(1 / 3)
         with pytest.raises(ValueError, match="unknown task"):
-            ts.preview(ReweightTasks(task_ids=["zz"], weight=2.0), step=0)
+            ts.probabilities_with(ReweightTasks(task_ids=["zz"], weight=2.0), step=0)
 
     def test_version_and_history(self):
         ts = TaskSampling(["a", "b"])
@@ -622,7 +622,7 @@ class TestRubricCriteria:
 
     def test_preview_does_not_apply(self, tasks):
         rc = RubricCriteria(tasks)
-        out = rc.preview(EditRubric(task_id="t1", add=[crit("c3", "New.", 1.0)], remove=["p1"]))
+        out = rc.rubric_with(EditRubric(task_id="t1", add=[crit("c3", "New.", 1.0)], remove=["p1"]))
         assert [c.id for c in out] == ["c1", "c2", "c3"]
         assert rc.current("t1").version == 0 and rc.version == 0 and rc.history == []
         assert [c.id for c in rc.current("t1").criteria] == ["c1", "c2", "p1"]
@@ -664,15 +664,35 @@ class TestRubricCriteria:
 class TestHarness:
     def test_apply_dispatches(self, tasks):
         h = Harness(tasks, temperature=0.9)
-        assert h.versions == {"task_sampling": 0, "rollout_guidance": 0, "rubric_criteria": 0}
+        assert h.versions == {
+            **dict.fromkeys(h.versions, 0),
+            "task_sampling": 0,
+            "rollout_guidance": 0,
+            "rubric_criteria": 0,
+        }
         assert h.apply(ReweightTasks(task_ids=["t1"], weight=2.0), step=1) == 1
-        assert h.versions == {"task_sampling": 1, "rollout_guidance": 0, "rubric_criteria": 0}
+        assert h.versions == {
+            **dict.fromkeys(h.versions, 0),
+            "task_sampling": 1,
+            "rollout_guidance": 0,
+            "rubric_criteria": 0,
+        }
         assert h.apply(SetGuidance(target="t2", text="hint", fraction=0.5), step=1) == 1
         assert h.apply(SetGuidance(scope="domain", target="medical", text="h", fraction=0.5), step=2) == 2
-        assert h.versions == {"task_sampling": 1, "rollout_guidance": 2, "rubric_criteria": 0}
+        assert h.versions == {
+            **dict.fromkeys(h.versions, 0),
+            "task_sampling": 1,
+            "rollout_guidance": 2,
+            "rubric_criteria": 0,
+        }
         assert h.apply(EditRubric(task_id="t3", remove=["p1"]), step=2) == 1
         assert h.apply(EditRubric(task_id="t3", remove=["c2"]), step=3) == 2  # the task's rubric version
-        assert h.versions == {"task_sampling": 1, "rollout_guidance": 2, "rubric_criteria": 2}
+        assert h.versions == {
+            **dict.fromkeys(h.versions, 0),
+            "task_sampling": 1,
+            "rollout_guidance": 2,
+            "rubric_criteria": 2,
+        }
         assert h.sampling.probabilities(1)["t1"] == pytest.approx(2 / 5)
         assert h.guidance.prompt_for(tasks[1], 0, 4)[1]
         assert h.guidance.temperature_for(tasks[0]) == 0.9
@@ -690,7 +710,12 @@ class TestHarness:
             h.apply(EditRubric(task_id="nope", remove=["c1"]), step=0)
         with pytest.raises(TypeError):
             h.apply({"interface": "task_sampling"}, step=0)  # type: ignore[arg-type]
-        assert h.versions == {"task_sampling": 0, "rollout_guidance": 0, "rubric_criteria": 0}
+        assert h.versions == {
+            **dict.fromkeys(h.versions, 0),
+            "task_sampling": 0,
+            "rollout_guidance": 0,
+            "rubric_criteria": 0,
+        }
 
     def test_parse_update(self):
         u = parse_update({"interface": "task_sampling", "task_ids": ["t1"], "action": "retire"})
@@ -706,9 +731,9 @@ class TestHarness:
             EditRubric(task_id="t1", add=[crit("c9", "New.", 1.0)], reweight={"c1": 2.0}),
         ):
             assert parse_update(json.loads(upd.model_dump_json())) == upd
-        with pytest.raises(ValidationError):
+        with pytest.raises(ValueError, match="unknown interface 'reward_model'"):
             parse_update({"interface": "reward_model", "task_id": "t1"})
-        with pytest.raises(ValidationError):
+        with pytest.raises(ValueError, match="unknown interface None"):
             parse_update({"task_ids": ["t1"], "weight": 2.0})  # no interface field
         with pytest.raises(ValidationError):
             parse_update({"interface": "task_sampling", "task_ids": ["t1"]})  # reweight without weight

@@ -565,3 +565,13 @@ def test_payload_json_round_trips_unicode(mem):
     mem.add_candidate("u", step=1, payload=payload, failure_text="x")
     assert mem.candidate("u").payload == payload
     assert json.loads(mem.collection("updates").get(ids=["u"])["metadatas"][0]["payload"]) == payload
+
+
+def test_what_worked_ranks_measured_recoveries_first(mem):
+    flen = FAILURES[0]
+    payload = {"interface": "rubric_criteria", "task_id": "essay-1", "remove": ["c1"], "rationale": "x"}
+    for cid, outcome in (("worse", {"recovered": False}), ("unknown", None), ("better", {"recovered": True})):
+        mem.add_candidate(cid, step=10, payload=payload, failure=flen, verdict="committed")
+        if outcome is not None:
+            mem.record_outcome(cid, outcome)
+    assert [h.id for h in mem.what_worked(flen["summary"], n=3)] == ["better", "unknown", "worse"]

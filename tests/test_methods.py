@@ -274,7 +274,11 @@ def test_odf_draw_is_a_pure_function_and_persists(tmp_path):
     loaded = Harness.load(tmp_path / "harness.json", tasks)
     assert loaded.sampling.state.difficulty_filter == harness.sampling.state.difficulty_filter
     assert [loaded.sampling.sample(2, step) for step in range(2, 8)] == draws  # every process draws the same
-    assert loaded.versions == harness.versions == {"task_sampling": 0, "rollout_guidance": 0, "rubric_criteria": 0}
+    assert (
+        loaded.versions
+        == harness.versions
+        == {**dict.fromkeys(harness.versions, 0), "task_sampling": 0, "rollout_guidance": 0, "rubric_criteria": 0}
+    )
     # without the filter, sampling is as before (plain GRPO's draw does not change)
     plain = TaskSampling([f"t{i}" for i in range(6)], floor=0.0, seed=3)
     on = _odf_sampling()
@@ -356,6 +360,7 @@ def dapo_trainer(monkeypatch):
     tr.rubric_reward = RubricReward(RubricJudge(ScriptedBackend()), harness)
     tr.recorder = Recorder(None)
     tr.zero_std_eps = 0.02
+    tr.flat_low, tr.flat_high = 0.3, 0.8
     tr.dapo_eps, tr.dapo_max_extra_groups = 0.02, 4
     tr.accounting = dict.fromkeys(HarnessGRPOTrainer.ACCOUNTING, 0)
     tr._metrics = {"train": defaultdict(list)}

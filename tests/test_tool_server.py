@@ -25,8 +25,8 @@ from harnessrl.errors import HarnessRLError
 from harnessrl.evolution.mcp_server import SSE_WRITER_MESSAGE, ToolServer
 from harnessrl.evolution.service import CandidateError, EvolutionService
 from harnessrl.interfaces import EditRubric, Harness, ReweightTasks
+from harnessrl.interfaces.registry import BUILTIN
 from harnessrl.interfaces.tools import (
-    TOOLS,
     Candidate,
     CommitResult,
     FailureList,
@@ -34,6 +34,7 @@ from harnessrl.interfaces.tools import (
     MemoryResult,
     RolloutList,
     flat_parameters,
+    tool_table,
 )
 from harnessrl.records.failures import Failure
 from harnessrl.records.run_dir import RunDir
@@ -240,8 +241,20 @@ def text_of(msg: ToolMessage) -> str:
 # --------------------------------------------------------------------------------------------- schemas
 
 
+TOOLS = tool_table()  # every registered interface's builder (an installed plug-in's too)
+BUILTIN_TOOLS = {
+    "get_failures",
+    "query_memory",
+    "inspect_rollouts",
+    "get_harness_state",
+    *(c.builder_tool for c in BUILTIN),
+    "run_frozen_policy_trial",
+    "commit_update",
+}
+
+
 def test_tool_table_is_flat_and_documented():
-    assert list(TOOLS) == [
+    assert [t for t in TOOLS if t in BUILTIN_TOOLS] == [
         "get_failures",
         "query_memory",
         "inspect_rollouts",
@@ -423,7 +436,7 @@ def test_commit_refuses_unmeasured_and_rejected_candidates_and_applies_accepted_
     svc, before = world.service, world.run_dir.harness.read_text()
     fid = world.fid("spurious_length")
     add = [{"id": "short", "text": "Stays under 80 words.", "weight": 1}]
-    bad = svc.edit_rubric(task_id="t1", add=add, rationale="reject me", failure_id=fid)
+    bad = svc.build_candidate("rubric_criteria", task_id="t1", add=add, rationale="reject me", failure_id=fid)
     with pytest.raises(CandidateError, match="not been measured: call run_frozen_policy_trial"):
         svc.commit_update(candidate_id=bad.candidate_id)
     assert not svc.run_frozen_policy_trial(candidate_id=bad.candidate_id).accepted
@@ -431,7 +444,9 @@ def test_commit_refuses_unmeasured_and_rejected_candidates_and_applies_accepted_
         svc.commit_update(candidate_id=bad.candidate_id)
     assert world.harness.versions["rubric_criteria"] == 0 and world.run_dir.harness.read_text() == before
 
-    good = svc.edit_rubric(task_id="t1", add=add, rationale="counter the length hack", failure_id=fid)
+    good = svc.build_candidate(
+        "rubric_criteria", task_id="t1", add=add, rationale="counter the length hack", failure_id=fid
+    )
     assert good.revision == 1 and good.parent_id == bad.candidate_id
     svc.run_frozen_policy_trial(candidate_id=good.candidate_id)
     done = svc.commit_update(candidate_id=good.candidate_id)
@@ -455,8 +470,8 @@ def test_commit_refuses_unmeasured_and_rejected_candidates_and_applies_accepted_
 
 def test_commit_refuses_a_trial_the_harness_or_the_policy_has_moved_past(world):
     svc = world.service
-    a = svc.edit_rubric(task_id="t1", add=[{"id": "x", "text": "Cites a source.", "weight": 1}])
-    b = svc.edit_rubric(task_id="t1", reweight={"c2": 3.0})
+    a = svc.build_candidate("rubric_criteria", task_id="t1", add=[{"id": "x", "text": "Cites a source.", "weight": 1}])
+    b = svc.build_candidate("rubric_criteria", task_id="t1", reweight={"c2": 3.0})
     for c in (a, b):
         svc.run_frozen_policy_trial(candidate_id=c.candidate_id)
     svc.commit_update(candidate_id=a.candidate_id)
@@ -465,7 +480,7 @@ def test_commit_refuses_a_trial_the_harness_or_the_policy_has_moved_past(world):
     svc.run_frozen_policy_trial(candidate_id=b.candidate_id)
     assert svc.commit_update(candidate_id=b.candidate_id).version == 2
 
-    c = svc.reweight_tasks(task_ids=["t3"], weight=3.0)
+    c = svc.build_candidate("task_sampling", task_ids=["t3"], weight=3.0)
     svc.run_frozen_policy_trial(candidate_id=c.candidate_id)
     world.step = 3  # the policy trained on after the trial
     with pytest.raises(CandidateError, match=r"measured at step 2 .* trained to step 3"):
@@ -475,29 +490,45 @@ def test_commit_refuses_a_trial_the_harness_or_the_policy_has_moved_past(world):
 def test_candidate_builders_apply_nothing_and_validate_with_preview(world):
     svc = world.service
     state, saved = json.dumps(world.harness.to_dict()), world.run_dir.harness.read_text()
-    rw = svc.reweight_tasks(ReweightTasks(task_ids=["t1"], weight=4.0))  # the bare update model works too
+    rw = svc.build_candidate(
+        "task_sampling", ReweightTasks(task_ids=["t1"], weight=4.0)
+    )  # the bare update model works too
     assert rw.preview["sampling_probability"]["t1"]["after"] > rw.preview["sampling_probability"]["t1"]["before"]
-    sg = svc.set_guidance({"scope": "domain", "target": "science", "text": "Name the law first.", "fraction": 0.25})
+    sg = svc.build_candidate(
+        "rollout_guidance", {"scope": "domain", "target": "science", "text": "Name the law first.", "fraction": 0.25}
+    )
     assert sg.preview["tasks_affected"] == 2 and sg.preview["rule_after"]["fraction"] == 0.25
-    er = svc.edit_rubric(task_id="t1", remove=["p1"], reword={"c2": "Explains why, step by step."})
+    er = svc.build_candidate(
+        "rubric_criteria", task_id="t1", remove=["p1"], reword={"c2": "Explains why, step by step."}
+    )
     assert er.preview["removed"] == ["p1"] and er.preview["changed"] == ["c2"]
     assert {c.status for c in (rw, sg, er)} == {"proposed"}
     assert json.dumps(world.harness.to_dict()) == state and world.run_dir.harness.read_text() == saved
-    assert world.harness.versions == {"task_sampling": 0, "rollout_guidance": 0, "rubric_criteria": 0}
+    assert world.harness.versions == {
+        **dict.fromkeys(world.harness.versions, 0),
+        "task_sampling": 0,
+        "rollout_guidance": 0,
+        "rubric_criteria": 0,
+    }
     assert world.trials.calls == []
 
+    tools = svc.tool_methods()
     for call, kwargs, needle in [
-        (svc.reweight_tasks, {"task_ids": ["t9"], "weight": 2.0}, "unknown task id"),
-        (svc.set_guidance, {"scope": "domain", "target": "law", "text": "x"}, "unknown domain 'law'"),
-        (svc.set_guidance, {"target": "t9", "text": "x"}, "unknown task id 't9'"),
-        (svc.set_guidance, {"target": "t1", "fraction": 0}, "changes nothing"),
-        (svc.edit_rubric, {"task_id": "t1", "remove": ["c1", "c2"]}, "no positive weight"),
-        (svc.edit_rubric, {"task_id": "t1", "reweight": {"c1": 2}, "failure_id": "1:t1:x"}, "unknown failure_id"),
+        (tools["reweight_tasks"], {"task_ids": ["t9"], "weight": 2.0}, "unknown task id"),
+        (tools["set_guidance"], {"scope": "domain", "target": "law", "text": "x"}, "unknown domain 'law'"),
+        (tools["set_guidance"], {"target": "t9", "text": "x"}, "unknown task id 't9'"),
+        (tools["set_guidance"], {"target": "t1", "fraction": 0}, "changes nothing"),
+        (tools["edit_rubric"], {"task_id": "t1", "remove": ["c1", "c2"]}, "no positive weight"),
+        (
+            svc.tool_methods()["edit_rubric"],
+            {"task_id": "t1", "reweight": {"c1": 2}, "failure_id": "1:t1:x"},
+            "unknown failure_id",
+        ),
     ]:
         with pytest.raises(CandidateError, match=needle):
             call(**kwargs)
     with pytest.raises(ValueError, match="at least one criterion"):  # the update model's own rule
-        svc.edit_rubric(task_id="t1")
+        svc.build_candidate("rubric_criteria", task_id="t1")
 
 
 # --------------------------------------------------------------------------------------------- read tools
@@ -582,7 +613,7 @@ def test_events_record_every_decision(world):
         "attribution",
         {"failure_id": fid, "interface": "rollout_guidance", "rationale": "all fail alike", "evidence": {"std": 0.0}},
     )
-    cand = svc.set_guidance(target="t2", text="Define entropy first.", failure_id=fid)
+    cand = svc.build_candidate("rollout_guidance", target="t2", text="Define entropy first.", failure_id=fid)
     svc.run_frozen_policy_trial(candidate_id=cand.candidate_id)
     svc.commit_update(candidate_id=cand.candidate_id)
     svc.on_event("proposal", {"candidate_id": cand.candidate_id})  # already written by the tool: not twice
@@ -625,7 +656,7 @@ def test_memory_records_candidates_trials_commits_and_answers_queries(tmp_path, 
 
     svc.record_attribution(fid, "rollout_guidance", "the group fails alike: guide part of it")
     assert memory.failures(task_id="t2", since_step=2)[0].interface == "rollout_guidance"
-    cand = svc.set_guidance(target="t2", text="Define entropy first.", failure_id=fid)
+    cand = svc.build_candidate("rollout_guidance", target="t2", text="Define entropy first.", failure_id=fid)
     entry = memory.candidate(cand.candidate_id)
     assert entry.verdict == "proposed" and entry.failure_ids == [fid] and entry.task_id == "t2"
     assert entry.attribution == "the group fails alike: guide part of it"
@@ -670,3 +701,39 @@ def test_tool_call_latency_with_one_open_session(served):
     median = statistics.median(times[5:])
     print(f"tool call latency, one open session: median {median * 1000:.1f} ms")
     assert median < 0.5  # generous: loopback, a 2-core CI box that may be busy
+
+
+# --------------------------------------------------------------------------------------------- outcomes
+
+
+def test_a_commit_gets_its_outcome_from_the_next_groups(world):
+    """After a commit, the changed task's next groups are compared with its groups before: the outcome
+    goes to the events (and to the memory, where what_worked ranks by it)."""
+    svc = world.service
+    fid = world.fid("non_discriminative_low")  # t2: flat at 0.05 in steps 1 and 2
+    cand = svc.build_candidate("rollout_guidance", target="t2", text="Name the law.", fraction=0.5, failure_id=fid)
+    svc.run_frozen_policy_trial(candidate_id=cand.candidate_id)
+    svc.commit_update(candidate_id=cand.candidate_id)  # applies from step 3
+    svc.observe_step(make_step(2, {"t2": [0.05] * 4})[0])  # before the update applies: not counted
+    assert world.events("outcome") == []
+    svc.observe_step(make_step(3, {"t2": [0.1, 0.6, 0.1, 0.7], "t1": [0.2, 0.3, 0.4, 0.5]})[0])
+    assert world.events("outcome") == []  # one group of t2 so far; two are needed
+    svc.observe_step(make_step(4, {"t2": [0.05] * 4})[0])
+    (event,) = world.events("outcome")
+    assert event["candidate_id"] == cand.candidate_id and event["task_ids"] == ["t2"]
+    assert (event["groups_before"], event["signal_share_before"]) == (2, 0.0)
+    assert (event["groups_after"], event["signal_share_after"], event["recovered"]) == (2, 0.5, True)
+    svc.observe_step(make_step(5, {"t2": [0.05] * 4})[0])
+    assert len(world.events("outcome")) == 1  # measured once
+
+
+def test_an_outcome_with_no_group_after_is_unknown(world):
+    svc = world.service
+    fid = world.fid("non_discriminative_low")
+    cand = svc.build_candidate("task_sampling", task_ids=["t2"], action="park", park_steps=50, failure_id=fid)
+    svc.run_frozen_policy_trial(candidate_id=cand.candidate_id)
+    svc.commit_update(candidate_id=cand.candidate_id)
+    for step in range(3, 14):  # parked: t2 never comes back within outcome_steps
+        svc.observe_step(make_step(step, {"t1": [0.2, 0.3, 0.4, 0.5]})[0])
+    (event,) = world.events("outcome")
+    assert event["groups_after"] == 0 and event["recovered"] is None and event["measured_at_step"] == 13

@@ -145,7 +145,12 @@ def test_run_directory_is_complete(trained, train_tasks):
     run, config = trained.run, trained.config
     assert load_train_config(run.config) == config
     harness = Harness.load(run.harness, train_tasks)
-    assert harness.versions == {"task_sampling": 0, "rollout_guidance": 0, "rubric_criteria": 0}
+    assert harness.versions == {
+        **dict.fromkeys(harness.versions, 0),
+        "task_sampling": 0,
+        "rollout_guidance": 0,
+        "rubric_criteria": 0,
+    }
 
     rows = [m for m in run.read("metrics.jsonl") if "reward" in m]
     assert [m["step"] for m in rows] == [1, 2]
@@ -384,6 +389,27 @@ class WordBackend:
         return [BackendVerdict(float("good" in r.response), 0.9) for r in requests]
 
 
+def test_the_second_opinion_asks_the_judge_again(train_tasks):
+    """The judge-disagreement check's re-grade bypasses the verdict cache (a cached verdict would always
+    agree) and keeps its answers out of it, under the rubric version each rollout was graded with."""
+    from harnessrl.judges import RubricJudge, RubricRequest
+    from harnessrl.records.steps import RolloutRecord
+    from harnessrl.trainer.run import _second_opinion
+
+    harness = Harness(train_tasks[:1])
+    task = train_tasks[0]
+    judge = RubricJudge(WordBackend())
+    judge.grade([RubricRequest.for_task(task, "a good answer", harness.rubrics.current(task.id).criteria)])
+    asked = judge.stats.backend_requests
+    rollout = RolloutRecord(
+        step=1, task_id=task.id, member=0, guided=False, rubric_version=0, temperature=1.0,
+        completion="a good answer", length_tokens=3, length_words=3, reward=1.0, verdicts={},
+    )  # fmt: skip
+    (again,) = _second_opinion(judge, harness)([rollout])
+    assert judge.stats.backend_requests > asked  # asked again, not read from the cache
+    assert all(v.source != "cache" for v in again.verdicts)
+
+
 def test_step_record_keeps_each_group_apart(train_tasks):
     """More groups than eligible tasks: a task drawn twice makes two GroupRecords of G rollouts each."""
     from collections import defaultdict
@@ -399,6 +425,7 @@ def test_step_record_keeps_each_group_apart(train_tasks):
     tr.rubric_reward = RubricReward(RubricJudge(WordBackend()), harness)
     tr.recorder = Recorder(None)
     tr.zero_std_eps = 0.02
+    tr.flat_low, tr.flat_high = 0.3, 0.8
     tr.accounting = dict.fromkeys(HarnessGRPOTrainer.ACCOUNTING, 0)
     tr._metrics = {"train": defaultdict(list)}
     tr._reference_rewards = {}
@@ -434,7 +461,10 @@ def test_step_record_keeps_each_group_apart(train_tasks):
     m = tr._metrics["train"]
     assert m["frac_reward_zero_std/eps"] == [pytest.approx(2 / 3)]
     assert m["frac_reward_zero_std/all_high"] == [pytest.approx(1 / 3)]
-    assert m["frac_reward_zero_std/all_low"] == [pytest.approx(1 / 3)]
+    # split at the detectors' thresholds (0.3 / 0.8), as the detectors call a group uniformly low / high
+    low_share = 1 / 3 if low.mean < 0.3 else 0.0
+    assert m["frac_reward_zero_std/all_low"] == [pytest.approx(low_share)]
+    assert m["frac_reward_zero_std/mid"] == [pytest.approx(1 / 3 - low_share)]
     assert m["criteria/pass_rate/judged"] == [pytest.approx(0.5)]
     assert m["criteria/pass_rate/programmatic"] == [1.0]
     assert "criteria/pass_rate/pitfall" in m
@@ -535,6 +565,8 @@ def fake_generation(monkeypatch):
             {
                 "prompts": [list(p) for p in prompt_ids],
                 "temperature": self.generation_config.temperature,
+                "top_p": self.generation_config.top_p,
+                "max_new_tokens": self.generation_config.max_new_tokens,
                 "vllm_temperature": vg.temperature if vg is not None else None,
             }
         )
@@ -546,12 +578,13 @@ def fake_generation(monkeypatch):
     return calls
 
 
-def _gen_trainer(temps, logprobs=False, vllm=False):
+def _gen_trainer(temps, logprobs=False, vllm=False, settings=None):
     tr = object.__new__(HarnessGRPOTrainer)
-    tr._row_temperatures = temps
+    rows = settings or ([{"temperature": t} for t in temps] if temps else None)
+    tr._row_generation = [tuple(sorted(r.items())) for r in rows] if rows else None
     tr._gen_seconds = 0.0
     tr.temperature = 1.0
-    tr.generation_config = SimpleNamespace(temperature=1.0)
+    tr.generation_config = SimpleNamespace(temperature=1.0, top_p=1.0, max_new_tokens=48)
     tr.return_logprobs = logprobs
     if vllm:
         tr.vllm_generation = SimpleNamespace(temperature=1.0)
@@ -594,6 +627,17 @@ def test_generation_one_temperature_is_one_call(fake_generation):
     tr = _gen_trainer(None)  # outside a training step (e.g. TRL's own eval): untouched
     tr._generate_single_turn([[1]], None, {}, 2)
     assert fake_generation[-1]["temperature"] == 1.0
+
+
+def test_generation_applies_every_sampling_setting_of_a_row(fake_generation):
+    # a plug-in interface (e.g. decoding) may set top_p and a completion budget besides the temperature
+    rows = [{"temperature": 1.0}, {"temperature": 1.0, "top_p": 0.9, "max_new_tokens": 16}] * 2
+    tr = _gen_trainer(None, settings=rows)
+    ids, _ = tr._generate_single_turn([[1], [2], [3], [4]], None, {}, 2)
+    assert ids == [[10, 11], [20, 21], [30, 31], [40, 41]]
+    got = {(c["top_p"], c["max_new_tokens"]): c["prompts"] for c in fake_generation}
+    assert got == {(1.0, 48): [[1], [3]], (0.9, 16): [[2], [4]]}
+    assert (tr.generation_config.top_p, tr.generation_config.max_new_tokens) == (1.0, 48)  # restored
 
 
 def test_generation_restores_temperature_after_an_error(monkeypatch):

@@ -26,7 +26,6 @@ from harnessrl.critic.trials import (
     PolicySampler,
     TrialConfig,
     TrialResult,
-    choose_metric,
 )
 from harnessrl.data import Criterion, Task
 from harnessrl.errors import ResourceMissingError
@@ -191,6 +190,11 @@ def _roundtrip(result: TrialResult) -> None:
 def test_metric_follows_the_failure_kind():
     edit = EditRubric(task_id="sea", add=[pitfall(30)])
     guide = SetGuidance(target="fruit", text=HINT)
+    harness = Harness(TASKS)
+
+    def choose_metric(update, failure=None):  # the update's interface chooses
+        return harness.interface(update).metric(update, failure)
+
     assert choose_metric(edit) == SIGNAL_SHARE
     assert choose_metric(edit, failure("non_discriminative_high")) == SIGNAL_SHARE
     assert choose_metric(edit, failure("criterion_saturated", criterion_id="detail")) == CRITERION_SIGNAL

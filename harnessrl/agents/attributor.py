@@ -10,6 +10,8 @@ the attribution is reported through ``on_event("attribution", ...)``.
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from langchain_core.messages import SystemMessage, ToolMessage
@@ -19,7 +21,8 @@ from langgraph.types import Command
 
 from harnessrl.agents.tool_loop import context_message, result_json, run_tool_loop
 from harnessrl.graph.prompts import load_prompt
-from harnessrl.graph.state import Attribution, EvolverState, get_deps
+from harnessrl.graph.state import Attribution, EvolverState, get_deps, interface_menu
+from harnessrl.interfaces.registry import interface_classes
 from harnessrl.interfaces.tools import READ_TOOLS
 
 __all__ = ["SUBMIT_ATTRIBUTION", "attributor", "submit_attribution_tool"]
@@ -27,11 +30,17 @@ __all__ = ["SUBMIT_ATTRIBUTION", "attributor", "submit_attribution_tool"]
 SUBMIT_ATTRIBUTION = "submit_attribution"
 
 
-def submit_attribution_tool(failure: dict[str, Any]) -> StructuredTool:
-    """The final tool of the attributor: validates an :class:`Attribution` of ``failure`` and echoes it."""
+def submit_attribution_tool(failure: dict[str, Any], interfaces: Sequence[str] = ()) -> StructuredTool:
+    """The final tool of the attributor: validates an :class:`Attribution` of ``failure`` (to one of the
+    registered interfaces, plus ``interfaces`` dotted paths) and echoes it."""
+    known = list(interface_classes(interfaces))
 
     def submit(**fields: Any) -> str:
         attribution = Attribution.model_validate(fields)
+        if attribution.interface not in known:
+            raise ToolException(
+                f"interface {attribution.interface!r} is not one of {known}: submit again with one of them"
+            )
         if attribution.failure_id != failure["failure_id"]:
             raise ToolException(
                 f"failure_id {attribution.failure_id!r} is not the failure you were given: "
@@ -44,7 +53,7 @@ def submit_attribution_tool(failure: dict[str, Any]) -> StructuredTool:
     return StructuredTool.from_function(
         submit,
         name=SUBMIT_ATTRIBUTION,
-        description=Attribution.__doc__ or "",
+        description=inspect.cleandoc(Attribution.__doc__ or "") + "\n\nThe interfaces:\n" + interface_menu(interfaces),
         args_schema=Attribution,
         handle_tool_error=True,
         handle_validation_error=lambda e: f"Invalid attribution, submit again corrected: {e}",
@@ -65,9 +74,12 @@ async def attributor(state: EvolverState, config: RunnableConfig) -> Command[Lit
     failure = state["current"] or {}
     if deps.out_of_time(state):
         return Command(goto="give_up", update={"give_up_reason": "time budget exceeded before attribution"})
-    tools = [*deps.tools_named(READ_TOOLS), submit_attribution_tool(failure)]
+    tools = [*deps.tools_named(READ_TOOLS), submit_attribution_tool(failure, cfg.interfaces)]
+    prompt = load_prompt(
+        "attributor", cfg.prompts_dir, max_iterations=cfg.max_tool_iterations, interfaces=interface_menu(cfg.interfaces)
+    )
     messages = [
-        SystemMessage(content=load_prompt("attributor", cfg.prompts_dir, max_iterations=cfg.max_tool_iterations)),
+        SystemMessage(content=prompt),
         context_message(
             f"Attribute this failure (failure_id {failure.get('failure_id')!r}) to one interface, then call "
             f"{SUBMIT_ATTRIBUTION}.",

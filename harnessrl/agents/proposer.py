@@ -1,7 +1,7 @@
 """The proposer node: one candidate update for the attributed interface, built through its builder tool.
 
-The chat model is bound to the builder of the attributed interface (``set_guidance``,
-``edit_rubric`` or ``reweight_tasks``) and the read tools; on a revision also to the builder of the
+The chat model is bound to the builder of the attributed interface (its ``builder_tool``, e.g.
+``set_guidance``) and the read tools; on a revision also to the builder of the
 configured fallback interface (e.g. park a task that guidance did not help). A builder validates and
 records the candidate and applies nothing; its result (a ``Candidate`` with ``candidate_id``) ends
 the tool loop. The conversation is kept across revisions, and each revision adds the critic's
@@ -19,11 +19,10 @@ from langgraph.types import Command
 from harnessrl.agents.tool_loop import context_message, flat_args, result_json, run_tool_loop
 from harnessrl.graph.prompts import load_prompt
 from harnessrl.graph.state import EvolverState, ProposalRecord, get_deps
-from harnessrl.interfaces.tools import BUILDER_TOOLS, READ_TOOLS
+from harnessrl.interfaces.registry import builder_tools
+from harnessrl.interfaces.tools import READ_TOOLS
 
 __all__ = ["proposer"]
-
-_INTERFACE_OF = {tool: interface for interface, tool in BUILDER_TOOLS.items()}
 
 
 async def proposer(state: EvolverState, config: RunnableConfig) -> Command[Literal["critic", "give_up"]]:
@@ -40,11 +39,17 @@ async def proposer(state: EvolverState, config: RunnableConfig) -> Command[Liter
     interfaces = [attribution.interface]
     if revision > 0 and cfg.fallback_interface and cfg.fallback_interface != attribution.interface:
         interfaces.append(cfg.fallback_interface)
-    builders = deps.tools_named([BUILDER_TOOLS[i] for i in interfaces])
+    tool_of = builder_tools(cfg.interfaces)
+    if attribution.interface not in tool_of:
+        return Command(
+            goto="give_up",
+            update={"give_up_reason": f"proposer: {attribution.interface!r} is not an interface ({sorted(tool_of)})"},
+        )
+    builders = deps.tools_named([tool_of[i] for i in interfaces if i in tool_of])
     if not builders:
         return Command(
             goto="give_up",
-            update={"give_up_reason": f"proposer: no builder tool ({BUILDER_TOOLS[attribution.interface]}) was given"},
+            update={"give_up_reason": f"proposer: no builder tool ({tool_of[attribution.interface]}) was given"},
         )
     builder_names = [t.name for t in builders]
     messages = list(state.get("proposer_messages") or [])
@@ -111,7 +116,10 @@ async def proposer(state: EvolverState, config: RunnableConfig) -> Command[Liter
         failure_id=str(failure.get("failure_id")),
         task_id=failure.get("task_id"),
         candidate_id=str(candidate["candidate_id"]),
-        interface=str(candidate.get("interface") or _INTERFACE_OF.get(call.get("name", ""), attribution.interface)),
+        interface=str(
+            candidate.get("interface")
+            or {t: i for i, t in tool_of.items()}.get(call.get("name", ""), attribution.interface)
+        ),
         tool=call.get("name", ""),
         payload=payload,
         rationale=str(payload.get("rationale") or ""),

@@ -80,26 +80,18 @@ from pydantic import Field
 
 from harnessrl.agents.tool_loop import flat_args, result_json, result_text
 from harnessrl.data.checks import count_words, words
-from harnessrl.interfaces.base import INTERFACE_FOR_FAILURE
-from harnessrl.interfaces.tools import BUILDER_TOOLS
+from harnessrl.interfaces.guidance import RolloutGuidance
+from harnessrl.interfaces.registry import allowed_interfaces, failure_hints, interface_classes
+from harnessrl.interfaces.rubric import RubricCriteria
+from harnessrl.interfaces.sampling import TaskSampling
 
-__all__ = ["DEFAULT_INTERFACE", "RuleBasedChatModel"]
+__all__ = ["RuleBasedChatModel"]
 
 SUBMIT = "submit_attribution"
 
-DEFAULT_INTERFACE: dict[str, str] = INTERFACE_FOR_FAILURE
-"""The interface each failure kind is usually fixed by (the attribution's starting point)."""
-
-_ALLOWED: dict[str, set[str]] = {
-    "non_discriminative_low": {"rollout_guidance", "task_sampling"},
-    "non_discriminative_high": {"rubric_criteria", "task_sampling"},
-    "spurious_length": {"rubric_criteria"},
-    "spurious_feature": {"rubric_criteria"},
-    "reference_below_policy": {"rubric_criteria"},
-    "criterion_saturated": {"rubric_criteria", "rollout_guidance", "task_sampling"},
-    "criterion_dead": {"rollout_guidance", "rubric_criteria", "task_sampling"},
-    "judge_disagreement": {"rubric_criteria"},
-}
+# the built-in interfaces this module has a playbook for; which interfaces may answer which failure
+# kind, and which is the first choice, come from the registry (each interface declares it)
+SAMPLING, GUIDANCE, RUBRIC = TaskSampling.name, RolloutGuidance.name, RubricCriteria.name
 
 _BULLET = re.compile(r"^\s*(?:[-*•+]|\d+[.)])\s+\S", re.MULTILINE)
 _JSON_BLOCK = re.compile(r"```json\s*\n(.*?)\n```", re.DOTALL)
@@ -797,52 +789,52 @@ def _partial_criterion(e: _Evidence) -> tuple[str, dict[str, Any]] | None:
 
 _GUIDANCE: list[tuple[str, Option]] = [("guide", _guide), ("guide_more", _guide_more), ("park", _park)]
 _LADDERS: dict[tuple[str, str], list[tuple[str, Option]]] = {
-    ("non_discriminative_low", "rollout_guidance"): _GUIDANCE,
-    ("non_discriminative_low", "task_sampling"): [("park", _park), ("demote", _demote)],
-    ("non_discriminative_high", "rubric_criteria"): [
+    ("non_discriminative_low", GUIDANCE): _GUIDANCE,
+    ("non_discriminative_low", SAMPLING): [("park", _park), ("demote", _demote)],
+    ("non_discriminative_high", RUBRIC): [
         ("stricter", _stricter),
         ("stricter_more", lambda e: _stricter(e, heavier=True)),
         ("retire", _retire),
     ],
-    ("non_discriminative_high", "task_sampling"): [("retire", _retire), ("demote", _demote)],
-    ("spurious_length", "rubric_criteria"): [
+    ("non_discriminative_high", SAMPLING): [("retire", _retire), ("demote", _demote)],
+    ("spurious_length", RUBRIC): [
         ("length_pitfall", _length_pitfall),
         ("length_revise", _length_revise),
         ("padding_pitfall", _padding_pitfall),
     ],
-    ("spurious_feature", "rubric_criteria"): [
+    ("spurious_feature", RUBRIC): [
         ("feature_pitfall", _feature_pitfall),
         ("feature_heavier", lambda e: _feature_pitfall(e, heavier=True)),
         ("padding_pitfall", _padding_pitfall),
     ],
-    ("reference_below_policy", "rubric_criteria"): [
+    ("reference_below_policy", RUBRIC): [
         ("reference_first", _reference_first),
         ("reference_second", _reference_second),
         ("length_revise", _length_revise),
     ],
-    ("criterion_saturated", "rubric_criteria"): [
+    ("criterion_saturated", RUBRIC): [
         ("reword_grounded", _reword_grounded),
         ("replace_harder", _replace_harder),
         ("drop", _drop_saturated),
     ],
-    ("criterion_saturated", "rollout_guidance"): [("avoid", _avoid_hint), ("guide_more", _guide_more), ("park", _park)],
-    ("criterion_saturated", "task_sampling"): [("demote", _demote), ("retire", _retire)],
-    ("criterion_dead", "rollout_guidance"): [
+    ("criterion_saturated", GUIDANCE): [("avoid", _avoid_hint), ("guide_more", _guide_more), ("park", _park)],
+    ("criterion_saturated", SAMPLING): [("demote", _demote), ("retire", _retire)],
+    ("criterion_dead", GUIDANCE): [
         ("guide_criterion", _guide_criterion),
         ("guide_more", _guide_more),
         ("park", _park),
     ],
-    ("criterion_dead", "rubric_criteria"): [("partial", _partial_criterion), ("park", _park)],
-    ("criterion_dead", "task_sampling"): [("park", _park), ("demote", _demote)],
-    ("judge_disagreement", "rubric_criteria"): [
+    ("criterion_dead", RUBRIC): [("partial", _partial_criterion), ("park", _park)],
+    ("criterion_dead", SAMPLING): [("park", _park), ("demote", _demote)],
+    ("judge_disagreement", RUBRIC): [
         ("reword_checkable", _reword_checkable),
         ("reweight_down", _reweight_down),
     ],
 }
 _BY_INTERFACE: dict[str, list[tuple[str, Option]]] = {
-    "rollout_guidance": _GUIDANCE,
-    "rubric_criteria": [("stricter", _stricter), ("retire", _retire)],
-    "task_sampling": [("demote", _demote), ("park", _park)],
+    GUIDANCE: _GUIDANCE,
+    RUBRIC: [("stricter", _stricter), ("retire", _retire)],
+    SAMPLING: [("demote", _demote), ("park", _park)],
 }
 
 
@@ -860,6 +852,7 @@ class RuleBasedChatModel(BaseChatModel):
     """
 
     tool_specs: list[dict[str, Any]] = Field(default_factory=list)
+    interfaces: list[str] = Field(default_factory=list, description="Dotted paths of interfaces beyond the registered.")
     park_steps: int = Field(default=20, ge=1)
     length_margin: float = Field(default=1.2, gt=1)
 
@@ -874,6 +867,10 @@ class RuleBasedChatModel(BaseChatModel):
     @property
     def tool_names(self) -> set[str]:
         return {s["function"]["name"] for s in self.tool_specs}
+
+    @property
+    def _builder_tools(self) -> set[str]:
+        return {c.builder_tool for c in interface_classes(self.interfaces).values()}
 
     # -------------------------------------------------------------- generation
 
@@ -901,7 +898,7 @@ class RuleBasedChatModel(BaseChatModel):
         names = self.tool_names
         if SUBMIT in names:
             return self._attribute(history, names)
-        if names & set(BUILDER_TOOLS.values()):
+        if names & self._builder_tools:
             return self._propose(history, names)
         return AIMessage(content=f"RuleBasedChatModel has no rule for the tools {sorted(names)}.")
 
@@ -962,11 +959,11 @@ class RuleBasedChatModel(BaseChatModel):
         ev = failure.get("evidence") or {}
         task_id = str(failure.get("task_id") or "")
         evidence = [f"{kind} at step {failure.get('step')}: {failure.get('summary', '')}".strip()]
-        default = DEFAULT_INTERFACE.get(kind) or str(failure.get("interface_hint") or "rubric_criteria")
+        default = failure_hints(self.interfaces).get(kind) or str(failure.get("interface_hint") or RUBRIC)
         if kind == "criterion_saturated" and (ev.get("pitfall") or (_num(ev.get("weight")) or 0) < 0):
-            default = "rollout_guidance"
+            default = GUIDANCE
             evidence.append(f"criterion {ev.get('criterion_id')} is a pitfall every rollout commits")
-        allowed = _ALLOWED.get(kind, {default})
+        allowed = set(allowed_interfaces(self.interfaces).get(kind, (default,)))
         interface, why = default, f"{kind.replace('_', ' ')} is usually fixed through {default}"
         for r in h.errors():
             evidence.append(f"{r.name} failed: {_clip(r.text, 160)}")
@@ -986,11 +983,11 @@ class RuleBasedChatModel(BaseChatModel):
             interface = best
             why = f"updates of {best} fixed similar {kind} failures before ({votes[best]} votes vs {votes[default]})"
 
-        if interface == "rollout_guidance" and "task_sampling" in allowed:
+        if interface == GUIDANCE and SAMPLING in allowed:
             failed = self._guidance_failed(h, failure, task_id)
             if failed:
                 evidence.extend(failed)
-                interface = "task_sampling"
+                interface = SAMPLING
                 why = "guidance already failed for this task, so it is out of reach for now"
         rationale = f"{why}; chose {interface}."
         return interface, rationale[:1].upper() + rationale[1:], evidence
@@ -1005,7 +1002,7 @@ class RuleBasedChatModel(BaseChatModel):
         for item in _items(h.latest("query_memory", mode="task_history")):
             if item.get("task_id") not in (None, task_id):
                 continue
-            if item.get("interface") == "rollout_guidance" and item.get("verdict") == "rejected":
+            if item.get("interface") == GUIDANCE and item.get("verdict") == "rejected":
                 out.append(f"memory {item.get('id')}: a guidance candidate for this task was rejected")
             elif (_num(item.get("guided")) or 0) > 0 and item.get("flat") and (_num(item.get("mean")) or 0) < 0.3:
                 out.append(f"step {item.get('step')}: {item.get('guided')} guided rollouts, still flat and low")
@@ -1030,8 +1027,10 @@ class RuleBasedChatModel(BaseChatModel):
         evidence = self._evidence(h, failure)
         attribution = h.context.get("attribution") or {}
         kind = str(failure.get("kind") or "")
-        interface = str(attribution.get("interface") or DEFAULT_INTERFACE.get(kind, "rubric_criteria"))
-        ladder = _LADDERS.get((kind, interface)) or _BY_INTERFACE.get(interface, [])
+        interface = str(attribution.get("interface") or failure_hints(self.interfaces).get(kind, RUBRIC))
+        ladder = (
+            _LADDERS.get((kind, interface)) or _BY_INTERFACE.get(interface) or self._plugin_ladder(interface, evidence)
+        )
         tried = self._tried(h)
         for tag, option in ladder:
             if tag in tried:
@@ -1046,13 +1045,23 @@ class RuleBasedChatModel(BaseChatModel):
         done = ", ".join(sorted(tried)) or "none"
         return AIMessage(content=f"No further candidate for {kind} via {interface} (tried: {done}).")
 
-    @staticmethod
-    def _tried(h: _History) -> set[str]:
+    def _plugin_ladder(self, interface: str, e: _Evidence) -> list[tuple[str, Option]]:
+        """A plug-in interface's own suggestions (its ``suggest``), as a ladder of its builder's calls."""
+        cls = interface_classes(self.interfaces).get(interface)
+        if cls is None:
+            return []
+        ladder: list[tuple[str, Option]] = []
+        for label, args in cls.suggest(e.failure, e.task):
+            ladder.append((label, lambda _e, args=args: (cls.builder_tool, dict(args))))
+        return ladder
+
+    def _tried(self, h: _History) -> set[str]:
         tags = set()
+        builders = self._builder_tools
         for a in h.context.get("attempts") or []:
             tags.update(_TAG.findall(str((a.get("payload") or {}).get("rationale") or "")))
         for r in h.results:
-            if r.name in BUILDER_TOOLS.values():
+            if r.name in builders:
                 tags.update(_TAG.findall(str(r.args.get("rationale") or "")))
         return tags
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from harnessrl.bench.results import RunData, is_harness_arm
+from harnessrl.interfaces.registry import interface_classes
 
 __all__ = ["PLOTS", "write_plots"]
 
@@ -28,8 +29,6 @@ PLOTS = {
     "harness_timeline": "harness_timeline.png",
 }
 """Plot name -> file name under ``<bench>/plots/``."""
-
-INTERFACES = ("task_sampling", "rollout_guidance", "rubric_criteria")
 
 
 def _band(per_seed: Sequence[Sequence[tuple[int, float]]]) -> tuple[list[int], list[float], list[float]]:
@@ -222,7 +221,10 @@ def timeline_run(runs: Sequence[RunData], agg: dict[str, Any]) -> RunData | None
 
 def _timeline(plt, run: RunData | None, path: Path) -> None:
     fig, ax = plt.subplots(figsize=(11, 4))
-    rows = [*INTERFACES, "failures"]
+    # one row per registered interface, and any other interface the run's decisions name (a plug-in
+    # installed where the run trained but not here)
+    named = [str(e.get("interface")) for e in (run.decisions() if run else []) if e.get("interface")]
+    rows = [*dict.fromkeys([*interface_classes(), *named]), "failures"]
     ax.set_yticks(range(len(rows)), rows)
     ax.set_ylim(-0.6, len(rows) - 0.4)
     ax.set_xlabel("step")

@@ -48,7 +48,10 @@ class TransformersSampler:
         self.generation_kwargs = {"top_k": 0, "top_p": 1.0} if generation_kwargs is None else dict(generation_kwargs)
         self.calls = 0
 
-    def sample(self, prompts: list[list[dict[str, str]]], temperature: float, max_new_tokens: int) -> list[str]:
+    def sample(
+        self, prompts: list[list[dict[str, str]]], temperature: float, max_new_tokens: int, **settings: float
+    ) -> list[str]:
+        """``settings``: further ``generate`` arguments for this call (``top_p``, ``top_k``, ...)."""
         import torch
 
         if not prompts:
@@ -66,12 +69,16 @@ class TransformersSampler:
             try:
                 with torch.inference_mode():
                     for i in range(0, len(prompts), self.batch_size):
-                        out.extend(self._generate(prompts[i : i + self.batch_size], temperature, max_new_tokens))
+                        out.extend(
+                            self._generate(prompts[i : i + self.batch_size], temperature, max_new_tokens, settings)
+                        )
             finally:
                 model.train(was_training)
         return out
 
-    def _generate(self, batch: list[list[dict[str, str]]], temperature: float, max_new_tokens: int) -> list[str]:
+    def _generate(
+        self, batch: list[list[dict[str, str]]], temperature: float, max_new_tokens: int, settings: dict[str, float]
+    ) -> list[str]:
         tok = self.tokenizer
         if getattr(tok, "chat_template", None):
             texts = [tok.apply_chat_template(p, tokenize=False, add_generation_prompt=True) for p in batch]
@@ -95,6 +102,6 @@ class TransformersSampler:
             temperature=float(temperature),
             max_new_tokens=max_new_tokens,
             pad_token_id=tok.pad_token_id,
-            **self.generation_kwargs,
+            **{**self.generation_kwargs, **settings},
         )
         return tok.batch_decode(ids[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)

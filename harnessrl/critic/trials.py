@@ -1,23 +1,28 @@
 """Critic trials on the frozen policy: measure a candidate harness update before it is committed.
 
 The just-in-time critic accepts a candidate only after measuring its effect on the *current* policy,
-whose weights do not change while a trial runs (DESIGN.md §4). One recipe per interface:
+whose weights do not change while a trial runs (DESIGN.md §4). This module is the critic's *kit*: the
+candidate's interface decides how it is measured (its ``metric`` and ``trial`` methods,
+:class:`~harnessrl.interfaces.base.Interface`) and picks one of the recipes a :class:`Trial` offers;
+:meth:`FrozenPolicyTrials.run` dispatches on the update's interface and never names one. The recipes,
+and the built-in interfaces that use them:
 
-- **rubric criteria** (:class:`~harnessrl.interfaces.rubric.EditRubric`): re-grade the task's cached
+- **re-grading** (:meth:`Trial.regrade`; rubric criteria, ``EditRubric``): re-grade the task's cached
   rollouts (``recorder.latest_rollouts``: they *are* samples of the frozen policy) and its reference
   answer under the current rubric and under the candidate one. Nothing is generated; the judge's
   verdict cache means only the criteria the candidate adds or rewords reach the backend. The
   comparison is *paired*: the same rollouts under both rubrics.
-- **rollout guidance** (:class:`~harnessrl.interfaces.guidance.SetGuidance`): two arms of fresh
-  rollouts per probed task, ``rollouts_per_arm`` each: the prompts the harness builds now, and the
-  prompts it would build with the candidate (``prompt_for(..., overlay=update)``), both graded with
-  the current rubric. Members whose prompt and temperature the candidate leaves alone are the same
-  draw in both arms, so they are generated once and shared (paired); only the guided members differ.
-  A domain-scope candidate is probed on up to two tasks of its domain, recently flat ones first.
-- **task sampling** (:class:`~harnessrl.interfaces.sampling.ReweightTasks`): each task's within-group
+- **rollout arms** (:meth:`Trial.rollout_arms`; rollout guidance, ``SetGuidance``, and the default for
+  any interface that shapes rows, e.g. a plug-in's sampling settings): two arms of fresh rollouts per
+  probed task, ``rollouts_per_arm`` each: the rows the harness shapes now, and the rows it would shape
+  with the candidate (``Harness.row(..., overlay=update)``: prompt and sampling settings), both graded
+  with the current rubric. Members the candidate leaves alone are the same draw in both arms, so they
+  are generated once and shared (paired); only the changed members differ. A candidate that reaches
+  several tasks is probed on up to two of them, the failure's and recently flat ones first.
+- **moved draws** (:meth:`Trial.moved_draws`; task sampling, ``ReweightTasks``): each task's within-group
   reward std, from a probe batch of fresh rollouts for the tasks the update promotes and from the
   replayed step records (``recorder.steps``) for the others. The metric is ``moved_signal_share``: of
-  the draws the candidate probabilities (``sampling.preview``) move from some tasks to others, the
+  the draws the candidate probabilities (``sampling.probabilities_with``) move from some tasks to others, the
   share that give signal where they land vs where they were; the batch-wide expectation under both
   distributions is recorded beside it (``batch_signal_share``).
 
@@ -30,7 +35,8 @@ The critic measures **the learning signal as the trainer computes it** (DESIGN.m
   largest change to any rollout's advantage is below ``signal.advantage_tolerance`` is rejected as
   "no effect on the learning signal" before any bootstrap (reweighting a criterion every rollout
   passes is such a candidate);
-- the metric follows the failure the candidate answers (:func:`choose_metric`): the **share of groups
+- the metric follows the failure the candidate answers (the interface's ``metric``, by default
+  :func:`~harnessrl.interfaces.base.failure_metric`): the **share of groups
   that give signal** (reward spread above the judge's own noise under the rubric that graded them) for
   non-discriminative groups, in rubric and guidance trials (sampling trials: the same share over the
   draws the candidate moves, since a change to one task moves only its share of a batch); the **share of
@@ -58,7 +64,7 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol, runtime_checkable
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -79,15 +85,12 @@ from harnessrl.critic.signal import (
 )
 from harnessrl.data.schema import Criterion, Task
 from harnessrl.detection.detectors import SURFACE_FEATURES, spearman
-from harnessrl.interfaces.guidance import SetGuidance
-from harnessrl.interfaces.rubric import EditRubric
-from harnessrl.interfaces.sampling import ReweightTasks
 from harnessrl.judges.rubric_judge import RubricJudge, RubricRequest
 from harnessrl.records.failures import Failure
 from harnessrl.records.steps import GroupRecord, RolloutRecord
 
 if TYPE_CHECKING:
-    from harnessrl.interfaces.harness import Harness
+    from harnessrl.interfaces.harness import Harness  # the layer above: passed in, never imported at run time
     from harnessrl.records.steps import Recorder
 
 __all__ = [
@@ -98,10 +101,10 @@ __all__ = [
     "SIGNAL_SHARE",
     "FrozenPolicyTrials",
     "PolicySampler",
+    "Trial",
     "TrialConfig",
     "TrialCost",
     "TrialResult",
-    "choose_metric",
 ]
 
 logger = logging.getLogger(__name__)
@@ -117,9 +120,14 @@ _EXAMPLE_CHARS = 240  # completion text kept per example in the measurements
 # ---------------------------------------------------------------------------------------------- the policy
 @runtime_checkable
 class PolicySampler(Protocol):
-    """Generates completions with the frozen policy: one text per chat prompt, sampled at ``temperature``."""
+    """Generates completions with the frozen policy: one text per chat prompt, sampled at ``temperature``.
 
-    def sample(self, prompts: list[list[dict[str, str]]], temperature: float, max_new_tokens: int) -> list[str]: ...
+    Further sampling settings an interface sets on a row (e.g. ``top_p``) arrive as keyword arguments;
+    a sampler that cannot honour one should raise (the trial is then rejected with the reason)."""
+
+    def sample(
+        self, prompts: list[list[dict[str, str]]], temperature: float, max_new_tokens: int, **settings: float
+    ) -> list[str]: ...
 
 
 # ---------------------------------------------------------------------------------------------- models
@@ -175,34 +183,6 @@ class TrialResult(BaseModel):
     reason: str
     measurements: dict[str, Any]
     cost: TrialCost
-
-
-Update = ReweightTasks | SetGuidance | EditRubric
-
-
-def choose_metric(update: Update, failure: Failure | None = None) -> str:
-    """The metric a trial of ``update`` measures, from the failure it answers (or the update type).
-
-    Every metric is invariant to a per-group affine change of the rewards, as the trainer's advantages
-    are: non_discriminative_low/high, judge_disagreement (and no failure): ``signal_share``, the share
-    of groups that give signal; criterion_saturated / criterion_dead with a criterion id in the
-    evidence: ``criterion_signal``; spurious_length / spurious_feature: ``rho_reward_length`` /
-    ``rho_reward_<feature>``; reference_below_policy (rubric edits): ``reference_rank``. Sampling trials
-    measure ``moved_signal_share``: the share of groups that give signal among the draws the candidate
-    probabilities move, where they land vs where they were.
-    """
-    if isinstance(update, ReweightTasks):
-        return MOVED_SIGNAL_SHARE
-    kind = failure.kind if failure is not None else None
-    if kind == "spurious_length":
-        return RHO_PREFIX + "length"
-    if kind == "spurious_feature":
-        return RHO_PREFIX + str(failure.evidence.get("feature") or "length")  # type: ignore[union-attr]
-    if kind == "reference_below_policy" and isinstance(update, EditRubric):
-        return REFERENCE_RANK
-    if kind in ("criterion_saturated", "criterion_dead") and failure.evidence.get("criterion_id"):  # type: ignore[union-attr]
-        return CRITERION_SIGNAL
-    return SIGNAL_SHARE
 
 
 # ---------------------------------------------------------------------------------------------- statistics
@@ -420,6 +400,65 @@ class _Budget:
             )
 
 
+class Trial:
+    """One trial in progress, handed to the interface whose candidate it measures: the candidate, the
+    failure it answers, the metric, the running budget and the measurements so far, and the recipes an
+    interface's :meth:`~harnessrl.interfaces.base.Interface.trial` picks from.
+
+    - :meth:`regrade`: the same cached rollouts graded under the current and a candidate rubric (paired,
+      nothing generated);
+    - :meth:`rollout_arms`: fresh rollouts of the frozen policy, each group member as the harness shapes
+      it now and as it would with the candidate (``Harness.row(..., overlay=update)``);
+    - :meth:`moved_draws`: the signal of the draws a change of sampling probabilities moves;
+    - :meth:`reject`: end the trial with a rejection and a reason.
+    """
+
+    def __init__(
+        self,
+        lab: FrozenPolicyTrials,
+        update: Any,
+        failure: Failure | None,
+        metric: str,
+        budget: _Budget,
+        measurements: dict[str, Any],
+    ):
+        self.lab = lab
+        self.update = update
+        self.failure = failure
+        self.metric = metric
+        self.budget = budget
+        self.measurements = measurements
+
+    @property
+    def next_step(self) -> int:
+        """The step an update would apply from: one after the last recorded step."""
+        return self.lab._next_step()
+
+    def reject(self, reason: str, measured: Measured | None = None) -> NoReturn:
+        """End the trial: rejected for ``reason``, with whatever was measured."""
+        raise _Rejected(reason, measured)
+
+    def regrade(
+        self, task: Task, current: Any, candidate: Sequence[Criterion], targeted: tuple[list[str], list[str]]
+    ) -> Measured:
+        """Re-grade ``task``'s cached rollouts and reference answer under ``current`` (a rubric version:
+        ``.version``, ``.criteria``) and ``candidate`` criteria; ``targeted``: the criteria a
+        criterion-signal trial watches on each side."""
+        return self.lab._regrade(self, task, current, candidate, targeted)
+
+    def rollout_arms(self, targets: Sequence[Task], describe: str) -> Measured:
+        """Two arms of fresh rollouts on ``targets`` (the failure's task first, then recently flat and
+        active ones; one task, or up to two of several): rows as shaped now vs with the candidate."""
+        return self.lab._rollout_arms(self, targets, describe)
+
+    def moved_draws(
+        self, p: dict[str, float], q: dict[str, float], changed: Sequence[str], promoted: Sequence[str]
+    ) -> Measured:
+        """The share of the draws moving from sampling probabilities ``p`` to ``q`` that give signal,
+        where they land vs where they were; ``promoted`` tasks are probed with fresh rollouts."""
+        return self.lab._moved_draws(self, p, q, changed, promoted)
+
+
 class FrozenPolicyTrials:
     """Runs critic trials of candidate harness updates on the frozen policy.
 
@@ -451,9 +490,12 @@ class FrozenPolicyTrials:
         self.advantage = advantage or AdvantageSpec()
 
     # ------------------------------------------------------------------------------ entry point
-    def run(self, update: Update, candidate_id: str, failure: Failure | None = None) -> TrialResult:
-        """Measure ``update`` on the frozen policy and decide; never applies it."""
-        metric = choose_metric(update, failure)
+    def run(self, update: Any, candidate_id: str, failure: Failure | None = None) -> TrialResult:
+        """Measure ``update`` (any interface's) on the frozen policy and decide; never applies it.
+
+        The update's interface chooses the metric and the recipe (its ``metric`` and ``trial``)."""
+        interface = self.harness.interface(update)
+        metric = interface.metric(update, failure)
         budget = _Budget(self.config, self.judge)
         signal = self.config.signal
         measurements: dict[str, Any] = {
@@ -468,14 +510,7 @@ class FrozenPolicyTrials:
         got = Measured()
         reason = ""
         try:
-            if isinstance(update, EditRubric):
-                got = self._rubric_trial(update, metric, failure, budget, measurements)
-            elif isinstance(update, SetGuidance):
-                got = self._guidance_trial(update, metric, failure, budget, measurements)
-            elif isinstance(update, ReweightTasks):
-                got = self._sampling_trial(update, budget, measurements)
-            else:
-                raise TypeError(f"not a harness update: {type(update).__name__}")
+            got = interface.trial(update, Trial(self, update, failure, metric, budget, measurements))
         except _Rejected as e:
             reason = e.reason
             got = e.measured or got
@@ -511,17 +546,15 @@ class FrozenPolicyTrials:
         return result
 
     # ------------------------------------------------------------------------------ rubric criteria
-    def _rubric_trial(
-        self, update: EditRubric, metric: str, failure: Failure | None, budget: _Budget, m: dict[str, Any]
+    def _regrade(
+        self,
+        trial: Trial,
+        task: Task,
+        current: Any,
+        cand_rubric: Sequence[Criterion],
+        targeted: tuple[list[str], list[str]],
     ) -> Measured:
-        task = self.harness.tasks.get(update.task_id)
-        if task is None:
-            raise _Rejected(f"invalid candidate: unknown task id {update.task_id!r}")
-        try:
-            cand_rubric = self.harness.rubrics.preview(update)
-        except ValueError as e:
-            raise _Rejected(f"invalid candidate: {e}") from None
-        current = self.harness.rubrics.current(task.id)
+        metric, budget, m = trial.metric, trial.budget, trial.measurements
         base_rubric = current.criteria
         m.update(
             task_id=task.id,
@@ -565,7 +598,7 @@ class FrozenPolicyTrials:
             missing_rewards=int((~ok).sum()),
         )
         noise = self.config.signal.verdict_noise
-        targets_b, targets_c = _targeted_criteria(update, failure, base_rubric, cand_rubric)
+        targets_b, targets_c = targeted
         if metric == CRITERION_SIGNAL:
             m["targeted_criteria"] = {"baseline": targets_b, "candidate": targets_c}
         rows_b = [_verdict_row(base_res[r.completion]) for r in rollouts]
@@ -683,41 +716,37 @@ class FrozenPolicyTrials:
         )
 
     # ------------------------------------------------------------------------------ rollout guidance
-    def _guidance_trial(
-        self, update: SetGuidance, metric: str, failure: Failure | None, budget: _Budget, m: dict[str, Any]
-    ) -> Measured:
+    def _rollout_arms(self, trial: Trial, targets: Sequence[Task], describe: str) -> Measured:
+        metric, failure, budget, m, update = trial.metric, trial.failure, trial.budget, trial.measurements, trial.update
         if self.sampler is None:
-            raise _Rejected("no policy sampler: a guidance trial needs fresh rollouts of the frozen policy")
-        targets = self._guidance_targets(update, failure)
+            raise _Rejected(f"no policy sampler: a {update.interface} trial needs fresh rollouts of the frozen policy")
         gsz, n = self._probe_shape()
         cfg = self.config
         plans = []
         unchanged = []
-        for task in targets:
-            g = self.harness.guidance
-            # each arm is made of the trainer's own groups: G members, the first k of each guided
-            base_p = [g.prompt_for(task, k % gsz, gsz) for k in range(n)]
-            cand_p = [g.prompt_for(task, k % gsz, gsz, overlay=update) for k in range(n)]
-            t_base, t_cand = g.temperature_for(task), g.temperature_for(task, overlay=update)
-            differ = [k for k in range(n) if t_base != t_cand or base_p[k][0] != cand_p[k][0]]
+        for task in self._probe_order(targets, failure):
+            # each arm is made of the trainer's own groups: G members, each shaped as the trainer shapes it
+            base_p = [self.harness.row(task, k % gsz, gsz) for k in range(n)]
+            cand_p = [self.harness.row(task, k % gsz, gsz, overlay=update) for k in range(n)]
+            differ = [k for k in range(n) if base_p[k] != cand_p[k]]
             if differ:
-                plans.append((task, base_p, cand_p, t_base, t_cand, differ))
+                plans.append((task, base_p, cand_p, differ))
             else:
                 unchanged.append(task.id)
-            if len(plans) == (1 if update.scope == "task" else _PROBED_TASKS):
+            if len(plans) == (1 if len(targets) == 1 else _PROBED_TASKS):
                 break
-        m.update(scope=update.scope, target=update.target, rollouts_per_arm=n, group_size=gsz)
+        m.update(rollouts_per_arm=n, group_size=gsz)
         if unchanged:
             m["tasks_unchanged"] = unchanged
         if not plans:
             raise _Rejected(
-                f"the candidate changes no prompt or temperature of {update.scope} {update.target!r}"
+                f"the candidate changes no prompt or sampling setting of {describe}"
                 + (f" (tasks {unchanged} keep their own rule)" if unchanged else "")
             )
         # plan within the budget: drop probed tasks rather than overrun; none fits -> budget
         fitted, used, calls = [], 0, 0
         for plan in plans:
-            task, differ = plan[0], plan[5]
+            task, differ = plan[0], plan[3]
             gens = n + len(differ)
             judged = sum(c.check is None for c in self.harness.rubrics.current(task.id).criteria)
             if used + gens > cfg.max_rollouts or calls + gens * judged > cfg.max_judge_calls:
@@ -725,7 +754,7 @@ class FrozenPolicyTrials:
             fitted.append(plan)
             used, calls = used + gens, calls + gens * judged
         if not fitted:
-            task, differ = plans[0][0], plans[0][5]
+            task, differ = plans[0][0], plans[0][3]
             gens = n + len(differ)
             judged = sum(c.check is None for c in self.harness.rubrics.current(task.id).criteria)
             raise _Rejected(
@@ -743,13 +772,13 @@ class FrozenPolicyTrials:
         pooled_b: list[tuple[np.ndarray, list[str]]] = []  # (rewards, texts) of each arm, for correlations
         pooled_c: list[tuple[np.ndarray, list[str]]] = []
         per_call = 0.0
-        for task, base_p, cand_p, t_base, t_cand, differ in fitted:
+        for task, base_p, cand_p, differ in fitted:
             budget.need_time(per_call * n, f"generating the baseline arm of task {task.id}")
             t0 = time.perf_counter()
-            base_texts = self._sample([p for p, _ in base_p], t_base, budget)
+            base_texts = self._sample_rows(base_p, budget)
             per_call = (time.perf_counter() - t0) / max(1, n)
             budget.need_time(per_call * len(differ), f"generating the candidate arm of task {task.id}")
-            fresh = self._sample([cand_p[k][0] for k in differ], t_cand, budget)
+            fresh = self._sample_rows([cand_p[k] for k in differ], budget)
             cand_texts = list(base_texts)
             for k, text in zip(differ, fresh, strict=True):
                 cand_texts[k] = text
@@ -769,9 +798,10 @@ class FrozenPolicyTrials:
             d_c = [k for k in differ if not np.isnan(cand[k])]
             row: dict[str, Any] = {
                 "task_id": task.id,
-                "temperature": {"baseline": t_base, "candidate": t_cand},
+                "temperature": {"baseline": base_p[0].temperature, "candidate": cand_p[0].temperature},
+                **_generation_changes(base_p[0], cand_p[0]),
                 "members_changed": differ,
-                "candidate_guided": [bool(cand_p[k][1]) for k in range(n)],
+                "candidate_guided": [bool(cand_p[k].guided) for k in range(n)],
                 "baseline_rewards": _rs(_none(base)),
                 "candidate_rewards": _rs(_none(cand)),
                 "examples": {
@@ -833,48 +863,32 @@ class FrozenPolicyTrials:
             raise _Rejected("no probed task has 2 or more rewards in both arms")
         return self._share_verdict(groups, metric, rng, m)
 
-    def _guidance_targets(self, update: SetGuidance, failure: Failure | None) -> list[Task]:
-        tasks = self.harness.tasks
-        if update.scope == "task":
-            task = tasks.get(update.target)
-            if task is None:
-                raise _Rejected(f"invalid candidate: unknown task id {update.target!r}")
-            return [task]
-        in_domain = [t for t in tasks.values() if t.domain == update.target]
-        if not in_domain:
-            domains = sorted({t.domain for t in tasks.values()})
-            raise _Rejected(f"invalid candidate: unknown domain {update.target!r}; known: {domains}")
+    def _probe_order(self, targets: Sequence[Task], failure: Failure | None) -> list[Task]:
+        """``targets`` in the order a rollout trial probes them: the failure's task, then tasks whose
+        groups were recently flat, then tasks sampled now, then the rest."""
+        if len(targets) <= 1:
+            return list(targets)
+        by_id = {t.id: t for t in targets}
         step = self._next_step()
         order: list[str] = []
-        if failure is not None and failure.task_id in tasks and tasks[failure.task_id].domain == update.target:
+        if failure is not None and failure.task_id in by_id:
             order.append(failure.task_id)
         for record in reversed(self.recorder.steps.values()):  # recently flat groups first
-            order.extend(g.task_id for g in record.groups if g.flat and g.domain == update.target)
-        active = [t.id for t in in_domain if self.harness.sampling.status_at(t.id, step) == "active"]
-        order.extend(active)
-        order.extend(t.id for t in in_domain)
-        return [tasks[tid] for tid in dict.fromkeys(order) if tid in tasks]
+            order.extend(g.task_id for g in record.groups if g.flat and g.task_id in by_id)
+        order.extend(t.id for t in targets if self.harness.sampling.status_at(t.id, step) == "active")
+        order.extend(by_id)
+        return [by_id[tid] for tid in dict.fromkeys(order)]
 
     # ------------------------------------------------------------------------------ task sampling
-    def _sampling_trial(self, update: ReweightTasks, budget: _Budget, m: dict[str, Any]) -> Measured:
-        sampling = self.harness.sampling
-        step = self._next_step()
-        try:
-            q = sampling.preview(update, step)
-        except ValueError as e:
-            raise _Rejected(f"invalid candidate: {e}") from None
-        p = sampling.probabilities(step)
-        promoted = []
-        for tid in update.task_ids:
-            if update.action == "reweight":
-                if sampling.state.status[tid] != "retired" and (
-                    float(update.weight) > sampling.state.weights[tid]  # type: ignore[arg-type]
-                    or sampling.status_at(tid, step) != "active"
-                ):
-                    promoted.append(tid)
-            elif update.action == "activate" and sampling.status_at(tid, step) != "active":
-                promoted.append(tid)
-        m.update(step=step, action=update.action, promoted=promoted)
+    def _moved_draws(
+        self,
+        trial: Trial,
+        p: dict[str, float],
+        q: dict[str, float],
+        changed_ids: Sequence[str],
+        promoted: Sequence[str],
+    ) -> Measured:
+        budget, m = trial.budget, trial.measurements
 
         noise = self.config.signal.verdict_noise
         replay: dict[str, list[_Side]] = {}
@@ -906,10 +920,8 @@ class FrozenPolicyTrials:
                     f"({budget.rollouts} rollouts, {budget.judge_calls} judge calls spent; max_rollouts="
                     f"{self.config.max_rollouts}, max_judge_calls={self.config.max_judge_calls})"
                 )
-            g = self.harness.guidance
-            prompts = [g.prompt_for(task, k % gsz, gsz)[0] for k in range(n)]
             budget.need_time(0.0, f"probing promoted task {tid}")
-            texts = self._sample(prompts, g.temperature_for(task), budget)
+            texts = self._sample_rows([self.harness.row(task, k % gsz, gsz) for k in range(n)], budget)
             rubric = self.harness.rubrics.current(tid).criteria
             unique = list(dict.fromkeys(texts))
             reqs = [RubricRequest.for_task(task, t, rubric) for t in unique]
@@ -940,7 +952,7 @@ class FrozenPolicyTrials:
             m["probes"] = probes
 
         known = [t for t in p if t in stats and (p[t] > 0 or q[t] > 0)]
-        changed = [t for t in update.task_ids if t in stats]
+        changed = [t for t in changed_ids if t in stats]
         m["tasks"] = {
             t: {
                 "p_current": _r(p[t], 5),
@@ -952,7 +964,7 @@ class FrozenPolicyTrials:
             }
             for t in known
         }
-        missing = [t for t in update.task_ids if t not in stats]
+        missing = [t for t in changed_ids if t not in stats]
         if missing:
             m["tasks_without_stats"] = missing
         m["probability_mass_covered"] = {
@@ -960,7 +972,7 @@ class FrozenPolicyTrials:
             "candidate": _r(sum(q[t] for t in known)),
         }
         if not changed:
-            raise _Rejected(f"no step records or probes for the tasks this update changes ({update.task_ids})")
+            raise _Rejected(f"no step records or probes for the tasks this update changes ({list(changed_ids)})")
         pw = np.array([p[t] for t in known])
         qw = np.array([q[t] for t in known])
         if pw.sum() <= 0 or qw.sum() <= 0:
@@ -1053,14 +1065,34 @@ class FrozenPolicyTrials:
         got = Measured(baseline=float(np.mean(point_b)), candidate=float(np.mean(point_c)))
         return percentile_interval(got, diffs, self.config.confidence)
 
-    def _sample(self, prompts: list[list[dict[str, str]]], temperature: float, budget: _Budget) -> list[str]:
+    def _sample_rows(self, rows: Sequence[Any], budget: _Budget) -> list[str]:
+        """Completions for harness rows (``Row``: messages and sampling settings), generated together
+        where the settings agree, in the rows' order."""
+        out: list[str | None] = [None] * len(rows)
+        by_setting: dict[tuple, list[int]] = {}
+        for i, row in enumerate(rows):
+            by_setting.setdefault(tuple(sorted(row.generation.items())), []).append(i)
+        for setting, idx in by_setting.items():
+            gen = dict(setting)
+            texts = self._sample([rows[i].messages for i in idx], gen, budget)
+            for i, text in zip(idx, texts, strict=True):
+                out[i] = text
+        return [str(t) for t in out]
+
+    def _sample(self, prompts: list[list[dict[str, str]]], generation: dict[str, float], budget: _Budget) -> list[str]:
         if budget.rollouts + len(prompts) > self.config.max_rollouts:
             raise _Rejected(
                 f"budget: {len(prompts)} more rollouts would exceed max_rollouts={self.config.max_rollouts} "
                 f"({budget.rollouts} generated)"
             )
         try:
-            texts = self.sampler.sample(prompts, temperature, self.config.max_new_tokens)  # type: ignore[union-attr]
+            extra = {k: v for k, v in generation.items() if k not in ("temperature", "max_new_tokens")}
+            texts = self.sampler.sample(  # type: ignore[union-attr]
+                prompts,
+                float(generation.get("temperature", 1.0)),
+                int(generation.get("max_new_tokens", self.config.max_new_tokens)),
+                **extra,
+            )
         except Exception as e:  # a failing generation loses this trial, never the run
             logger.exception("policy sampler failed on %d prompts", len(prompts))
             raise _Rejected(f"the policy sampler failed: {type(e).__name__}: {e}") from None
@@ -1121,15 +1153,11 @@ def _failure_criterion(failure: Failure | None) -> set[str]:
     return {str(cid)} if cid else set()
 
 
-def _targeted_criteria(
-    update: EditRubric, failure: Failure | None, base: Sequence[Criterion], cand: Sequence[Criterion]
-) -> tuple[list[str], list[str]]:
-    """The criteria a criterion-signal trial watches on each side: the failure's criterion and every
-    criterion the candidate rewords, reweights, removes (baseline) or adds (candidate)."""
-    touched = _failure_criterion(failure) | set(update.reword) | set(update.reweight)
-    base_ids = touched | set(update.remove)
-    cand_ids = touched | {c.id for c in update.add}
-    return [c.id for c in base if c.id in base_ids], [c.id for c in cand if c.id in cand_ids]
+def _generation_changes(base: Any, cand: Any) -> dict[str, Any]:
+    """Sampling settings besides the temperature that the candidate changes (for the measurements)."""
+    keys = sorted((set(base.generation) | set(cand.generation)) - {"temperature"})
+    changed = {k: {"baseline": base.generation.get(k), "candidate": cand.generation.get(k)} for k in keys}
+    return {"generation": changed} if any(v["baseline"] != v["candidate"] for v in changed.values()) else {}
 
 
 def _split_groups(

@@ -54,8 +54,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from harnessrl.data.checks import count_words
-from harnessrl.interfaces.base import INTERFACE_FOR_FAILURE
-from harnessrl.records.failures import FAILURE_KINDS, Failure, InterfaceHint
+from harnessrl.records.failures import FAILURE_KINDS, Failure
 from harnessrl.records.steps import GroupRecord, RolloutRecord, StepRecord, group_stats
 
 __all__ = [
@@ -77,7 +76,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 # the interface whose update most often addresses each kind (a hint for the attributor, nothing more)
-_HINTS: dict[str, InterfaceHint] = INTERFACE_FOR_FAILURE  # type: ignore[assignment]
 
 
 # ---------------------------------------------------------------------------------------------- config
@@ -147,9 +145,12 @@ class DetectorConfig(BaseModel):
         "always avoids is healthy (needs rubric_for to know which are pitfalls).",
     )
     regrade_every: int = Field(
-        default=0, ge=0, description="Re-grade a sample with a second judge call every N steps; 0: off."
+        default=10,
+        ge=0,
+        description="Re-grade a sample with a second, uncached judge call every N steps (the judge-disagreement "
+        "check; its cost: regrade_groups groups per N steps); 0: off.",
     )
-    regrade_groups: int = Field(default=2, ge=1, description="Groups (all their rollouts) re-graded per re-grade step.")
+    regrade_groups: int = Field(default=1, ge=1, description="Groups (all their rollouts) re-graded per re-grade step.")
     disagreement_threshold: float = Field(
         default=0.2, ge=0, le=1, description="Mean |Δ reward| between the two gradings above which the judge disagrees."
     )
@@ -179,7 +180,6 @@ def _failure(kind: str, obs: Observation, evidence: dict[str, Any], summary: str
         rubric_version=obs.group.rubric_version,
         evidence=evidence,
         summary=summary,
-        interface_hint=_HINTS[kind],
     )
 
 
@@ -832,8 +832,10 @@ class FailureDetector:
         rollouts_for: Callable[[int], Sequence[RolloutRecord] | None] | None = None,
         on_failures: Callable[[list[Failure]], None] | None = None,
         detectors: Sequence[Detector] | None = None,
+        hints: Mapping[str, str] | None = None,
     ):
         self.config = config or DetectorConfig()
+        self.hints = dict(hints or {})
         self.feature_fns = {**SURFACE_FEATURES, **(features or {})}
         unknown = [f for f in self.config.features if f not in self.feature_fns]
         if unknown:
@@ -861,6 +863,13 @@ class FailureDetector:
         self._rng = np.random.default_rng(self.config.seed)
 
     # -------------------------------------------------------------------------------- entry points
+    def _hinted(self, failures: list[Failure]) -> list[Failure]:
+        """Each failure with the interface registered as the first choice for its kind (``hints``)."""
+        for f in failures:
+            if f.interface_hint is None:
+                f.interface_hint = self.hints.get(f.kind)
+        return failures
+
     def __call__(self, record: StepRecord) -> None:
         """Step-listener form: observe the step (with its rollouts from ``rollouts_for``) and report."""
         rollouts = self.rollouts_for(record.step) if self.rollouts_for else None
@@ -885,7 +894,7 @@ class FailureDetector:
         spent = 0.0
         if self.regrade is not None and self.config.regrade_every and step % self.config.regrade_every == 0:
             spent = self._run_regrade(step, record.groups, per_group)
-        failures = [f for hist in touched.values() for d in self.detectors for f in d.detect(hist, step)]
+        failures = self._hinted([f for hist in touched.values() for d in self.detectors for f in d.detect(hist, step)])
         self.last_seconds = time.perf_counter() - t0 - spent
         self.seconds += self.last_seconds
         self.steps += 1
@@ -897,7 +906,7 @@ class FailureDetector:
         t0 = time.perf_counter()
         touched = self._store_regrade(step, list(rollouts), list(regraded))
         detector = JudgeDisagreementDetector(self.config)
-        out = [f for h in touched for f in detector.detect(h, step)]
+        out = self._hinted([f for h in touched for f in detector.detect(h, step)])
         self.seconds += time.perf_counter() - t0
         return out
 

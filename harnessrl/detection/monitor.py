@@ -31,9 +31,11 @@ class StepMonitor:
         config: detector thresholds.
         memory: a :class:`~harnessrl.memory.store.TrainingMemory`, or None to keep no memory.
         run_dir: where failure events are written (None: nowhere).
+        regrade: a second, uncached judge call on rollouts (the judge-disagreement check, every
+            ``config.regrade_every`` steps); None: that check is off.
     """
 
-    def __init__(self, trainer, config: DetectorConfig, memory=None, run_dir=None):
+    def __init__(self, trainer, config: DetectorConfig, memory=None, run_dir=None, regrade=None):
         self.trainer = trainer
         self.memory = memory
         self.run_dir = run_dir
@@ -43,6 +45,8 @@ class StepMonitor:
         self.detector = FailureDetector(
             config,
             rubric_for=lambda t, v: harness.rubrics.versions[t][v].criteria,
+            regrade=regrade,
+            hints=harness.failure_hints(),
         )
         self._task_texts = {tid: prompt_text(t.prompt) for tid, t in harness.tasks.items()}
         self.seconds = {"detectors": 0.0, "memory": 0.0}

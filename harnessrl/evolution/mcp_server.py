@@ -23,7 +23,8 @@ How it is put together, and why:
   and become a 500).
 - A FastMCP instance serves only once, so every :meth:`ToolServer.start` builds a new one (and a new
   token); start/stop can repeat.
-- Tools are generated from :data:`harnessrl.interfaces.tools.TOOLS`: each tool function's signature is its
+- Tools are generated from the service's tool table (:func:`harnessrl.interfaces.tools.tool_table`):
+  each tool function's signature is its
   argument model's fields (flat parameters, see :mod:`harnessrl.interfaces.tools`), its body validates the
   whole model and runs the service method in a worker thread (a trial may take minutes; the server's
   event loop stays responsive). Results are pydantic models, so clients get structured output. A tool
@@ -51,7 +52,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from harnessrl.errors import HarnessRLError
-from harnessrl.interfaces.tools import TOOLS, ToolSpec, flat_parameters
+from harnessrl.interfaces.tools import ToolSpec, flat_parameters
 
 if TYPE_CHECKING:
     from mcp.server.auth.provider import AccessToken
@@ -66,7 +67,7 @@ logger = logging.getLogger(__name__)
 SSE_WRITER_MESSAGE = "Error in standalone SSE writer"
 INSTRUCTIONS = (
     "HarnessRL evolver tools: read the detected reward failures, the training memory, rollouts and the "
-    "harness; build candidate updates (task sampling, rollout guidance, rubric criteria); measure them on the "
+    "harness; build candidate updates (one builder per harness interface); measure them on the "
     "frozen policy; commit the accepted ones."
 )
 
@@ -172,7 +173,8 @@ class ToolServer:
         return self._thread is not None and self._thread.is_alive()
 
     def build(self, token: str) -> FastMCP:
-        """A new FastMCP server with every tool of :data:`~harnessrl.interfaces.tools.TOOLS` (one per start)."""
+        """A new FastMCP server with every tool the service serves (one builder per registered interface;
+        one server per start)."""
         from mcp.server.auth.settings import AuthSettings
         from mcp.server.fastmcp import FastMCP
         from mcp.types import ToolAnnotations
@@ -188,7 +190,7 @@ class ToolServer:
                 log_level="WARNING",
             )
         impls = self.service.tool_methods()
-        for spec in TOOLS.values():
+        for spec in self.service.tools().values():
             result = spec.result or _trial_result_model()
             mcp.add_tool(
                 _tool_function(spec, impls[spec.name], result),

@@ -1,13 +1,14 @@
 """The evolver's tools, trainer side: read failures, memory, rollouts and the harness; build, trial and
 commit harness update candidates.
 
-:class:`EvolutionService` implements every tool of :data:`harnessrl.interfaces.tools.TOOLS` as a plain method
+:class:`EvolutionService` implements every tool of :func:`harnessrl.interfaces.tools.tool_table` as a plain method
 that takes the tool's argument model (or its fields as keywords) and returns its result model, so the
 same code serves the graph in-process and over MCP (:class:`~harnessrl.evolution.mcp_server.ToolServer`).
 
-The rule it enforces: **nothing reaches training unmeasured.** The candidate builders
-(``reweight_tasks``, ``set_guidance``, ``edit_rubric``) only validate an update against the current
-harness (the interfaces' own ``preview``) and store it as a *candidate*; ``run_frozen_policy_trial``
+The rule it enforces: **nothing reaches training unmeasured.** The candidate builders (one per
+registered interface, e.g. ``reweight_tasks``, ``set_guidance``, ``edit_rubric``; all one method,
+:meth:`EvolutionService.build_candidate`) only validate an update against the current harness (the
+interface's own ``preview``) and store it as a *candidate*; ``run_frozen_policy_trial``
 measures a candidate on the frozen policy (the trials object, e.g.
 :class:`~harnessrl.critic.trials.FrozenPolicyTrials`); ``commit_update`` applies a candidate only if its
 latest trial accepted it, the harness state it changes is still the state that was measured, and the
@@ -40,14 +41,14 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from pydantic import BaseModel
 
 from harnessrl.errors import HarnessRLError
-from harnessrl.interfaces import EditRubric, Harness, ReweightTasks, SetGuidance
+from harnessrl.interfaces import Harness, InterfaceUpdate
+from harnessrl.interfaces.rubric import criteria_view
 from harnessrl.interfaces.tools import (
-    TOOLS,
+    BuilderArgs,
     Candidate,
     CandidateStatus,
     CommitResult,
     CommitUpdate,
-    EditRubricArgs,
     FailureList,
     FailureView,
     GetFailures,
@@ -56,13 +57,14 @@ from harnessrl.interfaces.tools import (
     InspectRollouts,
     MemoryResult,
     QueryMemory,
-    ReweightTasksArgs,
     RolloutList,
     RolloutView,
     RunTrial,
-    SetGuidanceArgs,
     TaskView,
+    builder_args,
+    tool_table,
 )
+from harnessrl.records.failures import failure_id as _failure_id
 
 if TYPE_CHECKING:
     from harnessrl.memory.store import TrainingMemory
@@ -74,7 +76,6 @@ __all__ = ["CandidateError", "EvolutionService", "TrialRunner"]
 
 logger = logging.getLogger(__name__)
 
-Update = ReweightTasks | SetGuidance | EditRubric
 M = TypeVar("M", bound=BaseModel)
 
 # kinds the service writes itself when a tool runs: the graph reporting them again would duplicate them
@@ -90,13 +91,13 @@ class TrialRunner(Protocol):
     """What the service needs from the critic's trials: measure ``update`` on the frozen policy and
     return a ``TrialResult`` (a pydantic model with at least ``accepted`` and ``reason``)."""
 
-    def run(self, update: Update, candidate_id: str, failure: Failure | None = None) -> Any: ...
+    def run(self, update: InterfaceUpdate, candidate_id: str, failure: Failure | None = None) -> Any: ...
 
 
 @dataclass
 class _Candidate:
     candidate_id: str
-    update: Update
+    update: InterfaceUpdate
     failure_id: str | None
     failure: Any
     step: int
@@ -136,6 +137,32 @@ def _coerce(model: type[M], args: Any, kwargs: Mapping[str, Any]) -> M:
     return model.model_validate({**args, **kwargs})
 
 
+def _outcome(before: Sequence[Any], after: Sequence[Any], applied: int, step: int) -> dict[str, Any]:
+    """What a committed update did to its tasks' learning signal: the share of their groups that give
+    signal (reward std at or above the trainer's flat eps) and their mean reward std, after vs before.
+    ``recovered``: more groups give signal than before (None: no group came after, e.g. a parked task)."""
+
+    def share(groups: Sequence[Any]) -> float | None:
+        return round(sum(not g.flat and g.std is not None for g in groups) / len(groups), 4) if groups else None
+
+    def std(groups: Sequence[Any]) -> float | None:
+        vals = [g.std for g in groups if g.std is not None]
+        return round(sum(vals) / len(vals), 4) if vals else None
+
+    b, a = share(before), share(after)
+    return {
+        "applied_step": applied,
+        "measured_at_step": step,
+        "groups_before": len(before),
+        "groups_after": len(after),
+        "signal_share_before": b,
+        "signal_share_after": a,
+        "reward_std_before": std(before),
+        "reward_std_after": std(after),
+        "recovered": None if a is None else a > (b or 0.0),
+    }
+
+
 def _dump(x: Any) -> Any:
     return x.model_dump(mode="json") if isinstance(x, BaseModel) else x
 
@@ -146,10 +173,6 @@ def _failure_key(f: Any) -> tuple:
         return tuple(key)
     ev = getattr(f, "evidence", None) or {}
     return f.kind, f.task_id, ev.get("criterion_id") or ev.get("feature")
-
-
-def _criteria(rubric: Sequence[Any]) -> list[dict[str, Any]]:
-    return [c.model_dump(mode="json", exclude_none=True) for c in rubric]
 
 
 class EvolutionService:
@@ -167,6 +190,9 @@ class EvolutionService:
         max_trial_age_steps: how many training steps a trial stays valid for a commit (0: the policy
             must not have trained at all since it was measured, the synchronous evolution point).
         completion_chars: longest completion text ``inspect_rollouts`` shows.
+        outcome_groups: a committed update's *outcome* is measured on this many of the changed tasks'
+            groups trained after it (against as many before it; :meth:`observe_step`) ...
+        outcome_steps: ... or on what came within this many steps (a parked task may never come back).
     """
 
     def __init__(
@@ -181,6 +207,8 @@ class EvolutionService:
         *,
         max_trial_age_steps: int = 0,
         completion_chars: int = 600,
+        outcome_groups: int = 2,
+        outcome_steps: int = 10,
     ):
         self.harness = harness
         self.recorder = recorder
@@ -195,12 +223,32 @@ class EvolutionService:
         self.counts: Counter[str] = Counter()
         self._candidates: dict[str, _Candidate] = {}
         self._attributions: dict[str, dict[str, Any]] = {}
-        self._fid_cache: dict[int, tuple[Any, str]] = {}
+        self.outcome_groups, self.outcome_steps = outcome_groups, outcome_steps
+        self._pending_outcomes: dict[str, dict[str, Any]] = {}
 
     # ------------------------------------------------------------------------------------ plumbing
-    def tool_methods(self) -> dict[str, Callable[[Any], BaseModel]]:
+    def tools(self) -> dict[str, Any]:
+        """Every tool this service serves by name (:class:`~harnessrl.interfaces.tools.ToolSpec`): one
+        builder per interface of its harness."""
+        return tool_table(self.harness.extra)
+
+    def tool_methods(self) -> dict[str, Callable[..., BaseModel]]:
         """Each tool's implementation by tool name (what the server registers)."""
-        return {name: getattr(self, name) for name in TOOLS}
+        builders = {iface.builder_tool: name for name, iface in self.harness.interfaces.items()}
+        out: dict[str, Callable[..., BaseModel]] = {}
+        for tool in self.tools():
+            if tool in builders:
+                out[tool] = self._builder(builders[tool])
+            else:
+                out[tool] = getattr(self, tool)
+        return out
+
+    def _builder(self, interface: str) -> Callable[..., Candidate]:
+        def build(args: Any = None, /, **kwargs: Any) -> Candidate:
+            return self.build_candidate(interface, args, **kwargs)
+
+        build.__name__ = self.harness.interfaces[interface].builder_tool
+        return build
 
     def current_step(self) -> int:
         return int(self._step())
@@ -247,25 +295,16 @@ class EvolutionService:
     def _get(self, candidate_id: str) -> _Candidate:
         cand = self._candidates.get(candidate_id)
         if cand is None:
+            tools = ", ".join(i.builder_tool for i in self.harness.interfaces.values())
             raise CandidateError(
-                f"unknown candidate_id {candidate_id!r}: build a candidate with reweight_tasks, set_guidance or "
-                "edit_rubric and use the candidate_id it returns"
+                f"unknown candidate_id {candidate_id!r}: build a candidate with one of {tools} and use the "
+                "candidate_id it returns"
             )
         return cand
 
-    def _failure_id(self, f: Any) -> str:
-        hit = self._fid_cache.get(id(f))
-        if hit is not None and hit[0] is f:
-            return hit[1]
-        from harnessrl.memory.store import TrainingMemory  # the one definition of a failure's id
-
-        fid = TrainingMemory.failure_id(f)
-        self._fid_cache[id(f)] = (f, fid)  # the object is kept, so its id() is not reused
-        return fid
-
     def _find_failure(self, failure_id: str) -> Any:
         for f in reversed(list(self._failures())):
-            if self._failure_id(f) == failure_id:
+            if _failure_id(f) == failure_id:
                 return f
         return None
 
@@ -288,7 +327,7 @@ class EvolutionService:
                 latest = max(fs, key=lambda f: f.step)
                 views.append(
                     FailureView(
-                        failure_id=self._failure_id(latest),
+                        failure_id=_failure_id(latest),
                         kind=latest.kind,
                         step=latest.step,
                         task_id=latest.task_id,
@@ -361,7 +400,7 @@ class EvolutionService:
             task_id=task.id,
             domain=task.domain,
             rubric_version=current.version,
-            rubric=_criteria(current.criteria),
+            rubric=criteria_view(current.criteria),
             reference_answer=task.reference_answer,
             rollouts=[self._rollout_view(r) for r in chosen],
             total=len(pool),
@@ -395,103 +434,28 @@ class EvolutionService:
             view = None
             if a.task_id is not None:
                 task = self._task(a.task_id)
-                s = h.sampling
-                status = s.status_at(task.id, step + 1)
-                current = h.rubrics.current(task.id)
-                view = TaskView(
-                    task_id=task.id,
-                    domain=task.domain,
-                    weight=s.state.weights[task.id],
-                    status=status,
-                    parked_until=s.state.parked_until.get(task.id) if status == "parked" else None,
-                    sampling_probability=round(s.probabilities(step + 1)[task.id], 6),
-                    guidance=h.guidance.rule_for(task),
-                    temperature=h.guidance.temperature_for(task),
-                    rubric_version=current.version,
-                    rubric=_criteria(current.criteria),
-                )
+                fields: dict[str, Any] = {}
+                for iface in h.interfaces.values():
+                    fields.update(iface.task_view(task, step))
+                view = TaskView(task_id=task.id, domain=task.domain, **fields)
             return HarnessView(step=step, versions=h.versions, task=view)
 
     # ------------------------------------------------------------------------------------ builders
-    def reweight_tasks(
-        self, args: ReweightTasksArgs | ReweightTasks | Mapping[str, Any] | None = None, /, **kwargs: Any
+    def build_candidate(
+        self, interface: str, args: BuilderArgs | InterfaceUpdate | Mapping[str, Any] | None = None, /, **kwargs: Any
     ) -> Candidate:
-        """Build (not apply) a task-sampling candidate, validated with the sampling preview."""
-        a = _coerce(ReweightTasksArgs, args, kwargs)
+        """Build (not apply) a candidate of ``interface``, validated with that interface's ``preview``."""
+        iface = self.harness.interface(interface)
+        a = _coerce(builder_args(type(iface)), args, kwargs)
         update = a.update()
         with self.lock:
-            nxt = self.current_step() + 1
-            s = self.harness.sampling
             try:
-                after = s.preview(update, nxt)
+                preview = iface.preview(update, self.current_step() + 1)
             except ValueError as e:
-                raise CandidateError(f"invalid reweight_tasks candidate: {e}") from None
-            before = s.probabilities(nxt)
-            preview = {
-                "sampling_probability": {
-                    t: {"before": round(before[t], 6), "after": round(after[t], 6)} for t in update.task_ids
-                }
-            }
+                raise CandidateError(f"invalid {iface.builder_tool} candidate: {e}") from None
             return self._propose(update, a.failure_id, preview)
 
-    def set_guidance(
-        self, args: SetGuidanceArgs | SetGuidance | Mapping[str, Any] | None = None, /, **kwargs: Any
-    ) -> Candidate:
-        """Build (not apply) a rollout-guidance candidate, validated with the guidance rule preview."""
-        a = _coerce(SetGuidanceArgs, args, kwargs)
-        update = a.update()
-        with self.lock:
-            g = self.harness.guidance
-            if update.scope == "task":
-                scope = [self._task(update.target)]
-            else:
-                domains = sorted(g.domains or {t.domain for t in self.harness.tasks.values()})
-                if update.target not in domains:
-                    raise CandidateError(f"invalid set_guidance candidate: unknown domain {update.target!r}; {domains}")
-                scope = [t for t in self.harness.tasks.values() if t.domain == update.target]
-            changed = [t for t in scope if g.rule_for(t) != g.rule_for(t, overlay=update)]
-            if not changed:
-                why = (
-                    "every task of that domain has its own task rule, which a domain rule does not override"
-                    if update.scope == "domain" and scope
-                    else "the same guidance is already in force"
-                )
-                raise CandidateError(f"invalid set_guidance candidate: it changes nothing ({why})")
-            first = changed[0]
-            before, after = g.rule_for(first), g.rule_for(first, overlay=update)
-            preview = {
-                "tasks_affected": len(changed),
-                "task_ids": [t.id for t in changed[:20]],
-                "rule_before": None if before is None else before.model_dump(mode="json"),
-                "rule_after": None if after is None else after.model_dump(mode="json"),
-            }
-            return self._propose(update, a.failure_id, preview)
-
-    def edit_rubric(
-        self, args: EditRubricArgs | EditRubric | Mapping[str, Any] | None = None, /, **kwargs: Any
-    ) -> Candidate:
-        """Build (not apply) a rubric candidate, validated with the rubric preview."""
-        a = _coerce(EditRubricArgs, args, kwargs)
-        update = a.update()
-        with self.lock:
-            self._task(update.task_id)
-            current = self.harness.rubrics.current(update.task_id)
-            try:
-                after = self.harness.rubrics.preview(update)
-            except ValueError as e:
-                raise CandidateError(f"invalid edit_rubric candidate: {e}") from None
-            old = {c.id: c for c in current.criteria}
-            new = {c.id: c for c in after}
-            preview = {
-                "rubric_version_now": current.version,
-                "added": [i for i in new if i not in old],
-                "removed": [i for i in old if i not in new],
-                "changed": [i for i in new if i in old and new[i] != old[i]],
-                "rubric_after": _criteria(after),
-            }
-            return self._propose(update, a.failure_id, preview)
-
-    def _propose(self, update: Update, failure_id: str | None, preview: dict[str, Any]) -> Candidate:
+    def _propose(self, update: InterfaceUpdate, failure_id: str | None, preview: dict[str, Any]) -> Candidate:
         failure = None
         if failure_id:
             failure = self._find_failure(failure_id)
@@ -638,6 +602,7 @@ class EvolutionService:
                     ) from e
             interface = cand.update.interface
             self.counts[f"committed/{interface}"] += 1
+            self._await_outcome(cand)
             self._remember(
                 f"recording the commit of {cid}",
                 self.memory.update_candidate if self.memory else None,
@@ -656,27 +621,51 @@ class EvolutionService:
             )
             return CommitResult(candidate_id=cid, interface=interface, version=version, applies_from_step=applies)
 
-    def _target_state(self, update: Update) -> str:
+    # ------------------------------------------------------------------------------------ outcomes
+    def _await_outcome(self, cand: _Candidate) -> None:
+        """Start measuring a committed update's outcome: the changed tasks' groups before it, now."""
+        try:
+            tasks = [t.id for t in self.harness.interface(cand.update).targets(cand.update)]
+        except ValueError:
+            tasks = []
+        if not tasks and cand.failure is not None:
+            tasks = [cand.failure.task_id]
+        before = [
+            g
+            for record in self.recorder.steps.values()
+            if record.step < (cand.applied_step or 0)
+            for g in record.groups
+            if g.task_id in tasks
+        ][-self.outcome_groups :]
+        self._pending_outcomes[cand.candidate_id] = {
+            "task_ids": tasks,
+            "applied_step": cand.applied_step,
+            "before": before,
+            "after": [],
+        }
+
+    def observe_step(self, record: Any) -> None:
+        """A trained step's record (a trainer step listener): feeds the outcomes of committed updates, and
+        writes each to the memory (``what_worked`` ranks by it) and the events once measured."""
+        with self.lock:
+            done = []
+            for cid, p in self._pending_outcomes.items():
+                if record.step < p["applied_step"]:
+                    continue
+                p["after"].extend(g for g in record.groups if g.task_id in p["task_ids"])
+                if len(p["after"]) >= self.outcome_groups or record.step >= p["applied_step"] + self.outcome_steps:
+                    done.append(cid)
+            for cid in done:
+                p = self._pending_outcomes.pop(cid)
+                outcome = _outcome(p["before"], p["after"][: self.outcome_groups], p["applied_step"], record.step)
+                self._remember(
+                    f"recording the outcome of {cid}", self.memory.record_outcome if self.memory else None, cid, outcome
+                )
+                self._event("outcome", step=record.step, candidate_id=cid, task_ids=p["task_ids"], **outcome)
+
+    def _target_state(self, update: InterfaceUpdate) -> str:
         """The part of the harness ``update`` changes, as text: a commit needs it unchanged since the trial."""
-        h = self.harness
-        if isinstance(update, EditRubric):
-            state: Any = h.rubrics.current(update.task_id).version
-        elif isinstance(update, ReweightTasks):
-            s = h.sampling.state
-            state = {t: [s.weights.get(t), s.status.get(t), s.parked_until.get(t)] for t in update.task_ids}
-        else:
-            g = h.guidance.state
-            if update.scope == "task":
-                task = h.tasks.get(update.target)
-                tids, domains = [update.target], [task.domain] if task else []
-            else:
-                tids = [t.id for t in h.tasks.values() if t.domain == update.target]
-                domains = [update.target]
-            state = {
-                "task": {t: _dump(g.per_task.get(t)) for t in tids},
-                "domain": {d: _dump(g.per_domain.get(d)) for d in domains},
-            }
-        return json.dumps(state, sort_keys=True, default=str)
+        return json.dumps(self.harness.interface(update).target_state(update), sort_keys=True, default=str)
 
     # ------------------------------------------------------------------------------------ graph events
     def record_attribution(

@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from langchain_core.runnables import Runnable, RunnableConfig
@@ -186,8 +187,11 @@ def build_graph(deps: EvolverDeps) -> Runnable:
     )
 
 
-def make_evolver_model(backend: Literal["rule-based", "llm"] = "rule-based", llm: LLMConfig | None = None):
-    """The evolver's chat model: the rule-based one, or ChatOpenAI on any OpenAI-compatible server."""
+def make_evolver_model(
+    backend: Literal["rule-based", "llm"] = "rule-based", llm: LLMConfig | None = None, interfaces: Sequence[str] = ()
+):
+    """The evolver's chat model: the rule-based one (knowing the registered interfaces plus ``interfaces``
+    dotted paths), or ChatOpenAI on any OpenAI-compatible server."""
     if backend == "llm":
         if llm is None:
             raise ConfigError("evolver.backend is 'llm' but evolver.llm is not set (model, base_url, api_key_env)")
@@ -196,7 +200,7 @@ def make_evolver_model(backend: Literal["rule-based", "llm"] = "rule-based", llm
         return make_chat_model(llm)
     from harnessrl.agents.rule_based import RuleBasedChatModel
 
-    return RuleBasedChatModel()
+    return RuleBasedChatModel(interfaces=list(interfaces))
 
 
 async def evolve(deps: EvolverDeps, failures: list[Any] | None = None) -> EvolverState:

@@ -26,11 +26,11 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AnyMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import to_jsonable_python
 
 from harnessrl.errors import ConfigError
-from harnessrl.interfaces.base import Interface
+from harnessrl.interfaces.registry import interface_classes
 from harnessrl.records.events import EventCallback
 
 __all__ = [
@@ -44,6 +44,7 @@ __all__ = [
     "LLMConfig",
     "ProposalRecord",
     "get_deps",
+    "interface_menu",
 ]
 
 DEPS_KEY = "harnessrl_evolver_deps"
@@ -59,18 +60,13 @@ class Attribution(BaseModel):
     """Submit your attribution of the failure you were given: the harness interface whose update can
     fix it, why, and the evidence. Call this exactly once, as your last action, after reading what you
     need (the failure's numbers, the task's history, what fixed similar failures before, the current
-    harness state). ``interface`` is ``rollout_guidance`` when the policy cannot reach the criteria yet
-    (uniformly low rewards: a hint for part of the group makes it discriminative), ``rubric_criteria``
-    when the reward itself is wrong (too lax: uniformly high; spurious: it rises with length or another
-    surface feature, the reference answer scores below the policy, a saturated or loosely judged
-    criterion), ``task_sampling`` when the task should be sampled less, parked or retired (out of
-    reach even with guidance, or solved)."""
+    harness state). ``interface`` is one of the harness interfaces (:func:`interface_menu`)."""
 
     model_config = ConfigDict(extra="forbid")
 
     failure_id: str = Field(min_length=1, description="The failure_id of the failure you attribute.")
     task_id: str = Field(min_length=1, description="The task the failure was detected on.")
-    interface: Interface = Field(description="The interface whose update can fix the failure.")
+    interface: str = Field(min_length=1, description="The interface whose update can fix the failure.")
     rationale: str = Field(min_length=1, description="Why this interface: the reasoning, in one to three sentences.")
     evidence: list[str] = Field(
         default_factory=list,
@@ -179,16 +175,39 @@ class GraphConfig(BaseModel):
     since_step: int | None = Field(default=None, ge=0, description="Ask get_failures only for failures since then.")
     failure_kinds: list[str] | None = Field(default=None, description="Ask get_failures only for these kinds.")
     fetch_limit: int = Field(default=20, ge=1, description="Failures asked of get_failures (deduplicated after).")
-    fallback_interface: Interface | None = Field(
+    fallback_interface: str | None = Field(
         default="task_sampling",
         description="On a revision the proposer may also use this interface's builder (e.g. park a task that "
         "guidance did not help); null: only the attributed interface.",
+    )
+    interfaces: list[str] = Field(
+        default_factory=list,
+        description="Dotted paths of interfaces to add to the registered ones (the run's harness.interfaces).",
     )
     prompts_dir: Path | None = Field(
         default=None,
         description="A folder of prompt files (attributor.md, proposer.md, revision.md, ...) overriding the "
         "packaged ones; a missing file falls back to the packaged prompt.",
     )
+
+    @model_validator(mode="after")
+    def _known_fallback(self):
+        known = interface_classes(self.interfaces)
+        if self.fallback_interface is not None and self.fallback_interface not in known:
+            raise ValueError(
+                f"fallback_interface {self.fallback_interface!r} is not an interface; known: {sorted(known)}"
+            )
+        return self
+
+
+def interface_menu(extra: Sequence[str] = ()) -> str:
+    """The registered interfaces as the evolver's prompts list them: one line each, its name, what it
+    changes and when to blame it (its ``evolver_text``), and the failure kinds it can answer."""
+    lines = []
+    for name, cls in interface_classes(extra).items():
+        kinds = list(dict.fromkeys((*cls.hint_for, *cls.answers)))
+        lines.append(f"- `{name}`: {cls.evolver_text}" + (f" Answers: {', '.join(kinds)}." if kinds else ""))
+    return "\n".join(lines)
 
 
 class LLMConfig(BaseModel):

@@ -1,22 +1,32 @@
-"""The three harness interfaces (task sampling, rollout guidance, rubric criteria) and the evolver's tool contract."""
+"""The harness interfaces (one :class:`Interface` type; task sampling, rollout guidance and rubric criteria
+built in, more as plug-ins), their registry, the harness that holds them, and the evolver's tool contract."""
 
+from harnessrl.interfaces.base import AppliedUpdate, HarnessContext, Interface, InterfaceUpdate, Row
 from harnessrl.interfaces.guidance import GuidanceRule, RolloutGuidance, SetGuidance, guided_count
-from harnessrl.interfaces.harness import Harness, HarnessUpdate, parse_update
+from harnessrl.interfaces.harness import Harness, parse_update
+from harnessrl.interfaces.registry import ENTRY_POINT_GROUP, interface_classes, load_interface
 from harnessrl.interfaces.rubric import EditRubric, RubricCriteria, RubricVersion
 from harnessrl.interfaces.sampling import DifficultyFilterSettings, ReweightTasks, TaskSampling
 
 __all__ = [
+    "ENTRY_POINT_GROUP",
+    "AppliedUpdate",
     "DifficultyFilterSettings",
     "EditRubric",
     "GuidanceRule",
     "Harness",
-    "HarnessUpdate",
+    "HarnessContext",
+    "Interface",
+    "InterfaceUpdate",
     "ReweightTasks",
     "RolloutGuidance",
+    "Row",
     "RubricCriteria",
     "RubricVersion",
     "SetGuidance",
     "TaskSampling",
     "guided_count",
+    "interface_classes",
+    "load_interface",
     "parse_update",
 ]

@@ -1,39 +1,63 @@
-"""What the three harness interfaces share: a version counter, an update history, JSON state.
+"""What every harness interface is: one unit with its state, its typed update, and every use of it.
 
 An interface owns some state the trainer consults every step (task weights, guidance texts, rubric
-versions). It changes only through a typed update (a pydantic model whose docstring is the
-instruction the evolver's LLM reads); every applied update bumps the interface's version and is
-appended to its history with the step it applies from, so a run can be read back and resumed.
+versions, a plug-in's own). It changes only through its typed update (a pydantic model whose
+docstring is the instruction the evolver's LLM reads); every applied update bumps the interface's
+version and is appended to its history with the step it applies from, so a run can be read back and
+resumed.
+
+:class:`Interface` is the one type. A subclass says, in one place:
+
+- **state**: :meth:`create` (fresh, over the run's tasks), :meth:`to_dict` / :meth:`restore`
+  (``harness.json``), :attr:`version`, :attr:`history`;
+- **its update**: :attr:`update_type`, :meth:`apply`, :meth:`preview` (what a candidate would change,
+  applying nothing), :meth:`target_state` (what must still be as it was at commit);
+- **how it reaches training**: :meth:`shape` changes one group member's :class:`Row` (its chat
+  messages and sampling settings), and the task draw and the rubric stay with the interfaces that
+  own them;
+- **how the critic measures a candidate**: :meth:`metric` and :meth:`trial` (a recipe of the critic's
+  trial kit, :class:`~harnessrl.critic.trials.Trial`); by default fresh rollouts of the frozen policy
+  with the rows it shapes now and the rows it would shape with the candidate;
+- **which failures it answers**: :attr:`answers` (the attributor's choices) and :attr:`hint_for`
+  (the detectors' hint);
+- **its MCP tools and prompt text**: :attr:`builder_tool` (built from :attr:`update_type`), extra
+  read fields in :meth:`task_view`, :attr:`evolver_text` for the attributor's prompt and
+  :meth:`suggest` for the rule-based evolver;
+- **how the report shows it**: :meth:`summary`.
+
+Interfaces are registered in :mod:`harnessrl.interfaces.registry` (built in, the
+``harnessrl.interfaces`` entry-point group, or a dotted path in the run config).
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, Field
 
-__all__ = ["INTERFACES", "INTERFACE_FOR_FAILURE", "AppliedUpdate", "Interface", "InterfaceUpdate"]
+from harnessrl.critic.signal import CRITERION_SIGNAL, RHO_PREFIX, SIGNAL_SHARE
+from harnessrl.data.schema import Task
+from harnessrl.records.failures import Failure
 
-Interface = Literal["task_sampling", "rollout_guidance", "rubric_criteria"]
-INTERFACES: tuple[str, ...] = ("task_sampling", "rollout_guidance", "rubric_criteria")
+if TYPE_CHECKING:
+    from typing import Self
 
-INTERFACE_FOR_FAILURE: dict[str, str] = {
-    "non_discriminative_low": "rollout_guidance",
-    "non_discriminative_high": "rubric_criteria",
-    "spurious_length": "rubric_criteria",
-    "spurious_feature": "rubric_criteria",
-    "reference_below_policy": "rubric_criteria",
-    "criterion_saturated": "rubric_criteria",
-    "criterion_dead": "rollout_guidance",
-    "judge_disagreement": "rubric_criteria",
-}
-"""The interface whose update most often addresses each reward-failure kind: the detectors' hint and
-the rule-based attributor's starting point (memory and evidence may override it)."""
+    from harnessrl.critic.acceptance import Measured
+    from harnessrl.critic.trials import Trial
+
+__all__ = ["AppliedUpdate", "HarnessContext", "Interface", "InterfaceUpdate", "Row", "failure_metric"]
 
 
 class InterfaceUpdate(BaseModel):
-    """Base of every interface update: what to change, and why (``rationale``, for the trace)."""
+    """Base of every interface update: what to change, and why (``rationale``, for the trace).
 
+    A subclass sets ``interface: Literal["<its interface's name>"] = "<name>"``: the tag that tells
+    updates apart in ``harness.json``, the events and the tool server."""
+
+    interface: str
     rationale: str = Field(default="", description="Why this update: the failure and evidence it answers.")
 
 
@@ -44,3 +68,158 @@ class AppliedUpdate(BaseModel):
     step: int
     update: dict[str, Any]
     candidate_id: str | None = None
+
+
+@dataclass(frozen=True)
+class HarnessContext:
+    """What an interface is built over: the run's training tasks and the settings it may read.
+
+    ``settings`` holds ``harness.interface_settings[<name>]`` from the run config (a plug-in's own)."""
+
+    tasks: Mapping[str, Task]
+    seed: int = 0
+    sampling_floor: float = 0.1
+    temperature: float = 1.0
+    settings: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    @property
+    def domains(self) -> set[str]:
+        return {t.domain for t in self.tasks.values()}
+
+
+@dataclass(frozen=True)
+class Row:
+    """One group member as the interfaces shape it: its chat messages, whether it saw guidance, and the
+    sampling settings it is generated with (``temperature`` always; ``top_p``, ``max_new_tokens`` when
+    an interface sets them)."""
+
+    messages: list[dict[str, str]]
+    guided: bool = False
+    generation: Mapping[str, float] = field(default_factory=dict)
+
+    def with_generation(self, **settings: float | None) -> Row:
+        """This row with the given sampling settings (None: leave that setting as it is)."""
+        merged = {**self.generation, **{k: v for k, v in settings.items() if v is not None}}
+        return replace(self, generation=merged)
+
+    @property
+    def temperature(self) -> float:
+        return float(self.generation.get("temperature", 1.0))
+
+
+def failure_metric(failure: Failure | None, *, reference_rank: str | None = None) -> str:
+    """The metric a trial measures for the failure it answers, invariant to a per-group affine change of
+    the rewards as the trainer's advantages are: ``rho_reward_length`` / ``rho_reward_<feature>`` for
+    spurious rewards, ``criterion_signal`` for a saturated or dead criterion named in the evidence,
+    ``reference_rank`` for reference_below_policy when the interface passes that metric, and else
+    ``signal_share`` (the share of groups that give signal)."""
+    kind = failure.kind if failure is not None else None
+    if kind == "spurious_length":
+        return RHO_PREFIX + "length"
+    if kind == "spurious_feature":
+        return RHO_PREFIX + str(failure.evidence.get("feature") or "length")  # type: ignore[union-attr]
+    if kind == "reference_below_policy" and reference_rank:
+        return reference_rank
+    if kind in ("criterion_saturated", "criterion_dead") and failure.evidence.get("criterion_id"):  # type: ignore[union-attr]
+        return CRITERION_SIGNAL
+    return SIGNAL_SHARE
+
+
+class Interface(ABC):
+    """A harness interface: state the trainer consults, changed only through its typed update.
+
+    With no update applied an interface changes nothing (plain GRPO)."""
+
+    name: ClassVar[str]
+    """Its name: the ``interface`` tag of its updates, its key in ``harness.json`` and the events."""
+    update_type: ClassVar[type[InterfaceUpdate]]
+    """Its update model; the docstring is what the evolver's LLM reads about it."""
+    builder_tool: ClassVar[str]
+    """The MCP tool that builds a candidate of this interface (it validates, records, applies nothing)."""
+    answers: ClassVar[tuple[str, ...]] = ()
+    """Failure kinds an update of this interface can answer: the attributor may blame it for these."""
+    hint_for: ClassVar[tuple[str, ...]] = ()
+    """Failure kinds for which it is the first choice: the detectors' ``interface_hint``."""
+    evolver_text: ClassVar[str] = ""
+    """One paragraph for the attributor's prompt: what it changes and when to blame it."""
+
+    # ------------------------------------------------------------------ state
+    @classmethod
+    @abstractmethod
+    def create(cls, ctx: HarnessContext) -> Self:
+        """A fresh interface over the run's tasks (version 0: changes nothing)."""
+
+    @classmethod
+    @abstractmethod
+    def restore(cls, data: Mapping[str, Any], ctx: HarnessContext) -> Self:
+        """Read back what :meth:`to_dict` wrote (raise ValueError/KeyError/TypeError when it does not fit)."""
+
+    @abstractmethod
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable state, version and history included."""
+
+    @property
+    @abstractmethod
+    def version(self) -> int: ...
+
+    @property
+    @abstractmethod
+    def history(self) -> list[AppliedUpdate]: ...
+
+    # ------------------------------------------------------------------ its update
+    @abstractmethod
+    def apply(self, update: Any, step: int, candidate_id: str | None = None) -> int:
+        """Apply ``update`` from ``step`` on; returns the interface's new version (ValueError: invalid)."""
+
+    @abstractmethod
+    def preview(self, update: Any, step: int) -> dict[str, Any]:
+        """What ``update`` would change from ``step`` on, before and after, as JSON; applies nothing.
+        Raise ValueError with a readable reason when the candidate is invalid or changes nothing."""
+
+    @abstractmethod
+    def target_state(self, update: Any) -> Any:
+        """The part of the state ``update`` changes (JSON-serialisable): a commit needs it as it was when
+        the candidate was measured."""
+
+    def targets(self, update: Any) -> list[Task]:
+        """The training tasks ``update`` can change (the default rollout trial probes these)."""
+        return []
+
+    # ------------------------------------------------------------------ how it reaches training
+    def shape(self, task: Task, member: int, group_size: int, row: Row, overlay: Any | None = None) -> Row:
+        """Member ``member`` of a group of ``group_size`` for ``task``, as this interface shapes it;
+        ``overlay``: a candidate update of this interface, previewed exactly as :meth:`apply` would put
+        it in force. Default: unchanged."""
+        return row
+
+    # ------------------------------------------------------------------ the critic
+    def metric(self, update: Any, failure: Failure | None) -> str:
+        """The metric a trial of ``update`` measures (default: from the failure, :func:`failure_metric`)."""
+        return failure_metric(failure)
+
+    def trial(self, update: Any, trial: Trial) -> Measured:
+        """Measure ``update`` on the frozen policy (default: two arms of fresh rollouts of the tasks it
+        changes, the rows shaped now vs with the candidate; :meth:`Trial.rollout_arms`)."""
+        return trial.rollout_arms(self.targets(update), describe=self.describe(update))
+
+    def describe(self, update: Any) -> str:
+        """A few words on what ``update`` targets, for the critic's reasons."""
+        return f"{self.name} update"
+
+    # ------------------------------------------------------------------ the evolver
+    def task_view(self, task: Task, step: int) -> dict[str, Any]:
+        """What ``get_harness_state`` shows of this interface for ``task`` at ``step`` (JSON)."""
+        return {}
+
+    @classmethod
+    def suggest(cls, failure: Mapping[str, Any], task: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+        """The rule-based evolver's candidates for ``failure`` (a ``get_failures`` item) on ``task`` (a
+        ``get_harness_state`` task view), best first, as (label, builder-tool arguments). Built-in
+        interfaces have their playbook in :mod:`harnessrl.agents.rule_based`; a plug-in gives its own."""
+        return []
+
+    # ------------------------------------------------------------------ the report
+    def summary(self) -> dict[str, Any]:
+        """What the report shows of this interface (JSON): its version, how many updates it applied, and
+        what an interface adds of its own (what is in force now)."""
+        return {"version": self.version, "updates": len(self.history)}

@@ -10,12 +10,17 @@ is fixed by their position in the group (the first ``k``), so every process agre
 from __future__ import annotations
 
 import math
-from typing import Literal
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
 from harnessrl.data.schema import Task
-from harnessrl.interfaces.base import AppliedUpdate, InterfaceUpdate
+from harnessrl.interfaces.base import AppliedUpdate, HarnessContext, Interface, InterfaceUpdate, Row
+
+if TYPE_CHECKING:
+    from harnessrl.critic.acceptance import Measured
+    from harnessrl.critic.trials import Trial
 
 __all__ = ["GuidanceRule", "RolloutGuidance", "RolloutGuidanceState", "SetGuidance", "guided_count"]
 
@@ -73,14 +78,26 @@ def guided_count(group_size: int, fraction: float) -> int:
     return min(group_size - 1, max(1, math.floor(fraction * group_size + 0.5)))
 
 
-class RolloutGuidance:
+class RolloutGuidance(Interface):
     """The rollout-guidance interface. With no update applied no prompt changes (plain GRPO)."""
 
     name = "rollout_guidance"
+    update_type = SetGuidance
+    builder_tool = "set_guidance"
+    answers = ("non_discriminative_low", "criterion_saturated", "criterion_dead")
+    hint_for = ("non_discriminative_low", "criterion_dead")
+    evolver_text = (
+        "a hint for part of each rollout group (and the sampling temperature), so some rollouts succeed "
+        "and the group tells answers apart again. Blame it when every rollout fails alike (uniformly "
+        "low) although the task is within reach."
+    )
 
-    def __init__(self, default_temperature: float = 1.0, domains: set[str] | None = None):
+    def __init__(
+        self, default_temperature: float = 1.0, domains: set[str] | None = None, tasks: Mapping[str, Task] | None = None
+    ):
         self.state = RolloutGuidanceState(default_temperature=default_temperature)
         self.domains = domains
+        self.tasks = dict(tasks or {})
 
     @property
     def version(self) -> int:
@@ -118,6 +135,8 @@ class RolloutGuidance:
         return messages, True
 
     def apply(self, update: SetGuidance, step: int, candidate_id: str | None = None) -> int:
+        if update.scope == "task" and self.tasks and update.target not in self.tasks:
+            raise ValueError(f"unknown task id {update.target!r}")
         if update.scope == "domain" and self.domains is not None and update.target not in self.domains:
             raise ValueError(f"unknown domain {update.target!r}; known: {sorted(self.domains)}")
         table = self.state.per_task if update.scope == "task" else self.state.per_domain
@@ -135,8 +154,103 @@ class RolloutGuidance:
         return self.state.model_dump()
 
     @classmethod
-    def from_dict(cls, data: dict, domains: set[str] | None = None) -> RolloutGuidance:
+    def from_dict(
+        cls, data: Mapping[str, Any], domains: set[str] | None = None, tasks: Mapping[str, Task] | None = None
+    ) -> RolloutGuidance:
         obj = cls.__new__(cls)
         obj.state = RolloutGuidanceState.model_validate(data)
         obj.domains = domains
+        obj.tasks = dict(tasks or {})
         return obj
+
+    # ------------------------------------------------------------------ as a harness interface
+    @classmethod
+    def create(cls, ctx: HarnessContext) -> RolloutGuidance:
+        return cls(default_temperature=ctx.temperature, domains=ctx.domains, tasks=ctx.tasks)
+
+    @classmethod
+    def restore(cls, data: Mapping[str, Any], ctx: HarnessContext) -> RolloutGuidance:
+        return cls.from_dict(data, domains=ctx.domains, tasks=ctx.tasks)
+
+    @property
+    def history(self) -> list[AppliedUpdate]:
+        return self.state.history
+
+    def shape(self, task: Task, member: int, group_size: int, row: Row, overlay: SetGuidance | None = None) -> Row:
+        """The hint for the first members of the group, and the group's temperature."""
+        messages, guided = self.prompt_for(task, member, group_size, overlay)
+        return Row(messages, row.guided or guided, row.generation).with_generation(
+            temperature=self.temperature_for(task, overlay)
+        )
+
+    def targets(self, update: SetGuidance) -> list[Task]:
+        """The task, or the tasks of the domain, the update can change (ValueError: unknown)."""
+        if update.scope == "task":
+            if update.target not in self.tasks:
+                raise ValueError(f"unknown task id {update.target!r}")
+            return [self.tasks[update.target]]
+        domains = sorted(self.domains or {t.domain for t in self.tasks.values()})
+        if update.target not in domains:
+            raise ValueError(f"unknown domain {update.target!r}; known: {domains}")
+        return [t for t in self.tasks.values() if t.domain == update.target]
+
+    def describe(self, update: SetGuidance) -> str:
+        return f"{update.scope} {update.target!r}"
+
+    def preview(self, update: SetGuidance, step: int) -> dict[str, Any]:
+        scope = self.targets(update)
+        changed = [t for t in scope if self.rule_for(t) != self.rule_for(t, overlay=update)]
+        if not changed:
+            why = (
+                "every task of that domain has its own task rule, which a domain rule does not override"
+                if update.scope == "domain" and scope
+                else "the same guidance is already in force"
+            )
+            raise ValueError(f"it changes nothing ({why})")
+        before, after = self.rule_for(changed[0]), self.rule_for(changed[0], overlay=update)
+        return {
+            "tasks_affected": len(changed),
+            "task_ids": [t.id for t in changed[:20]],
+            "rule_before": None if before is None else before.model_dump(mode="json"),
+            "rule_after": None if after is None else after.model_dump(mode="json"),
+        }
+
+    def target_state(self, update: SetGuidance) -> Any:
+        if update.scope == "task":
+            task = self.tasks.get(update.target)
+            tids, domains = [update.target], [task.domain] if task else []
+        else:
+            tids = [t.id for t in self.tasks.values() if t.domain == update.target]
+            domains = [update.target]
+
+        def dump(rule: GuidanceRule | None) -> Any:
+            return None if rule is None else rule.model_dump(mode="json")
+
+        return {
+            "task": {t: dump(self.state.per_task.get(t)) for t in tids},
+            "domain": {d: dump(self.state.per_domain.get(d)) for d in domains},
+        }
+
+    def trial(self, update: SetGuidance, trial: Trial) -> Measured:
+        """Two arms of fresh rollouts on the task, or on up to two tasks of the domain (recently flat
+        ones first): the prompts built now and with the candidate (:meth:`Trial.rollout_arms`)."""
+        try:
+            targets = self.targets(update)
+        except ValueError as e:
+            trial.reject(f"invalid candidate: {e}")
+        trial.measurements.update(scope=update.scope, target=update.target)
+        return trial.rollout_arms(targets, describe=self.describe(update))
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            **super().summary(),
+            "task_rules": sorted(self.state.per_task),
+            "domain_rules": sorted(self.state.per_domain),
+        }
+
+    def task_view(self, task: Task, step: int) -> dict[str, Any]:
+        rule = self.rule_for(task)
+        return {
+            "guidance": None if rule is None else rule.model_dump(mode="json"),
+            "temperature": self.temperature_for(task),
+        }

@@ -1,7 +1,13 @@
-"""The harness: the three interfaces together, applied by one entry point and saved as one file.
+"""The harness: every registered interface together, applied by one entry point and saved as one file.
 
-``harness.json`` in the run directory is rewritten atomically (temp file + rename) after every
-applied update, so a killed run resumes with every committed update and never reads a torn file.
+``harness.json`` in the run directory holds each interface's state under its name, and is rewritten
+atomically (temp file + rename) after every applied update, so a killed run resumes with every
+committed update and never reads a torn file.
+
+Three interfaces have a fixed role in a training step and are reached by name: task sampling draws
+the batch (:attr:`Harness.sampling`), the rubric grades it (:attr:`Harness.rubrics`). Every interface,
+built in or plugged in, shapes each group member's :class:`~harnessrl.interfaces.base.Row` (prompt and
+sampling settings) in registration order (:meth:`Harness.row`).
 """
 
 from __future__ import annotations
@@ -9,32 +15,43 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Annotated
+from typing import Any
 
-from pydantic import Field, TypeAdapter
+from pydantic import ValidationError
 
 from harnessrl.data.schema import Task
-from harnessrl.errors import HarnessRLError
-from harnessrl.interfaces.guidance import RolloutGuidance, SetGuidance
-from harnessrl.interfaces.rubric import EditRubric, RubricCriteria
-from harnessrl.interfaces.sampling import ReweightTasks, TaskSampling
+from harnessrl.errors import ConfigError, HarnessRLError
+from harnessrl.interfaces.base import HarnessContext, Interface, InterfaceUpdate, Row
+from harnessrl.interfaces.guidance import RolloutGuidance
+from harnessrl.interfaces.registry import BUILTIN, allowed_interfaces, failure_hints, interface_classes
+from harnessrl.interfaces.rubric import RubricCriteria
+from harnessrl.interfaces.sampling import TaskSampling
 
-__all__ = ["Harness", "HarnessUpdate", "parse_update"]
-
-HarnessUpdate = Annotated[ReweightTasks | SetGuidance | EditRubric, Field(discriminator="interface")]
-"""Any interface update, told apart by its ``interface`` field."""
-
-_UPDATE = TypeAdapter(HarnessUpdate)
+__all__ = ["Harness", "parse_update"]
 
 
-def parse_update(data: dict) -> ReweightTasks | SetGuidance | EditRubric:
-    """Validate a dict as one of the three update types (raises pydantic's ValidationError)."""
-    return _UPDATE.validate_python(data)
+def parse_update(data: Mapping[str, Any], extra: Iterable[str] = ()) -> InterfaceUpdate:
+    """Validate a dict as the update of the interface its ``interface`` field names (raises pydantic's
+    ValidationError for a bad update, ValueError for an unknown interface)."""
+    classes = interface_classes(extra)
+    name = data.get("interface") if isinstance(data, Mapping) else None
+    if name not in classes:
+        raise ValueError(f"unknown interface {name!r} in an update; registered: {sorted(classes)}")
+    return classes[name].update_type.model_validate(data)
 
 
 class Harness:
-    """Task sampling, rollout guidance and rubric criteria over one set of training tasks."""
+    """Every registered interface over one set of training tasks.
+
+    Args:
+        tasks: the training tasks.
+        sampling_floor, seed, temperature: the built-in interfaces' settings (a floor on each active
+            task's sampling share, the draw's seed, the run's sampling temperature).
+        interfaces: dotted paths of interfaces to add to the registered ones (``harness.interfaces``).
+        settings: per-interface settings by name (``harness.interface_settings``).
+    """
 
     def __init__(
         self,
@@ -43,40 +60,93 @@ class Harness:
         sampling_floor: float = 0.1,
         seed: int = 0,
         temperature: float = 1.0,
+        interfaces: Iterable[str] = (),
+        settings: Mapping[str, Mapping[str, Any]] | None = None,
+        _state: Mapping[str, Any] | None = None,
+        _where: str = "",
     ):
         self.tasks = {t.id: t for t in tasks}
-        self.sampling = TaskSampling(self.tasks, floor=sampling_floor, seed=seed)
-        self.guidance = RolloutGuidance(default_temperature=temperature, domains={t.domain for t in tasks})
-        self.rubrics = RubricCriteria(tasks)
+        self.extra = tuple(interfaces)
+        self.context = HarnessContext(
+            tasks=self.tasks, seed=seed, sampling_floor=sampling_floor, temperature=temperature, settings=settings or {}
+        )
+        self.interfaces: dict[str, Interface] = {}
+        for name, cls in interface_classes(self.extra).items():
+            if _state is not None and name in _state:
+                try:
+                    self.interfaces[name] = cls.restore(_state[name], self.context)
+                except (KeyError, TypeError, ValueError, ValidationError) as e:
+                    raise HarnessRLError(
+                        f"{_where}: the saved state of interface {name!r} does not match this run's tasks or "
+                        f"format ({e}); was the data changed?"
+                    ) from e
+            else:  # new, or an interface installed since the run was saved: it starts at version 0
+                try:
+                    self.interfaces[name] = cls.create(self.context)
+                except (KeyError, TypeError, ValueError) as e:
+                    raise ConfigError(f"interface {name!r} cannot be set up: {e}") from e
+
+    # ------------------------------------------------------------------ the interfaces with a fixed role
+    @property
+    def sampling(self) -> TaskSampling:
+        return self._builtin(TaskSampling)
+
+    @property
+    def guidance(self) -> RolloutGuidance:
+        return self._builtin(RolloutGuidance)
+
+    @property
+    def rubrics(self) -> RubricCriteria:
+        return self._builtin(RubricCriteria)
+
+    def _builtin(self, cls: type) -> Any:
+        iface = self.interfaces[cls.name]
+        if not isinstance(iface, cls):
+            raise HarnessRLError(f"interface {cls.name!r} is {type(iface).__name__}, not the built-in {cls.__name__}")
+        return iface
+
+    def interface(self, update: InterfaceUpdate | str) -> Interface:
+        """The interface an update (or a name) belongs to; ValueError for an unknown one."""
+        if not isinstance(update, (str, InterfaceUpdate)):
+            raise TypeError(f"not a harness update: {type(update).__name__} (parse it with parse_update first)")
+        name = update if isinstance(update, str) else update.interface
+        try:
+            return self.interfaces[name]
+        except KeyError:
+            raise ValueError(f"unknown interface {name!r}; this harness has {sorted(self.interfaces)}") from None
+
+    def failure_hints(self) -> dict[str, str]:
+        """Failure kind -> the interface that is its first choice (the detectors' ``interface_hint``)."""
+        return failure_hints(self.extra)
+
+    def allowed_interfaces(self) -> dict[str, tuple[str, ...]]:
+        """Failure kind -> the interfaces that can answer it, first choice first."""
+        return allowed_interfaces(self.extra)
 
     @property
     def versions(self) -> dict[str, int]:
-        return {
-            "task_sampling": self.sampling.version,
-            "rollout_guidance": self.guidance.version,
-            "rubric_criteria": self.rubrics.version,
-        }
+        return {name: iface.version for name, iface in self.interfaces.items()}
 
-    def apply(
-        self, update: ReweightTasks | SetGuidance | EditRubric, step: int, candidate_id: str | None = None
-    ) -> int:
+    # ------------------------------------------------------------------ a training step
+    def row(self, task: Task, member: int, group_size: int, overlay: InterfaceUpdate | None = None) -> Row:
+        """Member ``member`` of a group of ``group_size`` for ``task`` as every interface shapes it, in
+        registration order; ``overlay`` previews a candidate update on its own interface."""
+        row = Row(task.messages(), False, {"temperature": self.context.temperature})
+        for name, iface in self.interfaces.items():
+            row = iface.shape(task, member, group_size, row, overlay if overlay and overlay.interface == name else None)
+        return row
+
+    def apply(self, update: InterfaceUpdate, step: int, candidate_id: str | None = None) -> int:
         """Apply any update to its interface from ``step`` on; returns that interface's new version."""
-        if isinstance(update, ReweightTasks):
-            return self.sampling.apply(update, step, candidate_id)
-        if isinstance(update, SetGuidance):
-            if update.scope == "task" and update.target not in self.tasks:
-                raise ValueError(f"unknown task id {update.target!r}")
-            return self.guidance.apply(update, step, candidate_id)
-        if isinstance(update, EditRubric):
-            return self.rubrics.apply(update, step, candidate_id)
-        raise TypeError(f"not a harness update: {type(update).__name__}")
+        return self.interface(update).apply(update, step, candidate_id)
 
+    # ------------------------------------------------------------------ harness.json
     def to_dict(self) -> dict:
         return {
             "versions": self.versions,
-            "task_sampling": self.sampling.to_dict(),
-            "rollout_guidance": self.guidance.to_dict(),
-            "rubric_criteria": self.rubrics.to_dict(),
+            # what the report shows of each interface (read back by nothing else)
+            "summary": {name: iface.summary() for name, iface in self.interfaces.items()},
+            **{name: iface.to_dict() for name, iface in self.interfaces.items()},
         }
 
     def save(self, path: str | Path) -> None:
@@ -95,28 +165,45 @@ class Harness:
             raise
 
     @classmethod
-    def load(cls, path: str | Path, tasks: list[Task]) -> Harness:
-        """Read a saved harness back over the same training tasks."""
+    def load(
+        cls,
+        path: str | Path,
+        tasks: list[Task],
+        *,
+        sampling_floor: float = 0.1,
+        seed: int = 0,
+        temperature: float = 1.0,
+        interfaces: Iterable[str] = (),
+        settings: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> Harness:
+        """Read a saved harness back over the same training tasks (the settings apply to interfaces the
+        file does not hold, e.g. a plug-in installed since)."""
         path = Path(path)
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as e:
             raise HarnessRLError(f"{path}: cannot read the saved harness ({e}); the run directory is damaged") from e
-        obj = cls.__new__(cls)
-        obj.tasks = {t.id: t for t in tasks}
-        try:
-            obj.sampling = TaskSampling.from_dict(data["task_sampling"])
-            obj.guidance = RolloutGuidance.from_dict(data["rollout_guidance"], domains={t.domain for t in tasks})
-            obj.rubrics = RubricCriteria.from_dict(data["rubric_criteria"], tasks)
-        except (KeyError, TypeError, ValueError) as e:  # TypeError: valid JSON of the wrong shape
-            raise HarnessRLError(f"{path}: saved harness does not match this run's tasks or format ({e})") from e
-        missing = set(obj.tasks) - set(obj.sampling.task_ids)
+        if not isinstance(data, dict):
+            raise HarnessRLError(f"{path}: the saved harness is not a JSON object; the run directory is damaged")
+        missing = [c.name for c in BUILTIN if c.name not in data]
         if missing:
-            raise HarnessRLError(f"{path}: saved harness lacks tasks {sorted(missing)[:5]}: was the data changed?")
-        extra = set(obj.sampling.task_ids) - set(obj.tasks)
-        if extra:
             raise HarnessRLError(
-                f"{path}: saved harness samples tasks {sorted(extra)[:5]} that this run's training data lacks:"
-                " was the data changed?"
+                f"{path}: the saved harness lacks the interface(s) {missing}; the run directory is damaged"
             )
-        return obj
+        harness = cls(
+            tasks,
+            sampling_floor=sampling_floor,
+            seed=seed,
+            temperature=temperature,
+            interfaces=interfaces,
+            settings=settings,
+            _state=data,
+            _where=str(path),
+        )
+        unknown = sorted(set(data) - set(harness.interfaces) - {"versions", "summary"})
+        if unknown:
+            raise HarnessRLError(
+                f"{path}: the saved harness has interface(s) {unknown} that are not registered here: install the "
+                "package that provides them, or name them in harness.interfaces"
+            )
+        return harness

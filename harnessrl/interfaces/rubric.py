@@ -8,14 +8,21 @@ rubric without applying it, which is what a critic re-grades cached rollouts wit
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
+from harnessrl.critic.signal import REFERENCE_RANK
 from harnessrl.data.schema import Criterion, Task
-from harnessrl.interfaces.base import AppliedUpdate, InterfaceUpdate
+from harnessrl.interfaces.base import AppliedUpdate, HarnessContext, Interface, InterfaceUpdate, failure_metric
+from harnessrl.records.failures import Failure
 
-__all__ = ["EditRubric", "RubricCriteria", "RubricVersion"]
+if TYPE_CHECKING:
+    from harnessrl.critic.acceptance import Measured
+    from harnessrl.critic.trials import Trial
+
+__all__ = ["EditRubric", "RubricCriteria", "RubricVersion", "criteria_view"]
 
 
 class EditRubric(InterfaceUpdate):
@@ -48,17 +55,45 @@ class RubricVersion(BaseModel):
     candidate_id: str | None = None
 
 
-class RubricCriteria:
-    """The rubric-criteria interface. With no update applied every task uses version 0 (plain GRPO)."""
+class RubricCriteria(Interface):
+    """The rubric-criteria interface. With no update applied every task uses version 0 (plain GRPO).
+
+    It owns the rubric each rollout is graded with (:meth:`current`, :attr:`versions`)."""
 
     name = "rubric_criteria"
+    update_type = EditRubric
+    builder_tool = "edit_rubric"
+    answers = ("criterion_dead",)
+    hint_for = (
+        "non_discriminative_high",
+        "spurious_length",
+        "spurious_feature",
+        "reference_below_policy",
+        "criterion_saturated",
+        "judge_disagreement",
+    )
+    evolver_text = (
+        "the task's rubric; add a stricter criterion, a pitfall (negative weight) against a reward hack, "
+        "reword a loose criterion or reweight one. Blame it when scores are uniformly high on a lax rubric, "
+        "or when higher scores stop meaning better answers (length, a surface feature, the reference "
+        "answer scoring below the policy)."
+    )
 
-    def __init__(self, tasks: list[Task]):
+    def __init__(self, tasks: Sequence[Task]):
+        self.tasks = {t.id: t for t in tasks}
         self.versions: dict[str, list[RubricVersion]] = {
             t.id: [RubricVersion(version=0, step=0, criteria=list(t.rubric))] for t in tasks
         }
-        self.version = 0
-        self.history: list[AppliedUpdate] = []
+        self._version = 0
+        self._history: list[AppliedUpdate] = []
+
+    @property
+    def version(self) -> int:
+        return self._version
+
+    @property
+    def history(self) -> list[AppliedUpdate]:
+        return self._history
 
     def current(self, task_id: str) -> RubricVersion:
         try:
@@ -70,7 +105,7 @@ class RubricCriteria:
         """Version 0, the dataset's rubric (what evaluation grades with)."""
         return self.versions[task_id][0].criteria
 
-    def preview(self, update: EditRubric) -> list[Criterion]:
+    def rubric_with(self, update: EditRubric) -> list[Criterion]:
         """The rubric ``update`` would make, without applying it; raises ValueError when it is invalid."""
         crits = {c.id: c for c in self.current(update.task_id).criteria}
         unknown = [cid for cid in (*update.remove, *update.reword, *update.reweight) if cid not in crits]
@@ -99,14 +134,14 @@ class RubricCriteria:
 
     def apply(self, update: EditRubric, step: int, candidate_id: str | None = None) -> int:
         """Apply an edit from ``step`` on; returns the task's new rubric version."""
-        criteria = self.preview(update)
+        criteria = self.rubric_with(update)
         new = RubricVersion(
             version=self.current(update.task_id).version + 1, step=step, criteria=criteria, candidate_id=candidate_id
         )
         self.versions[update.task_id].append(new)
-        self.version += 1
-        self.history.append(
-            AppliedUpdate(version=self.version, step=step, update=update.model_dump(), candidate_id=candidate_id)
+        self._version += 1
+        self._history.append(
+            AppliedUpdate(version=self._version, step=step, update=update.model_dump(), candidate_id=candidate_id)
         )
         return new.version
 
@@ -119,12 +154,87 @@ class RubricCriteria:
         }
 
     @classmethod
-    def from_dict(cls, data: dict, tasks: list[Task]) -> RubricCriteria:
+    def from_dict(cls, data: Mapping[str, Any], tasks: Sequence[Task]) -> RubricCriteria:
         obj = cls(tasks)
-        obj.version = data.get("version", 0)
-        obj.history = [AppliedUpdate.model_validate(h) for h in data.get("history", [])]
+        obj._version = data.get("version", 0)
+        obj._history = [AppliedUpdate.model_validate(h) for h in data.get("history", [])]
         for tid, vs in data.get("edited", {}).items():
             if tid not in obj.versions:
                 raise ValueError(f"saved rubric edits name task {tid!r}, which is not in the training data")
             obj.versions[tid].extend(RubricVersion.model_validate(v) for v in vs)
         return obj
+
+    # ------------------------------------------------------------------ as a harness interface
+    @classmethod
+    def create(cls, ctx: HarnessContext) -> RubricCriteria:
+        return cls(list(ctx.tasks.values()))
+
+    @classmethod
+    def restore(cls, data: Mapping[str, Any], ctx: HarnessContext) -> RubricCriteria:
+        return cls.from_dict(data, list(ctx.tasks.values()))
+
+    def targets(self, update: EditRubric) -> list[Task]:
+        self.current(update.task_id)  # ValueError for an unknown task
+        return [self.tasks[update.task_id]]
+
+    def describe(self, update: EditRubric) -> str:
+        return f"the rubric of task {update.task_id!r}"
+
+    def preview(self, update: EditRubric, step: int) -> dict[str, Any]:
+        current = self.current(update.task_id)
+        after = self.rubric_with(update)
+        old = {c.id: c for c in current.criteria}
+        new = {c.id: c for c in after}
+        return {
+            "rubric_version_now": current.version,
+            "added": [i for i in new if i not in old],
+            "removed": [i for i in old if i not in new],
+            "changed": [i for i in new if i in old and new[i] != old[i]],
+            "rubric_after": criteria_view(after),
+        }
+
+    def target_state(self, update: EditRubric) -> Any:
+        return self.current(update.task_id).version
+
+    # ------------------------------------------------------------------ how the critic measures a candidate
+    def metric(self, update: EditRubric, failure: Failure | None) -> str:
+        """From the failure; for reference_below_policy, the reference answer's rank among the rollouts."""
+        return failure_metric(failure, reference_rank=REFERENCE_RANK)
+
+    def trial(self, update: EditRubric, trial: Trial) -> Measured:
+        """Re-grade the task's cached rollouts (samples of the frozen policy) and its reference answer
+        under the current and the candidate rubric: paired, nothing generated (:meth:`Trial.regrade`).
+        A criterion-signal trial watches the failure's criterion and every criterion the candidate
+        rewords, reweights, removes (baseline side) or adds (candidate side)."""
+        try:
+            task = self.targets(update)[0]
+            candidate = self.rubric_with(update)
+        except ValueError as e:
+            trial.reject(f"invalid candidate: {e}")
+        current = self.current(task.id)
+        cid = trial.failure.evidence.get("criterion_id") if trial.failure is not None else None
+        touched = ({str(cid)} if cid else set()) | set(update.reword) | set(update.reweight)
+        base_ids, cand_ids = touched | set(update.remove), touched | {c.id for c in update.add}
+        return trial.regrade(
+            task,
+            current,
+            candidate,
+            targeted=(
+                [c.id for c in current.criteria if c.id in base_ids],
+                [c.id for c in candidate if c.id in cand_ids],
+            ),
+        )
+
+    # ------------------------------------------------------------------ the evolver and the report
+    def summary(self) -> dict[str, Any]:
+        edited = {tid: vs[-1].version for tid, vs in self.versions.items() if len(vs) > 1}
+        return {**super().summary(), "edited_tasks": dict(sorted(edited.items()))}
+
+    def task_view(self, task: Task, step: int) -> dict[str, Any]:
+        current = self.current(task.id)
+        return {"rubric_version": current.version, "rubric": criteria_view(current.criteria)}
+
+
+def criteria_view(criteria: Sequence[Criterion]) -> list[dict[str, Any]]:
+    """Criteria as plain JSON objects (id, text, weight, kind, check) for the evolver's tools."""
+    return [c.model_dump(mode="json", exclude_none=True) for c in criteria]

@@ -17,14 +17,21 @@ makes a task ineligible while that mean lies outside a band; a skipped task is r
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Collection, Iterable, Sequence
-from typing import Literal
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from harnessrl.critic.signal import MOVED_SIGNAL_SHARE
+from harnessrl.data.schema import Task
 from harnessrl.errors import ConfigError
-from harnessrl.interfaces.base import AppliedUpdate, InterfaceUpdate
+from harnessrl.interfaces.base import AppliedUpdate, HarnessContext, Interface, InterfaceUpdate
+from harnessrl.records.failures import Failure
+
+if TYPE_CHECKING:
+    from harnessrl.critic.acceptance import Measured
+    from harnessrl.critic.trials import Trial
 
 __all__ = [
     "DifficultyFilter",
@@ -147,10 +154,20 @@ def _with_floor(w: np.ndarray, floor: float) -> np.ndarray:
         pinned |= below
 
 
-class TaskSampling:
-    """The task-sampling interface. With no update applied it samples uniformly (plain GRPO)."""
+class TaskSampling(Interface):
+    """The task-sampling interface. With no update applied it samples uniformly (plain GRPO).
+
+    It owns the draw: which tasks make up each step's batch (:meth:`sample`)."""
 
     name = "task_sampling"
+    update_type = ReweightTasks
+    builder_tool = "reweight_tasks"
+    answers = ("non_discriminative_low", "non_discriminative_high", "criterion_saturated", "criterion_dead")
+    evolver_text = (
+        "how often each task is sampled; park a task that is out of reach for now, retire a solved or "
+        "broken one, reweight to promote tasks in the learnable band. Blame it when the task itself, not "
+        "its rollouts or rubric, is the problem."
+    )
 
     def __init__(self, task_ids: Iterable[str], floor: float = 0.1, seed: int = 0):
         ids = list(dict.fromkeys(task_ids))
@@ -242,9 +259,9 @@ class TaskSampling:
             "odf/reprobes": float(odf.reprobes),
         }
 
-    def preview(self, update: ReweightTasks, step: int) -> dict[str, float]:
-        """Sampling probabilities if ``update`` were applied (for trials; changes nothing)."""
-        clone = TaskSampling.__new__(TaskSampling)
+    def probabilities_with(self, update: ReweightTasks, step: int) -> dict[str, float]:
+        """Sampling probabilities at ``step`` if ``update`` were applied (changes nothing)."""
+        clone = type(self).__new__(type(self))
         clone.seed = self.seed
         clone.state = self.state.model_copy(deep=True)
         clone._apply_state(update, step)
@@ -285,9 +302,92 @@ class TaskSampling:
         return {"seed": self.seed, **self.state.model_dump()}
 
     @classmethod
-    def from_dict(cls, data: dict) -> TaskSampling:
+    def from_dict(cls, data: Mapping[str, Any]) -> TaskSampling:
         obj = cls.__new__(cls)
         data = dict(data)
         obj.seed = data.pop("seed", 0)
         obj.state = TaskSamplingState.model_validate(data)
         return obj
+
+    # ------------------------------------------------------------------ as a harness interface
+    @classmethod
+    def create(cls, ctx: HarnessContext) -> TaskSampling:
+        return cls(ctx.tasks, floor=ctx.sampling_floor, seed=ctx.seed)
+
+    @classmethod
+    def restore(cls, data: Mapping[str, Any], ctx: HarnessContext) -> TaskSampling:
+        obj = cls.from_dict(data)
+        missing = set(ctx.tasks) - set(obj.task_ids)
+        if missing:
+            raise ValueError(f"it lacks tasks {sorted(missing)[:5]}")
+        extra = set(obj.task_ids) - set(ctx.tasks)
+        if extra:
+            raise ValueError(f"it samples tasks {sorted(extra)[:5]} that this run's training data lacks")
+        return obj
+
+    @property
+    def history(self) -> list[AppliedUpdate]:
+        return self.state.history
+
+    def preview(self, update: ReweightTasks, step: int) -> dict[str, Any]:
+        after = self.probabilities_with(update, step)
+        before = self.probabilities(step)
+        return {
+            "sampling_probability": {
+                t: {"before": round(before[t], 6), "after": round(after[t], 6)} for t in update.task_ids
+            }
+        }
+
+    def target_state(self, update: ReweightTasks) -> Any:
+        s = self.state
+        return {t: [s.weights.get(t), s.status.get(t), s.parked_until.get(t)] for t in update.task_ids}
+
+    def promoted(self, update: ReweightTasks, step: int) -> list[str]:
+        """The tasks ``update`` would draw more often than now (a probe of the policy on them is worth it)."""
+        out = []
+        for tid in update.task_ids:
+            if update.action == "reweight":
+                if self.state.status[tid] != "retired" and (
+                    float(update.weight) > self.state.weights[tid]  # type: ignore[arg-type]
+                    or self.status_at(tid, step) != "active"
+                ):
+                    out.append(tid)
+            elif update.action == "activate" and self.status_at(tid, step) != "active":
+                out.append(tid)
+        return out
+
+    def metric(self, update: ReweightTasks, failure: Failure | None) -> str:
+        """A change to one task moves only its share of a batch: the signal of the draws it moves."""
+        return MOVED_SIGNAL_SHARE
+
+    def trial(self, update: ReweightTasks, trial: Trial) -> Measured:
+        """The draws the candidate probabilities move, where they land vs where they were
+        (:meth:`Trial.moved_draws`: replayed step records, a probe for promoted tasks)."""
+        step = trial.next_step
+        try:
+            q = self.probabilities_with(update, step)
+        except ValueError as e:
+            trial.reject(f"invalid candidate: {e}")
+        promoted = self.promoted(update, step)
+        trial.measurements.update(step=step, action=update.action, promoted=promoted)
+        return trial.moved_draws(self.probabilities(step), q, changed=update.task_ids, promoted=promoted)
+
+    def summary(self) -> dict[str, Any]:
+        s = self.state
+        changed = {t: w for t, w in s.weights.items() if w != 1.0}
+        return {
+            **super().summary(),
+            "parked": sorted(t for t, v in s.status.items() if v == "parked"),
+            "retired": sorted(t for t, v in s.status.items() if v == "retired"),
+            "reweighted": dict(sorted(changed.items())),
+            **({"difficulty_filter": "on"} if s.difficulty_filter is not None else {}),
+        }
+
+    def task_view(self, task: Task, step: int) -> dict[str, Any]:
+        status = self.status_at(task.id, step + 1)
+        return {
+            "weight": self.state.weights[task.id],
+            "status": status,
+            "parked_until": self.state.parked_until.get(task.id) if status == "parked" else None,
+            "sampling_probability": round(self.probabilities(step + 1)[task.id], 6),
+        }

@@ -13,10 +13,10 @@ Parameter style: **flat**. The MCP tool's parameters are the argument model's fi
 included), so the LLM sends ``{"task_id": "t1", "steps": 2}`` rather than the
 ``{"args": {"task_id": ...}}`` a single model-typed parameter would require (a wrapper level LLMs often
 get wrong). The server then validates the call with the whole model, so model-level rules (e.g.
-"action 'park' needs park_steps") still apply. The three candidate builders take the harness update
-models (:class:`ReweightTasks`, :class:`SetGuidance`, :class:`EditRubric`, whose docstrings already
-speak to the LLM) plus ``failure_id``; their ``interface`` tag is implied by the tool and not a
-parameter.
+"action 'park' needs park_steps") still apply. Each registered interface has one candidate builder,
+named by its ``builder_tool``, whose arguments are its update model (whose docstring already speaks
+to the LLM) plus ``failure_id`` (:func:`builder_args`); the ``interface`` tag is implied by the tool
+and not a parameter. :func:`tool_table` lists every tool for a set of registered interfaces.
 
 Results are pydantic models too (MCP structured output: the client gets both the JSON object and its
 text). ``run_frozen_policy_trial`` returns the critic's ``TrialResult`` from
@@ -27,23 +27,23 @@ chromadb, so that the evolver side imports fast).
 from __future__ import annotations
 
 import inspect
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from functools import cache
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
-from harnessrl.interfaces import EditRubric, GuidanceRule, ReweightTasks, SetGuidance
-from harnessrl.interfaces.base import InterfaceUpdate
+from harnessrl.interfaces.base import Interface, InterfaceUpdate
+from harnessrl.interfaces.registry import interface_classes
 
 __all__ = [
-    "BUILDER_TOOLS",
     "READ_TOOLS",
-    "TOOLS",
+    "BuilderArgs",
     "Candidate",
     "CandidateStatus",
     "CommitResult",
     "CommitUpdate",
-    "EditRubricArgs",
     "FailureList",
     "FailureView",
     "GetFailures",
@@ -52,25 +52,18 @@ __all__ = [
     "InspectRollouts",
     "MemoryResult",
     "QueryMemory",
-    "ReweightTasksArgs",
     "RolloutList",
     "RolloutView",
     "RunTrial",
-    "SetGuidanceArgs",
     "TaskView",
     "ToolSpec",
+    "builder_args",
     "flat_parameters",
+    "tool_table",
 ]
 
 READ_TOOLS: tuple[str, ...] = ("get_failures", "query_memory", "inspect_rollouts", "get_harness_state")
 """The tools that only read: the attributor gets these, the proposer gets them besides its builder."""
-
-BUILDER_TOOLS: dict[str, str] = {
-    "task_sampling": "reweight_tasks",
-    "rollout_guidance": "set_guidance",
-    "rubric_criteria": "edit_rubric",
-}
-"""The candidate-builder tool of each interface (it validates and records a candidate, applies nothing)."""
 
 CandidateStatus = Literal["proposed", "accepted", "rejected", "committed"]
 """Proposed (built, not judged), accepted or rejected by its latest trial, committed (applied)."""
@@ -116,9 +109,7 @@ class QueryMemory(BaseModel):
     task_id: str | None = Field(default=None, description="The task at hand.")
     text: str | None = Field(default=None, description="What to search for (search modes).")
     kind: str | None = Field(default=None, description="Keep only this failure kind.")
-    interface: Literal["task_sampling", "rollout_guidance", "rubric_criteria"] | None = Field(
-        default=None, description="Keep only this interface (similar_failures, what_worked)."
-    )
+    interface: str | None = Field(default=None, description="Keep only this interface (similar_failures, what_worked).")
     n: int = Field(default=5, ge=1, le=50, description="At most this many items.")
 
     @model_validator(mode="after")
@@ -167,37 +158,30 @@ _BUILDER_NOTE = (
 )
 
 
-class ReweightTasksArgs(ReweightTasks):
-    __doc__ = inspect.cleandoc(ReweightTasks.__doc__ or "") + _BUILDER_NOTE
+class BuilderArgs(BaseModel):
+    """Base of every candidate builder's arguments: an interface's update plus the failure it answers."""
+
     model_config = _STRICT
+    update_type: ClassVar[type[InterfaceUpdate]]
 
-    failure_id: str | None = _FAILURE_ID
-
-    def update(self) -> ReweightTasks:
+    def update(self) -> InterfaceUpdate:
         """The harness update itself (without ``failure_id``)."""
-        return ReweightTasks.model_validate(self.model_dump(exclude={"failure_id"}))
+        return self.update_type.model_validate(self.model_dump(exclude={"failure_id"}))
 
 
-class SetGuidanceArgs(SetGuidance):
-    __doc__ = inspect.cleandoc(SetGuidance.__doc__ or "") + _BUILDER_NOTE
-    model_config = _STRICT
-
-    failure_id: str | None = _FAILURE_ID
-
-    def update(self) -> SetGuidance:
-        """The harness update itself (without ``failure_id``)."""
-        return SetGuidance.model_validate(self.model_dump(exclude={"failure_id"}))
-
-
-class EditRubricArgs(EditRubric):
-    __doc__ = inspect.cleandoc(EditRubric.__doc__ or "") + _BUILDER_NOTE
-    model_config = _STRICT
-
-    failure_id: str | None = _FAILURE_ID
-
-    def update(self) -> EditRubric:
-        """The harness update itself (without ``failure_id``)."""
-        return EditRubric.model_validate(self.model_dump(exclude={"failure_id"}))
+@cache
+def builder_args(interface: type[Interface]) -> type[BuilderArgs]:
+    """The argument model of ``interface``'s builder tool: its update model's fields and validators,
+    plus ``failure_id``, forbidding unknown fields; its docstring is the update's plus a note."""
+    update = interface.update_type
+    model = create_model(
+        f"{update.__name__}Args",
+        __base__=(update, BuilderArgs),
+        __doc__=inspect.cleandoc(update.__doc__ or "") + _BUILDER_NOTE,
+        failure_id=(str | None, _FAILURE_ID),
+    )
+    model.update_type = update
+    return model
 
 
 # --------------------------------------------------------------------------------------------------
@@ -287,16 +271,15 @@ class RolloutList(BaseModel):
 
 
 class TaskView(BaseModel):
+    """One task as every interface sees it now: besides its id and domain, each registered interface's
+    own fields (task sampling: weight, status, parked_until, sampling_probability; rollout guidance:
+    guidance (the rule in force, task or domain), temperature; rubric criteria: rubric_version, rubric;
+    a plug-in: its own)."""
+
+    model_config = ConfigDict(extra="allow")
+
     task_id: str
     domain: str
-    weight: float
-    status: Literal["active", "parked", "retired"]
-    parked_until: int | None = None
-    sampling_probability: float
-    guidance: GuidanceRule | None = Field(default=None, description="The guidance in force (task rule or domain rule).")
-    temperature: float
-    rubric_version: int
-    rubric: list[dict[str, Any]] = Field(description=_RUBRIC)
 
 
 class HarnessView(BaseModel):
@@ -307,7 +290,7 @@ class HarnessView(BaseModel):
 
 class Candidate(BaseModel):
     candidate_id: str
-    interface: Literal["task_sampling", "rollout_guidance", "rubric_criteria"]
+    interface: str
     payload: dict[str, Any] = Field(description="The update, as commit_update would apply it.")
     failure_id: str | None = None
     status: CandidateStatus = "proposed"
@@ -342,21 +325,21 @@ class ToolSpec:
         return inspect.cleandoc(self.args.__doc__ or "")
 
 
-TOOLS: dict[str, ToolSpec] = {
-    s.name: s
-    for s in (
+def tool_table(extra: Iterable[str] = ()) -> dict[str, ToolSpec]:
+    """Every evolver tool by name, for the registered interfaces (plus ``extra`` dotted paths): the read
+    tools, one candidate builder per interface, the trial and the commit."""
+    builders = [ToolSpec(c.builder_tool, builder_args(c), Candidate) for c in interface_classes(extra).values()]
+    specs = (
         ToolSpec("get_failures", GetFailures, FailureList, read_only=True),
         ToolSpec("query_memory", QueryMemory, MemoryResult, read_only=True),
         ToolSpec("inspect_rollouts", InspectRollouts, RolloutList, read_only=True),
         ToolSpec("get_harness_state", GetHarnessState, HarnessView, read_only=True),
-        ToolSpec("reweight_tasks", ReweightTasksArgs, Candidate),
-        ToolSpec("set_guidance", SetGuidanceArgs, Candidate),
-        ToolSpec("edit_rubric", EditRubricArgs, Candidate),
+        *builders,
         ToolSpec("run_frozen_policy_trial", RunTrial, None),
         ToolSpec("commit_update", CommitUpdate, CommitResult),
     )
-}
-"""Every evolver tool by name (the names the graph and the rule-based model call)."""
+    return {s.name: s for s in specs}
+
 
 _LAST = ("rationale", "failure_id")  # the update's own fields first, then why and for which failure
 

@@ -235,8 +235,11 @@ class RubricJudge:
     def name(self) -> str:
         return self.backend.name
 
-    def grade(self, requests: Sequence[RubricRequest]) -> list[GradeResult]:
-        """Grade each response against its rubric; one backend pass for everything not cached."""
+    def grade(self, requests: Sequence[RubricRequest], fresh: bool = False) -> list[GradeResult]:
+        """Grade each response against its rubric; one backend pass for everything not cached.
+
+        ``fresh``: ask the backend again even for cached verdicts, and keep the answers out of the cache
+        (a second opinion, e.g. the judge-disagreement check's re-grade)."""
         slots: list[list[Verdict | None]] = []
         todo: list[tuple[int, int, GradeRequest, str]] = []
         for i, r in enumerate(requests):
@@ -250,7 +253,7 @@ class RubricJudge:
                 req = GradeRequest(r.prompt, r.response, c, r.reference_answer)
                 key = _cache_key(req)
                 with self._lock:
-                    hit = self._cache.get(key)
+                    hit = None if fresh else self._cache.get(key)
                     if hit is not None:
                         self._cache.move_to_end(key)
                 if hit is not None:
@@ -282,7 +285,8 @@ class RubricJudge:
                         self.stats.missing_first_try += 1
                     still.append((i, j, req, key))
                     continue
-                self._remember(key, bv)
+                if not fresh:
+                    self._remember(key, bv)
                 slots[i][j] = Verdict(
                     criterion_id=req.criterion.id, value=bv.value, confidence=bv.confidence, reason=bv.reason
                 )

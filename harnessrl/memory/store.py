@@ -27,7 +27,6 @@ elsewhere without it rebuilds this one from the persisted configuration.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import math
@@ -43,6 +42,7 @@ from chromadb.utils.embedding_functions import register_embedding_function
 from pydantic import BaseModel, Field
 
 from harnessrl.errors import ConfigError, HarnessRLError
+from harnessrl.records.failures import failure_id as _failure_id
 from harnessrl.records.steps import GroupRecord, StepRecord
 
 __all__ = [
@@ -642,14 +642,8 @@ class TrainingMemory:
 
     @staticmethod
     def failure_id(failure: Any) -> str:
-        """The failure's own ``id`` if it has one, else ``"{step}:{task}:{kind}:{digest of its text and evidence}"``."""
-        d = _as_dict(failure)
-        if d.get("id"):
-            return str(d["id"])
-        digest = hashlib.sha1(
-            _json({"summary": d.get("summary") or "", "evidence": d.get("evidence") or {}}).encode()
-        ).hexdigest()[:10]
-        return f"{d.get('step', -1)}:{d.get('task_id') or '-'}:{d.get('kind', 'failure')}:{digest}"
+        """The failure's id (:func:`harnessrl.records.failures.failure_id`, the one definition)."""
+        return _failure_id(failure)
 
     @staticmethod
     def _failure_record(failure: Any, interface: str | None) -> tuple[str, dict[str, Any]]:
@@ -923,10 +917,12 @@ class TrainingMemory:
         exclude_task: str | None = None,
         with_outcome: bool = False,
     ) -> list[CandidateEntry]:
-        """Accepted or committed updates that answered failures most like ``failure_text``, best first,
-        each with the critic's measurements (``trials``) and what happened afterwards (``outcome``, null
-        while unmeasured). Filters: failure ``kind``, ``interface``, ``exclude_task``; ``with_outcome``
-        keeps only updates whose outcome has been measured."""
+        """Accepted or committed updates that answered failures most like ``failure_text``, best first:
+        those whose measured outcome recovered the task's learning signal, then those not measured yet,
+        then those measured not to help, each by similarity. Each comes with the critic's measurements
+        (``trials``) and what happened afterwards (``outcome``, null while unmeasured). Filters: failure
+        ``kind``, ``interface``, ``exclude_task``; ``with_outcome`` keeps only updates whose outcome has
+        been measured."""
         where = _where(
             {"verdict": {"$in": _WORKED}},
             {"failure_kind": kind} if kind else None,
@@ -934,7 +930,10 @@ class TrainingMemory:
             {"task_id": {"$ne": exclude_task}} if exclude_task else None,
             {"has_outcome": True} if with_outcome else None,
         )
-        return [self._to_candidate(i, m, dist) for i, _, m, dist in self._search("updates", failure_text, n, where)]
+        hits = [self._to_candidate(i, m, dist) for i, _, m, dist in self._search("updates", failure_text, 4 * n, where)]
+        rank = {True: 0, None: 1, False: 2}
+        hits.sort(key=lambda e: rank.get((e.outcome or {}).get("recovered"), 1))  # stable: by similarity
+        return hits[:n]
 
 
 def _jsonable(x: Any) -> Any:

@@ -7,11 +7,14 @@ triggered it) and a readable sentence with those numbers.
 
 from __future__ import annotations
 
+import hashlib
+import json
+from collections.abc import Mapping
 from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, Field
 
-__all__ = ["FAILURE_KINDS", "Failure", "FailureKind", "InterfaceHint"]
+__all__ = ["FAILURE_KINDS", "Failure", "FailureKind", "failure_id"]
 
 FailureKind = Literal[
     "non_discriminative_low",
@@ -23,7 +26,6 @@ FailureKind = Literal[
     "criterion_dead",
     "judge_disagreement",
 ]
-InterfaceHint = Literal["rubric_criteria", "rollout_guidance", "task_sampling"]
 
 FAILURE_KINDS: tuple[str, ...] = get_args(FailureKind)
 
@@ -38,9 +40,35 @@ class Failure(BaseModel):
     rubric_version: int | None = None
     evidence: dict[str, Any] = Field(default_factory=dict, description="The numbers behind it (JSON-serialisable).")
     summary: str = Field(description="One readable sentence with the numbers.")
-    interface_hint: InterfaceHint = Field(description="The interface most likely to address it (a hint only).")
+    interface_hint: str | None = Field(
+        default=None,
+        description="The interface registered as the first choice for this kind (a hint only; None: none claims it).",
+    )
+
+    @property
+    def id(self) -> str:
+        """The failure's id everywhere (memory, events, the evolver's tools): ``step:task:kind:digest``."""
+        return failure_id(self)
 
     @property
     def key(self) -> tuple[str, str, str | None]:
         """(kind, task, criterion or feature): what stays the same while a failure persists across steps."""
         return self.kind, self.task_id, self.evidence.get("criterion_id") or self.evidence.get("feature")
+
+
+def failure_id(failure: Failure | Mapping[str, Any] | Any) -> str:
+    """The id of a failure (a :class:`Failure`, a dict, or any object with those fields): its own ``id``
+    field when it has one, else ``"{step}:{task}:{kind}:{digest of its summary and evidence}"``."""
+    if isinstance(failure, BaseModel):
+        d = failure.model_dump(mode="json")
+    elif isinstance(failure, Mapping):
+        d = dict(failure)
+    else:
+        d = {k: v for k, v in vars(failure).items() if not k.startswith("_")}
+    if d.get("id"):
+        return str(d["id"])
+    text = json.dumps(
+        {"summary": d.get("summary") or "", "evidence": d.get("evidence") or {}}, sort_keys=True, default=str
+    )
+    digest = hashlib.sha1(text.encode()).hexdigest()[:10]
+    return f"{d.get('step', -1)}:{d.get('task_id') or '-'}:{d.get('kind', 'failure')}:{digest}"

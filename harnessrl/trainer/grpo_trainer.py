@@ -1,4 +1,4 @@
-"""TRL's GRPOTrainer with the three harness interfaces wired in through its hook points.
+"""TRL's GRPOTrainer with the harness interfaces wired in through its hook points.
 
 No GRPO loss or optimiser loop is written here: everything below extends ``trl.GRPOTrainer``.
 
@@ -6,13 +6,14 @@ Hook points, and what each does:
 
 - ``_generate_and_score_completions`` (generation and scoring): chooses this step's tasks from the
   **task-sampling** interface (so a sampling update takes effect at the very next step; the rows TRL's
-  dataloader drew only fix the batch shape), builds each row's prompt through **rollout guidance**
-  (the first ``k`` members of each group get the hint), and adds ``task_id`` / ``member`` / ``guided``
-  / ``rubric_version`` / ``temperature`` columns, which TRL hands to the reward function as keyword
-  arguments. After scoring it builds the step's records.
-- ``_generate_single_turn`` (generation): applies per-task sampling temperatures from rollout
-  guidance by generating each temperature's rows apart. The loss still scores tokens at the run's
-  temperature (TRL's ``args.temperature``), the usual approximation for exploration boosts.
+  dataloader drew only fix the batch shape), shapes each row through **every interface**
+  (``Harness.row``: rollout guidance gives the first ``k`` members of each group the hint and sets
+  the group's temperature; a plug-in may set other sampling settings), and adds ``task_id`` /
+  ``member`` / ``guided`` / ``rubric_version`` / ``temperature`` / ``generation`` columns, which TRL
+  hands to the reward function as keyword arguments. After scoring it builds the step's records.
+- ``_generate_single_turn`` (generation): applies each row's sampling settings (temperature, top_p,
+  max_new_tokens, ...) by generating the rows of each setting apart. The loss still scores tokens at
+  the run's temperature (TRL's ``args.temperature``), the usual approximation for exploration boosts.
 - ``reward_funcs``: :class:`~harnessrl.trainer.rewards.RubricReward`, which grades each completion
   against the **rubric-criteria** interface's version the rollout was made with.
 - ``training_step``: timed, for the generation / judging / update breakdown.
@@ -39,7 +40,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from trl import GRPOTrainer
 
@@ -72,6 +73,8 @@ class HarnessGRPOTrainer(GRPOTrainer):
         rubric_reward: the reward function (grades with the judge at each row's rubric version).
         recorder: keeps step records and recent rollouts.
         zero_std_eps: a group whose reward std is below this counts as flat (no learning signal).
+        flat_low, flat_high: a flat group with mean below / above these is uniformly low / high (the
+            detectors' own thresholds, ``harness.detectors.low`` / ``.high``: one setting for both).
         dapo_eps: turn DAPO's dynamic sampling on: drop groups whose reward std is below this and refill.
         dapo_max_extra_groups: the most extra groups one step may generate to refill (DAPO only).
         **kwargs: everything ``trl.GRPOTrainer`` takes, except ``reward_funcs``.
@@ -95,6 +98,8 @@ class HarnessGRPOTrainer(GRPOTrainer):
         rubric_reward: RubricReward,
         recorder: Recorder,
         zero_std_eps: float = 0.02,
+        flat_low: float = 0.3,
+        flat_high: float = 0.8,
         dapo_eps: float | None = None,
         dapo_max_extra_groups: int = 0,
         **kwargs: Any,
@@ -103,11 +108,12 @@ class HarnessGRPOTrainer(GRPOTrainer):
         self.rubric_reward = rubric_reward
         self.recorder = recorder
         self.zero_std_eps = zero_std_eps
+        self.flat_low, self.flat_high = flat_low, flat_high
         self.dapo_eps = dapo_eps
         self.dapo_max_extra_groups = dapo_max_extra_groups
         self.accounting: dict[str, float] = dict.fromkeys(self.ACCOUNTING, 0)
         self.step_listeners: list[Callable[[StepRecord], None]] = []
-        self._row_temperatures: list[float] | None = None
+        self._row_generation: list[tuple[tuple[str, float], ...]] | None = None
         self._gen_seconds = 0.0
         self._reference_rewards: dict[tuple[str, int], float | None] = {}
         self.timings: dict[str, float] = defaultdict(float)
@@ -138,15 +144,16 @@ class HarnessGRPOTrainer(GRPOTrainer):
             g = self.accelerator.process_index * n_local + i
             task = self.harness.tasks[task_ids[g // g_size]]
             member = g % g_size
-            messages, guided = self.harness.guidance.prompt_for(task, member, g_size)
+            row = self.harness.row(task, member, g_size)
             rows.append(
                 {
-                    "prompt": messages,
+                    "prompt": row.messages,
                     "task_id": task.id,
                     "member": member,
-                    "guided": guided,
+                    "guided": row.guided,
                     "rubric_version": self.harness.rubrics.current(task.id).version,
-                    "temperature": self.harness.guidance.temperature_for(task),
+                    "temperature": row.temperature,
+                    "generation": dict(row.generation),
                 }
             )
         return rows
@@ -188,12 +195,12 @@ class HarnessGRPOTrainer(GRPOTrainer):
         return out
 
     def _score_rows(self, rows: list[dict[str, Any]]) -> dict[str, Any]:
-        """TRL's generation and scoring of ``rows`` (this process's), at each row's temperature."""
-        self._row_temperatures = [r["temperature"] for r in rows]
+        """TRL's generation and scoring of ``rows`` (this process's), with each row's sampling settings."""
+        self._row_generation = [tuple(sorted(r["generation"].items())) for r in rows]
         try:
             out = super()._generate_and_score_completions(rows)
         finally:
-            self._row_temperatures = None
+            self._row_generation = None
         self.accounting["rollouts/generated"] += len(rows) * self.accelerator.num_processes
         return out
 
@@ -326,21 +333,21 @@ class HarnessGRPOTrainer(GRPOTrainer):
                 del m[key][marks.get(key, 0) :]
                 m[key].append(value)
 
-    # ------------------------------------------------------------------ per-task temperature
+    # ------------------------------------------------------------------ per-row sampling settings
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
-        temps = self._row_temperatures
+        settings = self._row_generation
         t0 = time.perf_counter()
         try:
-            if not temps or len(set(temps)) == 1 or images is not None or multimodal_fields:
-                with self._temperature(temps[0] if temps else None):
+            if not settings or len(set(settings)) == 1 or images is not None or multimodal_fields:
+                with self._GenerationOverride(self, dict(settings[0]) if settings else {}):
                     return super()._generate_single_turn(
                         prompt_ids, images, multimodal_fields, num_generations, has_tool_images
                     )
             completion_ids: list = [None] * len(prompt_ids)
             logprobs: list | None = [None] * len(prompt_ids)
-            for temp in sorted(set(temps)):
-                idx = [i for i, t in enumerate(temps) if t == temp]
-                with self._temperature(temp):
+            for setting in sorted(set(settings)):
+                idx = [i for i, s in enumerate(settings) if s == setting]
+                with self._GenerationOverride(self, dict(setting)):
                     ids, lps = super()._generate_single_turn(
                         [prompt_ids[i] for i in idx], None, multimodal_fields, num_generations, has_tool_images
                     )
@@ -354,32 +361,36 @@ class HarnessGRPOTrainer(GRPOTrainer):
         finally:
             self._gen_seconds += time.perf_counter() - t0
 
-    class _TemperatureOverride:
-        def __init__(self, trainer: HarnessGRPOTrainer, temp: float | None):
-            self.trainer, self.temp = trainer, temp
+    class _GenerationOverride:
+        """Sets sampling settings (``temperature``, ``top_p``, ``max_new_tokens`` -> ``max_tokens`` for
+        vLLM, ...) on the trainer's generation config and vLLM generator for one generate call."""
+
+        _VLLM_NAMES: ClassVar[dict[str, str]] = {"max_new_tokens": "max_completion_length"}
+
+        def __init__(self, trainer: HarnessGRPOTrainer, settings: dict[str, float]):
+            self.trainer, self.settings = trainer, settings
+            self.saved: list[tuple[Any, str, Any]] = []
+
+        def _set(self, obj: Any, name: str, value: Any) -> None:
+            if obj is None or not hasattr(obj, name) or getattr(obj, name) == value:
+                return
+            self.saved.append((obj, name, getattr(obj, name)))
+            setattr(obj, name, value)
 
         def __enter__(self):
             tr = self.trainer
-            self.saved = (getattr(tr.generation_config, "temperature", None), None)
-            if self.temp is None or self.temp == tr.temperature:
-                return
-            if getattr(tr, "generation_config", None) is not None:
-                tr.generation_config.temperature = self.temp
-            vg = getattr(tr, "vllm_generation", None)
-            if vg is not None:
-                self.saved = (self.saved[0], vg.temperature)
-                vg.temperature = self.temp
+            for name, value in self.settings.items():
+                if name == "temperature" and value == tr.temperature:
+                    continue
+                value = int(value) if name == "max_new_tokens" else value
+                self._set(getattr(tr, "generation_config", None), name, value)
+                self._set(getattr(tr, "vllm_generation", None), self._VLLM_NAMES.get(name, name), value)
+            return self
 
         def __exit__(self, *exc):
-            tr = self.trainer
-            if getattr(tr, "generation_config", None) is not None and self.saved[0] is not None:
-                tr.generation_config.temperature = self.saved[0]
-            vg = getattr(tr, "vllm_generation", None)
-            if vg is not None and self.saved[1] is not None:
-                vg.temperature = self.saved[1]
-
-    def _temperature(self, temp: float | None) -> _TemperatureOverride:
-        return self._TemperatureOverride(self, temp)
+            for obj, name, value in reversed(self.saved):
+                setattr(obj, name, value)
+            self.saved.clear()
 
     # ------------------------------------------------------------------ timing and accounting
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
@@ -512,8 +523,12 @@ class HarnessGRPOTrainer(GRPOTrainer):
         flat = [g for g in record.groups if g.flat]
         # TRL's own frac_reward_zero_std counts exactly-zero std; these use harness.detectors.eps and split it
         m["frac_reward_zero_std/eps"].append(len(flat) / n)
-        m["frac_reward_zero_std/all_low"].append(sum(g.mean is not None and g.mean <= 0.5 for g in flat) / n)
-        m["frac_reward_zero_std/all_high"].append(sum(g.mean is not None and g.mean > 0.5 for g in flat) / n)
+        # split as the detectors split them (harness.detectors.low / high): uniformly low, high, or in between
+        low = sum(g.mean is not None and g.mean < self.flat_low for g in flat)
+        high = sum(g.mean is not None and g.mean > self.flat_high for g in flat)
+        m["frac_reward_zero_std/all_low"].append(low / n)
+        m["frac_reward_zero_std/all_high"].append(high / n)
+        m["frac_reward_zero_std/mid"].append((len(flat) - low - high) / n)
         # the share of trained groups that give a learning signal (std >= eps; a group with no reward gives none)
         m["effective_group_ratio"].append(sum(g.std is not None and not g.flat for g in record.groups) / n)
         kinds: dict[str, list[float]] = defaultdict(list)

@@ -230,6 +230,31 @@ def _table(rows: list[list], header: list[str]) -> str:
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
+def harness_section(harness: dict, events: list[dict]) -> str:
+    """One row per interface of the saved harness (built in or plugged in): its version, its candidates
+    and commits in this run, and what its own ``summary`` says is in force."""
+    summaries = harness.get("summary") or {}
+    counts: dict[tuple[str, str], int] = {}
+    for e in events:
+        if e.get("kind") in ("proposal", "commit") and e.get("interface"):
+            counts[(e["interface"], e["kind"])] = counts.get((e["interface"], e["kind"]), 0) + 1
+    rows = []
+    for name, version in (harness.get("versions") or {}).items():
+        info = {k: v for k, v in (summaries.get(name) or {}).items() if k not in ("version", "updates")}
+        rows.append(
+            [
+                name,
+                version,
+                counts.get((name, "proposal"), 0),
+                counts.get((name, "commit"), 0),
+                "; ".join(f"{k}: {json.dumps(v, default=str)[:160]}" for k, v in info.items()) or "-",
+            ]
+        )
+    if not rows:
+        return "<h2>Harness</h2><p>no harness.json in this run directory</p>"
+    return "<h2>Harness</h2>" + _table(rows, ["interface", "version", "candidates", "commits", "in force"])
+
+
 def write_report(run_dir: str | Path) -> Path:
     """Write plots and ``report.html`` for a run directory; returns the report's path."""
     run = RunDir(run_dir, create=False)
@@ -291,9 +316,7 @@ def write_report(run_dir: str | Path) -> Path:
             "<h2>Evaluation (validation chooses the best checkpoint; test is only reported)</h2>"
             + _table(rows, ["step", "split", "overall", *domains])
         )
-    parts.append(
-        "<h2>Harness</h2><p>Interface versions: " + html.escape(json.dumps(harness.get("versions", {}))) + "</p>"
-    )
+    parts.append(harness_section(harness, events))
     parts.append(update_stories(events, run.read("steps.jsonl")))
     failures = [e for e in events if e.get("kind") == "failure"]
     if failures:

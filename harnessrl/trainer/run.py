@@ -297,6 +297,23 @@ class _LockedTrials:
         return result
 
 
+def _second_opinion(judge, harness: Harness):
+    """The judge-disagreement check's re-grade: the training judge asked again, its cache bypassed, under
+    the rubric version each rollout was graded with."""
+    from harnessrl.judges.rubric_judge import RubricRequest
+
+    def regrade(rollouts: list) -> list:
+        requests = [
+            RubricRequest.for_task(
+                harness.tasks[r.task_id], r.completion, harness.rubrics.versions[r.task_id][r.rubric_version].criteria
+            )
+            for r in rollouts
+        ]
+        return judge.grade(requests, fresh=True)
+
+    return regrade
+
+
 def rollout_steps_kept(config: TrainConfig) -> int:
     """How many steps' rollouts the recorder keeps: ``harness.keep_rollout_steps``, and with the evolver at
     least ``evolver.every_steps``, since an evolution point handles the failures of every step since the
@@ -328,6 +345,7 @@ def _start_evolver(config, trainer, harness, recorder, judge, tokenizer, memory,
         failures=lambda: monitor.failures,
         step=lambda: trainer.state.global_step,
     )
+    trainer.step_listeners.append(service.observe_step)  # committed updates' outcomes, into the memory
     server = ToolServer(service)
     url, token = server.start()
     write_server_file(run, url, token)
@@ -413,16 +431,18 @@ def train(
         judge = build_judge(config.judge)
         eval_judge = build_judge(config.eval_judge) if eval_splits else None
 
+    harness_settings = {
+        "sampling_floor": config.harness.sampling_floor,
+        "seed": config.seed,
+        "temperature": config.grpo.temperature,
+        "interfaces": config.harness.interfaces,
+        "settings": config.harness.interface_settings,
+    }
     if resume and run.harness.exists():
-        harness = Harness.load(run.harness, train_tasks)
+        harness = Harness.load(run.harness, train_tasks, **harness_settings)
         console.log(f"resumed harness versions {harness.versions}")
     else:
-        harness = Harness(
-            train_tasks,
-            sampling_floor=config.harness.sampling_floor,
-            seed=config.seed,
-            temperature=config.grpo.temperature,
-        )
+        harness = Harness(train_tasks, **harness_settings)
     # online difficulty filtering is a fixed policy of the task-sampling interface (its history persists
     # in harness.json); every other method samples without it
     harness.sampling.set_difficulty_filter(config.odf if config.method == "odf" else None)
@@ -463,6 +483,8 @@ def train(
         rubric_reward=reward,
         recorder=recorder,
         zero_std_eps=config.harness.detectors.eps,
+        flat_low=config.harness.detectors.low,
+        flat_high=config.harness.detectors.high,
         dapo_eps=config.dapo_eps if config.method == "dapo" else None,
         dapo_max_extra_groups=config.dapo_max_extra_groups,
         callbacks=callbacks,
@@ -481,7 +503,9 @@ def train(
 
         with console.status("opening the training memory..."):
             memory = TrainingMemory(run.path, url=config.harness.memory.url)
-    monitor = StepMonitor(trainer, config.harness.detectors, memory, run if main else None)
+    monitor = StepMonitor(
+        trainer, config.harness.detectors, memory, run if main else None, regrade=_second_opinion(judge, harness)
+    )
     trainer.step_listeners.append(monitor)
     if config.method == "odf":
         trainer.step_listeners.append(_DifficultyFeed(harness, run if main else None))

@@ -17,6 +17,7 @@ from harnessrl.critic.trials import TrialConfig
 from harnessrl.detection.detectors import DetectorConfig
 from harnessrl.errors import ConfigError
 from harnessrl.graph.state import GraphConfig, LLMConfig
+from harnessrl.interfaces.registry import interface_classes
 from harnessrl.interfaces.sampling import DifficultyFilterSettings
 from harnessrl.judges.config import JudgeConfig
 
@@ -141,6 +142,22 @@ class HarnessConfig(_Section):
         ge=1,
         description="Steps whose rollouts are kept for re-grading (with the evolver: at least evolver.every_steps).",
     )
+    interfaces: list[str] = Field(
+        default_factory=list,
+        description="Dotted paths ('my_pkg.module:MyInterface') of interfaces to add to the registered ones "
+        "(built in, and installed through the 'harnessrl.interfaces' entry-point group).",
+    )
+    interface_settings: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="Settings of an interface, by its name (a plug-in reads its own)."
+    )
+
+    @model_validator(mode="after")
+    def _interfaces_load(self):
+        known = interface_classes(self.interfaces)  # ConfigError with the reason when one cannot be loaded
+        unknown = sorted(set(self.interface_settings) - set(known))
+        if unknown:
+            raise ValueError(f"interface_settings name interface(s) {unknown} that are not registered: {sorted(known)}")
+        return self
 
 
 class EvalConfig(_Section):
@@ -227,6 +244,14 @@ class TrainConfig(_Section):
     def _check(self):
         if self.generation.backend == "vllm" and self.device == "cpu":
             raise ValueError("generation.backend 'vllm' needs a GPU: set device to 'cuda' or 'auto'")
+        return self
+
+    @model_validator(mode="after")
+    def _graph_knows_the_interfaces(self):
+        # the evolver (in-process or external, reading this config) sees the run's added interfaces too
+        if self.harness.interfaces != self.evolver.graph.interfaces:
+            graph = self.evolver.graph.model_copy(update={"interfaces": list(self.harness.interfaces)})
+            self.evolver = self.evolver.model_copy(update={"graph": GraphConfig.model_validate(graph.model_dump())})
         return self
 
     @model_validator(mode="after")

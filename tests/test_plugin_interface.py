@@ -1,0 +1,215 @@
+"""A fourth interface as a plug-in: ``harnessrl-decoding`` (``examples/decoding``), installed in the test
+environment through its ``harnessrl.interfaces`` entry point (``make setup`` installs it).
+
+Nothing in HarnessRL names it. Installed, it must take every path an interface takes: the registry,
+the harness and ``harness.json``, the MCP tool server (its builder tool), the attributor's choices and
+prompt, the critic's trial on the frozen policy (fresh rollouts, rows shaped now vs with the
+candidate), the commit, the training rows, the rule-based evolver (its ``suggest``) and the report.
+The evolution point runs for real: the trainer-side service behind the MCP server over HTTP, the graph
+in the MCP client; only the chat model (a script), the judge backend and the policy sampler are doubles.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+from importlib.metadata import entry_points
+
+import pytest
+from helpers import record_group
+
+from harnessrl.agents import RuleBasedChatModel, ScriptedChatModel, tool_call
+from harnessrl.agents.tool_loop import context_message
+from harnessrl.critic.trials import FrozenPolicyTrials, TrialConfig
+from harnessrl.data import Criterion, Task
+from harnessrl.evolution.client import run_evolution_point
+from harnessrl.evolution.mcp_server import ToolServer
+from harnessrl.evolution.service import EvolutionService
+from harnessrl.graph.state import GraphConfig, interface_menu
+from harnessrl.interfaces import ENTRY_POINT_GROUP, Harness, interface_classes
+from harnessrl.judges import BackendVerdict, GradeRequest, RubricJudge
+from harnessrl.records.failures import Failure
+from harnessrl.records.run_dir import RunDir
+from harnessrl.records.steps import Recorder
+from harnessrl.trainer.report import write_report
+
+TASKS = [
+    Task(
+        id="fruit",
+        domain="food",
+        prompt="Name a yellow fruit.",
+        reference_answer="A banana.",
+        rubric=[
+            Criterion(id="yellow", text="Names a yellow fruit", weight=1),
+            Criterion(id="banana", text="Says banana", weight=1, check={"type": "contains", "phrases": ["banana"]}),
+        ],
+    ),
+    Task(id="sea", domain="writing", prompt="Describe the sea.", rubric=[Criterion(id="c1", text="Vivid", weight=1)]),
+]
+
+
+class Judge:
+    """Judge backend: "yellow" is met by an answer naming the banana; anything else is met."""
+
+    name = "scripted"
+
+    def grade(self, requests: Sequence[GradeRequest]) -> list[BackendVerdict | None]:
+        return [
+            BackendVerdict(float("banana" in r.response.lower()) if "yellow" in r.criterion.text.lower() else 1.0)
+            for r in requests
+        ]
+
+
+class ExploringPolicy:
+    """A frozen policy that finds the banana only when it samples hot: at temperature > 1.2 every other
+    completion names it, at the run's 1.0 none does (a flat, uniformly low group)."""
+
+    def __init__(self):
+        self.calls: list[tuple[int, float]] = []
+
+    def sample(self, prompts, temperature, max_new_tokens, **settings):
+        self.calls.append((len(prompts), temperature))
+        hot = temperature > 1.2
+        return ["A banana." if hot and i % 2 == 0 else "An apple." for i in range(len(prompts))]
+
+
+@pytest.fixture(scope="module")
+def decoding():
+    found = [ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name == "decoding"]
+    assert found, (
+        "the example interface is not installed: `pip install -e examples/decoding` (make setup does it); "
+        "this test checks an installed plug-in"
+    )
+    cls = interface_classes()["decoding"]
+    assert cls.__module__ == "harnessrl_decoding"  # the plug-in's own package, not HarnessRL's
+    return cls
+
+
+@pytest.fixture
+def world(tmp_path, decoding):
+    harness = Harness(TASKS)
+    judge = RubricJudge(Judge())
+    recorder = Recorder(None)
+    for step in (1, 2):  # every rollout of "fruit" fails alike: a flat, uniformly low group
+        record_group(harness, judge, recorder, step, "fruit", ["An apple."] * 4)
+    failure = Failure(
+        kind="non_discriminative_low",
+        step=2,
+        task_id="fruit",
+        domain="food",
+        rubric_version=0,
+        evidence={"mean": 0.5, "std": 0.0},
+        summary="every rollout of fruit scored 0.5",
+        interface_hint="rollout_guidance",
+    )
+    policy = ExploringPolicy()
+    trials = FrozenPolicyTrials(harness, recorder, judge, policy, TrialConfig(rollouts_per_arm=8, max_rollouts=16))
+    run_dir = RunDir(tmp_path)
+    harness.save(run_dir.harness)
+    service = EvolutionService(harness, recorder, None, trials, run_dir, lambda: [failure], lambda: 2)
+    return harness, service, run_dir, policy
+
+
+def test_the_installed_plugin_takes_every_path(world):
+    harness, service, run_dir, policy = world
+    # the harness holds it, and the step's rows are shaped by it (nothing in force yet: no change)
+    assert list(harness.versions) == ["task_sampling", "rollout_guidance", "rubric_criteria", "decoding"]
+    fruit = harness.tasks["fruit"]
+    assert harness.row(fruit, 0, 4).generation == {"temperature": 1.0}
+
+    server = ToolServer(service)
+    url, token = server.start()
+    try:
+        fid = service.get_failures().failures[0].failure_id
+        model = ScriptedChatModel(
+            responses=[
+                tool_call(
+                    "submit_attribution",
+                    {
+                        "failure_id": fid,
+                        "task_id": "fruit",
+                        "interface": "decoding",
+                        "rationale": "A hotter sample finds the banana: explore.",
+                        "evidence": ["flat at 0.5 for 2 steps"],
+                    },
+                ),
+                tool_call(
+                    "set_decoding",
+                    {"target": "fruit", "temperature": 1.4, "failure_id": fid, "rationale": "explore"},
+                ),
+            ]
+        )
+        events: list[tuple[str, dict]] = []
+
+        def on_event(kind, payload):
+            events.append((kind, payload))
+            service.on_event(kind, payload)
+
+        final = asyncio.run(run_evolution_point(url, token, model, GraphConfig(max_revisions=0), on_event))
+    finally:
+        server.stop()
+
+    # the tool server serves its builder; the attributor was offered it, in its prompt and submit tool
+    attributor_prompt = model.received[0][0].content
+    assert "`decoding`" in attributor_prompt and "`decoding`" in interface_menu()
+    assert "set_decoding" in model.bound_tools  # the proposer's tools, from the MCP server
+    # the critic measured it on the frozen policy: fresh rollouts, the arms at 1.0 and 1.4
+    trial = next(p for k, p in events if k == "trial")
+    assert trial["accepted"] is True and trial["interface"] == "decoding" and trial["metric"] == "signal_share"
+    row = trial["measurements"]["tasks"][0]
+    assert row["temperature"] == {"baseline": 1.0, "candidate": 1.4}
+    assert trial["cost"]["rollouts"] > 0 and {t for _, t in policy.calls} == {1.0, 1.4}
+    # the commit applied it, harness.json holds it, and the next step's rows carry it
+    assert [o.status for o in final["outcomes"]] == ["committed"]
+    assert harness.versions["decoding"] == 1
+    assert harness.row(fruit, 0, 4).generation == {"temperature": 1.4}
+    assert harness.row(harness.tasks["sea"], 0, 4).generation == {"temperature": 1.0}
+    saved = json.loads(run_dir.harness.read_text())
+    assert saved["decoding"]["per_task"]["fruit"]["temperature"] == 1.4
+    back = Harness.load(run_dir.harness, TASKS)
+    assert back.versions == harness.versions and back.row(fruit, 0, 4).generation == {"temperature": 1.4}
+    # the decision trace names it at every step
+    written = run_dir.read("events.jsonl")
+    assert {(e["kind"], e.get("interface")) for e in written} >= {
+        ("attribution", "decoding"),
+        ("proposal", "decoding"),
+        ("commit", "decoding"),
+    }
+    # the report shows it: its version, its candidate and commit, and the rule in force
+    html = write_report(run_dir.path).read_text()
+    section = html[html.index("<h2>Harness</h2>") :]
+    assert "<td>decoding</td><td>1</td><td>1</td><td>1</td>" in section
+    assert "fruit" in section and "1.4" in section
+
+
+def test_the_rule_based_evolver_proposes_through_the_plugin(world):
+    _harness, service, _run_dir, _policy = world
+    failure = service.get_failures().failures[0].model_dump()
+    task = service.get_harness_state(task_id="fruit").task.model_dump()
+    assert task["decoding"] is None and task["temperature"] == 1.0  # every interface's view of the task
+    model = RuleBasedChatModel().bind_tools([{"name": "set_decoding", "description": "", "parameters": {}}])
+    messages = [
+        context_message(
+            "Propose one candidate update.",
+            {"failure": failure, "attribution": {"interface": "decoding", "evidence": []}},
+        )
+    ]
+    call = model.decide(messages).tool_calls[0]
+    assert call["name"] == "set_decoding"
+    assert call["args"]["target"] == "fruit" and call["args"]["temperature"] == 1.3
+    candidate = service.build_candidate("decoding", call["args"])
+    assert candidate.preview["rule_after"]["temperature"] == 1.3
+
+
+def test_a_plugin_by_dotted_path_and_its_settings(decoding):
+    harness = Harness(
+        TASKS, interfaces=["harnessrl_decoding:Decoding"], settings={"decoding": {"max_temperature": 1.2}}
+    )
+    assert harness.interfaces["decoding"].max_temperature == 1.2
+    from harnessrl.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="unknown decoding setting"):
+        Harness(TASKS, settings={"decoding": {"max_temp": 2}})
+    with pytest.raises(ConfigError, match="cannot be imported"):
+        Harness(TASKS, interfaces=["harnessrl_nowhere:Nothing"])
