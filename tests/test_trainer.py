@@ -542,10 +542,11 @@ def test_rubric_edit_reaches_rows_and_reward(train_tasks, semantic_judge):
     )
     assert len(out) == 2 and all(v is not None for v in out)
     assert out[1] < out[0]
-    assert [v.criterion_id for v in reward.last[0].verdicts] == ["c1", "c2"]
-    assert [v.criterion_id for v in reward.last[1].verdicts] == ["c1", "c2", "pad"]
-    assert reward.last[1].by_id()["pad"].value == 1.0
-    assert reward.last_texts == [text, text] and reward.last_lengths == [2, 3]
+    assert out is reward.last and out.texts == [text, text]  # a typed ScoredBatch, rewards first
+    assert [v.criterion_id for v in reward.last.results[0].verdicts] == ["c1", "c2"]
+    assert [v.criterion_id for v in reward.last.results[1].verdicts] == ["c1", "c2", "pad"]
+    assert reward.last.results[1].by_id()["pad"].value == 1.0
+    assert reward.last.texts == [text, text] and reward.last.lengths == [2, 3]
     # the rubric a rollout was made with, not the latest: version 0 still grades as before
     again = reward(prompts[:1], completions[:1], task_id=["sky"], rubric_version=[0])
     assert again == [out[0]]

@@ -76,7 +76,4 @@ class StepMonitor:
         self.failures.extend(failures)
         self.seconds["detectors"] += t1 - t0
         self.seconds["memory"] += t2 - t1
-        m = tr._metrics["train"]
-        for k, v in self.detector.metrics().items():
-            m[k].append(v)
-        m["time/memory"].append(t2 - t1)
+        tr.record_metrics({**self.detector.metrics(), "time/memory": t2 - t1})

@@ -101,10 +101,7 @@ class EvolutionCallback(TrainerCallback):
                 f"committed ({elapsed:.1f}s)"
             )
         if self.trainer is not None:
-            m = self.trainer._metrics["train"]
-            m["time/evolver"].append(elapsed)
-            for k, v in self.service.metrics().items():
-                m[k].append(v)
+            self.trainer.record_metrics({"time/evolver": elapsed, **self.service.metrics()})
 
 
 def write_server_file(run_dir, url: str, token: str) -> None:

@@ -39,7 +39,7 @@ import logging
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 from trl import GRPOTrainer
@@ -191,7 +191,7 @@ class HarnessGRPOTrainer(GRPOTrainer):
         # step records, reference grading and the step listeners (detectors, memory): not the update
         recording = time.perf_counter() - t_rec
         self.timings["recording"] += recording
-        self._metrics["train"]["time/recording"].append(recording)
+        self.record_metrics({"time/recording": recording})
         return out
 
     def _score_rows(self, rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -392,6 +392,15 @@ class HarnessGRPOTrainer(GRPOTrainer):
                 setattr(obj, name, value)
             self.saved.clear()
 
+    # ------------------------------------------------------------------ metrics
+    def record_metrics(self, values: Mapping[str, float]) -> None:
+        """Add values to this step's metrics (logged by TRL with its own, averaged over the logging
+        interval, and written to metrics.jsonl). The one way anything outside TRL adds a metric: the
+        trainer's step records, the step monitor, the evolution point."""
+        m = self._metrics["train"]
+        for k, v in values.items():
+            m[k].append(float(v))
+
     # ------------------------------------------------------------------ timing and accounting
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         if self.model.training:
@@ -419,9 +428,7 @@ class HarnessGRPOTrainer(GRPOTrainer):
     # ------------------------------------------------------------------ step records
     def _rollout_records(self, step: int, rows: list[dict[str, Any]]) -> list[RolloutRecord]:
         """This process's rollouts of ``rows``, as the reward function just graded them."""
-        results = self.rubric_reward.last
-        texts = self.rubric_reward.last_texts
-        lengths = self.rubric_reward.last_lengths
+        batch = self.rubric_reward.last
         return [
             RolloutRecord(
                 step=step,
@@ -436,7 +443,7 @@ class HarnessGRPOTrainer(GRPOTrainer):
                 reward=res.reward,
                 verdicts={v.criterion_id: v.value for v in res.verdicts},
             )
-            for r, res, text, n_tok in zip(rows, results, texts, lengths, strict=True)
+            for r, res, text, n_tok in zip(rows, batch.results, batch.texts, batch.lengths, strict=True)
         ]
 
     def _record_step(
@@ -518,19 +525,20 @@ class HarnessGRPOTrainer(GRPOTrainer):
         return self._reference_rewards[key]
 
     def _log_step_metrics(self, record: StepRecord, judge_metrics: dict[str, float]) -> None:
-        m = self._metrics["train"]
         n = max(1, len(record.groups))
         flat = [g for g in record.groups if g.flat]
-        # TRL's own frac_reward_zero_std counts exactly-zero std; these use harness.detectors.eps and split it
-        m["frac_reward_zero_std/eps"].append(len(flat) / n)
         # split as the detectors split them (harness.detectors.low / high): uniformly low, high, or in between
         low = sum(g.mean is not None and g.mean < self.flat_low for g in flat)
         high = sum(g.mean is not None and g.mean > self.flat_high for g in flat)
-        m["frac_reward_zero_std/all_low"].append(low / n)
-        m["frac_reward_zero_std/all_high"].append(high / n)
-        m["frac_reward_zero_std/mid"].append((len(flat) - low - high) / n)
-        # the share of trained groups that give a learning signal (std >= eps; a group with no reward gives none)
-        m["effective_group_ratio"].append(sum(g.std is not None and not g.flat for g in record.groups) / n)
+        values: dict[str, float] = {
+            # TRL's own frac_reward_zero_std counts exactly-zero std; these use harness.detectors.eps
+            "frac_reward_zero_std/eps": len(flat) / n,
+            "frac_reward_zero_std/all_low": low / n,
+            "frac_reward_zero_std/all_high": high / n,
+            "frac_reward_zero_std/mid": (len(flat) - low - high) / n,
+            # the share of trained groups that give a learning signal (std >= eps; no reward: none)
+            "effective_group_ratio": sum(g.std is not None and not g.flat for g in record.groups) / n,
+        }
         kinds: dict[str, list[float]] = defaultdict(list)
         for g in record.groups:
             crits = {c.id: c for c in self.harness.rubrics.versions[g.task_id][g.rubric_version].criteria}
@@ -539,15 +547,11 @@ class HarnessGRPOTrainer(GRPOTrainer):
                 if c is None or v is None:
                     continue
                 kinds["pitfall" if c.weight < 0 else c.kind].append(v)
-        for kind, vals in kinds.items():
-            m[f"criteria/pass_rate/{kind}"].append(sum(vals) / len(vals))
+        values.update({f"criteria/pass_rate/{kind}": sum(vals) / len(vals) for kind, vals in kinds.items()})
         rollouts = max(1, sum(len(g.rewards) for g in record.groups))
-        m["guided_fraction"].append(sum(g.guided for g in record.groups) / rollouts)
-        for k, v in judge_metrics.items():
-            m[k].append(v)
-        for k, v in record.seconds.items():
-            m[f"time/{k}"].append(v)
-        for name, version in self.harness.versions.items():
-            m[f"harness/version/{name}"].append(float(version))
-        for k, v in self.harness.sampling.metrics(record.step).items():
-            m[k].append(v)
+        values["guided_fraction"] = sum(g.guided for g in record.groups) / rollouts
+        values.update(judge_metrics)
+        values.update({f"time/{k}": v for k, v in record.seconds.items()})
+        values.update({f"harness/version/{name}": version for name, version in self.harness.versions.items()})
+        values.update(self.harness.sampling.metrics(record.step))
+        self.record_metrics(values)

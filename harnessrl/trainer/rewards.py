@@ -6,7 +6,7 @@ The reward itself (per-criterion verdicts to one scalar, missing verdicts never 
 
 from __future__ import annotations
 
-__all__ = ["RubricReward", "completion_text"]
+__all__ = ["RubricReward", "ScoredBatch", "completion_text"]
 
 
 def completion_text(completion: str | list[dict]) -> str:
@@ -16,11 +16,22 @@ def completion_text(completion: str | list[dict]) -> str:
     return "".join(m.get("content") or "" for m in completion if m.get("role", "assistant") == "assistant")
 
 
+class ScoredBatch(list):
+    """What the reward function returns: the rewards (a list of floats or None, TRL's contract) with the
+    batch they score, typed: each completion's text, its length in tokens and the judge's
+    :class:`~harnessrl.judges.rubric_judge.GradeResult` (verdicts, missing values)."""
+
+    def __init__(self, results: list, texts: list[str], lengths: list[int]):
+        super().__init__(r.reward for r in results)
+        self.results, self.texts, self.lengths = results, texts, lengths
+
+
 class RubricReward:
     """The TRL reward function: grades each completion against its task's rubric *at the version the
     rollout was made with* (the ``rubric_version`` column), with the unguided prompt as the context.
 
-    The grade results of the last call stay in ``last`` for the trainer's step records.
+    It returns a :class:`ScoredBatch`. TRL keeps only the floats of what a reward function returns, so
+    the trainer reads the same batch back from :attr:`last` for its step records.
     """
 
     __name__ = "rubric"
@@ -28,27 +39,23 @@ class RubricReward:
     def __init__(self, judge, harness):
         self.judge = judge
         self.harness = harness
-        self.last: list = []
-        self.last_texts: list[str] = []
-        self.last_lengths: list[int] = []
+        self.last = ScoredBatch([], [], [])
         self.seconds = 0.0
 
-    def __call__(
-        self, prompts, completions, task_id, rubric_version, completion_ids=None, **kwargs
-    ) -> list[float | None]:
+    def __call__(self, prompts, completions, task_id, rubric_version, completion_ids=None, **kwargs) -> ScoredBatch:
         import time
 
         from harnessrl.judges.rubric_judge import RubricRequest
 
+        texts = [completion_text(c) for c in completions]
+        lengths = [len(ids) for ids in completion_ids] if completion_ids is not None else [0] * len(texts)
         reqs = []
-        self.last_texts = [completion_text(c) for c in completions]
-        n = len(self.last_texts)
-        self.last_lengths = [len(ids) for ids in completion_ids] if completion_ids is not None else [0] * n
-        for tid, version, text in zip(task_id, rubric_version, self.last_texts, strict=True):
+        for tid, version, text in zip(task_id, rubric_version, texts, strict=True):
             task = self.harness.tasks[tid]
             rubric = self.harness.rubrics.versions[tid][int(version)].criteria
             reqs.append(RubricRequest.for_task(task, text, rubric))
         t0 = time.perf_counter()
-        self.last = self.judge.grade(reqs)
+        results = self.judge.grade(reqs)
         self.seconds += time.perf_counter() - t0
-        return [r.reward for r in self.last]
+        self.last = ScoredBatch(results, texts, lengths)
+        return self.last
