@@ -43,16 +43,30 @@ main()
 """
 
 
-def test_the_evolver_command_runs_without_the_training_stack():
-    """`harnessrl evolver` against a live tool server: a whole evolution point, and not one heavy import."""
+def test_the_evolver_command_runs_without_the_training_stack(tmp_path):
+    """`harnessrl evolver` against a live tool server: a whole evolution point, not one heavy import, and
+    every decision it makes in the run's events.jsonl (written trainer-side, through record_event)."""
     from harnessrl.data import load_bundled
     from harnessrl.evolution.mcp_server import ToolServer
     from harnessrl.evolution.service import EvolutionService
     from harnessrl.interfaces import Harness
+    from harnessrl.records.failures import Failure
+    from harnessrl.records.run_dir import RunDir
     from harnessrl.records.steps import Recorder
 
-    harness = Harness(load_bundled("train")[:3])
-    service = EvolutionService(harness, Recorder(None), None, None, None, failures=list, step=lambda: 1)
+    tasks = load_bundled("train")[:3]
+    harness = Harness(tasks)
+    failure = Failure(
+        kind="non_discriminative_high",
+        step=1,
+        task_id=tasks[0].id,
+        domain=tasks[0].domain,
+        summary="every rollout scored 1.0",
+        interface_hint="rubric_criteria",
+    )
+    run = RunDir(tmp_path)
+    # no trials object: the candidate cannot be measured, so the evolver gives the failure up
+    service = EvolutionService(harness, Recorder(None), None, None, run, failures=lambda: [failure], step=lambda: 1)
     server = ToolServer(service)
     url, token = server.start()
     try:
@@ -63,5 +77,8 @@ def test_the_evolver_command_runs_without_the_training_stack():
     finally:
         server.stop()
     assert out.returncode == 0, out.stderr
-    assert "evolution point done: 0 failure(s) handled" in out.stdout, out.stdout
+    assert "evolution point done: 1 failure(s) handled" in out.stdout, out.stdout
     assert "heavy: []" in out.stdout, f"the evolver command imported the training stack: {out.stdout}"
+    kinds = [e["kind"] for e in run.read("events.jsonl")]
+    assert kinds[0] == "attribution" and kinds[-1] == "give_up", kinds
+    assert "proposal" in kinds and harness.versions == dict.fromkeys(harness.versions, 0)

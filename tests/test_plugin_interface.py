@@ -142,9 +142,8 @@ def test_the_installed_plugin_takes_every_path(world):
         )
         events: list[tuple[str, dict]] = []
 
-        def on_event(kind, payload):
+        def on_event(kind, payload):  # besides the server's record_event tool, which writes the events
             events.append((kind, payload))
-            service.on_event(kind, payload)
 
         final = asyncio.run(run_evolution_point(url, token, model, GraphConfig(max_revisions=0), on_event))
     finally:

@@ -72,7 +72,7 @@ class StepMonitor:
             for f in failures:
                 row = f.model_dump()
                 row["failure"] = row.pop("kind")
-                self.run_dir.append("events.jsonl", {"time": time.time(), "kind": "failure", **row})
+                self.run_dir.event("failure", **row)
         self.failures.extend(failures)
         self.seconds["detectors"] += t1 - t0
         self.seconds["memory"] += t2 - t1

@@ -9,6 +9,7 @@ evolver runs on a machine without them.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -24,7 +25,11 @@ async def run_evolution_point(
     graph_config: GraphConfig,
     on_event: Callable[[str, dict[str, Any]], Any] | None = None,
 ):
-    """One evolution point against a tool server: open one MCP session, load the tools, run the graph."""
+    """One evolution point against a tool server: open one MCP session, load the tools, run the graph.
+
+    Every step the graph reports (attribution, proposal, ..., give-up) goes to the server's
+    ``record_event`` tool, so the run's events.jsonl and memory hold it wherever the evolver runs; then
+    to ``on_event`` too (e.g. to print it)."""
     from langchain_mcp_adapters.client import MultiServerMCPClient
     from langchain_mcp_adapters.tools import load_mcp_tools
 
@@ -35,5 +40,15 @@ async def run_evolution_point(
     )
     async with client.session("trainer") as session:
         tools = await load_mcp_tools(session)
-        deps = EvolverDeps(model=model, tools=tools, on_event=on_event, config=graph_config)
+        record = next((t for t in tools if t.name == "record_event"), None)
+
+        async def report(kind: str, payload: dict[str, Any]) -> None:
+            if record is not None:
+                await record.ainvoke({"kind": kind, "payload": payload})
+            if on_event is not None:
+                out = on_event(kind, payload)
+                if inspect.isawaitable(out):
+                    await out
+
+        deps = EvolverDeps(model=model, tools=tools, on_event=report, config=graph_config)
         return await evolve(deps)

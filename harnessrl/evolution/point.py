@@ -74,7 +74,9 @@ class EvolutionCallback(TrainerCallback):
         error = None
         try:
             final = asyncio.run(
-                run_evolution_point(self.url, self.token, self.model, graph_config, self.service.on_event)
+                # the graph's steps reach events.jsonl and the memory through the server's record_event tool,
+                # the same path as an external `harnessrl evolver`
+                run_evolution_point(self.url, self.token, self.model, graph_config)
             )
         except Exception as e:  # the evolver failing must never lose the training run; it is logged and recorded
             logger.exception("evolution point at step %d failed; training goes on with the harness as it is", step)

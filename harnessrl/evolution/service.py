@@ -49,6 +49,7 @@ from harnessrl.interfaces.tools import (
     CandidateStatus,
     CommitResult,
     CommitUpdate,
+    EventRecorded,
     FailureList,
     FailureView,
     GetFailures,
@@ -57,6 +58,7 @@ from harnessrl.interfaces.tools import (
     InspectRollouts,
     MemoryResult,
     QueryMemory,
+    RecordEvent,
     RolloutList,
     RolloutView,
     RunTrial,
@@ -702,6 +704,12 @@ class EvolutionService:
                 logger.debug("failure %s is not in the training memory; its attribution is in the events", failure_id)
             except Exception:
                 logger.exception("training memory: recording the attribution of %s failed", failure_id)
+
+    def record_event(self, args: RecordEvent | Mapping[str, Any] | None = None, /, **kwargs: Any) -> EventRecorded:
+        """The ``record_event`` tool: one step the evolver's graph reports, recorded by :meth:`on_event`."""
+        a = _coerce(RecordEvent, args, kwargs)
+        self.on_event(a.kind, a.payload)
+        return EventRecorded(kind=a.kind, written=a.kind not in _WRITTEN_BY_TOOLS)
 
     def on_event(self, kind: str, payload: Mapping[str, Any] | BaseModel | None = None) -> None:
         """The graph's ``on_event(kind, payload)`` callback. ``attribution`` is recorded by

@@ -44,6 +44,7 @@ __all__ = [
     "CandidateStatus",
     "CommitResult",
     "CommitUpdate",
+    "EventRecorded",
     "FailureList",
     "FailureView",
     "GetFailures",
@@ -52,6 +53,7 @@ __all__ = [
     "InspectRollouts",
     "MemoryResult",
     "QueryMemory",
+    "RecordEvent",
     "RolloutList",
     "RolloutView",
     "RunTrial",
@@ -201,6 +203,17 @@ class RunTrial(BaseModel):
     candidate_id: str = Field(min_length=1)
 
 
+class RecordEvent(BaseModel):
+    """Write one step of the evolver's decision trace (an attribution, a give-up, ...) to the run's
+    events.jsonl and its training memory, exactly as the in-process evolver does. The evolution client
+    calls it for every step the graph reports; it is not offered to the LLM."""
+
+    model_config = _STRICT
+
+    kind: Literal["attribution", "proposal", "trial", "verdict", "commit", "give_up"]
+    payload: dict[str, Any] = Field(default_factory=dict, description="The step's fields, as the graph reports them.")
+
+
 class CommitUpdate(BaseModel):
     """Apply an accepted candidate to the harness from the next training step. Refused unless the
     candidate's latest trial accepted it and what it changes is still as it was when measured.
@@ -299,6 +312,11 @@ class Candidate(BaseModel):
     parent_id: str | None = Field(default=None, description="The previous candidate for the same failure.")
 
 
+class EventRecorded(BaseModel):
+    kind: str
+    written: bool = Field(description="False: the tools had written this step already (a proposal, trial, ...).")
+
+
 class CommitResult(BaseModel):
     candidate_id: str
     interface: str
@@ -337,6 +355,7 @@ def tool_table(extra: Iterable[str] = ()) -> dict[str, ToolSpec]:
         *builders,
         ToolSpec("run_frozen_policy_trial", RunTrial, None),
         ToolSpec("commit_update", CommitUpdate, CommitResult),
+        ToolSpec("record_event", RecordEvent, EventRecorded),
     )
     return {s.name: s for s in specs}
 

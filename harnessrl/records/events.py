@@ -1,19 +1,54 @@
-"""Events: the run's decision trace, one JSON line per event in ``events.jsonl``.
+"""Events: the run's decision trace, one JSON line per event in ``events.jsonl``, and their schema.
 
-The trainer appends its own (``failure``, ``evaluation``, ``evolution_point``, ``run_start``,
-``run_end``) through :meth:`~harnessrl.records.run_dir.RunDir.event`; the evolver reports each step
-of an evolution point (:data:`EVENT_KINDS`) through an :data:`EventCallback`, which the trainer's
-tool service writes to the same file.
+One writer, :meth:`~harnessrl.records.run_dir.RunDir.event`, validates every line against
+:class:`Event` (a known ``kind``, a ``step``, a time) before appending it, fsynced. The trainer writes
+its own kinds (:data:`TRAINER_EVENT_KINDS`); the evolver's steps (:data:`EVENT_KINDS`) reach the same
+writer through the trainer's tool service, whether the evolver runs in the training process or as
+``harnessrl evolver`` elsewhere: the graph reports each step through an :data:`EventCallback`, and the
+evolution client forwards it to the server's ``record_event`` tool (the candidate, trial, verdict and
+commit records are written by the tools themselves when they run).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Literal, get_args
 
-__all__ = ["EVENT_KINDS", "EventCallback"]
+from pydantic import BaseModel, ConfigDict, Field
 
-EVENT_KINDS: tuple[str, ...] = ("attribution", "proposal", "trial", "verdict", "commit", "give_up")
+__all__ = ["ALL_EVENT_KINDS", "EVENT_KINDS", "TRAINER_EVENT_KINDS", "Event", "EventCallback", "EventKind"]
+
+EventKind = Literal[
+    # the evolver's steps (the graph reports them; the tools write proposal/trial/verdict/commit)
+    "attribution",
+    "proposal",
+    "trial",
+    "verdict",
+    "commit",
+    "give_up",
+    # the trainer's
+    "run_start",
+    "run_end",
+    "failure",
+    "evaluation",
+    "evolution_point",
+    "outcome",
+]
+ALL_EVENT_KINDS: tuple[str, ...] = get_args(EventKind)
+EVENT_KINDS: tuple[str, ...] = ALL_EVENT_KINDS[:6]
+"""The kinds the evolver graph reports through its :data:`EventCallback`."""
+TRAINER_EVENT_KINDS: tuple[str, ...] = ALL_EVENT_KINDS[6:]
 
 EventCallback = Callable[[str, dict[str, Any]], Awaitable[None] | None]
 """``on_event(kind, payload)``: kind is one of :data:`EVENT_KINDS`; payload is JSON-serialisable."""
+
+
+class Event(BaseModel):
+    """One line of ``events.jsonl``: when, what kind, at which training step, and the kind's own fields
+    (a failure's evidence, a trial's measurements, ...), kept as they are."""
+
+    model_config = ConfigDict(extra="allow")
+
+    time: float = Field(description="Unix time it was written.")
+    kind: EventKind
+    step: int | None = Field(description="The training step it belongs to (None: not tied to one).")

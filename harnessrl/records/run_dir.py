@@ -27,8 +27,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import ValidationError
 
 from harnessrl.errors import HarnessRLError
+from harnessrl.records.events import ALL_EVENT_KINDS, Event
 
 __all__ = ["RunDir", "open_append", "read_jsonl"]
 
@@ -116,8 +118,13 @@ class RunDir:
                 os.fsync(f.fileno())
 
     def event(self, kind: str, step: int | None = None, **payload: Any) -> dict[str, Any]:
-        """Append one event (fsynced: events are the run's decision trace)."""
+        """Append one event, checked against :class:`~harnessrl.records.events.Event` (fsynced: events
+        are the run's decision trace). The one writer of ``events.jsonl``."""
         row = {"time": time.time(), "kind": kind, "step": step, **payload}
+        try:
+            Event.model_validate(row)
+        except ValidationError as e:
+            raise ValueError(f"not an event of events.jsonl ({kind!r}; kinds: {list(ALL_EVENT_KINDS)}): {e}") from None
         self.append("events.jsonl", row, sync=True)
         return row
 
