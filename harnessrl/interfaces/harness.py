@@ -165,19 +165,9 @@ class Harness:
             raise
 
     @classmethod
-    def load(
-        cls,
-        path: str | Path,
-        tasks: list[Task],
-        *,
-        sampling_floor: float = 0.1,
-        seed: int = 0,
-        temperature: float = 1.0,
-        interfaces: Iterable[str] = (),
-        settings: Mapping[str, Mapping[str, Any]] | None = None,
-    ) -> Harness:
-        """Read a saved harness back over the same training tasks (the settings apply to interfaces the
-        file does not hold, e.g. a plug-in installed since)."""
+    def load(cls, path: str | Path, tasks: list[Task], **settings: Any) -> Harness:
+        """Read a saved harness back over the same training tasks. ``settings``: the keyword settings of
+        :class:`Harness` (they reach the interfaces the file does not hold, e.g. a plug-in installed since)."""
         path = Path(path)
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
@@ -190,16 +180,7 @@ class Harness:
             raise HarnessRLError(
                 f"{path}: the saved harness lacks the interface(s) {missing}; the run directory is damaged"
             )
-        harness = cls(
-            tasks,
-            sampling_floor=sampling_floor,
-            seed=seed,
-            temperature=temperature,
-            interfaces=interfaces,
-            settings=settings,
-            _state=data,
-            _where=str(path),
-        )
+        harness = cls(tasks, **settings, _state=data, _where=str(path))
         unknown = sorted(set(data) - set(harness.interfaces) - {"versions", "summary"})
         if unknown:
             raise HarnessRLError(
