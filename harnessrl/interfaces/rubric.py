@@ -73,7 +73,8 @@ class RubricCriteria(Interface):
         "judge_disagreement",
     )
     evolver_text = (
-        "the task's rubric; add a stricter criterion, a pitfall (negative weight) against a reward hack, "
+        "the task's rubric; add a stricter criterion, a pitfall (negative weight) against a reward hack, a "
+        "programmatic check, "
         "reword a loose criterion or reweight one. Blame it when scores are uniformly high on a lax rubric, "
         "or when higher scores stop meaning better answers (length, a surface feature, the reference "
         "answer scoring below the policy)."
