@@ -31,6 +31,7 @@ from pydantic_core import to_jsonable_python
 
 from harnessrl.errors import ConfigError
 from harnessrl.interfaces.registry import interface_classes
+from harnessrl.interfaces.sampling import TaskSampling
 from harnessrl.records.events import EventCallback
 
 __all__ = [
@@ -176,7 +177,7 @@ class GraphConfig(BaseModel):
     failure_kinds: list[str] | None = Field(default=None, description="Ask get_failures only for these kinds.")
     fetch_limit: int = Field(default=20, ge=1, description="Failures asked of get_failures (deduplicated after).")
     fallback_interface: str | None = Field(
-        default="task_sampling",
+        default=TaskSampling.name,
         description="On a revision the proposer may also use this interface's builder (e.g. park a task that "
         "guidance did not help); null: only the attributed interface.",
     )
