@@ -1,6 +1,6 @@
 """Compare two runs' decision traces (events.jsonl): same decisions, or where they differ.
 
-    python benchmarks/compare_events.py RUN_A RUN_B
+    python benchmarks/compare_events.py RUN_A RUN_B [--ignore-kinds outcome,...]
 
 Candidate ids are random per run, so they are renamed in order of appearance (c1, c2, ...); times,
 durations and the tool server's url are dropped. Prints one line per event kind and every event that
@@ -57,10 +57,17 @@ def _diff(a, b, path=""):
 
 
 def main(argv: list[str]) -> int:
+    ignore: set[str] = set()
+    if "--ignore-kinds" in argv:
+        i = argv.index("--ignore-kinds")
+        ignore = set(argv[i + 1].split(",")) if i + 1 < len(argv) else set()
+        argv = argv[:i] + argv[i + 2 :]
     if len(argv) != 2:
         print(__doc__)
         return 2
-    a, b = (_normalise(_load(Path(p))) for p in argv)
+    a, b = ([e for e in _normalise(_load(Path(p))) if e.get("kind") not in ignore] for p in argv)
+    if ignore:
+        print(f"leaving out event kinds {sorted(ignore)}")
     print(f"{argv[0]}: {len(a)} events; {argv[1]}: {len(b)} events")
     ka, kb = Counter(e.get("kind") for e in a), Counter(e.get("kind") for e in b)
     for kind in sorted(set(ka) | set(kb)):
