@@ -17,10 +17,17 @@ How it is put together, and why:
 - The socket is bound here to ``127.0.0.1:0`` and handed to ``uvicorn.Server.run(sockets=[sock])``: the
   OS picks a free port and nobody can take it between choosing and binding. Nothing but loopback can
   connect, and the SDK's DNS-rebinding protection (on for a 127.0.0.1 host) refuses a foreign ``Host``.
+  ``ToolServer(host=...)`` refuses any other host: the tools change training, and the token is all
+  that stands between them and whoever can reach the port.
 - Every request needs ``Authorization: Bearer <token>`` (the SDK's own bearer middleware with our
   token verifier; anything else is a 401). The token is compared as bytes with
   ``hmac.compare_digest``: constant time, and a non-ASCII header cannot raise (a str compare would,
   and become a 500).
+- A request body larger than ``max_request_bytes`` (1 MiB) is answered with HTTP 413 before it is
+  parsed (the SDK's body limit); an argument longer than its tool allows is a validation error the
+  client reads (the limits are in :mod:`harnessrl.interfaces.tools`). No tool takes a path: the tools
+  write ``harness.json`` and ``events.jsonl`` of the run directory and the run's training memory, no
+  other file.
 - A FastMCP instance serves only once, so every :meth:`ToolServer.start` builds a new one (and a new
   token); start/stop can repeat.
 - Tools are generated from the service's tool table (:func:`harnessrl.interfaces.tools.tool_table`):
@@ -65,6 +72,9 @@ __all__ = ["ToolServer"]
 logger = logging.getLogger(__name__)
 
 SSE_WRITER_MESSAGE = "Error in standalone SSE writer"
+LOOPBACK = "127.0.0.1"
+MAX_REQUEST_BYTES = 1 << 20
+"""Largest request body the tool server reads (1 MiB); a larger one is answered with HTTP 413."""
 INSTRUCTIONS = (
     "HarnessRL evolver tools: read the detected reward failures, the training memory, rollouts and the "
     "harness; build candidate updates (one builder per harness interface); measure them on the "
@@ -146,6 +156,9 @@ class ToolServer:
     Args:
         service: the tools' implementation.
         name: the MCP server name.
+        host: where to listen: loopback only (``127.0.0.1``, or ``localhost`` for the same); anything else
+            is refused with a :class:`~harnessrl.errors.HarnessRLError`.
+        max_request_bytes: largest request body read; a larger one gets HTTP 413.
         start_timeout: seconds to wait for the server to accept connections.
         shutdown_timeout: seconds :meth:`stop` lets open connections finish before closing them.
     """
@@ -155,11 +168,22 @@ class ToolServer:
         service: EvolutionService,
         *,
         name: str = "harnessrl",
+        host: str = LOOPBACK,
+        max_request_bytes: int = MAX_REQUEST_BYTES,
         start_timeout: float = 10.0,
         shutdown_timeout: float = 1.0,
     ):
+        if host not in (LOOPBACK, "localhost"):
+            raise HarnessRLError(
+                f"the evolver tool server listens on loopback ({LOOPBACK}) only, not {host!r}: its tools change "
+                "training. Run the external evolver (`harnessrl evolver`) on the trainer's machine, or reach "
+                f"the port through an SSH tunnel (ssh -L PORT:{LOOPBACK}:PORT trainer-host)"
+            )
+        if max_request_bytes <= 0:
+            raise HarnessRLError(f"max_request_bytes must be a positive number of bytes, not {max_request_bytes}")
         self.service = service
         self.name = name
+        self.max_request_bytes = max_request_bytes
         self.start_timeout = start_timeout
         self.shutdown_timeout = shutdown_timeout
         self.url: str | None = None
@@ -186,7 +210,8 @@ class ToolServer:
                 token_verifier=_TokenVerifier(token),
                 # we are a resource server only: no OAuth metadata routes, the issuer is never contacted
                 auth=AuthSettings(issuer_url="http://127.0.0.1", resource_server_url=None),
-                host="127.0.0.1",  # turns on the SDK's DNS-rebinding protection for loopback
+                host=LOOPBACK,  # turns on the SDK's DNS-rebinding protection for loopback
+                max_request_body_size=self.max_request_bytes,
                 log_level="WARNING",
             )
         impls = self.service.tool_methods()
@@ -212,7 +237,7 @@ class ToolServer:
         app = self.build(token).streamable_http_app()
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         try:
-            sock.bind(("127.0.0.1", 0))
+            sock.bind((LOOPBACK, 0))
             sock.listen(128)
         except OSError:
             sock.close()
@@ -238,12 +263,12 @@ class ToolServer:
                 thread.join(timeout=2)
                 sock.close()
                 raise HarnessRLError(
-                    f"the evolver tool server did not start on 127.0.0.1:{port} within {self.start_timeout} s "
+                    f"the evolver tool server did not start on {LOOPBACK}:{port} within {self.start_timeout} s "
                     "(see the log above for uvicorn's error)"
                 )
             time.sleep(0.005)
         self._server, self._thread, self._sock = server, thread, sock
-        self.url, self.token = f"http://127.0.0.1:{port}/mcp", token
+        self.url, self.token = f"http://{LOOPBACK}:{port}/mcp", token
         logger.info("evolver tools served at %s", self.url)
         return self.url, token
 

@@ -314,6 +314,8 @@ class EvolutionService:
     def get_failures(self, args: GetFailures | Mapping[str, Any] | None = None, /, **kwargs: Any) -> FailureList:
         """The detected failures, newest first, one entry per persisting failure (see :class:`GetFailures`)."""
         a = _coerce(GetFailures, args, kwargs)
+        if a.task_id is not None:
+            self._task(a.task_id)  # an id that is no training task is an error, not an empty list
         with self.lock:
             groups: dict[tuple, list[Any]] = {}
             for f in self._failures():

@@ -13,8 +13,6 @@ sampling settings) in registration order (:meth:`Harness.row`).
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -28,6 +26,7 @@ from harnessrl.interfaces.guidance import RolloutGuidance
 from harnessrl.interfaces.registry import BUILTIN, allowed_interfaces, failure_hints, interface_classes
 from harnessrl.interfaces.rubric import RubricCriteria
 from harnessrl.interfaces.sampling import TaskSampling
+from harnessrl.records.run_dir import write_atomic
 
 __all__ = ["Harness", "parse_update"]
 
@@ -150,19 +149,11 @@ class Harness:
         }
 
     def save(self, path: str | Path) -> None:
-        """Write ``harness.json`` atomically."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".harness-", suffix=".json")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(self.to_dict(), f, indent=1)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        """Write ``harness.json`` whole or not at all (temp file, fsync, rename): when the write fails, a
+        full disk included, the previous file is kept and a :class:`~harnessrl.records.run_dir.RunFileError`
+        (an ``OSError`` too) says so."""
+        data = self.to_dict()
+        write_atomic(path, lambda f: json.dump(data, f, indent=1))
 
     @classmethod
     def load(cls, path: str | Path, tasks: list[Task], **settings: Any) -> Harness:

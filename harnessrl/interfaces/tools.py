@@ -18,6 +18,12 @@ named by its ``builder_tool``, whose arguments are its update model (whose docst
 to the LLM) plus ``failure_id`` (:func:`builder_args`); the ``interface`` tag is implied by the tool
 and not a parameter. :func:`tool_table` lists every tool for a set of registered interfaces.
 
+Every argument is bounded, because the tools are reachable by whatever writes the LLM's input: ids
+to :data:`MAX_ID_CHARS`, free text to :data:`MAX_TEXT_CHARS`, lists and mappings to
+:data:`MAX_LIST_ITEMS` (the read tools' fields say so in their schema; a candidate builder checks
+every string and container of its update, a plug-in's too), ``record_event``'s payload to
+:data:`MAX_EVENT_PAYLOAD_CHARS` of JSON. No tool takes a file path.
+
 Results are pydantic models too (MCP structured output: the client gets both the JSON object and its
 text). ``run_frozen_policy_trial`` returns the critic's ``TrialResult`` from
 :mod:`harnessrl.critic.trials`, which lives trainer-side (this module must not import torch, trl or
@@ -27,17 +33,22 @@ chromadb, so that the evolver side imports fast).
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterable
+import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, create_model, field_validator, model_validator
 
 from harnessrl.interfaces.base import Interface, InterfaceUpdate
 from harnessrl.interfaces.registry import interface_classes
 
 __all__ = [
+    "MAX_EVENT_PAYLOAD_CHARS",
+    "MAX_ID_CHARS",
+    "MAX_LIST_ITEMS",
+    "MAX_TEXT_CHARS",
     "READ_TOOLS",
     "BuilderArgs",
     "Candidate",
@@ -60,6 +71,7 @@ __all__ = [
     "TaskView",
     "ToolSpec",
     "builder_args",
+    "check_bounds",
     "flat_parameters",
     "tool_table",
 ]
@@ -71,6 +83,43 @@ CandidateStatus = Literal["proposed", "accepted", "rejected", "committed"]
 """Proposed (built, not judged), accepted or rejected by its latest trial, committed (applied)."""
 
 _STRICT = ConfigDict(extra="forbid")
+
+MAX_ID_CHARS = 256
+"""Longest id a tool takes: a task, candidate or failure id, a failure kind, an interface name."""
+MAX_TEXT_CHARS = 4000
+"""Longest free text a tool takes: a search text, any string of a candidate update (its rationale,
+a criterion's text; an interface may allow less, e.g. a guidance hint)."""
+MAX_LIST_ITEMS = 100
+"""Most items of any list or mapping a tool takes (task ids, criteria to add, rewordings, ...)."""
+MAX_EVENT_PAYLOAD_CHARS = 200_000
+"""Largest ``record_event`` payload, as JSON text."""
+
+_Id = Annotated[str, StringConstraints(max_length=MAX_ID_CHARS)]
+_Text = Annotated[str, StringConstraints(max_length=MAX_TEXT_CHARS)]
+
+
+def check_bounds(value: Any, where: str) -> None:
+    """Raise ValueError, naming the place and the limit, if any string in ``value`` (a JSON-like tree,
+    pydantic models included) is longer than :data:`MAX_TEXT_CHARS` or any list or mapping has more
+    than :data:`MAX_LIST_ITEMS` items. Iterative, so no nesting depth can exhaust the stack."""
+    stack: list[tuple[str, Any]] = [(where, value)]
+    while stack:
+        at, v = stack.pop()
+        if isinstance(v, str):
+            if len(v) > MAX_TEXT_CHARS:
+                raise ValueError(f"{at} is {len(v)} characters long; at most {MAX_TEXT_CHARS} are allowed: shorten it")
+        elif isinstance(v, Mapping):
+            if len(v) > MAX_LIST_ITEMS:
+                raise ValueError(f"{at} has {len(v)} entries; at most {MAX_LIST_ITEMS} are allowed: split the change")
+            for k, x in v.items():
+                stack.append((f"{at} key", k))
+                stack.append((f"{at}.{str(k)[:40]}", x))
+        elif isinstance(v, list | tuple):
+            if len(v) > MAX_LIST_ITEMS:
+                raise ValueError(f"{at} has {len(v)} items; at most {MAX_LIST_ITEMS} are allowed: split the change")
+            stack.extend((f"{at}[{i}]", x) for i, x in enumerate(v))
+        elif isinstance(v, BaseModel):  # already parsed by the MCP layer (e.g. a Criterion): its fields
+            stack.append((at, dict(v)))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -88,8 +137,8 @@ class GetFailures(BaseModel):
     model_config = _STRICT
 
     since_step: int | None = Field(default=None, ge=0, description="Only failures detected at this step or later.")
-    kinds: list[str] | None = Field(default=None, description="Only these failure kinds.")
-    task_id: str | None = Field(default=None, description="Only failures of this task.")
+    kinds: list[_Id] | None = Field(default=None, max_length=MAX_LIST_ITEMS, description="Only these failure kinds.")
+    task_id: _Id | None = Field(default=None, description="Only failures of this task.")
     limit: int = Field(default=20, ge=1, le=200, description="At most this many failures.")
 
 
@@ -108,10 +157,10 @@ class QueryMemory(BaseModel):
     model_config = _STRICT
 
     mode: Literal["task_history", "similar_failures", "what_worked", "similar_tasks"]
-    task_id: str | None = Field(default=None, description="The task at hand.")
-    text: str | None = Field(default=None, description="What to search for (search modes).")
-    kind: str | None = Field(default=None, description="Keep only this failure kind.")
-    interface: str | None = Field(default=None, description="Keep only this interface (similar_failures, what_worked).")
+    task_id: _Id | None = Field(default=None, description="The task at hand.")
+    text: _Text | None = Field(default=None, description="What to search for (search modes).")
+    kind: _Id | None = Field(default=None, description="Keep only this failure kind.")
+    interface: _Id | None = Field(default=None, description="Keep only this interface (similar_failures, what_worked).")
     n: int = Field(default=5, ge=1, le=50, description="At most this many items.")
 
     @model_validator(mode="after")
@@ -132,7 +181,7 @@ class InspectRollouts(BaseModel):
 
     model_config = _STRICT
 
-    task_id: str = Field(min_length=1)
+    task_id: _Id = Field(min_length=1)
     steps: int = Field(default=2, ge=1, le=50, description="How many of the latest kept steps to read.")
     limit: int = Field(default=8, ge=1, le=64, description="At most this many rollouts.")
 
@@ -146,7 +195,7 @@ class GetHarnessState(BaseModel):
 
     model_config = _STRICT
 
-    task_id: str | None = Field(default=None, description="The task to show; null: versions only.")
+    task_id: _Id | None = Field(default=None, description="The task to show; null: versions only.")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -161,10 +210,20 @@ _BUILDER_NOTE = (
 
 
 class BuilderArgs(BaseModel):
-    """Base of every candidate builder's arguments: an interface's update plus the failure it answers."""
+    """Base of every candidate builder's arguments: an interface's update plus the failure it answers.
+    Every string and container in them is bounded (:func:`check_bounds`), whatever the update model
+    declares: an interface plug-in's update too."""
 
     model_config = _STRICT
     update_type: ClassVar[type[InterfaceUpdate]]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bounded(cls, data: Any) -> Any:
+        if isinstance(data, Mapping):
+            for name, value in data.items():
+                check_bounds(value, str(name)[:MAX_ID_CHARS])
+        return data
 
     def update(self) -> InterfaceUpdate:
         """The harness update itself (without ``failure_id``)."""
@@ -180,7 +239,7 @@ def builder_args(interface: type[Interface]) -> type[BuilderArgs]:
         f"{update.__name__}Args",
         __base__=(update, BuilderArgs),
         __doc__=inspect.cleandoc(update.__doc__ or "") + _BUILDER_NOTE,
-        failure_id=(str | None, _FAILURE_ID),
+        failure_id=(_Id | None, _FAILURE_ID),
     )
     model.update_type = update
     return model
@@ -200,7 +259,7 @@ class RunTrial(BaseModel):
 
     model_config = _STRICT
 
-    candidate_id: str = Field(min_length=1)
+    candidate_id: _Id = Field(min_length=1)
 
 
 class RecordEvent(BaseModel):
@@ -213,6 +272,17 @@ class RecordEvent(BaseModel):
     kind: Literal["attribution", "proposal", "trial", "verdict", "commit", "give_up"]
     payload: dict[str, Any] = Field(default_factory=dict, description="The step's fields, as the graph reports them.")
 
+    @field_validator("payload")
+    @classmethod
+    def _payload_bounded(cls, payload: dict[str, Any]) -> dict[str, Any]:
+        size = len(json.dumps(payload, default=str))
+        if size > MAX_EVENT_PAYLOAD_CHARS:
+            raise ValueError(
+                f"the payload is {size} characters of JSON; at most {MAX_EVENT_PAYLOAD_CHARS} are recorded: "
+                "leave out bulky fields (rollout texts, per-rollout lists) or summarize them"
+            )
+        return payload
+
 
 class CommitUpdate(BaseModel):
     """Apply an accepted candidate to the harness from the next training step. Refused unless the
@@ -221,7 +291,7 @@ class CommitUpdate(BaseModel):
 
     model_config = _STRICT
 
-    candidate_id: str = Field(min_length=1)
+    candidate_id: _Id = Field(min_length=1)
 
 
 # --------------------------------------------------------------------------------------------------

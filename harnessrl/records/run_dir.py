@@ -14,17 +14,31 @@
       plots/, report.html, summary.json
 
 JSONL files are appended line by line and flushed, so a killed process loses at most the line in
-flight; readers skip a torn last line instead of failing.
+flight; readers skip a torn last line instead of failing. Whole files (``harness.json``, ``config.yaml``,
+``summary.json``, ...) are written whole or not at all (:func:`write_atomic`): a full disk mid-write leaves
+the previous version in place and says so (:class:`RunFileError`).
+
+One live process trains into a run directory at a time: :func:`lock_run_dir` takes an exclusive
+``flock`` on ``.lock`` in it (with the owner's pid and host written there for the error message), and a
+second process, training or resuming, is refused with :class:`RunDirInUseError`. The OS releases a
+flock when its process dies however it dies, so a lock left by a killed run is simply taken over.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
 import json
 import logging
 import os
+import shutil
+import socket
+import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import yaml
 from pydantic import ValidationError
@@ -32,9 +46,222 @@ from pydantic import ValidationError
 from harnessrl.errors import HarnessRLError
 from harnessrl.records.events import ALL_EVENT_KINDS, Event
 
-__all__ = ["RunDir", "open_append", "read_jsonl"]
+__all__ = [
+    "LOCK_NAME",
+    "RunDir",
+    "RunDirInUseError",
+    "RunDirLock",
+    "RunFileError",
+    "clear_run_dir",
+    "is_disk_full",
+    "lock_run_dir",
+    "open_append",
+    "read_jsonl",
+    "write_atomic",
+]
 
 logger = logging.getLogger(__name__)
+
+LOCK_NAME = ".lock"
+"""The run directory's lock file (see :func:`lock_run_dir`)."""
+
+_DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def is_disk_full(error: BaseException) -> bool:
+    """Whether ``error`` (or an error it was raised from) is a full disk or an exhausted quota."""
+    seen: set[int] = set()
+    e: BaseException | None = error
+    while e is not None and id(e) not in seen:
+        if isinstance(e, OSError) and e.errno in _DISK_FULL:
+            return True
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    return False
+
+
+class RunFileError(HarnessRLError, OSError):
+    """A run file could not be written (a full disk, a quota, a read-only file system): the file keeps its
+    previous content. Also an ``OSError`` with the cause's ``errno``, so code that handles I/O errors
+    still handles it."""
+
+
+class RunDirInUseError(HarnessRLError):
+    """Another live process holds the run directory's lock."""
+
+
+def write_atomic(path: str | Path, write: Callable[[IO[str]], None]) -> None:
+    """Write a file whole or not at all: ``write(f)`` fills a temporary file beside ``path``, which is
+    flushed, fsynced and renamed over it. If anything fails on the way (the disk fills up mid-write, the
+    fsync fails, ...) the temporary file is removed and ``path`` keeps its previous content; an
+    ``OSError`` is raised again as a :class:`RunFileError` that says so (and whether the disk is full)."""
+    path = Path(path)
+    existed = path.exists()
+    tmp: str | None = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            os.fchmod(f.fileno(), path.stat().st_mode & 0o777 if existed else 0o644)
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        tmp = None
+    except OSError as e:
+        kept = "keeps its previous content" if existed else "was not created"
+        if is_disk_full(e):
+            what = f"the disk is full ({e}): {path.name} {kept}. Free disk space (or move the run to a larger disk)"
+        else:
+            what = f"it could not be written ({e}): {path.name} {kept}. Fix the cause"
+        err = RunFileError(f"{path}: {what} and go on; with `harnessrl train`, run it again with --resume")
+        err.errno = e.errno
+        raise err from e
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+    # the rename itself reaches the disk with the directory; the file is in place whatever happens here
+    with contextlib.suppress(OSError):
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+
+# --------------------------------------------------------------------------------------------- the lock
+
+
+def _lock_owner(fd: int) -> dict[str, Any]:
+    try:
+        os.lseek(fd, 0, os.SEEK_SET)
+        data = json.loads(os.read(fd, 4096).decode("utf-8", "replace") or "{}")
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _in_use_message(path: Path, owner: dict[str, Any]) -> str:
+    pid, host = owner.get("pid"), owner.get("host")
+    if pid == os.getpid() and host == socket.gethostname():
+        return (
+            f"{path} is already locked by this process (pid {pid}): a run directory takes one run at a time; "
+            "finish or stop the other run in this process, or choose another run_dir"
+        )
+    since = owner.get("since")
+    when = ""
+    if isinstance(since, int | float):
+        when = f", since {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(since))}"
+    who = f"pid {pid} on host {host}{when}" if pid else "a process that has not written its pid yet"
+    stop = f"stop it (`kill {pid}`" + (f" on {host}" if host and host != socket.gethostname() else "") + ")"
+    return (
+        f"{path} is in use by another live process: {who}. Two processes must not write one run directory "
+        f"(resuming a run included): wait for it to finish, {stop} and then --resume, "
+        "or train into another run_dir"
+    )
+
+
+class RunDirLock:
+    """This process's exclusive lock on a run directory (from :func:`lock_run_dir`): :meth:`release` it,
+    or use it as a context manager."""
+
+    def __init__(self, path: Path, fd: int, created: bool):
+        self.path = path
+        self._fd: int | None = fd
+        self._created = created
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def release(self) -> None:
+        """Give the directory up (idempotent). The lock file goes first and the lock after, never the other
+        way round: a process that opened the file meanwhile sees it gone and opens a fresh one. A directory
+        the lock created and nothing else filled is removed too (a refused run leaves no trace)."""
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        try:
+            with contextlib.suppress(OSError):
+                (self.path / LOCK_NAME).unlink()
+            if self._created:
+                with contextlib.suppress(OSError):
+                    self.path.rmdir()  # only if empty
+        finally:
+            with contextlib.suppress(OSError):
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+    def __enter__(self) -> RunDirLock:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def lock_run_dir(path: str | Path) -> RunDirLock:
+    """Lock the run directory ``path`` (made if missing) for this process, or raise
+    :class:`RunDirInUseError` naming the live process that holds it and what to do.
+
+    An exclusive, non-blocking ``flock`` on ``path/.lock``; the owner's pid, host and start time are
+    written in the file for that message (not its command line, which may hold a secret). A lock file
+    left by a process that died (killed, crashed) holds no flock any more, since the OS drops it with the
+    process, and is taken over silently. Works wherever ``flock`` does (local disks; NFS through the
+    kernel's emulation)."""
+    path = Path(path)
+    created = not path.exists()
+    lock_path = path / LOCK_NAME
+    for _ in range(100):
+        path.mkdir(parents=True, exist_ok=True)
+        try:  # never through a symlink planted in the run directory
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        except FileNotFoundError:  # the directory went with a released lock: make it again
+            continue
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                raise HarnessRLError(f"{lock_path} is a symbolic link: remove it (the lock is a plain file)") from e
+            raise
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            owner = _lock_owner(fd)
+            os.close(fd)
+            raise RunDirInUseError(_in_use_message(path, owner)) from None
+        except BaseException:
+            os.close(fd)
+            raise
+        try:  # the holder may have released (and removed) the file between our open and our flock
+            same = os.fstat(fd).st_ino == os.stat(lock_path).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)
+    else:  # pragma: no cover - a hundred releases in a row between our open and our flock
+        raise RunDirInUseError(f"{path}: could not take {lock_path}; other processes keep taking it: try again")
+    previous = _lock_owner(fd)
+    if previous.get("pid"):
+        logger.debug("%s: taking over the lock of pid %s, which has ended", path, previous["pid"])
+    owner = {
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "since": time.time(),
+    }
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, json.dumps(owner).encode("utf-8"), 0)
+    return RunDirLock(path, fd, created)
+
+
+def clear_run_dir(path: str | Path) -> None:
+    """Remove everything in a run directory but its lock file (``--overwrite`` under the lock)."""
+    for p in Path(path).iterdir():
+        if p.name == LOCK_NAME:
+            continue
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p)
+        else:
+            p.unlink()
 
 
 def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
@@ -106,9 +333,14 @@ class RunDir:
     def file(self, name: str) -> Path:
         return self.path / name
 
+    def lock(self) -> RunDirLock:
+        """Lock this run directory for this process (see :func:`lock_run_dir`)."""
+        return lock_run_dir(self.path)
+
     # writing
     def write_config(self, config) -> None:
-        self.config.write_text(yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False), encoding="utf-8")
+        text = yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
+        write_atomic(self.config, lambda f: f.write(text))
 
     def append(self, name: str, row: dict[str, Any], sync: bool = False) -> None:
         with open_append(self.path / name) as f:
@@ -129,9 +361,8 @@ class RunDir:
         return row
 
     def write_json(self, name: str, data: Any) -> None:
-        tmp = self.path / f".{name}.tmp"
-        tmp.write_text(json.dumps(data, indent=1, default=str), encoding="utf-8")
-        os.replace(tmp, self.path / name)
+        """Write ``name`` whole or not at all (:func:`write_atomic`)."""
+        write_atomic(self.path / name, lambda f: json.dump(data, f, indent=1, default=str))
 
     # reading
     def read(self, name: str) -> list[dict[str, Any]]:

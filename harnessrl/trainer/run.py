@@ -12,8 +12,10 @@ the task-sampling interface's difficulty filter.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
-import shutil
+import re
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -26,7 +28,7 @@ from rich.console import Console
 from harnessrl.data import Task, data_path, load_tasks
 from harnessrl.errors import ConfigError, HarnessRLError
 from harnessrl.interfaces.harness import Harness
-from harnessrl.records.run_dir import RunDir
+from harnessrl.records.run_dir import LOCK_NAME, RunDir, clear_run_dir, is_disk_full, lock_run_dir
 from harnessrl.trainer.train_config import TrainConfig
 
 __all__ = [
@@ -376,9 +378,40 @@ def _is_main_process() -> bool:
     return int(os.environ.get("RANK", "0")) == 0
 
 
+_CHECKPOINT = re.compile(r"checkpoint-(\d+)")
+
+
+def _complete_checkpoint(path: Path) -> bool:
+    """Whether a checkpoint was written to the end: the Trainer writes ``trainer_state.json`` after the
+    weights, optimizer, scheduler and RNG states, so one without a readable state was cut short (the
+    process killed, or the disk full, mid-save)."""
+    try:
+        return isinstance(json.loads((path / "trainer_state.json").read_text(encoding="utf-8")), dict)
+    except (OSError, ValueError):
+        return False
+
+
 def _last_checkpoint(run: RunDir) -> str | None:
-    cks = sorted(run.checkpoints.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
-    return str(cks[-1]) if cks else None
+    """The newest complete ``checkpoint-<step>`` (an incomplete one is skipped, with a warning)."""
+    found = []
+    for path in run.checkpoints.glob("checkpoint-*"):
+        match = _CHECKPOINT.fullmatch(path.name)
+        if match is None or not path.is_dir():
+            continue
+        if _complete_checkpoint(path):
+            found.append((int(match[1]), path))
+        else:
+            logger.warning("%s is incomplete (no trainer_state.json: cut short mid-save); skipped", path)
+    return str(max(found)[1]) if found else None
+
+
+def _disk_full_while_training(run: RunDir, step: int) -> HarnessRLError:
+    last = _last_checkpoint(run)
+    return HarnessRLError(
+        f"the disk filled up while training, at step {step} (writing a checkpoint or a record into {run.path}): "
+        f"free disk space, then run again with --resume; it goes on from {last or 'the start (no complete checkpoint)'}"
+        " with the harness as last saved, and a checkpoint cut short is skipped"
+    )
 
 
 def train(
@@ -389,7 +422,23 @@ def train(
     console: Console | None = None,
     trainer_hook=None,
 ) -> RunSummary:
-    """Run training end to end. ``trainer_hook(trainer, run_dir)`` may attach more (the evolver does)."""
+    """Run training end to end. ``trainer_hook(trainer, run_dir)`` may attach more (the evolver does).
+
+    The main process holds the run directory's lock from start to end (:func:`lock_run_dir`): a second
+    live process training into the same directory, or resuming it, is refused before anything is written."""
+    lock = lock_run_dir(config.run_dir) if _is_main_process() else contextlib.nullcontext()
+    with lock:
+        return _train(config, resume=resume, overwrite=overwrite, console=console, trainer_hook=trainer_hook)
+
+
+def _train(
+    config: TrainConfig,
+    *,
+    resume: bool,
+    overwrite: bool,
+    console: Console | None,
+    trainer_hook,
+) -> RunSummary:
     from datasets import Dataset
     from transformers import PrinterCallback
 
@@ -409,7 +458,7 @@ def train(
     train_tasks, eval_splits = tasks.train, tasks.eval_splits
     device = _device(config)
     run_path = Path(config.run_dir)
-    if run_path.exists() and any(run_path.iterdir()) and not (resume or overwrite):
+    if run_path.exists() and any(p.name != LOCK_NAME for p in run_path.iterdir()) and not (resume or overwrite):
         raise HarnessRLError(
             f"{run_path} already holds a run: pass --resume to continue it or --overwrite to start again "
             "(or choose another run_dir)"
@@ -419,7 +468,7 @@ def train(
     build_grpo_config(config, run_path / "checkpoints", device)
     main = _is_main_process()
     if overwrite and run_path.exists() and main:
-        shutil.rmtree(run_path)
+        clear_run_dir(run_path)  # all but the lock this process holds
     run = RunDir(run_path)
     if main:
         run.write_config(config)
@@ -538,6 +587,10 @@ def train(
     checkpoint = _last_checkpoint(run) if resume else None
     try:
         trainer.train(resume_from_checkpoint=checkpoint)
+    except OSError as e:
+        if is_disk_full(e) and not isinstance(e, HarnessRLError):  # a run file's own error says it already
+            raise _disk_full_while_training(run, trainer.state.global_step) from e
+        raise
     finally:
         if server is not None:
             server.stop()
