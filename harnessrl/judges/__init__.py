@@ -69,6 +69,7 @@ def build_judge(config: JudgeConfig | dict | None = None) -> RubricJudge:
     return RubricJudge(
         backend,
         missing_retries=config.missing_retries,
+        missing_backoff_s=config.missing_backoff_s,
         min_coverage=config.min_coverage,
         cache_size=config.cache_size,
     )

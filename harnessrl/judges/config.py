@@ -38,5 +38,20 @@ class JudgeConfig(BaseModel):
         default=None, ge=64, description="local-lm: grading prompt tokens (default: the model's limit, at most 2048)"
     )
     missing_retries: int = Field(default=1, ge=0, description="times a missing verdict is asked for again")
+    missing_backoff_s: float = Field(
+        default=0.5, ge=0, description="wait before asking for missing verdicts again; doubles on each further try"
+    )
     min_coverage: float = Field(default=0.5, gt=0, le=1, description="share of positive weight needing a verdict")
     cache_size: int = Field(default=200_000, ge=0)
+    max_missing_share: float = Field(
+        default=0.5,
+        ge=0,
+        le=1,
+        description="training: the share of a step's rollouts that may have no reward (judge faults) before "
+        "on_too_many_missing applies",
+    )
+    on_too_many_missing: Literal["skip", "stop"] = Field(
+        default="skip",
+        description="training, when a step's missing share is above max_missing_share: skip (the step trains on "
+        "nothing, counted in steps/skipped_missing) or stop (the run ends with an error)",
+    )

@@ -5,10 +5,12 @@ answer) goes into a single request, and the model answers one verdict per criter
 (:class:`RubricVerdicts`). The same code talks to OpenAI, a vLLM server, or any other server that
 speaks the chat-completions API (``base_url``).
 
-What can go wrong stays local: a request that times out or fails after its retries, a refusal, an
-answer that is not JSON or does not follow the schema, or a criterion the answer forgets, each makes
-the affected verdicts *missing* (``None``), never 0; :class:`~harnessrl.judges.rubric_judge.RubricJudge`
-retries and counts them.
+What can go wrong stays local. Transport faults (the server down or unreachable, a timeout, HTTP 5xx
+or 429, a response body that is not JSON or is cut short) are retried here with exponential backoff
+and jitter, honouring ``Retry-After``. After the last retry, and for an answer that is unusable (a
+refusal, text that is not JSON or is truncated, the wrong shape, verdicts only for criteria that were
+not asked), the affected verdicts are *missing* (``None``), never 0;
+:class:`~harnessrl.judges.rubric_judge.RubricJudge` asks for them again after a pause and counts them.
 """
 
 from __future__ import annotations
@@ -270,8 +272,9 @@ class OpenAICompatibleJudge:
 
     Counters (cumulative, for logs and tests): ``calls`` chat calls (one per response group),
     ``attempts`` HTTP requests sent (retries included), ``retries``, ``failed_calls`` calls that got
-    no answer after their retries, ``bad_answers`` answers that were refused or unusable, and
-    ``missing_verdicts`` requests returned as ``None``.
+    no answer after their retries, ``bad_answers`` answers that were refused or unusable,
+    ``unknown_verdicts`` verdicts for criteria that were not asked (ignored), and ``missing_verdicts``
+    requests returned as ``None``.
     """
 
     name = "openai"
@@ -304,6 +307,7 @@ class OpenAICompatibleJudge:
         self.retries = 0
         self.failed_calls = 0
         self.bad_answers = 0
+        self.unknown_verdicts = 0
         self.missing_verdicts = 0
 
     @classmethod
@@ -426,6 +430,14 @@ class OpenAICompatibleJudge:
             self._count(bad_answers=1)
             logger.warning("openai judge: unusable answer for %d criteria (%s): %.200r", len(g.criteria), e, content)
             return {}
+        unknown = [k for k in parsed if k not in g.criteria]
+        if unknown:  # never matched to another criterion: the asked one stays missing and is asked again
+            self._count(unknown_verdicts=len(unknown))
+            logger.warning(
+                "openai judge: the answer has verdicts for %d criteria that were not asked, ignored: %s",
+                len(unknown),
+                ", ".join(unknown[:10]),
+            )
         out: dict[str, BackendVerdict] = {}
         for key in g.criteria:
             v = parsed.get(key)
@@ -463,6 +475,8 @@ class OpenAICompatibleJudge:
                         return await client.chat.completions.create(**kwargs)
             except (TimeoutError, openai.APIConnectionError) as e:  # APITimeoutError is a connection error
                 why = f"{type(e).__name__}: {e}" if str(e) else f"timed out after {self.config.timeout_s:g} s"
+            except ValueError as e:  # a 200 whose body is not JSON, or is cut short: the server's fault
+                why = f"malformed response body ({type(e).__name__}: {e})"
             except openai.APIStatusError as e:
                 if e.status_code != 429 and e.status_code < 500:
                     logger.warning("openai judge: request rejected with HTTP %d, not retried: %s", e.status_code, e)

@@ -8,9 +8,11 @@ backend:
 - programmatic criteria are evaluated in code (exact, free, never missing);
 - a verdict cache keyed by (criterion text, response, prompt, reference answer) makes re-grading
   cheap: a rubric edit re-grades only the criteria that changed, a weight change nothing at all;
-- a missing verdict is retried (``missing_retries``), then stays *missing*, is counted in
-  ``judge/parse_fail_rate``, and the reward is computed from the criteria that have one
-  (:func:`aggregate_reward`).
+- a missing verdict is asked for again (``missing_retries``, after ``missing_backoff_s``, doubling),
+  then stays *missing*, is counted in ``judge/parse_fail_rate`` and ``judge/missing_rate``, and the
+  reward is computed from the criteria that have one (:func:`aggregate_reward`). Transport faults
+  (server down, timeouts, HTTP 5xx and 429) are the backend's to retry first; what this layer retries
+  is whatever still came back without a verdict (an unusable answer, a verdict for the wrong criterion).
 
 The reward, exactly as DESIGN.md §4 defines it::
 
@@ -211,6 +213,7 @@ class RubricJudge:
     Args:
         backend: grades the judged criteria (see :class:`JudgeBackend`).
         missing_retries: how many more times a missing verdict is asked for.
+        missing_backoff_s: wait before the first of those re-asks; it doubles before each further one.
         min_coverage: share of positive rubric weight that needs a verdict for a reward.
         cache_size: verdicts kept (least recently used are dropped first).
     """
@@ -220,11 +223,13 @@ class RubricJudge:
         backend: JudgeBackend,
         *,
         missing_retries: int = 1,
+        missing_backoff_s: float = 0.0,
         min_coverage: float = 0.5,
         cache_size: int = 200_000,
     ):
         self.backend = backend
         self.missing_retries = missing_retries
+        self.missing_backoff_s = missing_backoff_s
         self.min_coverage = min_coverage
         self.cache_size = cache_size
         self.stats = JudgeStats()
@@ -277,6 +282,8 @@ class RubricJudge:
         for attempt in range(self.missing_retries + 1):
             if not pending:
                 break
+            if attempt and self.missing_backoff_s > 0:  # a struggling server gets a moment before the re-ask
+                time.sleep(self.missing_backoff_s * 2 ** (attempt - 1))
             got = self._call_backend([t[2] for t in pending])
             still: list[tuple[int, int, GradeRequest, str]] = []
             for (i, j, req, key), bv in zip(pending, got, strict=True):

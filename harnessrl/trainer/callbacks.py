@@ -70,7 +70,11 @@ class ProgressCallback(TrainerCallback):
         self.last = logs
         low = logs.get("frac_reward_zero_std/all_low") or 0.0
         high = logs.get("frac_reward_zero_std/all_high") or 0.0
-        stats = f"reward {logs['reward']:.3f} ± {logs.get('reward_std') or 0:.3f}  flat {low:.0%} low / {high:.0%} high"
+        reward = _finite(logs["reward"])  # None at a step the judge gave no reward for
+        shown = "n/a" if reward is None else f"{reward:.3f}"
+        stats = f"reward {shown} ± {_finite(logs.get('reward_std')) or 0:.3f}  flat {low:.0%} low / {high:.0%} high"
+        if logs.get("judge/missing_share"):
+            stats += f"  no reward {logs['judge/missing_share']:.0%}"
         self.progress.update(self.task, stats=stats)
 
     def on_step_end(self, args, state, control, **kwargs):

@@ -2,6 +2,13 @@
 
 The reward itself (per-criterion verdicts to one scalar, missing verdicts never read as 0) is
 :func:`~harnessrl.judges.rubric_judge.aggregate_reward`, computed by the judge.
+
+A *missing* reward (the judge could not give enough verdicts) goes to TRL as ``None``, not as a number
+standing in for it. TRL (>= 1.16, which ``pyproject.toml`` requires) marks a row for which every reward
+function returned ``None`` as unscorable: it is left out of its group's mean and std, and its advantage
+is 0, so the other members' advantages are exactly those of the rewards that exist. A stand-in value,
+even the group's mean, would shrink the group's std and inflate the others' advantages. The trainer
+then takes the missing rows out of the loss altogether (:attr:`ScoredBatch.missing`).
 """
 
 from __future__ import annotations
@@ -24,6 +31,11 @@ class ScoredBatch(list):
     def __init__(self, results: list, texts: list[str], lengths: list[int]):
         super().__init__(r.reward for r in results)
         self.results, self.texts, self.lengths = results, texts, lengths
+
+    @property
+    def missing(self) -> list[bool]:
+        """Per row: the judge gave no reward (``None``), so the row must not be trained on."""
+        return [r is None for r in self]
 
 
 class RubricReward:

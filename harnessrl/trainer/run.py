@@ -536,6 +536,8 @@ def _train(
         flat_high=config.harness.detectors.high,
         dapo_eps=config.dapo_eps if config.method == "dapo" else None,
         dapo_max_extra_groups=config.dapo_max_extra_groups,
+        max_missing_share=config.judge.max_missing_share,
+        on_too_many_missing=config.judge.on_too_many_missing,
         callbacks=callbacks,
         peft_config=_peft_config(config),
     )
