@@ -2,6 +2,6 @@
 
 from harnessrl.agents.llm import make_chat_model
 from harnessrl.agents.rule_based import RuleBasedChatModel
-from harnessrl.agents.testing import ScriptedChatModel, tool_call
+from harnessrl.agents.testing import ScriptedChatModel, malformed_tool_call, tool_call
 
-__all__ = ["RuleBasedChatModel", "ScriptedChatModel", "make_chat_model", "tool_call"]
+__all__ = ["RuleBasedChatModel", "ScriptedChatModel", "make_chat_model", "malformed_tool_call", "tool_call"]

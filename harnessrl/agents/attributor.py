@@ -81,8 +81,8 @@ async def attributor(state: EvolverState, config: RunnableConfig) -> Command[Lit
     messages = [
         SystemMessage(content=prompt),
         context_message(
-            f"Attribute this failure (failure_id {failure.get('failure_id')!r}) to one interface, then call "
-            f"{SUBMIT_ATTRIBUTION}.",
+            f"Attribute the failure in the data below to one interface, then call {SUBMIT_ATTRIBUTION} with its "
+            "failure_id and task_id.",
             {"failure": failure},
         ),
     ]
@@ -95,6 +95,7 @@ async def attributor(state: EvolverState, config: RunnableConfig) -> Command[Lit
         nudge=load_prompt("nudge", cfg.prompts_dir, tools=SUBMIT_ATTRIBUTION),
         deadline=deps.deadline(state),
         clock=deps.clock,
+        max_calls_per_turn=cfg.max_tool_calls_per_turn,
     )
     attribution: Attribution | None = result.final_value
     if attribution is None:

@@ -100,6 +100,7 @@ async def proposer(state: EvolverState, config: RunnableConfig) -> Command[Liter
         nudge=load_prompt("nudge", cfg.prompts_dir, tools=", ".join(builder_names)),
         deadline=deps.deadline(state),
         clock=deps.clock,
+        max_calls_per_turn=cfg.max_tool_calls_per_turn,
     )
     if result.final_value is None:
         return Command(

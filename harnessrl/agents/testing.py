@@ -25,7 +25,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field
 
-__all__ = ["ScriptedChatModel", "tool_call"]
+__all__ = ["ScriptedChatModel", "malformed_tool_call", "tool_call"]
 
 Scripted = AIMessage | str | Callable[[list[BaseMessage]], AIMessage | str]
 
@@ -35,6 +35,23 @@ def tool_call(name: str, args: dict[str, Any] | None = None, *, id: str | None =
     return AIMessage(
         content=content,
         tool_calls=[{"name": name, "args": dict(args or {}), "id": id or f"call_{uuid.uuid4().hex[:12]}"}],
+    )
+
+
+def malformed_tool_call(name: str, arguments: str, *, id: str | None = None, content: str = "") -> AIMessage:
+    """An AIMessage whose tool call's ``arguments`` are not a JSON object, as LangChain reports a model's
+    malformed call (``invalid_tool_calls``): the tool loop answers it with an error and runs nothing."""
+    return AIMessage(
+        content=content,
+        invalid_tool_calls=[
+            {
+                "type": "invalid_tool_call",
+                "name": name,
+                "args": arguments,
+                "id": id or f"call_{uuid.uuid4().hex[:12]}",
+                "error": "the arguments are not a JSON object",
+            }
+        ],
     )
 
 

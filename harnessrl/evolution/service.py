@@ -591,19 +591,17 @@ class EvolutionService:
                     f"{step} since: run run_frozen_policy_trial on it again"
                 )
             applies = step + 1
-            try:
-                version = self.harness.apply(cand.update, step=applies, candidate_id=cid)
+            saved = self.run_dir.harness if self.run_dir is not None else None
+            try:  # all or nothing: harness.json is written before the live harness changes
+                version = self.harness.apply(cand.update, step=applies, candidate_id=cid, save_to=saved)
             except ValueError as e:
                 raise CandidateError(f"candidate {cid} cannot be applied: {e}") from None
+            except OSError as e:
+                raise HarnessRLError(
+                    f"candidate {cid} was not applied: {saved} could not be written ({e}); the harness and the "
+                    "file are as they were. Free the disk space and call commit_update on it again"
+                ) from e
             cand.status, cand.version, cand.applied_step = "committed", version, applies
-            if self.run_dir is not None:
-                try:
-                    self.harness.save(self.run_dir.harness)
-                except OSError as e:  # applied already: say so, so nobody commits it twice
-                    raise HarnessRLError(
-                        f"candidate {cid} is applied (version {version}) but {self.run_dir.harness} could not be "
-                        f"written ({e}): free the disk space; the next commit and the end of the run write it again"
-                    ) from e
             interface = cand.update.interface
             self.counts[f"committed/{interface}"] += 1
             self._await_outcome(cand)

@@ -170,6 +170,9 @@ class GraphConfig(BaseModel):
     max_tool_iterations: int = Field(
         default=8, ge=1, description="Model calls per attribution or proposal (its tool loop) at most."
     )
+    max_tool_calls_per_turn: int = Field(
+        default=8, ge=1, description="Tool calls run per model answer at most; the rest are answered 'not run'."
+    )
     time_budget_s: float = Field(
         default=600.0, gt=0, description="Wall-clock seconds per evolution point; the graph stops cleanly after it."
     )

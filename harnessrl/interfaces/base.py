@@ -58,7 +58,9 @@ class InterfaceUpdate(BaseModel):
     updates apart in ``harness.json``, the events and the tool server."""
 
     interface: str
-    rationale: str = Field(default="", description="Why this update: the failure and evidence it answers.")
+    rationale: str = Field(
+        default="", max_length=2000, description="Why this update: the failure and evidence it answers."
+    )
 
 
 class AppliedUpdate(BaseModel):

@@ -135,9 +135,33 @@ class Harness:
             row = iface.shape(task, member, group_size, row, overlay if overlay and overlay.interface == name else None)
         return row
 
-    def apply(self, update: InterfaceUpdate, step: int, candidate_id: str | None = None) -> int:
-        """Apply any update to its interface from ``step`` on; returns that interface's new version."""
-        return self.interface(update).apply(update, step, candidate_id)
+    def apply(
+        self, update: InterfaceUpdate, step: int, candidate_id: str | None = None, *, save_to: str | Path | None = None
+    ) -> int:
+        """Apply any update to its interface from ``step`` on; returns that interface's new version.
+
+        All or nothing: the update is applied first to a copy of its interface (restored from its
+        ``to_dict``), so an update that fails half-way (ValueError) leaves the harness as it was. With
+        ``save_to``, ``harness.json`` is written with that copy in place *before* the live harness
+        changes, so a write that fails (OSError, e.g. a full disk) leaves the harness and the file as
+        they were, and a killed run never resumes without an update training already used."""
+        iface = self.interface(update)
+        name = next(n for n, i in self.interfaces.items() if i is iface)
+        try:
+            probe = type(iface).restore(iface.to_dict(), self.context)
+        except (KeyError, TypeError, ValueError) as e:
+            raise HarnessRLError(f"interface {name!r} cannot read back its own state ({e}): fix its restore") from e
+        probe.apply(update, step, candidate_id)
+        if save_to is not None:
+            staged = object.__new__(Harness)
+            staged.__dict__.update(self.__dict__, interfaces={**self.interfaces, name: probe})
+            staged.save(save_to)
+        try:
+            return iface.apply(update, step, candidate_id)
+        except Exception as e:  # it applied to an identical copy: the interface's apply is not deterministic
+            if save_to is not None:
+                self.save(save_to)
+            raise HarnessRLError(f"interface {name!r} applied the update to a copy but not to itself: {e}") from e
 
     # ------------------------------------------------------------------ harness.json
     def to_dict(self) -> dict:

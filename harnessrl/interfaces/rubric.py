@@ -9,7 +9,7 @@ rubric without applying it, which is what a critic re-grades cached rollouts wit
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
@@ -22,7 +22,25 @@ if TYPE_CHECKING:
     from harnessrl.critic.acceptance import Measured
     from harnessrl.critic.trials import Trial
 
-__all__ = ["EditRubric", "RubricCriteria", "RubricVersion", "criteria_view"]
+__all__ = [
+    "MAX_CRITERION_CHARS",
+    "MAX_RUBRIC_CRITERIA",
+    "MAX_WEIGHT",
+    "EditRubric",
+    "RubricCriteria",
+    "RubricVersion",
+    "criteria_view",
+]
+
+MAX_CRITERION_CHARS = 1000
+"""Longest criterion text an edit may write (added or reworded)."""
+MAX_WEIGHT = 100.0
+"""Largest criterion weight, in absolute value, an edit may set."""
+MAX_RUBRIC_CRITERIA = 32
+"""Most criteria an edit may leave a rubric with (a dataset rubric that has more may keep them)."""
+
+_CriterionText = Annotated[str, Field(min_length=1, max_length=MAX_CRITERION_CHARS)]
+_Weight = Annotated[float, Field(ge=-MAX_WEIGHT, le=MAX_WEIGHT)]
 
 
 class EditRubric(InterfaceUpdate):
@@ -34,10 +52,10 @@ class EditRubric(InterfaceUpdate):
 
     interface: Literal["rubric_criteria"] = "rubric_criteria"
     task_id: str = Field(min_length=1)
-    add: list[Criterion] = Field(default_factory=list)
-    remove: list[str] = Field(default_factory=list)
-    reword: dict[str, str] = Field(default_factory=dict)
-    reweight: dict[str, float] = Field(default_factory=dict)
+    add: list[Criterion] = Field(default_factory=list, max_length=8)
+    remove: list[str] = Field(default_factory=list, max_length=MAX_RUBRIC_CRITERIA)
+    reword: dict[str, _CriterionText] = Field(default_factory=dict, max_length=MAX_RUBRIC_CRITERIA)
+    reweight: dict[str, _Weight] = Field(default_factory=dict, max_length=MAX_RUBRIC_CRITERIA)
 
     @model_validator(mode="after")
     def _changes_something(self):
@@ -45,6 +63,17 @@ class EditRubric(InterfaceUpdate):
             raise ValueError("an EditRubric must add, remove, reword or reweight at least one criterion")
         if any(w == 0 for w in self.reweight.values()):
             raise ValueError("reweight to 0 is not allowed: remove the criterion instead")
+        for c in self.add:
+            if len(c.text) > MAX_CRITERION_CHARS:
+                raise ValueError(
+                    f"added criterion {c.id!r} has {len(c.text)} characters of text: at most {MAX_CRITERION_CHARS}; "
+                    "say in one or two sentences what the response must (not) do"
+                )
+            if abs(c.weight) > MAX_WEIGHT:
+                raise ValueError(
+                    f"added criterion {c.id!r} has weight {c.weight:g}: "
+                    f"keep it between -{MAX_WEIGHT:g} and {MAX_WEIGHT:g}"
+                )
         return self
 
 
@@ -109,11 +138,12 @@ class RubricCriteria(Interface):
     def rubric_with(self, update: EditRubric) -> list[Criterion]:
         """The rubric ``update`` would make, without applying it; raises ValueError when it is invalid."""
         crits = {c.id: c for c in self.current(update.task_id).criteria}
+        size_now = len(crits)
         unknown = [cid for cid in (*update.remove, *update.reword, *update.reweight) if cid not in crits]
         if unknown:
             raise ValueError(f"task {update.task_id!r} has no criterion {unknown}; current ids: {sorted(crits)}")
         for cid in update.remove:
-            del crits[cid]
+            crits.pop(cid, None)  # a repeated id removes it once
         # re-validated (not model_copy): a blank text or a non-finite weight must be rejected here too
         for cid, text in update.reword.items():
             if cid in crits:
@@ -130,7 +160,16 @@ class RubricCriteria(Interface):
             crits[cid] = c if cid == c.id else c.model_copy(update={"id": cid})
         out = list(crits.values())
         if not any(c.weight > 0 for c in out):
-            raise ValueError("the edited rubric would have no positive weight: the reward would be undefined")
+            raise ValueError(
+                "the edited rubric would have no positive weight, so the reward would be undefined: keep at "
+                "least one criterion with a positive weight (remove fewer, or add one in their place)"
+            )
+        limit = max(MAX_RUBRIC_CRITERIA, size_now)
+        if len(out) > limit:
+            raise ValueError(
+                f"the edited rubric would have {len(out)} criteria (now {size_now}): at most {limit}; "
+                "add fewer, or remove or reword criteria instead"
+            )
         return out
 
     def apply(self, update: EditRubric, step: int, candidate_id: str | None = None) -> int:
