@@ -24,12 +24,15 @@ async def run_evolution_point(
     model,
     graph_config: GraphConfig,
     on_event: Callable[[str, dict[str, Any]], Any] | None = None,
+    hold_s: float | None = None,
 ):
     """One evolution point against a tool server: open one MCP session, load the tools, run the graph.
 
     Every step the graph reports (attribution, proposal, ..., give-up) goes to the server's
     ``record_event`` tool, so the run's events.jsonl and memory hold it wherever the evolver runs; then
-    to ``on_event`` too (e.g. to print it)."""
+    to ``on_event`` too (e.g. to print it). ``hold_s``: first hold training for a lease of that many
+    seconds (an evolver in its own process: the trainer stops at its next step boundary until the point
+    ends and releases it); None: the caller already stopped training (an in-process evolution point)."""
     from langchain_mcp_adapters.client import MultiServerMCPClient
     from langchain_mcp_adapters.tools import load_mcp_tools
 
@@ -51,4 +54,11 @@ async def run_evolution_point(
                     await out
 
         deps = EvolverDeps(model=model, tools=tools, on_event=report, config=graph_config)
-        return await evolve(deps)
+        by_name = {t.name: t for t in tools}
+        if hold_s is None or "hold_training" not in by_name:
+            return await evolve(deps)
+        await by_name["hold_training"].ainvoke({"seconds": hold_s, "wait_s": hold_s})
+        try:
+            return await evolve(deps)
+        finally:
+            await by_name["release_training"].ainvoke({})

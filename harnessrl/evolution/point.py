@@ -7,8 +7,12 @@ same path an external evolver takes. Its time is bounded by ``evolver.graph.time
 
 External mode: the trainer only serves the tools (URL and token in ``run_dir/tool_server.json``,
 readable by the owner only) and ``harnessrl evolver --url URL --token T`` runs the same graph as its
-own process (:mod:`harnessrl.evolution.client`). Trials take the trainer's policy lock, so they
-always measure weights that are not being updated at that moment.
+own process (:mod:`harnessrl.evolution.client`). It first *holds* training (the ``hold_training`` tool):
+the trainer stops at its next step boundary and waits there while the evolver measures and commits,
+so a trial and its commit see one frozen policy (``evolver.max_trial_age_steps`` can allow more); the
+hold is a lease (``evolver.hold_s``) that ends at ``release_training`` or when it runs out, so an
+evolver that dies never stalls training. Every step it decides reaches the run's events.jsonl and
+memory through the ``record_event`` tool, as in-process.
 """
 
 from __future__ import annotations
@@ -59,9 +63,21 @@ class EvolutionCallback(TrainerCallback):
         self._seen_failures = 0
         self.trainer = None
 
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.service.training = True
+
+    def on_train_end(self, args, state, control, **kwargs):
+        self.service.training = False
+        self.service.release_training()  # an evolver still holding has nothing left to hold
+
     def on_step_end(self, args, state, control, **kwargs):
         step = state.global_step
-        if not state.is_world_process_zero or self.settings.mode != "in-process":
+        if not state.is_world_process_zero:
+            return
+        # an evolver that holds training (external mode, `harnessrl evolver`) measures and commits here,
+        # on a policy that does not move until it releases the hold or its lease runs out
+        self.service.step_boundary(step)
+        if self.settings.mode != "in-process":
             return
         if step % self.settings.every_steps or step >= state.max_steps:
             return
@@ -73,11 +89,10 @@ class EvolutionCallback(TrainerCallback):
         t0 = time.perf_counter()
         error = None
         try:
-            final = asyncio.run(
-                # the graph's steps reach events.jsonl and the memory through the server's record_event tool,
-                # the same path as an external `harnessrl evolver`
-                run_evolution_point(self.url, self.token, self.model, graph_config)
-            )
+            # the graph's steps reach events.jsonl and the memory through the server's record_event tool, the
+            # same path as an external `harnessrl evolver`; training is stopped here, so no hold is needed
+            with self.service.at_boundary(step):
+                final = asyncio.run(run_evolution_point(self.url, self.token, self.model, graph_config))
         except Exception as e:  # the evolver failing must never lose the training run; it is logged and recorded
             logger.exception("evolution point at step %d failed; training goes on with the harness as it is", step)
             final, error = {}, f"{type(e).__name__}: {e}"

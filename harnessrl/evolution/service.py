@@ -55,10 +55,13 @@ from harnessrl.interfaces.tools import (
     GetFailures,
     GetHarnessState,
     HarnessView,
+    HoldState,
+    HoldTraining,
     InspectRollouts,
     MemoryResult,
     QueryMemory,
     RecordEvent,
+    ReleaseTraining,
     RolloutList,
     RolloutView,
     RunTrial,
@@ -227,6 +230,11 @@ class EvolutionService:
         self._attributions: dict[str, dict[str, Any]] = {}
         self.outcome_groups, self.outcome_steps = outcome_groups, outcome_steps
         self._pending_outcomes: dict[str, dict[str, Any]] = {}
+        # an evolver's hold on training (a lease), and the step boundary the trainer waits at while held
+        self._hold = threading.Condition()
+        self._hold_until: float | None = None
+        self._paused_at: int | None = None
+        self.training = False  # set by the trainer's evolution callback while training runs
 
     # ------------------------------------------------------------------------------------ plumbing
     def tools(self) -> dict[str, Any]:
@@ -622,6 +630,76 @@ class EvolutionService:
                 update=cand.update.model_dump(mode="json"),
             )
             return CommitResult(candidate_id=cid, interface=interface, version=version, applies_from_step=applies)
+
+    # ------------------------------------------------------------------------------------ holding training
+    def hold_training(self, args: HoldTraining | Mapping[str, Any] | None = None, /, **kwargs: Any) -> HoldState:
+        """Ask the trainer to stop at its next step boundary, for a lease of ``seconds`` (see
+        :class:`~harnessrl.interfaces.tools.HoldTraining`); waits up to ``wait_s`` for it to stop."""
+        a = _coerce(HoldTraining, args, kwargs)
+        if not self.training and self._paused_at is None:
+            return HoldState(held=False, step=self.current_step(), note="no training is running here: nothing to hold")
+        with self._hold:
+            renewed = self._hold_until is not None
+            self._hold_until = time.monotonic() + a.seconds
+            self._hold.notify_all()
+            held = self._hold.wait_for(lambda: self._paused_at is not None, timeout=a.wait_s)
+            step = self._paused_at if held and self._paused_at is not None else self.current_step()
+        if not held:
+            with self._hold:
+                self._hold_until = None  # no boundary came (training ended?): nothing is left pending
+            return HoldState(
+                held=False, step=step, note=f"the trainer did not reach a step boundary within {a.wait_s:g} s"
+            )
+        if not renewed:
+            self._event("training_hold", step=step, action="held", lease_s=a.seconds)
+        return HoldState(held=True, step=step, expires_in_s=a.seconds)
+
+    def release_training(self, args: ReleaseTraining | Mapping[str, Any] | None = None, /, **kwargs: Any) -> HoldState:
+        """End the hold: the trainer goes on at once."""
+        _coerce(ReleaseTraining, args, kwargs)
+        with self._hold:
+            was = self._hold_until is not None
+            self._hold_until = None
+            self._hold.notify_all()
+            step = self._paused_at if self._paused_at is not None else self.current_step()
+        if was:
+            self._event("training_hold", step=step, action="released")
+        return HoldState(held=False, step=step, note="released" if was else "there was no hold")
+
+    def step_boundary(self, step: int) -> None:
+        """The trainer at the end of ``step`` (main process): while an evolver holds training, wait here
+        (the policy stays as it is); a lease that runs out lets training go on, with an event saying so."""
+        with self._hold:
+            if self._hold_until is None:
+                return
+            self._paused_at = step
+            self._hold.notify_all()
+            while self._hold_until is not None and time.monotonic() < self._hold_until:
+                self._hold.wait(timeout=min(1.0, max(0.01, self._hold_until - time.monotonic())))
+            expired = self._hold_until is not None
+            self._hold_until = None
+            self._paused_at = None
+        if expired:
+            logger.warning("the evolver's hold on training expired at step %d (not released); training goes on", step)
+            self._event("training_hold", step=step, action="expired")
+
+    def at_boundary(self, step: int):
+        """A context in which the trainer is stopped at ``step`` (an in-process evolution point): a hold asked
+        meanwhile is granted at once and ends with it."""
+        service = self
+
+        class _AtBoundary:
+            def __enter__(self):
+                with service._hold:
+                    service._paused_at = step
+                    service._hold.notify_all()
+
+            def __exit__(self, *exc):
+                with service._hold:
+                    service._paused_at = None
+                    service._hold_until = None
+
+        return _AtBoundary()
 
     # ------------------------------------------------------------------------------------ outcomes
     def _await_outcome(self, cand: _Candidate) -> None:

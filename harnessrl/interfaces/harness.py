@@ -104,6 +104,21 @@ class Harness:
             raise HarnessRLError(f"interface {cls.name!r} is {type(iface).__name__}, not the built-in {cls.__name__}")
         return iface
 
+    def restore_state(self, data: Mapping[str, Any]) -> None:
+        """Replace every interface's state with ``data`` (what :meth:`to_dict` wrote, e.g. another process's
+        harness), over the same tasks and settings."""
+        other = Harness(
+            list(self.tasks.values()),
+            sampling_floor=self.context.sampling_floor,
+            seed=self.context.seed,
+            temperature=self.context.temperature,
+            interfaces=self.extra,
+            settings=self.context.settings,
+            _state=data,
+            _where="the harness state sent by the main process",
+        )
+        self.interfaces = other.interfaces
+
     def interface(self, update: InterfaceUpdate | str) -> Interface:
         """The interface an update (or a name) belongs to; ValueError for an unknown one."""
         if not isinstance(update, (str, InterfaceUpdate)):

@@ -61,10 +61,13 @@ __all__ = [
     "GetFailures",
     "GetHarnessState",
     "HarnessView",
+    "HoldState",
+    "HoldTraining",
     "InspectRollouts",
     "MemoryResult",
     "QueryMemory",
     "RecordEvent",
+    "ReleaseTraining",
     "RolloutList",
     "RolloutView",
     "RunTrial",
@@ -263,6 +266,32 @@ class RunTrial(BaseModel):
     candidate_id: _Id = Field(min_length=1)
 
 
+class HoldTraining(BaseModel):
+    """Ask the trainer to stop at its next step boundary and stay stopped while you measure candidates
+    and commit them (an evolver in its own process needs this: a trial and its commit must see the same
+    frozen policy). The hold is a lease: it ends after ``seconds`` unless renewed (call again) or
+    released (``release_training``), so an evolver that dies never stalls training. Returns whether the
+    trainer stopped, and at which step."""
+
+    model_config = _STRICT
+
+    seconds: float = Field(default=300, gt=0, le=3600, description="The lease: training goes on after this.")
+    wait_s: float = Field(default=600, ge=0, le=3600, description="How long to wait for the trainer to stop.")
+
+
+class ReleaseTraining(BaseModel):
+    """End your hold: training goes on at once."""
+
+    model_config = _STRICT
+
+
+class HoldState(BaseModel):
+    held: bool = Field(description="True: the trainer is stopped at a step boundary, the policy frozen.")
+    step: int = Field(description="The step the trainer stopped after (or the current step when not held).")
+    expires_in_s: float | None = Field(default=None, description="Seconds left on the lease.")
+    note: str = ""
+
+
 class RecordEvent(BaseModel):
     """Write one step of the evolver's decision trace (an attribution, a give-up, ...) to the run's
     events.jsonl and its training memory, exactly as the in-process evolver does. The evolution client
@@ -429,6 +458,8 @@ def tool_table(extra: Iterable[str] = ()) -> dict[str, ToolSpec]:
         ToolSpec("run_frozen_policy_trial", RunTrial, None),
         ToolSpec("commit_update", CommitUpdate, CommitResult),
         ToolSpec("record_event", RecordEvent, EventRecorded),
+        ToolSpec("hold_training", HoldTraining, HoldState),
+        ToolSpec("release_training", ReleaseTraining, HoldState),
     )
     return {s.name: s for s in specs}
 

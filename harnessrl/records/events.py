@@ -33,6 +33,7 @@ EventKind = Literal[
     "evaluation",
     "evolution_point",
     "outcome",
+    "training_hold",
 ]
 ALL_EVENT_KINDS: tuple[str, ...] = get_args(EventKind)
 EVENT_KINDS: tuple[str, ...] = ALL_EVENT_KINDS[:6]

@@ -47,6 +47,7 @@ rotary-position models (attention sees only relative positions, and padding is m
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -60,7 +61,9 @@ from trl import GRPOTrainer
 from harnessrl.data.checks import count_words
 from harnessrl.errors import ConfigError, JudgeError
 from harnessrl.interfaces.harness import Harness
+from harnessrl.records.run_dir import open_append
 from harnessrl.records.steps import GroupRecord, Recorder, RolloutRecord, StepRecord, group_stats
+from harnessrl.trainer.harness_sync import sync_harness
 from harnessrl.trainer.rewards import RubricReward
 
 __all__ = ["HarnessGRPOTrainer"]
@@ -145,6 +148,7 @@ class HarnessGRPOTrainer(GRPOTrainer):
         self._row_generation: list[tuple[tuple[str, float], ...]] | None = None
         self._gen_seconds = 0.0
         self._reference_rewards: dict[tuple[str, int], float | None] = {}
+        self._harness_sync: dict[str, Any] = {}
         self.timings: dict[str, float] = defaultdict(float)
         # held while the weights change: frozen-policy trials from another thread wait for it
         self.policy_lock = threading.Lock()
@@ -188,12 +192,29 @@ class HarnessGRPOTrainer(GRPOTrainer):
             )
         return rows
 
+    def _sync_harness(self, step: int) -> None:
+        """Every process trains ``step`` with the main process's harness (:mod:`.harness_sync`), and records
+        the versions it used in ``ranks/rank<k>.jsonl`` (several processes only)."""
+        acc = self.accelerator
+        if acc.num_processes == 1:
+            return
+        from accelerate.utils import broadcast_object_list
+
+        sync_harness(self.harness, acc.is_main_process, broadcast_object_list, self._harness_sync)
+        run_dir = self.recorder.run_dir if self.recorder is not None else None
+        if run_dir is not None:
+            (run_dir / "ranks").mkdir(exist_ok=True)
+            row = {"step": step, "rank": acc.process_index, "versions": self.harness.versions}
+            with open_append(run_dir / "ranks" / f"rank{acc.process_index}.jsonl") as f:
+                f.write(json.dumps({**row, "digest": self._harness_sync.get("digest")}) + "\n")
+
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         if not self.model.training:  # TRL's own evaluation path: leave it as it is
             return super()._generate_and_score_completions(inputs)
         # "step" everywhere in HarnessRL is the 1-based optimisation step being trained, as in TRL's logs
         # and metrics.jsonl (step 0 is "before training", e.g. the first evaluation)
         step = self.state.global_step + 1
+        self._sync_harness(step)
         # judge work between steps (critic trials, reference grading) has its own accounting: start this
         # step's judge/* metrics from zero so they describe the training rollouts only
         between = self.rubric_reward.judge.stats.snapshot_and_reset()

@@ -346,6 +346,7 @@ def _start_evolver(config, trainer, harness, recorder, judge, tokenizer, memory,
         run,
         failures=lambda: monitor.failures,
         step=lambda: trainer.state.global_step,
+        max_trial_age_steps=config.evolver.max_trial_age_steps,
     )
     trainer.step_listeners.append(service.observe_step)  # committed updates' outcomes, into the memory
     server = ToolServer(service)
@@ -369,6 +370,14 @@ def _peft_config(config: TrainConfig):
     return LoraConfig(
         r=lo.r, lora_alpha=lo.alpha, lora_dropout=lo.dropout, target_modules=lo.target_modules, task_type="CAUSAL_LM"
     )
+
+
+def _num_processes() -> int:
+    """Processes in this run (``accelerate launch`` / ``torchrun`` set WORLD_SIZE): the step's rows are split
+    over them."""
+    import os
+
+    return max(1, int(os.environ.get("WORLD_SIZE", "1")))
 
 
 def _is_main_process() -> bool:
@@ -449,6 +458,7 @@ def _train(
     from harnessrl.trainer.callbacks import EvalCallback, MetricsCallback, ProgressCallback
     from harnessrl.trainer.evaluation import eval_decoding
     from harnessrl.trainer.grpo_trainer import HarnessGRPOTrainer
+    from harnessrl.trainer.resume import checkpoint_step, reconcile_commits, replay, roll_back
     from harnessrl.trainer.rewards import RubricReward
 
     console = console or Console()
@@ -465,7 +475,7 @@ def _train(
         )
     if resume and overwrite:
         raise HarnessRLError("--resume and --overwrite contradict each other: choose one")
-    build_grpo_config(config, run_path / "checkpoints", device)
+    build_grpo_config(config, run_path / "checkpoints", device, _num_processes())
     main = _is_main_process()
     if overwrite and run_path.exists() and main:
         clear_run_dir(run_path)  # all but the lock this process holds
@@ -505,7 +515,14 @@ def _train(
             "point handles still has its rollouts for the critic to re-grade"
         )
     recorder = Recorder(run.path, keep_steps=keep_steps)
+    # a resumed run goes on from its last complete checkpoint: the records of the steps after it move aside
+    # (they are trained again, and recorded once), and a commit whose event a kill cut off is written
+    checkpoint = _last_checkpoint(run) if resume else None
+    rolled_back: list[int] = []
     if resume:
+        if main:
+            rolled_back = roll_back(run, checkpoint_step(checkpoint))
+            reconcile_commits(run, harness)
         recorder.load_rollouts()
     reward = RubricReward(judge, harness)
 
@@ -525,7 +542,7 @@ def _train(
         callbacks.append(eval_cb)
     trainer = HarnessGRPOTrainer(
         model=model,
-        args=build_grpo_config(config, run.checkpoints, device),
+        args=build_grpo_config(config, run.checkpoints, device, _num_processes()),
         train_dataset=dataset,
         processing_class=tokenizer,
         harness=harness,
@@ -558,6 +575,8 @@ def _train(
         trainer, config.harness.detectors, memory, run if main else None, regrade=_second_opinion(judge, harness)
     )
     trainer.step_listeners.append(monitor)
+    if resume:  # the detectors' windows and the critic's step records go on where they were
+        replay(run, recorder, monitor.detector.observe if main else None, window=config.harness.detectors.window * 4)
     if config.method == "odf":
         trainer.step_listeners.append(_DifficultyFeed(harness, run if main else None))
     server = evolution_cb = None
@@ -584,9 +603,17 @@ def _train(
             test_tasks=len(tasks.test),
             judge=judge.name,
             resume=resume,
+            **(
+                {
+                    "resumed_from_step": checkpoint_step(checkpoint),
+                    "rolled_back_steps": rolled_back,
+                    "harness_versions": harness.versions,
+                }
+                if resume
+                else {}
+            ),
         )
         console.log(f"method {config.method}: {_describe_method(config)}")
-    checkpoint = _last_checkpoint(run) if resume else None
     try:
         trainer.train(resume_from_checkpoint=checkpoint)
     except OSError as e:

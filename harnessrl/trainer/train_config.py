@@ -211,6 +211,17 @@ class EvolverSettings(_Section):
     llm: LLMConfig | None = Field(default=None, description="The chat model for backend 'llm'.")
     mode: Literal["in-process", "external"] = "in-process"
     every_steps: int = Field(default=5, ge=1, description="Evolution point every N steps when failures are present.")
+    hold_s: float = Field(
+        default=300,
+        gt=0,
+        le=3600,
+        description="External mode: the lease of an evolver's hold on training (training goes on when it runs out).",
+    )
+    max_trial_age_steps: int = Field(
+        default=0,
+        ge=0,
+        description="Training steps a trial stays valid for a commit (0: the policy must not have moved since).",
+    )
     graph: GraphConfig = Field(default_factory=GraphConfig)
     trials: TrialConfig = Field(default_factory=TrialConfig)
 

@@ -1,0 +1,146 @@
+"""Resuming a run that was killed: the run directory made to agree with the checkpoint it goes on from.
+
+What a kill (SIGKILL, power loss) can leave, and what ``--resume`` does with it:
+
+- **Steps after the last checkpoint** were trained, recorded, and are now trained again (the policy goes
+  back to the checkpoint). Their rows leave ``steps.jsonl``, ``metrics.jsonl``, ``eval.jsonl`` and
+  ``discarded_groups.jsonl`` (and their kept rollouts) for ``rolled_back/`` before training goes on, so
+  each step is recorded once: :func:`roll_back`. Nothing is deleted; a torn last line goes there too.
+- **Committed harness updates are never lost.** ``harness.json`` is rewritten atomically at every
+  commit, so the harness resumes with every update committed before the kill, including updates
+  committed after the checkpoint: those apply to the re-run steps as well (the harness is not versioned
+  per step; the ``run_start`` event of the resumed run names the rolled-back steps and the harness
+  versions it resumes with). A commit whose event the kill cut off is written at resume, marked
+  ``recovered_at_resume`` (:func:`reconcile_commits`).
+- **The detectors' windows and the critic's step records** are rebuilt from the kept step records and
+  rollouts (:func:`replay`), so failure detection and sampling trials go on where they were instead of
+  starting empty. Failures detected before the kill stay in ``events.jsonl`` and the memory; they are
+  not offered to the evolver again.
+- **Candidates measured but not committed** are dropped: their trial measured a policy that no longer
+  exists. The memory and the events keep them (proposal, trial, verdict); the evolver proposes again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from harnessrl.records.run_dir import RunDir
+from harnessrl.records.steps import GroupRecord, Recorder, StepRecord
+
+__all__ = ["ROLLED_BACK", "checkpoint_step", "reconcile_commits", "replay", "roll_back"]
+
+logger = logging.getLogger(__name__)
+
+ROLLED_BACK = "rolled_back"
+_STEP_FILES = ("steps.jsonl", "metrics.jsonl", "eval.jsonl", "discarded_groups.jsonl")
+_CHECKPOINT = re.compile(r"checkpoint-(\d+)")
+
+
+def checkpoint_step(checkpoint: str | Path | None) -> int:
+    """The step a ``checkpoint-<step>`` folder was saved at (0: no checkpoint, training starts over)."""
+    if checkpoint is None:
+        return 0
+    match = _CHECKPOINT.fullmatch(Path(checkpoint).name)
+    if match is None:
+        raise ValueError(f"{checkpoint} is not a checkpoint-<step> folder")
+    return int(match[1])
+
+
+def _rewrite(path: Path, lines: list[str]) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write("".join(line + "\n" for line in lines))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def roll_back(run: RunDir, step: int) -> list[int]:
+    """Move every record of a step after ``step`` (the checkpoint resumed from) to ``rolled_back/``; returns
+    the steps moved. A line that does not parse (torn by the kill) is moved too."""
+    rolled: set[int] = set()
+    out = run.path / ROLLED_BACK
+    for name in _STEP_FILES:
+        path = run.path / name
+        if not path.exists():
+            continue
+        keep, drop = [], []
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if not line.strip():
+                continue
+            try:
+                row_step = int(json.loads(line).get("step") or 0)
+            except (ValueError, TypeError, AttributeError):
+                drop.append(line)
+                continue
+            if row_step > step:
+                drop.append(line)
+                rolled.add(row_step)
+            else:
+                keep.append(line)
+        if drop:
+            out.mkdir(exist_ok=True)
+            with open(out / name, "a", encoding="utf-8") as f:
+                f.write("".join(line + "\n" for line in drop))
+            _rewrite(path, keep)
+    for path in sorted((run.path / "rollouts").glob("step_*.jsonl")):
+        n = int(path.stem.split("_")[1])
+        if n > step:
+            (out / "rollouts").mkdir(parents=True, exist_ok=True)
+            os.replace(path, out / "rollouts" / path.name)
+            rolled.add(n)
+    if rolled:
+        logger.info("resuming from step %d: the records of steps %s moved to %s/", step, sorted(rolled), out)
+    return sorted(rolled)
+
+
+def replay(run: RunDir, recorder: Recorder, observe: Any = None, window: int = 16) -> int:
+    """Rebuild the last ``window`` steps' records from ``steps.jsonl`` into ``recorder.steps`` (nothing is
+    written) and pass each, with its kept rollouts, to ``observe(record, rollouts)`` (the failure detector's
+    ``observe``: its windows refill; the failures it returns were recorded before the kill). Returns the
+    number of steps replayed."""
+    by_step: dict[int, list[GroupRecord]] = defaultdict(list)
+    path = run.path / "steps.jsonl"
+    if not path.exists():
+        return 0
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            group = GroupRecord.model_validate_json(line)
+        except ValueError:
+            continue
+        by_step[group.step].append(group)
+    steps = sorted(by_step)[-window:]
+    for step in steps:
+        record = StepRecord(step=step, groups=by_step[step])
+        recorder.steps[step] = record
+        if observe is not None:
+            observe(record, recorder.rollouts.get(step))
+    return len(steps)
+
+
+def reconcile_commits(run: RunDir, harness: Any) -> list[str]:
+    """Write a ``commit`` event for every update in the harness whose commit event is missing (the kill
+    came between saving ``harness.json`` and writing the event); returns their candidate ids."""
+    logged = {e.get("candidate_id") for e in run.read("events.jsonl") if e.get("kind") == "commit"}
+    missing = []
+    for name, interface in harness.interfaces.items():
+        for applied in interface.history:
+            if applied.candidate_id and applied.candidate_id not in logged:
+                run.event(
+                    "commit",
+                    step=max(0, applied.step - 1),
+                    candidate_id=applied.candidate_id,
+                    interface=name,
+                    version=applied.version,
+                    applies_from_step=applied.step,
+                    update=applied.update,
+                    recovered_at_resume=True,
+                )
+                missing.append(applied.candidate_id)
+    return missing

@@ -1,0 +1,132 @@
+"""Two processes, one harness.
+
+- A real two-process training run on the CPU (``torchrun --nproc_per_node 2 -m harnessrl.cli train``:
+  accelerate picks torch.distributed over gloo, MULTI_CPU) of a tiny random policy with the rule-based
+  evolver: every rank records the harness versions it trained each step with (``ranks/rank<k>.jsonl``),
+  and they agree at every step, before and after a commit. (``accelerate launch --cpu --num_processes 2``
+  starts one process only on this machine: accelerate's launcher needs a multi-CPU config for that;
+  torchrun sets the same environment variables accelerate reads.)
+- ``sync_harness`` over gloo between two spawned processes, with commits between steps on the main one:
+  versions, drawn tasks, prompts and rubrics identical at every step.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+
+import pytest
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from harnessrl.data import Task
+from harnessrl.interfaces import EditRubric, Harness, ReweightTasks, SetGuidance
+from harnessrl.records.run_dir import RunDir
+from harnessrl.trainer.harness_sync import sync_harness
+
+TASKS = [
+    Task(id=f"t{i}", domain="d", prompt=f"Question {i}?", rubric=[{"id": "c1", "text": "Answers", "weight": 1}])
+    for i in range(6)
+]
+COMMITS = {  # step -> the update the main process commits after it (applies from the next step)
+    2: ReweightTasks(task_ids=["t0"], action="park", park_steps=50),
+    3: SetGuidance(target="t1", text="Name the answer first.", fraction=0.5),
+    5: EditRubric(task_id="t2", add=[{"id": "c2", "text": "Gives a reason", "weight": 1}]),
+}
+STEPS = 7
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _rank(rank: int, world: int, port: int, out: str) -> None:
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    try:
+        harness, last, rows = Harness(TASKS, seed=3), {}, []
+        for step in range(1, STEPS + 1):
+            sync_harness(harness, rank == 0, lambda objs: dist.broadcast_object_list(objs, src=0), last)
+            drawn = harness.sampling.sample(2, step)  # every process draws the step's tasks itself
+            prompts = [harness.row(harness.tasks[t], 0, 4).messages[-1]["content"] for t in drawn]
+            rubrics = [len(harness.rubrics.current(t).criteria) for t in drawn]
+            rows.append({"step": step, "versions": harness.versions, "drawn": drawn, "prompts": prompts,
+                         "rubrics": rubrics, "digest": last["digest"]})  # fmt: skip
+            if rank == 0 and step in COMMITS:  # the evolver commits on the main process only
+                harness.apply(COMMITS[step], step=step + 1, candidate_id=f"c{step}")
+        with open(f"{out}/rank{rank}.json", "w") as f:
+            json.dump(rows, f)
+    finally:
+        dist.destroy_process_group()
+
+
+def test_two_gloo_processes_apply_the_same_harness_at_the_same_step(tmp_path):
+    mp.spawn(_rank, args=(2, _free_port(), str(tmp_path)), nprocs=2, join=True)
+    main, other = (json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1))
+    assert main == other  # versions, drawn tasks, prompts and rubrics: identical at every step
+    versions = [r["versions"] for r in main]
+    assert versions[0]["task_sampling"] == 0 and versions[2]["task_sampling"] == 1  # applied from step 3
+    assert versions[3]["rollout_guidance"] == 1 and versions[5]["rubric_criteria"] == 1
+    assert all("t0" not in r["drawn"] for r in main[2:])  # parked from step 3 on, on both processes
+    print([(r["step"], r["versions"]) for r in main])
+
+
+def test_without_the_broadcast_the_other_process_would_drift():
+    """What the sync prevents: the main process commits, the other keeps its own harness."""
+    main, other = Harness(TASKS, seed=3), Harness(TASKS, seed=3)
+    main.apply(COMMITS[2], step=3, candidate_id="c2")
+    assert main.sampling.sample(2, 3) != other.sampling.sample(2, 3) or main.versions != other.versions
+    sent: list = []
+    state: dict = {}
+    sync_harness(main, True, lambda objs: sent.append(list(objs)), state)
+    replaced = sync_harness(other, False, lambda objs: objs.__setitem__(0, sent[0][0]), {})
+    assert replaced and other.to_dict() == main.to_dict()
+    assert [main.sampling.sample(2, s) for s in range(3, 9)] == [other.sampling.sample(2, s) for s in range(3, 9)]
+
+
+@pytest.mark.slow
+def test_a_two_process_training_run_agrees_on_the_harness_at_every_step(tmp_path, tiny_model_dir):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import yaml
+    from test_crash_soak import TASKS as SOAK_TASKS
+
+    root = Path(__file__).resolve().parents[1]
+    data = tmp_path / "train.jsonl"
+    data.write_text("".join(json.dumps(t) + "\n" for t in SOAK_TASKS))
+    run_path = tmp_path / "run"
+    config = {
+        "run_dir": str(run_path), "model": str(tiny_model_dir), "device": "cpu",
+        "data": {"train": str(data), "validation": None, "test": None},
+        "grpo": {"num_generations": 4, "tasks_per_step": 2, "max_completion_length": 8, "max_steps": 8,
+                 "save_steps": 8, "learning_rate": 1e-3},
+        "eval": {"every_steps": None, "before_training": False},
+        "harness": {"memory": {"enabled": False}},
+        "evolver": {"every_steps": 3, "trials": {"rollouts_per_arm": 4, "max_new_tokens": 8}},
+    }  # fmt: skip
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(yaml.safe_dump(config))
+    torchrun = Path(sys.executable).parent / "torchrun"
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env["PYTHONPATH"] = os.pathsep.join([str(root), *filter(None, [env.get("PYTHONPATH")])])
+    out = subprocess.run(
+        [str(torchrun), "--nproc_per_node", "2", "-m", "harnessrl.cli", "train", "--config", str(cfg)],
+        cwd=root, env=env, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    ranks = [
+        [json.loads(line) for line in (run_path / "ranks" / f"rank{r}.jsonl").read_text().splitlines()] for r in (0, 1)
+    ]
+    assert [row["step"] for row in ranks[0]] == [row["step"] for row in ranks[1]] == list(range(1, 9))
+    for a, b in zip(*ranks, strict=True):
+        assert (a["versions"], a["digest"]) == (b["versions"], b["digest"]), (a, b)
+    commits = [e for e in RunDir(run_path, create=False).read("events.jsonl") if e["kind"] == "commit"]
+    assert commits, "the run committed no update: nothing to agree on"
+    first = commits[0]["applies_from_step"]
+    changed = [row["step"] for row in ranks[1] if sum(row["versions"].values()) > 0]
+    assert changed[0] == first  # the other rank applied the commit at the step it applies from
+    print([(row["step"], row["versions"]) for row in ranks[1]])
