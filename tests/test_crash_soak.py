@@ -97,7 +97,15 @@ def test_killed_and_resumed_runs_lose_nothing_and_record_each_step_once(tmp_path
         time.sleep(rng.uniform(0.0, 1.5))  # somewhere inside the next step, or an evolution point
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-        killed_at.append(_steps_recorded(run_path))
+        events = RunDir(run_path, create=False).read("events.jsonl")
+        harness = json.loads((run_path / "harness.json").read_text())
+        killed_at.append(
+            {
+                "steps_recorded": _steps_recorded(run_path),
+                "commit_events": sum(e["kind"] == "commit" for e in events),
+                "harness_versions": sum(harness["versions"].values()),
+            }
+        )
 
     run = RunDir(run_path, create=False)
     # every step recorded exactly once: its groups in steps.jsonl, its row in metrics.jsonl
@@ -128,4 +136,6 @@ def test_killed_and_resumed_runs_lose_nothing_and_record_each_step_once(tmp_path
     finally:
         memory.close()
     assert applied <= in_memory
-    print(f"killed after steps {killed_at}; resumed {len(starts) - 1} times; {len(applied)} update(s) committed")
+    resumes = [(s["resumed_from_step"], s["rolled_back_steps"]) for s in starts[1:]]
+    print(f"kills: {killed_at}\nresumed from (checkpoint step, steps rolled back): {resumes}")
+    print(f"at the end: {STEPS} steps recorded once each, {len(applied)} update(s) committed: {sorted(applied)}")

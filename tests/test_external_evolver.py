@@ -226,5 +226,6 @@ def test_an_external_evolver_holds_measures_commits_and_keeps_the_record(tmp_pat
     # measured and committed inside the hold: the policy had not moved between them
     assert holds[0]["step"] == trial["step"] == commit["step"] <= holds[1]["step"]
     assert kinds.index("training_hold") < kinds.index("trial") < kinds.index("commit")
+    print([(e["kind"], e.get("step"), e.get("action") or e.get("interface")) for e in events if e["kind"] != "failure"])
     saved = json.loads((run_path / "harness.json").read_text())
     assert saved["versions"]["task_sampling"] == 1 and saved["task_sampling"]["status"]["never"] == "parked"
