@@ -215,17 +215,59 @@ def interface_menu(extra: Sequence[str] = ()) -> str:
 
 
 class LLMConfig(BaseModel):
-    """The evolver's chat model on an OpenAI-compatible server."""
+    """The evolver's chat model: any LangChain chat model, by provider string or by a factory's dotted path
+    (:mod:`harnessrl.agents.llm`)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    model: str = Field(min_length=1, description="The model name the server knows, e.g. gpt-4.1-mini or Qwen/Qwen3-8B.")
-    base_url: str | None = Field(default=None, description="Server URL, e.g. http://localhost:8000/v1; null: OpenAI.")
+    model: str = Field(
+        default="",
+        description="'provider:model' as LangChain's init_chat_model reads it (openai:gpt-4.1-mini, "
+        "anthropic:claude-sonnet-4-5, ollama:qwen3:8b), or a bare name an OpenAI-compatible server knows "
+        "(Qwen/Qwen3-8B on vLLM or SGLang at base_url).",
+    )
+    provider: str | None = Field(
+        default=None, description="The LangChain provider, when model does not say it (default: openai)."
+    )
+    factory: str | None = Field(
+        default=None,
+        description="'package.module:function' called with this config, returning any chat model with bind_tools "
+        "(instead of model/provider).",
+    )
+    base_url: str | None = Field(
+        default=None, description="Server URL, e.g. http://localhost:8000/v1; null: the provider's."
+    )
     api_key_env: str = Field(default="OPENAI_API_KEY", description="Environment variable holding the API key.")
     temperature: float = Field(default=0.0, ge=0, le=2)
     timeout_s: float = Field(default=120.0, gt=0, description="Seconds per request.")
     max_retries: int = Field(default=2, ge=0, description="Retries of a failed request, with backoff.")
     max_tokens: int | None = Field(default=2048, ge=16, description="Completion tokens per turn; null: the server's.")
+    extra: dict[str, Any] = Field(default_factory=dict, description="More keyword arguments for the model's class.")
+
+    @model_validator(mode="after")
+    def _names_a_model(self):
+        if not self.factory and not self.model:
+            raise ValueError("evolver.llm needs a model ('openai:gpt-4.1-mini', 'ollama:qwen3:8b', ...) or a factory")
+        return self
+
+    def provider_and_model(self) -> tuple[str, str]:
+        """(provider, model name): from 'provider:model', else ``provider`` (default openai) and the name."""
+        if self.provider:
+            return self.provider, self.model
+        head, sep, rest = self.model.partition(":")
+        if sep and head in _PROVIDERS:
+            return head, rest
+        return "openai", self.model
+
+
+# providers LangChain's init_chat_model knows by prefix (a name like "qwen3:8b" alone is not one of them)
+_PROVIDERS = frozenset(
+    {
+        "openai", "anthropic", "azure_openai", "azure_ai", "google_vertexai", "google_genai", "bedrock",
+        "bedrock_converse", "cohere", "fireworks", "together", "mistralai", "huggingface", "groq", "ollama",
+        "google_anthropic_vertex", "deepseek", "ibm", "nvidia", "xai", "perplexity", "upstage",
+    }
+)  # fmt: skip
 
 
 @dataclass
