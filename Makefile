@@ -8,7 +8,7 @@ STAMP := $(VENV)/.harnessrl-installed
 # The CPU build of torch where there is no GPU: an unpinned `torch` pulls a CUDA build of several GB.
 TORCH_CPU ?= torch==2.13.0
 
-.PHONY: setup demo bench test test-slow lint clean
+.PHONY: setup demo bench test test-slow browser lint clean
 
 $(STAMP): pyproject.toml examples/decoding/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -37,7 +37,15 @@ bench: setup
 test: setup
 	$(BIN)/pytest -m "not slow"
 
-test-slow: setup
+# headless Chromium for tests/test_report_browser.py (report.html seen in a browser); never fatal: without any
+# Chromium binary that test skips and says so
+browser:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+		(command -v apt-get >/dev/null 2>&1 && export DEBIAN_FRONTEND=noninteractive && \
+		(apt-get install -y -qq chromium || (apt-get update -qq && apt-get install -y -qq chromium))) || \
+		echo "no Chromium installed: tests/test_report_browser.py will skip"
+
+test-slow: setup browser
 	$(BIN)/pytest -m slow || [ $$? -eq 5 ]
 
 lint: setup

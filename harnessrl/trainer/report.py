@@ -125,6 +125,10 @@ def write_plots(run: RunDir) -> list[Path]:
                 label=f"{splits[-1] or 'held-out'}: {d}",
             )
         ax.legend(fontsize=7)
+    else:
+        ax.text(0.5, 0.5, "no held-out evaluation in this run", ha="center", va="center", color="gray")
+        ax.set_xticks([])
+        ax.set_yticks([])
     ax.set_title("Evaluation score (rubric v0, greedy)")
     ax.set_xlabel("step")
     fig.tight_layout()
@@ -161,6 +165,79 @@ def _effect(groups: list[dict], task_id: str | None, from_step: int) -> str:
     return f"before: {desc(before)}; after: {desc(after)}"
 
 
+class _Html(str):
+    """A table cell that is already HTML (``_table`` escapes every other cell)."""
+
+
+def _number(v) -> str:
+    """A figure as a reader takes it in: floats to three decimals, a missing one as n/a."""
+    if v is None:
+        return "n/a"
+    return f"{v:.3f}" if isinstance(v, float) else str(v)
+
+
+def _rounded(v):
+    """JSON for reading: floats to four significant digits (events keep every digit in events.jsonl)."""
+    if isinstance(v, float):
+        return float(f"{v:.4g}")
+    if isinstance(v, dict):
+        return {k: _rounded(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_rounded(x) for x in v]
+    return v
+
+
+def _fold(text: str, head: int = 160, label: str | None = None) -> _Html:
+    """Short text as it is; long text folded: a one-line ``<summary>`` (``label`` or the text's start) and
+    the whole text in a wrapping ``<pre>`` a click away, so no cell or line becomes a wall of text."""
+    if label is None and len(text) <= head:
+        return _Html(html.escape(text))
+    if label is None:
+        label = text[:head].rsplit(" ", 1)[0] + " …"
+    return _Html(f"<details><summary>{html.escape(label)}</summary><pre>{html.escape(text)}</pre></details>")
+
+
+_FIRST_IN_A_LINE = ("verdict", "accepted", "interface", "candidate_id", "task_id", "metric", "reason", "rationale")
+
+
+def _event_line(details: dict, width: int = 170) -> tuple[str, bool]:
+    """An event as one line a reader can tell apart from its neighbours, and whether the line says it all.
+
+    Scalar fields by name, one level of nesting included (``result.accepted`` reads as ``accepted``; a name
+    already shown is not repeated), the telling ones first, long strings shortened, as many as fit."""
+    flat: dict[str, object] = {}
+    whole = True
+    for k, v in details.items():
+        for name, value in v.items() if isinstance(v, dict) else [(k, v)]:
+            if isinstance(value, dict | list) and value:
+                whole = False
+            elif name not in flat:
+                flat[name] = value
+            elif flat[name] != value:
+                whole = False
+    order = sorted(flat, key=lambda k: _FIRST_IN_A_LINE.index(k) if k in _FIRST_IN_A_LINE else 99)
+    shown = []
+    for k in order:
+        value = flat[k] if isinstance(flat[k], str) else json.dumps(flat[k], default=str)
+        if len(value) > 80:
+            value, whole = value[:80].rsplit(" ", 1)[0] + " …", False
+        shown.append(f"{k}: {value}")
+    line = ""
+    for part in shown:  # whole fields only, as many as fit
+        if line and len(line) + len(part) + 3 > width:
+            return line if line.endswith("…") else line + " …", False
+        line = f"{line} · {part}" if line else part
+    return line, whole
+
+
+def _without_verdict(reason: str) -> str:
+    """A trial's reason without its leading "accepted: " / "rejected: " (the story prints the verdict)."""
+    for verdict in ("accepted: ", "rejected: "):
+        if reason.startswith(verdict):
+            return reason[len(verdict) :]
+    return reason
+
+
 def update_stories(events: list[dict], groups: list[dict]) -> str:
     """One readable story per handled failure: the failure and its evidence, the attribution, each
     candidate with its trial numbers and verdict, the commit, and the task's signal afterwards."""
@@ -195,7 +272,7 @@ def update_stories(events: list[dict], groups: list[dict]) -> str:
                 why = upd.pop("rationale", "")
                 out.append(
                     f"<li><b>Candidate</b> {html.escape(e['candidate_id'])} ({html.escape(e['interface'])}): "
-                    f"{html.escape(why)}<pre>{html.escape(json.dumps(upd, indent=1)[:1500])}</pre></li>"
+                    f"{html.escape(why)}{_fold(json.dumps(upd, indent=1), label='the update, as proposed')}</li>"
                 )
             elif e["kind"] == "trial":
                 r = e.get("result") or {}
@@ -207,7 +284,8 @@ def update_stories(events: list[dict], groups: list[dict]) -> str:
                     f"<li><b>Trial</b> on the frozen policy: {html.escape(str(r.get('metric')))} "
                     f"{r.get('baseline')} → {r.get('candidate')}, interval [{r.get('ci_low')}, {r.get('ci_high')}]"
                     f"{thr}{adv_txt} "
-                    f"— <b>{'accepted' if r.get('accepted') else 'rejected'}</b>: {html.escape(str(r.get('reason')))} "
+                    f"— <b>{'accepted' if r.get('accepted') else 'rejected'}</b>: "
+                    f"{html.escape(_without_verdict(str(r.get('reason'))))} "
                     f"(cost: {cost.get('rollouts')} rollouts, {cost.get('judge_calls')} judge calls, "
                     f"{cost.get('seconds')} s)</li>"
                 )
@@ -225,9 +303,13 @@ def update_stories(events: list[dict], groups: list[dict]) -> str:
 
 
 def _table(rows: list[list], header: list[str]) -> str:
+    """Rows of cells, escaped unless a cell is ``_Html``; no header row when every header is empty."""
     head = "".join(f"<th>{html.escape(str(h))}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>" for r in rows)
-    return f"<table><tr>{head}</tr>{body}</table>"
+    body = "".join(
+        "<tr>" + "".join(f"<td>{c if isinstance(c, _Html) else html.escape(str(c))}</td>" for c in r) + "</tr>"
+        for r in rows
+    )
+    return f"<table>{f'<tr>{head}</tr>' if any(header) else ''}{body}</table>"
 
 
 def harness_section(harness: dict, events: list[dict]) -> str:
@@ -247,7 +329,7 @@ def harness_section(harness: dict, events: list[dict]) -> str:
                 version,
                 counts.get((name, "proposal"), 0),
                 counts.get((name, "commit"), 0),
-                "; ".join(f"{k}: {json.dumps(v, default=str)[:160]}" for k, v in info.items()) or "-",
+                _fold("; ".join(f"{k}: {json.dumps(_rounded(v), default=str)}" for k, v in info.items()) or "-"),
             ]
         )
     if not rows:
@@ -265,10 +347,17 @@ def write_report(run_dir: str | Path) -> Path:
     events = run.read("events.jsonl")
     harness = run.read_json("harness.json") or {}
     parts = [
-        "<html><head><meta charset='utf-8'><title>HarnessRL run report</title><style>"
-        "body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}"
-        "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;font-size:13px}"
-        "th{background:#f3f3f3}pre{background:#f7f7f7;padding:8px;overflow-x:auto;font-size:12px}"
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+        "<title>HarnessRL run report</title><style>"
+        "body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222;line-height:1.4}"
+        "h1{overflow-wrap:anywhere}img{max-width:100%;height:auto}"
+        "table{border-collapse:collapse;margin:1em 0;max-width:100%}"
+        "td,th{border:1px solid #ccc;padding:4px 8px;font-size:13px;text-align:left;vertical-align:top;"
+        "overflow-wrap:break-word}"
+        "th{background:#f3f3f3}pre{background:#f7f7f7;padding:8px;font-size:12px;margin:4px 0;"
+        "white-space:pre-wrap;overflow-wrap:anywhere}"
+        "summary{cursor:pointer;color:#335}details[open]>summary{color:#888}"
         "</style></head><body>",
         f"<h1>HarnessRL run: {html.escape(str(run.path))}</h1>",
     ]
@@ -277,16 +366,25 @@ def write_report(run_dir: str | Path) -> Path:
         rows = [
             ["steps", summary.get("steps")],
             ["wall time (min)", f"{summary.get('wall_seconds', 0) / 60:.1f}"],
-            *[[f"seconds in {k}", f"{v:.0f}"] for k, v in t.items()],
-            ["train reward first → last", f"{summary.get('reward_first')} → {summary.get('reward_last')}"],
-            ["test before → after", f"{summary.get('eval_before')} → {summary.get('eval_after')}"],
+            [
+                "seconds by part of the step",
+                ", ".join(f"{k} {v:.0f}" for k, v in t.items() if k != "step_total")
+                + (f"; whole steps {t['step_total']:.0f}" if "step_total" in t else ""),
+            ],
+            [
+                "train reward first → last",
+                f"{_number(summary.get('reward_first'))} → {_number(summary.get('reward_last'))}",
+            ],
+            ["test before → after", f"{_number(summary.get('eval_before'))} → {_number(summary.get('eval_after'))}"],
         ]
         if summary.get("method"):
             rows.insert(0, ["method", summary["method"]])
         acc = summary.get("accounting") or {}
-        for k in ("rollouts_generated", "rollouts_discarded", "rollouts_trial", "judge_calls"):
-            if k in acc:
-                rows.append([k.replace("_", " "), f"{acc[k]:.0f}"])
+        spent = [k for k in ("generated", "discarded", "trial") if f"rollouts_{k}" in acc]
+        if spent:
+            rows.append([f"rollouts {' / '.join(spent)}", " / ".join(f"{acc[f'rollouts_{k}']:.0f}" for k in spent)])
+        if "judge_calls" in acc:
+            rows.append(["judge calls", f"{acc['judge_calls']:.0f}"])
         if acc.get("harness_overhead_share") is not None:
             rows.append(["harness overhead (share of wall time)", f"{acc['harness_overhead_share']:.1%}"])
         parts.append("<h2>Summary</h2>" + _table(rows, ["", ""]))
@@ -300,7 +398,7 @@ def write_report(run_dir: str | Path) -> Path:
             + "</p>"
         )
     for p in plots:
-        parts.append(f"<img src='plots/{p.name}' style='max-width:100%'>")
+        parts.append(f"<img src='plots/{p.name}' alt='training curves ({p.name})'>")
     if evals:
         domains = sorted({d for e in evals for d in e["per_domain"]})
         rows = [
@@ -324,7 +422,13 @@ def write_report(run_dir: str | Path) -> Path:
         for f in failures:
             by_kind.setdefault(f["failure"], []).append(f)
         rows = [
-            [k, len(fs), len({f["task_id"] for f in fs}), f"{fs[0]['step']}–{fs[-1]['step']}", fs[-1]["summary"]]
+            [
+                k,
+                len(fs),
+                len({f["task_id"] for f in fs}),
+                f"{fs[0]['step']}–{fs[-1]['step']}" if fs[0]["step"] != fs[-1]["step"] else fs[0]["step"],
+                fs[-1]["summary"],
+            ]
             for k, fs in sorted(by_kind.items())
         ]
         parts.append(
@@ -332,14 +436,13 @@ def write_report(run_dir: str | Path) -> Path:
         )
         events = [e for e in events if e.get("kind") != "failure"]
     if events:
-        rows = [
-            [
-                e.get("step"),
-                e.get("kind"),
-                json.dumps({k: v for k, v in e.items() if k not in ("time", "kind", "step")})[:300],
-            ]
-            for e in events
-        ]
+        rows = []
+        for e in events:
+            details = _rounded({k: v for k, v in e.items() if k not in ("time", "kind", "step")})
+            line, whole = _event_line(details)
+            if not whole:
+                line = _fold(json.dumps(details, indent=1, ensure_ascii=False, default=str), label=line)
+            rows.append([e.get("step"), e.get("kind"), line])
         parts.append("<h2>Events</h2>" + _table(rows, ["step", "event", "details"]))
     parts.append("</body></html>")
     run.report.write_text("\n".join(parts), encoding="utf-8")
