@@ -9,15 +9,20 @@ import json
 import logging
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from harnessrl.errors import HarnessRLError
+from harnessrl.errors import HarnessRLError, RowError
+
+if TYPE_CHECKING:
+    from harnessrl.data import JudgeLabel
+    from harnessrl.judges.quality import AgreementReport
 
 __all__ = ["app", "main"]
 
@@ -70,6 +75,15 @@ def _quiet_transformers() -> None:
 
 
 # ------------------------------------------------------------------------------------------- data
+def _print_row_errors(source: Path, errors: Sequence[RowError], valid: int, then: str) -> None:
+    """Each bad row of a data file (tasks or judge labels) on stderr, then how many rows were good."""
+    err_console.print(f"[bold red]{escape(str(source))}: {len(errors)} invalid row(s)[/]")
+    for e in errors:
+        # one unwrapped line per bad row (grep-able); the row's text is escaped, the mark is markup
+        err_console.print(f"  [red]✗[/] {escape(str(e))}", highlight=False, soft_wrap=True)
+    err_console.print(f"{valid} row(s) were valid. {then}", highlight=False)
+
+
 @data_app.command("validate")
 def data_validate(
     file: Annotated[Path, typer.Argument(help="Task file: JSONL (ours or RaR layout) or parquet.")],
@@ -81,11 +95,7 @@ def data_validate(
 
     report = validate_file(file, fmt, default_domain=domain)  # type: ignore[arg-type]
     if report.errors:
-        err_console.print(f"[bold red]{file}: {len(report.errors)} invalid row(s)[/]")
-        for e in report.errors:
-            # one unwrapped line per bad row (grep-able); the row's text is escaped, the mark is markup
-            err_console.print(f"  [red]✗[/] {escape(str(e))}", highlight=False, soft_wrap=True)
-        err_console.print(f"{len(report.tasks)} row(s) were valid. Fix the rows above and validate again.")
+        _print_row_errors(file, report.errors, len(report.tasks), "Fix the rows above and validate again.")
         raise typer.Exit(1)
     s = report.summary()
     console.print(f"[bold green]✓ {file}[/]: {s['tasks']} valid tasks (format: {report.format})")
@@ -254,90 +264,237 @@ def judge_cmd(
 # ------------------------------------------------------------------------------------------ bench
 @bench_app.command("judge")
 def bench_judge(
-    backend: Annotated[str, typer.Option(help="semantic | local-lm | openai")] = "semantic",
+    labels: Annotated[
+        Path | None,
+        typer.Option(
+            help="Your labelled rows (JSONL or parquet) to measure the judge on, instead of the bundled hand "
+            "labels. A row: prompt, response, criterion, label (0/1), optionally reference_answer, domain, weight; or "
+            "task_id, criterion_id, response, label, naming a criterion of --tasks. Bad rows are listed (exit 1); "
+            "the good ones are measured."
+        ),
+    ] = None,
+    tasks: Annotated[
+        Path | None,
+        typer.Option(
+            help="Task file that label rows with task_id / criterion_id refer to (default: the bundled sample)."
+        ),
+    ] = None,
+    bins: Annotated[int, typer.Option(min=1, help="Equal-width verdict bins of the calibration table.")] = 5,
+    backend: Annotated[str | None, typer.Option(help="semantic (default) | local-lm | openai | module:Factory")] = None,
     model: Annotated[str | None, typer.Option(help="Judge model for local-lm / openai.")] = None,
     base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible server URL.")] = None,
+    config: Annotated[Path | None, typer.Option(help="YAML with a 'judge:' section (JudgeConfig fields).")] = None,
     batch_sizes: Annotated[str, typer.Option(help="Comma-separated batch sizes to time.")] = "8,32",
     requests: Annotated[int, typer.Option(help="(response, criterion) pairs to time.")] = 128,
     max_tasks: Annotated[
         int | None, typer.Option(help="Compare reference vs poor on the first N tasks of each domain only.")
     ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the figures as JSON (for scripts).")] = False,
 ) -> None:
-    """Judge quality and speed on the bundled sample: agreement with the hand labels, reference vs
-    poor answers, and criteria graded per second."""
+    """Judge quality and speed: agreement with labels (AUC, accuracy, per domain, calibration), reference vs
+    poor answers, and criteria graded per second.
+
+    Without --labels: the bundled hand labels, then reference vs poor and throughput on the bundled sample.
+
+    With --labels FILE: agreement and calibration on your own rows only (README: "A judge on your own labels")."""
     _quiet_transformers()
     import random
 
-    from harnessrl.data import load_bundled, load_judge_labels, prompt_text
+    from harnessrl.data import load_bundled, load_judge_labels, load_tasks, prompt_text, validate_labels_file
     from harnessrl.data.checks import split_sentences
     from harnessrl.judges import GradeRequest, build_judge
     from harnessrl.judges.quality import agreement, measure_throughput, reference_vs_poor
 
-    sizes = [int(b) for b in batch_sizes.split(",") if b.strip()]
-    tasks = load_bundled("all")
-    with console.status(f"loading the {backend} judge..."):
-        judge = build_judge(_judge_config(backend, model, base_url, None))
-    console.print(f"[bold]Judge bench[/] — backend [cyan]{judge.name}[/], {len(tasks)} bundled tasks")
+    if tasks is not None and labels is None:
+        raise HarnessRLError("--tasks names the tasks of a labels file: pass --labels FILE too")
+    task_list = load_tasks(tasks) if tasks else load_bundled("all")
+    if labels is not None:
+        label_report = validate_labels_file(labels, task_list, str(tasks) if tasks else "the bundled sample")
+        rows, row_errors = label_report.labels, label_report.errors
+    else:
+        rows, row_errors = load_judge_labels(), []
+    if not rows:  # nothing to measure: say what is wrong before loading a judge
+        _print_row_errors(labels or Path("labels"), row_errors, 0, "Fix the rows above and run again.")
+        raise typer.Exit(1)
+    status = err_console if as_json else console  # --json keeps stdout for the JSON alone
+    with status.status(f"loading the {backend or 'configured'} judge..."):
+        judge = build_judge(_judge_config(backend, model, base_url, config))
+    source = str(labels) if labels else "the bundled hand labels"
+    if not as_json:
+        console.print(
+            f"[bold]Judge bench[/] — backend [cyan]{escape(judge.name)}[/], {len(rows)} labelled rows from "
+            f"{escape(source)}"
+            + (f" ({len(row_errors)} invalid row(s) left out: listed at the end)" if row_errors else "")
+        )
+    with status.status(f"grading {len(rows)} labelled rows..."):
+        ag = agreement(judge.backend, rows, bins)
+    out: dict = {
+        "judge": judge.name,
+        "labels": source,
+        "rows": len(rows) + len(row_errors),
+        "invalid_rows": len(row_errors),
+        **ag.to_dict(),
+        "verdicts": [
+            {
+                "line": x.line,
+                "domain": x.domain,
+                "task_id": x.task_id,
+                "criterion_id": x.criterion.id,
+                "label": x.label,
+                "verdict": v,
+            }
+            for x, v in zip(rows, ag.verdicts, strict=True)
+        ],
+        "errors": [{"line": e.line, "task_id": e.task_id, "message": e.message} for e in row_errors],
+    }
+    if not as_json:
+        _print_agreement(ag)
+        _print_disagreements(rows, ag.verdicts)
 
-    with console.status("grading the hand-labelled set..."):
-        ag = agreement(judge.backend, load_judge_labels(), tasks)
-    t = Table(title=f"Agreement with {ag.n} hand labels ({ag.positives} positive)", title_justify="left")
-    for col in ("domain", "n", "AUC", "accuracy@0.5"):
+    if labels is None:
+        with status.status("grading reference and poor answers..."):
+            rvp_tasks = task_list
+            if max_tasks is not None:
+                per_domain: dict[str, list] = {}
+                for task in task_list:
+                    per_domain.setdefault(task.domain, []).append(task)
+                rvp_tasks = [task for group in per_domain.values() for task in group[:max_tasks]]
+            rvp = reference_vs_poor(judge, rvp_tasks)
+        out["reference_vs_poor"] = {
+            "tasks": rvp.tasks,
+            "reference_wins": rvp.reference_wins,
+            "mean_reference": None if rvp.mean_reference != rvp.mean_reference else rvp.mean_reference,
+            "mean_poor": None if rvp.mean_poor != rvp.mean_poor else rvp.mean_poor,
+            "per_domain": {d: {"reference_wins": w, "tasks": n} for d, (w, n) in rvp.per_domain.items()},
+            "losers": rvp.losers,
+        }
+        if not as_json:
+            t = Table(title="Reference answer vs a deliberately poor answer (rubric version 0)", title_justify="left")
+            for col in ("domain", "reference wins", "tasks"):
+                t.add_column(col, justify="right" if col != "domain" else "left")
+            for d, (w, n) in rvp.per_domain.items():
+                t.add_row(d, str(w), str(n))
+            t.add_row("[bold]all[/]", f"[bold]{rvp.reference_wins}[/]", str(rvp.tasks))
+            t.caption = f"mean reward: reference {rvp.mean_reference:.3f}, poor {rvp.mean_poor:.3f}"
+            console.print(t)
+            if rvp.losers:
+                console.print(f"reference not above poor on: {', '.join(rvp.losers)}")
+
+        rng = random.Random(0)
+        texts = [x for task in task_list for x in (task.reference_answer, task.metadata.get("poor_answer")) if x]
+
+        def fresh_requests(tag: str) -> list[GradeRequest]:
+            # as in training: each new response is graded on every judged criterion of its task, and every
+            # sentence is new, so no cache flatters the figure (anchors - prompts, references - recur every
+            # step in training and stay cached here too)
+            reqs: list[GradeRequest] = []
+            while len(reqs) < requests:
+                task = rng.choice(task_list)
+                sents = split_sentences(rng.choice(texts))
+                response = " ".join(f"{s[:-1]} ({tag}.{len(reqs)}.{k}){s[-1]}" for k, s in enumerate(sents))
+                reqs += [
+                    GradeRequest(prompt_text(task.prompt), response, c, task.reference_answer)
+                    for c in task.rubric
+                    if c.check is None
+                ]
+            return reqs[:requests]
+
+        t = Table(
+            title=f"Throughput: {requests} (response, criterion) pairs, whole rubrics per response, "
+            f"{os.cpu_count()} CPU cores",
+            title_justify="left",
+        )
+        for col in ("batch size", "seconds", "criteria / s"):
+            t.add_column(col, justify="right")
+        out["throughput"] = []
+        for bs in [int(b) for b in batch_sizes.split(",") if b.strip()]:
+            with status.status(f"timing batch size {bs}..."):
+                tp = measure_throughput(judge.backend, fresh_requests(str(bs)), bs)
+            t.add_row(str(bs), f"{tp.seconds:.2f}", f"{tp.per_second:.1f}")
+            out["throughput"].append({"batch_size": bs, "seconds": tp.seconds, "per_second": tp.per_second})
+        if not as_json:
+            console.print(t)
+
+    if as_json:
+        sys.stdout.write(json.dumps(out, indent=2) + "\n")
+    if row_errors:
+        _print_row_errors(
+            labels or Path("labels"),
+            row_errors,
+            len(rows),
+            "The figures are from those; fix the rows above and run again to measure them all.",
+        )
+        raise typer.Exit(1)
+
+
+def _fig(x: float | None, fmt: str = ".3f") -> str:
+    return "n/a" if x is None or x != x else format(x, fmt)
+
+
+def _print_agreement(ag: AgreementReport) -> None:
+    """The agreement table (per domain and overall) and the reliability table of an AgreementReport."""
+    t = Table(title=f"Agreement with {ag.n} labels ({ag.positives} positive)", title_justify="left")
+    for col in ("domain", "n", "positive", "AUC", "accuracy@0.5", "Brier"):
         t.add_column(col, justify="right" if col != "domain" else "left")
     for d, row in ag.per_domain.items():
-        t.add_row(d, str(int(row["n"])), f"{row['auc']:.3f}", f"{row['accuracy']:.3f}")
-    t.add_row("[bold]all[/]", str(ag.n), f"[bold]{ag.auc:.3f}[/]", f"[bold]{ag.accuracy:.3f}[/]")
-    console.print(t)
-
-    with console.status("grading reference and poor answers..."):
-        rvp_tasks = tasks
-        if max_tasks is not None:
-            per_domain: dict[str, list] = {}
-            for task in tasks:
-                per_domain.setdefault(task.domain, []).append(task)
-            rvp_tasks = [task for group in per_domain.values() for task in group[:max_tasks]]
-        rvp = reference_vs_poor(judge, rvp_tasks)
-    t = Table(title="Reference answer vs a deliberately poor answer (rubric version 0)", title_justify="left")
-    for col in ("domain", "reference wins", "tasks"):
-        t.add_column(col, justify="right" if col != "domain" else "left")
-    for d, (w, n) in rvp.per_domain.items():
-        t.add_row(d, str(w), str(n))
-    t.add_row("[bold]all[/]", f"[bold]{rvp.reference_wins}[/]", str(rvp.tasks))
-    t.caption = f"mean reward: reference {rvp.mean_reference:.3f}, poor {rvp.mean_poor:.3f}"
-    console.print(t)
-    if rvp.losers:
-        console.print(f"reference not above poor on: {', '.join(rvp.losers)}")
-
-    rng = random.Random(0)
-    texts = [x for task in tasks for x in (task.reference_answer, task.metadata.get("poor_answer")) if x]
-
-    def fresh_requests(tag: str) -> list[GradeRequest]:
-        # as in training: each new response is graded on every judged criterion of its task, and every
-        # sentence is new, so no cache flatters the figure (anchors - prompts, references - recur every
-        # step in training and stay cached here too)
-        out: list[GradeRequest] = []
-        while len(out) < requests:
-            task = rng.choice(tasks)
-            sents = split_sentences(rng.choice(texts))
-            response = " ".join(f"{s[:-1]} ({tag}.{len(out)}.{k}){s[-1]}" for k, s in enumerate(sents))
-            out += [
-                GradeRequest(prompt_text(task.prompt), response, c, task.reference_answer)
-                for c in task.rubric
-                if c.check is None
-            ]
-        return out[:requests]
-
-    t = Table(
-        title=f"Throughput: {requests} (response, criterion) pairs, whole rubrics per response, "
-        f"{os.cpu_count()} CPU cores",
-        title_justify="left",
+        t.add_row(
+            escape(d),
+            str(int(row["n"])),
+            str(int(row["positives"])),
+            _fig(row["auc"]),
+            _fig(row["accuracy"]),
+            _fig(row["brier"]),
+        )
+    t.add_row(
+        "[bold]all[/]",
+        str(ag.n),
+        str(ag.positives),
+        f"[bold]{_fig(ag.auc)}[/]",
+        f"[bold]{_fig(ag.accuracy)}[/]",
+        _fig(ag.brier),
     )
-    for col in ("batch size", "seconds", "criteria / s"):
-        t.add_column(col, justify="right")
-    for bs in sizes:
-        with console.status(f"timing batch size {bs}..."):
-            tp = measure_throughput(judge.backend, fresh_requests(str(bs)), bs)
-        t.add_row(str(bs), f"{tp.seconds:.2f}", f"{tp.per_second:.1f}")
+    notes = ["AUC n/a: the rows hold one label only"] if ag.auc != ag.auc else []
+    if ag.missing:
+        notes.append(f"{ag.missing} row(s) got no verdict from the judge and are left out")
+    t.caption = "; ".join(notes) or None
+    console.print(t)
+    t = Table(title=f"Calibration: label rate per verdict bin (ECE {_fig(ag.ece)})", title_justify="left")
+    for col in ("verdict", "n", "mean verdict", "label rate", "gap"):
+        t.add_column(col, justify="right" if col != "verdict" else "left")
+    for i, b in enumerate(ag.calibration):
+        bracket = "]" if i == len(ag.calibration) - 1 else ")"
+        gap = b.label_rate - b.mean_verdict if b.n else None
+        t.add_row(
+            f"[{b.lo:.2f}, {b.hi:.2f}{bracket}",  # a bracket before a digit is no rich markup
+            str(b.n),
+            _fig(b.mean_verdict if b.n else None),
+            _fig(b.label_rate if b.n else None),
+            _fig(gap, "+.3f"),
+        )
+    t.caption = "gap > 0: the judge is too strict there; < 0: too lenient"
+    console.print(t)
+
+
+def _print_disagreements(rows: Sequence[JudgeLabel], verdicts: Sequence[float | None], top: int = 5) -> None:
+    """The rows where the judge's verdict is furthest from the label, on the wrong side of 0.5."""
+    wrong = sorted(
+        (
+            (abs(v - x.label), x, v)
+            for x, v in zip(rows, verdicts, strict=True)
+            if v is not None and (v >= 0.5) != x.label
+        ),
+        key=lambda t: -t[0],
+    )[:top]
+    if not wrong:
+        return
+    t = Table(title=f"Largest disagreements ({top} at most)", title_justify="left")
+    for col, kw in (("line", {"justify": "right"}), ("label", {"justify": "right"}), ("verdict", {"justify": "right"})):
+        t.add_column(col, **kw)
+    t.add_column("criterion", overflow="fold")
+    for _, x, v in wrong:
+        text = x.criterion.text if len(x.criterion.text) <= 60 else x.criterion.text[:57] + "..."
+        pitfall = " (pitfall)" if x.criterion.is_pitfall else ""
+        t.add_row(str(x.line), str(x.label), f"{v:.2f}", escape(text) + pitfall)
     console.print(t)
 
 

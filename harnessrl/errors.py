@@ -48,14 +48,13 @@ class RowError:
 
 
 class DataValidationError(HarnessRLError):
-    """A task file has bad rows; ``errors`` lists each one with its line number."""
+    """A data file (tasks, judge labels) has bad rows; ``errors`` lists each one with its line number, and
+    ``check_command`` is the command that checks the file again (default: ``harnessrl data validate``)."""
 
-    def __init__(self, source: str, errors: list[RowError]):
+    def __init__(self, source: str, errors: list[RowError], check_command: str | None = None):
         self.source = source
         self.errors = errors
         shown = "\n".join(f"  {e}" for e in errors[:50])
         more = f"\n  ... and {len(errors) - 50} more" if len(errors) > 50 else ""
-        super().__init__(
-            f"{source}: {len(errors)} invalid row(s); fix them and run "
-            f"`harnessrl data validate {source}` again:\n{shown}{more}"
-        )
+        check = check_command or f"harnessrl data validate {source}"
+        super().__init__(f"{source}: {len(errors)} invalid row(s); fix them and run `{check}` again:\n{shown}{more}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harnessrl.data import Task, load_bundled, load_judge_labels
+from harnessrl.data import Task, load_judge_labels
 from harnessrl.judges import GradeRequest, RubricJudge, build_judge
 from harnessrl.judges.quality import agreement, auc
 from harnessrl.judges.semantic import SemanticJudge, criterion_query, passages
@@ -122,7 +122,7 @@ def test_agreement_with_hand_labels(backend):
     """The embedded judge against the bundled hand-labelled set: better than chance, as reported in README."""
     labels = load_judge_labels()
     assert len(labels) >= 100
-    report = agreement(backend, labels, load_bundled("all"))
+    report = agreement(backend, labels)
     assert report.n == len(labels)
     assert 0 < report.positives < report.n
     assert report.auc > 0.6

@@ -1,11 +1,11 @@
-"""Tasks and rubrics: the schema, loaders with per-row validation, and the bundled Rubric-Mix sample."""
+"""Tasks and rubrics: the schema, loaders with per-row validation, judge labels, and the bundled Rubric-Mix sample."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Literal
 
+from harnessrl.data.labels import JudgeLabel, LabelReport, validate_labels_file
 from harnessrl.data.loaders import ValidationReport, load_hf_dataset, load_tasks, validate_file
 from harnessrl.data.schema import ChatMessage, Criterion, Task, prompt_text
 
@@ -14,6 +14,8 @@ __all__ = [
     "BUNDLED_DIR",
     "ChatMessage",
     "Criterion",
+    "JudgeLabel",
+    "LabelReport",
     "Task",
     "ValidationReport",
     "bundled_path",
@@ -24,6 +26,7 @@ __all__ = [
     "load_tasks",
     "prompt_text",
     "validate_file",
+    "validate_labels_file",
 ]
 
 BUNDLED_DIR = Path(__file__).parent / "rubric_mix"
@@ -59,19 +62,17 @@ def load_bundled(split: Literal["train", "heldout", "all"] = "train") -> list[Ta
     return load_tasks(bundled_path(split))
 
 
-def load_judge_labels(path: str | Path | None = None) -> list[dict]:
-    """The hand-labelled judge agreement set (label 1: the response satisfies the criterion)."""
-    path = Path(path) if path else BUNDLED_DIR / "judge_labels.jsonl"
-    rows = []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path} line {lineno}: not valid JSON ({e.msg})") from None
-        missing = {"task_id", "criterion_id", "response", "label"} - row.keys()
-        if missing or row["label"] not in (0, 1):
-            raise ValueError(f"{path} line {lineno}: needs task_id, criterion_id, response and label 0/1")
-        rows.append(row)
-    return rows
+def load_judge_labels(path: str | Path | None = None, tasks: list[Task] | None = None) -> list[JudgeLabel]:
+    """Labelled judge verdicts (label 1: the response does what the criterion says), every row checked.
+
+    Args:
+        path: a labels file (see :mod:`harnessrl.data.labels`); default: the bundled hand-labelled set.
+        tasks: what rows naming a ``task_id`` refer to; default: the bundled sample (train and held-out).
+
+    Raises:
+        DataValidationError: listing each bad row.
+    """
+    source = "the bundled sample" if tasks is None else "the tasks given"
+    if tasks is None:
+        tasks = load_bundled("all")
+    return validate_labels_file(path or BUNDLED_DIR / "judge_labels.jsonl", tasks, source).raise_if_invalid()
