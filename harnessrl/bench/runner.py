@@ -233,7 +233,9 @@ def subprocess_runner(job: RunJob, poll: Callable[[], None], timeout_s: float | 
     with open(job.log_path, "a", encoding="utf-8") as log:
         log.write(f"\n=== {datetime.now(UTC).isoformat(timespec='seconds')} {' '.join(job.command)}\n")
         log.flush()
-        proc = subprocess.Popen(job.command, stdout=log, stderr=subprocess.STDOUT, env=env)
+        # the child takes SIGINT even when the bench itself was started with it ignored (`nohup ... &` in a
+        # script): a stop asks it first, so the trainer closes its files
+        proc = subprocess.Popen(job.command, stdout=log, stderr=subprocess.STDOUT, env=env, preexec_fn=_default_sigint)
         t0 = time.monotonic()
         try:
             while True:
@@ -248,6 +250,10 @@ def subprocess_runner(job: RunJob, poll: Callable[[], None], timeout_s: float | 
         except BaseException:
             _stop(proc)
             raise
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _stop(proc: subprocess.Popen) -> None:
