@@ -656,7 +656,10 @@ def evolver_cmd(
         console.print(f"[bold]{kind}[/] {json.dumps(payload, default=str)[:300]}", highlight=False)
 
     while True:
-        state = asyncio.run(run_evolution_point(url, token, model, settings.graph, on_event, hold_s=settings.hold_s))
+        point = run_evolution_point(
+            url, token, model, settings.graph, on_event, hold_s=settings.hold_s, run_dir=run_dir
+        )
+        state = asyncio.run(point)
         outcomes = state.get("outcomes", []) if isinstance(state, dict) else []
         console.print(
             f"evolution point done: {len(outcomes)} failure(s) handled, "

@@ -10,7 +10,9 @@ evolver runs on a machine without them.
 from __future__ import annotations
 
 import inspect
+import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from harnessrl.graph.state import GraphConfig
@@ -25,6 +27,9 @@ async def run_evolution_point(
     graph_config: GraphConfig,
     on_event: Callable[[str, dict[str, Any]], Any] | None = None,
     hold_s: float | None = None,
+    *,
+    run_dir: str | Path | None = None,
+    step: int | None = None,
 ):
     """One evolution point against a tool server: open one MCP session, load the tools, run the graph.
 
@@ -32,11 +37,14 @@ async def run_evolution_point(
     ``record_event`` tool, so the run's events.jsonl and memory hold it wherever the evolver runs; then
     to ``on_event`` too (e.g. to print it). ``hold_s``: first hold training for a lease of that many
     seconds (an evolver in its own process: the trainer stops at its next step boundary until the point
-    ends and releases it); None: the caller already stopped training (an in-process evolution point)."""
+    ends and releases it); None: the caller already stopped training (an in-process evolution point).
+    ``run_dir`` and ``step`` (default: the step the hold stopped training at) go into the point's
+    LangSmith trace as metadata when tracing is on (:mod:`harnessrl.graph.tracing`)."""
     from langchain_mcp_adapters.client import MultiServerMCPClient
     from langchain_mcp_adapters.tools import load_mcp_tools
 
     from harnessrl.graph import EvolverDeps, evolve
+    from harnessrl.graph.tracing import untraced
 
     client = MultiServerMCPClient(
         {"trainer": {"transport": "streamable_http", "url": url, "headers": {"Authorization": f"Bearer {token}"}}}
@@ -56,9 +64,27 @@ async def run_evolution_point(
         deps = EvolverDeps(model=model, tools=tools, on_event=report, config=graph_config)
         by_name = {t.name: t for t in tools}
         if hold_s is None or "hold_training" not in by_name:
-            return await evolve(deps)
-        await by_name["hold_training"].ainvoke({"seconds": hold_s, "wait_s": hold_s})
+            return await evolve(deps, run_dir=run_dir, step=step)
+        with untraced():  # the plumbing around the point stays out of its trace
+            held = await by_name["hold_training"].ainvoke({"seconds": hold_s, "wait_s": hold_s})
+        if step is None:
+            step = _held_step(held)
         try:
-            return await evolve(deps)
+            return await evolve(deps, run_dir=run_dir, step=step)
         finally:
-            await by_name["release_training"].ainvoke({})
+            with untraced():
+                await by_name["release_training"].ainvoke({})
+
+
+def _held_step(result: Any) -> int | None:
+    """The step ``hold_training`` stopped training at (its result comes as MCP content blocks)."""
+    blocks = result if isinstance(result, list) else [result]
+    for block in blocks:
+        text = block.get("text") if isinstance(block, dict) else block
+        try:
+            step = json.loads(text).get("step") if isinstance(text, str) else None
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(step, int):
+            return step
+    return None

@@ -92,7 +92,9 @@ class EvolutionCallback(TrainerCallback):
             # the graph's steps reach events.jsonl and the memory through the server's record_event tool, the
             # same path as an external `harnessrl evolver`; training is stopped here, so no hold is needed
             with self.service.at_boundary(step):
-                final = asyncio.run(run_evolution_point(self.url, self.token, self.model, graph_config))
+                run_dir = self.run_dir.path if self.run_dir is not None else None
+                point = run_evolution_point(self.url, self.token, self.model, graph_config, run_dir=run_dir, step=step)
+                final = asyncio.run(point)
         except Exception as e:  # the evolver failing must never lose the training run; it is logged and recorded
             logger.exception("evolution point at step %d failed; training goes on with the harness as it is", step)
             final, error = {}, f"{type(e).__name__}: {e}"

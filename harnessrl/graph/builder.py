@@ -30,6 +30,7 @@ import hashlib
 import json
 import logging
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Literal
 
 from langchain_core.runnables import Runnable, RunnableConfig
@@ -41,6 +42,7 @@ from harnessrl.agents import attributor, critic, proposer
 from harnessrl.agents.tool_loop import call_tool, result_json, result_text
 from harnessrl.errors import ConfigError
 from harnessrl.graph.state import DEPS_KEY, EvolverDeps, EvolverState, FailureOutcome, LLMConfig, get_deps
+from harnessrl.graph.tracing import point_config, point_tracing, traced_node
 
 __all__ = ["build_graph", "evolve", "fetch_failures", "give_up", "select_failure"]
 
@@ -168,13 +170,17 @@ def build_graph(deps: EvolverDeps) -> Runnable:
     deps.require_tool("run_frozen_policy_trial")
     deps.require_tool("commit_update")
     builder = StateGraph(EvolverState)
-    builder.add_node("fetch_failures", fetch_failures, destinations=("select_failure",))
-    builder.add_node("select_failure", select_failure, destinations=("attributor", END))
-    builder.add_node("attributor", attributor.attributor, destinations=("proposer", "give_up"))
-    builder.add_node("proposer", proposer.proposer, destinations=("critic", "give_up"))
-    builder.add_node("critic", critic.critic, destinations=("commit", "proposer", "give_up"))
-    builder.add_node("commit", critic.commit, destinations=("select_failure", "give_up"))
-    builder.add_node("give_up", give_up, destinations=("select_failure",))
+
+    def node(name: str, fn, destinations: tuple[str, ...]) -> None:
+        builder.add_node(name, traced_node(name, fn), destinations=destinations)
+
+    node("fetch_failures", fetch_failures, ("select_failure",))
+    node("select_failure", select_failure, ("attributor", END))
+    node("attributor", attributor.attributor, ("proposer", "give_up"))
+    node("proposer", proposer.proposer, ("critic", "give_up"))
+    node("critic", critic.critic, ("commit", "proposer", "give_up"))
+    node("commit", critic.commit, ("select_failure", "give_up"))
+    node("give_up", give_up, ("select_failure",))
     builder.add_edge(START, "fetch_failures")
     graph = builder.compile(name="harnessrl-evolver")
     cfg = deps.config
@@ -203,7 +209,14 @@ def make_evolver_model(
     return RuleBasedChatModel(interfaces=list(interfaces))
 
 
-async def evolve(deps: EvolverDeps, failures: list[Any] | None = None) -> EvolverState:
-    """Run one evolution point: handle ``failures`` (default: ask ``get_failures``); returns the final state."""
+async def evolve(
+    deps: EvolverDeps, failures: list[Any] | None = None, *, run_dir: str | Path | None = None, step: int | None = None
+) -> EvolverState:
+    """Run one evolution point: handle ``failures`` (default: ask ``get_failures``); returns the final state.
+
+    With LangSmith's variables set the point is one trace (:mod:`harnessrl.graph.tracing`) whose runs carry
+    ``run_dir`` and ``step`` (the training step it follows) as metadata."""
     state: dict[str, Any] = {} if failures is None else {"failures": failures}
-    return await build_graph(deps).ainvoke(state)
+    graph = build_graph(deps)
+    with point_tracing():
+        return await graph.ainvoke(state, config=point_config(run_dir=run_dir, step=step))
