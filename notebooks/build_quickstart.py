@@ -123,24 +123,19 @@ CELLS: list[tuple[str, str]] = [
         ## 2. Train
 
         `harnessrl.trainer.run.train` is what `harnessrl train` runs; `write_report` writes `plots/` and
-        `report.html`. The run goes in a worker thread: at an evolution point the evolver graph runs with
-        `asyncio.run`, which cannot run inside the event loop of Jupyter's kernel (in the main thread the
-        evolution points would fail, be logged, and training would go on with a fixed harness).
+        `report.html`. (Inside Jupyter's event loop the evolution points run their graph in a worker thread.)
         """,
     ),
     (
         "code",
         """
-        from concurrent.futures import ThreadPoolExecutor
-
         from rich.console import Console
 
         from harnessrl.trainer.report import print_summary, write_report
         from harnessrl.trainer.run import train
 
         console = Console(force_jupyter=False, force_terminal=False, width=110)  # plain text in the cell
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            summary = pool.submit(train, config, overwrite=True, console=console).result()
+        summary = train(config, overwrite=True, console=console)
         report = write_report(summary.run_dir)
         print_summary(summary, console)
         print(f"report: {report}")

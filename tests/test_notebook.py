@@ -97,3 +97,21 @@ def test_the_quickstart_notebook_trains_and_shows_decisions_plots_and_a_failure_
     assert (run_dir / "report.html").is_file() and list((run_dir / "plots").glob("*.png"))
     events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
     print([(e["kind"], e["step"], e.get("interface") or e.get("failure") or "") for e in events])
+
+
+def test_an_evolution_point_runs_inside_a_running_event_loop():
+    """A Jupyter cell runs in an event loop, where asyncio.run cannot: the evolution point's runner moves the
+    graph to a worker thread there (else every evolution point of a notebook run would fail)."""
+    import asyncio
+
+    from harnessrl.evolution.point import _run
+
+    async def point():
+        await asyncio.sleep(0)
+        return "handled"
+
+    async def cell():
+        return _run(point())
+
+    assert asyncio.run(cell()) == "handled"
+    assert _run(point()) == "handled"  # and outside a loop, as in `harnessrl train`

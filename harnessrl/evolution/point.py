@@ -23,6 +23,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 from transformers import TrainerCallback
 
@@ -94,7 +95,7 @@ class EvolutionCallback(TrainerCallback):
             with self.service.at_boundary(step):
                 run_dir = self.run_dir.path if self.run_dir is not None else None
                 point = run_evolution_point(self.url, self.token, self.model, graph_config, run_dir=run_dir, step=step)
-                final = asyncio.run(point)
+                final = _run(point)
         except Exception as e:  # the evolver failing must never lose the training run; it is logged and recorded
             logger.exception("evolution point at step %d failed; training goes on with the harness as it is", step)
             final, error = {}, f"{type(e).__name__}: {e}"
@@ -121,6 +122,17 @@ class EvolutionCallback(TrainerCallback):
             )
         if self.trainer is not None:
             self.trainer.record_metrics({"time/evolver": elapsed, **self.service.metrics()})
+
+
+def _run(coro):
+    """Run an evolution point to its end: ``asyncio.run`` here, or in a worker thread when this thread already
+    runs an event loop (training called from a Jupyter cell), where ``asyncio.run`` cannot."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coro).result()
 
 
 def write_server_file(run_dir, url: str, token: str) -> None:
