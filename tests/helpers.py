@@ -1,11 +1,26 @@
-"""Helpers shared by the critic's tests (importable: pytest puts this folder on ``sys.path``)."""
+"""Test doubles, data and set-ups shared by the tests (importable: pytest puts this folder on ``sys.path``)."""
 
 from __future__ import annotations
 
-import numpy as np
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
+import numpy as np
+from pytest_httpserver import HTTPServer
+from werkzeug import Request, Response
+
+from harnessrl.critic.trials import FrozenPolicyTrials, TrialConfig, TrialCost, TrialResult
+from harnessrl.data import Criterion, Task
+from harnessrl.evolution.service import EvolutionService
 from harnessrl.interfaces import Harness
-from harnessrl.judges import RubricJudge, RubricRequest
+from harnessrl.judges import BackendVerdict, GradeRequest, RubricJudge, RubricRequest
+from harnessrl.records.failures import Failure
+from harnessrl.records.run_dir import RunDir
 from harnessrl.records.steps import GroupRecord, Recorder, RolloutRecord, StepRecord, group_stats
 
 
@@ -80,3 +95,205 @@ def task_row(
         ],
         **extra,
     }
+
+
+# ------------------------------------------------------------------------------------------ the fruit world
+
+FRUIT = Task(
+    id="fruit",
+    domain="food",
+    prompt="Name a yellow fruit.",
+    reference_answer="A banana.",
+    rubric=[
+        Criterion(id="yellow", text="Names a yellow fruit", weight=1),
+        Criterion(id="banana", text="Says banana", weight=1, check={"type": "contains", "phrases": ["banana"]}),
+    ],
+)
+FRUIT_TASKS = [
+    FRUIT,
+    Task(id="sea", domain="writing", prompt="Describe the sea.", rubric=[Criterion(id="c1", text="Vivid", weight=1)]),
+]
+FLAT_LOW = {1: ["An apple."] * 4, 2: ["An apple."] * 4}
+"""Every rollout of "fruit" fails alike at steps 1 and 2: a flat, uniformly low group (0.5 each)."""
+
+
+class FruitJudge:
+    """Judge backend: a criterion whose text holds a key of ``met_by`` is met by an answer naming its value
+    ("yellow" by naming the banana); anything else is met."""
+
+    name = "scripted"
+
+    def __init__(self, met_by: Mapping[str, str] | None = None):
+        self.met_by = dict(met_by or {"yellow": "banana"})
+
+    def grade(self, requests: Sequence[GradeRequest]) -> list[BackendVerdict | None]:
+        out = []
+        for r in requests:
+            text, answer = r.criterion.text.lower(), r.response.lower()
+            word = next((w for key, w in self.met_by.items() if key in text), None)
+            out.append(BackendVerdict(1.0 if word is None else float(word in answer)))
+        return out
+
+
+class ExploringPolicy:
+    """A frozen policy that finds the banana only when it samples hot: at temperature > 1.2 every other
+    completion names it, at the run's 1.0 none does (a flat, uniformly low group)."""
+
+    def __init__(self):
+        self.calls: list[tuple[int, float]] = []
+
+    def sample(self, prompts, temperature, max_new_tokens, **settings):
+        self.calls.append((len(prompts), temperature))
+        hot = temperature > 1.2
+        return ["A banana." if hot and i % 2 == 0 else "An apple." for i in range(len(prompts))]
+
+
+@dataclass
+class FruitWorld:
+    """The trainer side of an evolution point on the fruit task, as :func:`fruit_world` sets it up."""
+
+    harness: Harness
+    recorder: Recorder
+    policy: Any
+    trials: FrozenPolicyTrials
+    failure: Failure
+    run_dir: RunDir
+    service: EvolutionService
+    saved: bytes
+    """``harness.json`` as first written (version 0 everywhere)."""
+
+    @property
+    def failure_id(self) -> str:
+        return self.failure.id
+
+    def events(self, kind: str | None = None) -> list[dict]:
+        return [e for e in self.run_dir.read("events.jsonl") if kind is None or e["kind"] == kind]
+
+
+def fruit_world(
+    run_path: Path,
+    *,
+    groups: Mapping[int, list[str]] = FLAT_LOW,
+    judge: FruitJudge | None = None,
+    policy: Any = None,
+    trial_config: TrialConfig | None = None,
+    **failure: Any,
+) -> FruitWorld:
+    """The fruit task's ``groups`` (step: completions) graded and recorded as training does, one failure
+    detected on it at the last step (``failure``: its fields over a flat-low default), the critic's trials on
+    the frozen ``policy`` (an :class:`ExploringPolicy` unless given), the service over them at that step, and
+    ``harness.json`` written in a run directory at ``run_path``."""
+    harness = Harness(FRUIT_TASKS)
+    rubric_judge = RubricJudge(judge or FruitJudge())
+    recorder = Recorder(None)
+    for step, texts in groups.items():
+        record_group(harness, rubric_judge, recorder, step, "fruit", texts)
+    step = max(groups)
+    fields = {
+        "kind": "non_discriminative_low",
+        "step": step,
+        "task_id": "fruit",
+        "domain": "food",
+        "rubric_version": 0,
+        "evidence": {"mean": 0.5, "std": 0.0},
+        "summary": "every rollout of fruit scored 0.5",
+        "interface_hint": "rollout_guidance",
+        **failure,
+    }
+    found = Failure(**fields)
+    policy = ExploringPolicy() if policy is None else policy
+    config = trial_config or TrialConfig(rollouts_per_arm=8, max_rollouts=16)
+    trials = FrozenPolicyTrials(harness, recorder, rubric_judge, policy, config)
+    run_dir = RunDir(run_path)
+    harness.save(run_dir.harness)
+    service = EvolutionService(harness, recorder, None, trials, run_dir, lambda: [found], lambda: step)
+    return FruitWorld(harness, recorder, policy, trials, found, run_dir, service, run_dir.harness.read_bytes())
+
+
+class AcceptAll:
+    """A trials object that accepts every candidate."""
+
+    def run(self, update, candidate_id, failure=None):
+        return TrialResult(
+            candidate_id=candidate_id,
+            interface=update.interface,
+            metric="signal_share",
+            baseline=0.0,
+            candidate=0.5,
+            improvement=0.5,
+            ci_low=0.1,
+            ci_high=0.9,
+            accepted=True,
+            reason="interval above 0",
+            measurements={},
+            cost=TrialCost(rollouts=0, judge_calls=0, seconds=0.0),
+        )
+
+
+# ------------------------------------------------------------------------------------------ a tiny policy's run
+
+TINY_POLICY_TASKS = [
+    # never met by the tiny policy: every group flat at 0 (non_discriminative_low)
+    {"id": "never", "domain": "d1", "prompt": "Write the secret word.", "rubric": [
+        {"id": "c1", "text": "Says zzqx", "weight": 1, "check": {"type": "contains", "phrases": ["zzqx"]}}]},
+    # met by about half of a group's random completions (the first letter): the groups give signal
+    {"id": "early", "domain": "d2", "prompt": "Start with an early letter.", "rubric": [
+        {"id": "c1", "text": "Starts with a to m", "weight": 1,
+         "check": {"type": "regex", "pattern": "\\A\\W*[a-mA-M]", "multiline": False}}]},
+    {"id": "late", "domain": "d2", "prompt": "Start with a late letter.", "rubric": [
+        {"id": "c1", "text": "Starts with n to z", "weight": 1,
+         "check": {"type": "regex", "pattern": "\\A\\W*[n-zN-Z]", "multiline": False}}]},
+]  # fmt: skip
+"""Training data (rows) for a tiny random policy's run: one task it never meets, two that give signal."""
+
+
+# ------------------------------------------------------------------------------------------ a fake judge server
+
+Action = Callable[[dict], Response]
+"""What the fake server does with a request's JSON body."""
+
+
+@contextlib.contextmanager
+def threaded_http_server() -> Iterator[HTTPServer]:
+    """A pytest-httpserver on a free loopback port that answers requests concurrently."""
+    server = HTTPServer(host="127.0.0.1", port=0, threaded=True)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.clear()
+        server.stop()
+
+
+class FakeChatServer:
+    """A fake OpenAI-compatible chat-completions endpoint on ``server`` (cleared first): answers with the
+    ``script`` actions in order, then with ``default``; notes each request's body, headers and arrival time,
+    and the most requests in flight at once."""
+
+    def __init__(self, server: HTTPServer, default: Action):
+        self.url = server.url_for("/v1")
+        self.script: list[Action] = []
+        self.default = default
+        self.bodies: list[dict] = []
+        self.headers: list[dict] = []
+        self.arrivals: list[float] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._lock = threading.Lock()
+        server.clear()
+        server.expect_request("/v1/chat/completions", method="POST").respond_with_handler(self.handle)
+
+    def handle(self, request: Request) -> Response:
+        body = request.get_json()
+        with self._lock:
+            self.arrivals.append(time.monotonic())
+            self.bodies.append(body)
+            self.headers.append(dict(request.headers))
+            action = self.script.pop(0) if self.script else self.default
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            return action(body)
+        finally:
+            with self._lock:
+                self.in_flight -= 1

@@ -19,22 +19,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers import TINY_POLICY_TASKS
 
 from harnessrl.records.run_dir import RunDir
 
 ROOT = Path(__file__).resolve().parents[1]
 STEPS, TASKS_PER_STEP = 24, 2
-
-TASKS = [
-    {"id": "never", "domain": "d1", "prompt": "Write the secret word.", "rubric": [
-        {"id": "c1", "text": "Says zzqx", "weight": 1, "check": {"type": "contains", "phrases": ["zzqx"]}}]},
-    {"id": "early", "domain": "d2", "prompt": "Start with an early letter.", "rubric": [
-        {"id": "c1", "text": "Starts with a to m", "weight": 1,
-         "check": {"type": "regex", "pattern": "\\A\\W*[a-mA-M]", "multiline": False}}]},
-    {"id": "late", "domain": "d2", "prompt": "Start with a late letter.", "rubric": [
-        {"id": "c1", "text": "Starts with n to z", "weight": 1,
-         "check": {"type": "regex", "pattern": "\\A\\W*[n-zN-Z]", "multiline": False}}]},
-]  # fmt: skip
 
 
 def _env() -> dict[str, str]:
@@ -58,7 +48,7 @@ def _steps_recorded(run_path: Path) -> int:
 @pytest.mark.slow
 def test_killed_and_resumed_runs_lose_nothing_and_record_each_step_once(tmp_path, tiny_model_dir):
     data = tmp_path / "train.jsonl"
-    data.write_text("".join(json.dumps(t) + "\n" for t in TASKS))
+    data.write_text("".join(json.dumps(t) + "\n" for t in TINY_POLICY_TASKS))
     run_path = tmp_path / "run"
     config = {
         "run_dir": str(run_path),

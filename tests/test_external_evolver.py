@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers import TINY_POLICY_TASKS
 
 from harnessrl.data import Task
 from harnessrl.evolution.service import EvolutionService
@@ -101,19 +102,6 @@ def test_a_hold_when_training_has_ended_says_so(tmp_path):
 
 # ------------------------------------------------------------------------------------------- for real
 
-TASKS = [
-    # never met by the tiny policy: every group flat at 0 (non_discriminative_low)
-    {"id": "never", "domain": "d1", "prompt": "Write the secret word.", "rubric": [
-        {"id": "c1", "text": "Says zzqx", "weight": 1, "check": {"type": "contains", "phrases": ["zzqx"]}}]},
-    # met by about half of a group's random completions (the first letter): the groups give signal
-    {"id": "early", "domain": "d2", "prompt": "Start with an early letter.", "rubric": [
-        {"id": "c1", "text": "Starts with a to m", "weight": 1,
-         "check": {"type": "regex", "pattern": "\\A\\W*[a-mA-M]", "multiline": False}}]},
-    {"id": "late", "domain": "d2", "prompt": "Start with a late letter.", "rubric": [
-        {"id": "c1", "text": "Starts with n to z", "weight": 1,
-         "check": {"type": "regex", "pattern": "\\A\\W*[n-zN-Z]", "multiline": False}}]},
-]  # fmt: skip
-
 
 def _scripted_llm(request):
     """The evolver's LLM: attribute the failure to task sampling, then park the task (one answer per turn)."""
@@ -167,7 +155,7 @@ def _wait_for(predicate, timeout: float, what: str, proc=None):
 def test_an_external_evolver_holds_measures_commits_and_keeps_the_record(tmp_path, tiny_model_dir, httpserver):
     httpserver.expect_request("/v1/chat/completions", method="POST").respond_with_handler(_scripted_llm)
     data = tmp_path / "train.jsonl"
-    data.write_text("".join(json.dumps(t) + "\n" for t in TASKS))
+    data.write_text("".join(json.dumps(t) + "\n" for t in TINY_POLICY_TASKS))
     run_path = tmp_path / "run"
     llm = {"model": "scripted", "base_url": httpserver.url_for("/v1"), "api_key_env": "HARNESSRL_TEST_KEY"}
     config = {

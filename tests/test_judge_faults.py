@@ -22,9 +22,9 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from helpers import task_row
+from helpers import Action, FakeChatServer, task_row, threaded_http_server
 from pytest_httpserver import HTTPServer
-from werkzeug import Request, Response
+from werkzeug import Response
 
 from harnessrl.data.schema import Criterion
 from harnessrl.errors import HarnessRLError, JudgeError
@@ -47,8 +47,6 @@ TRANSPORT_ATTEMPTS = (RETRIES + 1) * ASKS
 # --------------------------------------------------------------------------------------------------
 # The fake server
 # --------------------------------------------------------------------------------------------------
-
-Action = Callable[[dict], Response]
 
 
 def _criteria_of(body: dict) -> list[dict]:
@@ -119,42 +117,16 @@ def unknown_criteria(body: dict) -> Response:
     return completion(json.dumps({"verdicts": renamed}))
 
 
-class FakeServer:
-    """Answers with ``script`` actions in order, then ``default``; notes each request's arrival time."""
-
-    def __init__(self, server: HTTPServer):
-        self.url = server.url_for("/v1")
-        self.script: list[Action] = []
-        self.default: Action = good
-        self.arrivals: list[float] = []
-        self.bodies: list[dict] = []
-        self._lock = threading.Lock()
-
-    def handle(self, request: Request) -> Response:
-        body = request.get_json()
-        with self._lock:
-            self.arrivals.append(time.monotonic())
-            self.bodies.append(body)
-            action = self.script.pop(0) if self.script else self.default
-        return action(body)
-
-
 @pytest.fixture(scope="module")
 def _http():
-    server = HTTPServer(host="127.0.0.1", port=0, threaded=True)
-    server.start()
-    yield server
-    server.clear()
-    server.stop()
+    with threaded_http_server() as server:
+        yield server
 
 
 @pytest.fixture
-def fake(_http: HTTPServer, monkeypatch: pytest.MonkeyPatch) -> FakeServer:
+def fake(_http: HTTPServer, monkeypatch: pytest.MonkeyPatch) -> FakeChatServer:
     monkeypatch.delenv(KEY_ENV, raising=False)
-    _http.clear()
-    f = FakeServer(_http)
-    _http.expect_request("/v1/chat/completions", method="POST").respond_with_handler(f.handle)
-    return f
+    return FakeChatServer(_http, default=good)
 
 
 class CutServer:
@@ -269,7 +241,7 @@ TRANSPORT_FAULTS: dict[str, Action] = {
 
 
 @pytest.mark.parametrize("fault", sorted(TRANSPORT_FAULTS))
-def test_transport_fault_is_retried_then_missing(fake: FakeServer, fault: str):
+def test_transport_fault_is_retried_then_missing(fake: FakeChatServer, fault: str):
     fake.default = TRANSPORT_FAULTS[fault]
     judge, backend = make_judge(fake.url, timeout_s=0.1 if fault == "timeout" else 2.0)
     res = grade(judge)
@@ -307,7 +279,7 @@ def test_connection_cut_mid_body_is_retried_then_missing():
     assert all(gap >= RE_ASK_BACKOFF_S for gap in ask_gaps(server.arrivals, RETRIES + 1))
 
 
-def test_429_waits_as_retry_after_says(fake: FakeServer):
+def test_429_waits_as_retry_after_says(fake: FakeChatServer):
     fake.default = status(429, headers={"Retry-After": str(RETRY_AFTER_S)})
     judge, backend = make_judge(fake.url)
     res = grade(judge)
@@ -320,7 +292,7 @@ def test_429_waits_as_retry_after_says(fake: FakeServer):
 
 
 @pytest.mark.parametrize("fault", [*sorted(TRANSPORT_FAULTS), "http_429"])
-def test_a_passing_fault_costs_only_a_retry(fake: FakeServer, fault: str):
+def test_a_passing_fault_costs_only_a_retry(fake: FakeChatServer, fault: str):
     """A fault that clears is retried away: the reward is the one a healthy server gives."""
     action = TRANSPORT_FAULTS.get(fault) or status(429, headers={"Retry-After": "0"})
     fake.script = [action]
@@ -345,7 +317,7 @@ ANSWER_FAULTS: dict[str, tuple[Action, str]] = {
 
 
 @pytest.mark.parametrize("fault", sorted(ANSWER_FAULTS))
-def test_unusable_answer_is_asked_again_then_missing(fake: FakeServer, fault: str):
+def test_unusable_answer_is_asked_again_then_missing(fake: FakeChatServer, fault: str):
     fake.default, counter = ANSWER_FAULTS[fault]
     judge, backend = make_judge(fake.url)
     res = grade(judge)
@@ -358,7 +330,7 @@ def test_unusable_answer_is_asked_again_then_missing(fake: FakeServer, fault: st
     assert all(gap >= RE_ASK_BACKOFF_S for gap in ask_gaps(fake.arrivals, 1))
 
 
-def test_unknown_verdicts_never_stand_in_for_asked_ones(fake: FakeServer):
+def test_unknown_verdicts_never_stand_in_for_asked_ones(fake: FakeChatServer):
     """An answer that grades one asked criterion and one that was not asked: only the asked one counts."""
 
     def half(body: dict) -> Response:
@@ -581,7 +553,7 @@ class ScriptedJudgeServer:
     each prompt's other responses the first one to arrive passes, the rest fail, so every group has a
     spread. Step 2 ("down"): HTTP 500 for everything."""
 
-    def __init__(self, server: FakeServer):
+    def __init__(self, server: FakeChatServer):
         self.server = server
         self.phase = "partial"
         self.doomed: str | None = None
@@ -654,7 +626,7 @@ def _params(model) -> dict[str, torch.Tensor]:
 
 @pytest.mark.usefixtures("one_torch_thread", "quick_retries")
 def test_training_run_drops_missing_rewards_and_skips_a_judgeless_step(
-    fake: FakeServer, tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    fake: FakeChatServer, tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     from transformers import TrainerCallback
     from trl import GRPOTrainer

@@ -5,13 +5,12 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import threading
 import time
-from collections.abc import Callable
 
 import pytest
+from helpers import Action, FakeChatServer, threaded_http_server
 from pytest_httpserver import HTTPServer
-from werkzeug import Request, Response
+from werkzeug import Response
 
 from harnessrl.data.schema import Criterion
 from harnessrl.errors import JudgeError
@@ -24,8 +23,6 @@ MODEL = "fake-judge-1"
 # --------------------------------------------------------------------------------------------------
 # A fake OpenAI-compatible server
 # --------------------------------------------------------------------------------------------------
-
-Action = Callable[[dict], Response]
 
 
 def _criteria_of(body: dict) -> list[dict]:
@@ -100,54 +97,19 @@ def sleep_then(seconds: float, then: Action = answer) -> Action:
     return act
 
 
-class FakeOpenAI:
-    """Answers with ``script`` actions in order, then with ``default`` (a correct answer)."""
-
-    def __init__(self, server: HTTPServer):
-        self.server = server
-        self.url = server.url_for("/v1")
-        self.bodies: list[dict] = []
-        self.headers: list[dict] = []
-        self.script: list[Action] = []
-        self.default: Action = answer
-        self.in_flight = 0
-        self.max_in_flight = 0
-        self._lock = threading.Lock()
-
-    def handle(self, request: Request) -> Response:
-        body = request.get_json()
-        with self._lock:
-            self.bodies.append(body)
-            self.headers.append(dict(request.headers))
-            action = self.script.pop(0) if self.script else self.default
-            self.in_flight += 1
-            self.max_in_flight = max(self.max_in_flight, self.in_flight)
-        try:
-            return action(body)
-        finally:
-            with self._lock:
-                self.in_flight -= 1
-
-
 @pytest.fixture(scope="module")
 def _server():
-    server = HTTPServer(host="127.0.0.1", port=0, threaded=True)
-    server.start()
-    yield server
-    server.clear()
-    server.stop()
+    with threaded_http_server() as server:
+        yield server
 
 
 @pytest.fixture
-def fake(_server: HTTPServer, monkeypatch: pytest.MonkeyPatch) -> FakeOpenAI:
+def fake(_server: HTTPServer, monkeypatch: pytest.MonkeyPatch) -> FakeChatServer:
     monkeypatch.delenv(KEY_ENV, raising=False)
-    _server.clear()
-    f = FakeOpenAI(_server)
-    _server.expect_request("/v1/chat/completions", method="POST").respond_with_handler(f.handle)
-    return f
+    return FakeChatServer(_server, default=answer)
 
 
-def make_backend(fake: FakeOpenAI, **overrides) -> OpenAICompatibleJudge:
+def make_backend(fake: FakeChatServer, **overrides) -> OpenAICompatibleJudge:
     settings = {
         "backend": "openai",
         "model": MODEL,
@@ -185,7 +147,7 @@ def requests_for(response: str, criteria=(C_PHOTO, C_CHLORO, P_MYTH)) -> list[Gr
 # --------------------------------------------------------------------------------------------------
 
 
-def test_parses_verdicts_one_call_per_response(fake: FakeOpenAI):
+def test_parses_verdicts_one_call_per_response(fake: FakeChatServer):
     backend = make_backend(fake)
     reqs = requests_for(GOOD) + requests_for(BAD)
     out = backend.grade(reqs)
@@ -199,7 +161,7 @@ def test_parses_verdicts_one_call_per_response(fake: FakeOpenAI):
     assert {len(_criteria_of(b)) for b in fake.bodies} == {3}
 
 
-def test_request_body_carries_model_criteria_and_schema(fake: FakeOpenAI):
+def test_request_body_carries_model_criteria_and_schema(fake: FakeChatServer):
     backend = make_backend(fake, temperature=0.3, max_tokens=321)
     backend.grade(requests_for(GOOD))
 
@@ -227,19 +189,19 @@ def test_request_body_carries_model_criteria_and_schema(fake: FakeOpenAI):
     assert fake.headers[0]["Authorization"] == "Bearer EMPTY"
 
 
-def test_key_from_environment_is_sent(fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch):
+def test_key_from_environment_is_sent(fake: FakeChatServer, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv(KEY_ENV, "sk-test-123")
     make_backend(fake).grade(requests_for(GOOD)[:1])
     assert fake.headers[0]["Authorization"] == "Bearer sk-test-123"
 
 
-def test_no_reference_answer_leaves_it_out(fake: FakeOpenAI):
+def test_no_reference_answer_leaves_it_out(fake: FakeChatServer):
     make_backend(fake).grade([GradeRequest(PROMPT, GOOD, C_PHOTO, None)])
     assert "<reference_answer>" not in fake.bodies[0]["messages"][-1]["content"]
 
 
 @pytest.mark.parametrize("mode", ["json_object", "none"])
-def test_other_structured_output_modes(fake: FakeOpenAI, mode: str):
+def test_other_structured_output_modes(fake: FakeChatServer, mode: str):
     if mode == "none":  # a model without JSON mode: fenced JSON after some chatter still parses
         fake.default = lambda body: completion("Here you go:\n```json\n" + good_answer(body) + "\n```")
     out = make_backend(fake, structured_output=mode).grade(requests_for(GOOD))
@@ -251,7 +213,7 @@ def test_other_structured_output_modes(fake: FakeOpenAI, mode: str):
     assert [v.value for v in out] == [1.0, 1.0, 0.0]
 
 
-def test_same_id_different_text_gets_its_own_verdict(fake: FakeOpenAI):
+def test_same_id_different_text_gets_its_own_verdict(fake: FakeChatServer):
     edited = Criterion(id="photo", text="Mentions chlorophyll", weight=2.0)  # a candidate rubric's edit
     out = make_backend(fake).grade(
         [GradeRequest(PROMPT, BAD, C_PHOTO), GradeRequest(PROMPT, BAD, edited), GradeRequest(PROMPT, BAD, C_PHOTO)]
@@ -286,7 +248,7 @@ def test_confidence_is_clamped_and_optional():
 # --------------------------------------------------------------------------------------------------
 
 
-def test_rubric_judge_mixes_judged_and_programmatic(fake: FakeOpenAI):
+def test_rubric_judge_mixes_judged_and_programmatic(fake: FakeChatServer):
     judge = RubricJudge(make_backend(fake))
     good, bad = judge.grade(
         [RubricRequest(PROMPT, GOOD, RUBRIC, REFERENCE), RubricRequest(PROMPT, BAD, RUBRIC, REFERENCE)]
@@ -315,7 +277,7 @@ BAD_ANSWERS = {
 
 
 @pytest.mark.parametrize("kind", sorted(BAD_ANSWERS))
-def test_unusable_answer_is_missing_never_zero(fake: FakeOpenAI, kind: str):
+def test_unusable_answer_is_missing_never_zero(fake: FakeChatServer, kind: str):
     fake.default = BAD_ANSWERS[kind]
     backend = make_backend(fake)
     judge = RubricJudge(backend, missing_retries=1, min_coverage=0.1)
@@ -332,7 +294,7 @@ def test_unusable_answer_is_missing_never_zero(fake: FakeOpenAI, kind: str):
     assert res.reward == pytest.approx(1.0)
 
 
-def test_absent_criterion_is_missing_and_reward_uses_the_rest(fake: FakeOpenAI):
+def test_absent_criterion_is_missing_and_reward_uses_the_rest(fake: FakeChatServer):
     fake.default = lambda body: completion(good_answer(body, drop=("chloro",)))
     judge = RubricJudge(make_backend(fake), missing_retries=1)
     (res,) = judge.grade([RubricRequest(PROMPT, BAD, RUBRIC, REFERENCE)])
@@ -349,7 +311,7 @@ def test_absent_criterion_is_missing_and_reward_uses_the_rest(fake: FakeOpenAI):
     assert good.reward == pytest.approx(1.0)  # (2 + 1) / 3, chloro left out rather than read as 0
 
 
-def test_missing_verdict_filled_on_retry(fake: FakeOpenAI):
+def test_missing_verdict_filled_on_retry(fake: FakeChatServer):
     fake.script = [text("not json at all")]
     judge = RubricJudge(make_backend(fake), missing_retries=1)
     (res,) = judge.grade([RubricRequest(PROMPT, GOOD, RUBRIC, REFERENCE)])
@@ -362,7 +324,7 @@ def test_missing_verdict_filled_on_retry(fake: FakeOpenAI):
 # --------------------------------------------------------------------------------------------------
 
 
-def test_retries_on_500_and_429_then_succeeds(fake: FakeOpenAI):
+def test_retries_on_500_and_429_then_succeeds(fake: FakeChatServer):
     fake.script = [status(500), status(429)]
     backend = make_backend(fake, max_retries=2)
     out = backend.grade(requests_for(GOOD))
@@ -371,7 +333,7 @@ def test_retries_on_500_and_429_then_succeeds(fake: FakeOpenAI):
     assert backend.calls == 1 and backend.failed_calls == 0
 
 
-def test_gives_up_after_retries(fake: FakeOpenAI):
+def test_gives_up_after_retries(fake: FakeChatServer):
     fake.default = status(503)
     backend = make_backend(fake, max_retries=1)
     assert backend.grade(requests_for(GOOD)) == [None, None, None]
@@ -379,14 +341,14 @@ def test_gives_up_after_retries(fake: FakeOpenAI):
 
 
 @pytest.mark.parametrize("code", [400, 401, 404])
-def test_no_retry_on_other_4xx(fake: FakeOpenAI, code: int):
+def test_no_retry_on_other_4xx(fake: FakeChatServer, code: int):
     fake.default = status(code)
     backend = make_backend(fake, max_retries=3)
     assert backend.grade(requests_for(GOOD)) == [None, None, None]
     assert len(fake.bodies) == 1 and backend.retries == 0
 
 
-def test_timeout_is_missing(fake: FakeOpenAI):
+def test_timeout_is_missing(fake: FakeChatServer):
     fake.default = sleep_then(1.0)
     backend = make_backend(fake, timeout_s=0.2, max_retries=1)
     t0 = time.perf_counter()
@@ -396,7 +358,7 @@ def test_timeout_is_missing(fake: FakeOpenAI):
     assert backend.attempts == 2 and backend.failed_calls == 1
 
 
-def test_timeout_then_success(fake: FakeOpenAI):
+def test_timeout_then_success(fake: FakeChatServer):
     fake.script = [sleep_then(1.0)]
     out = make_backend(fake, timeout_s=0.3, max_retries=1).grade(requests_for(GOOD))
     assert [v.value for v in out] == [1.0, 1.0, 0.0]
@@ -421,7 +383,7 @@ def test_connection_refused_is_missing():
     assert backend.attempts == 2 and backend.failed_calls == 1
 
 
-def test_concurrency_is_bounded(fake: FakeOpenAI):
+def test_concurrency_is_bounded(fake: FakeChatServer):
     fake.default = sleep_then(0.1)
     backend = make_backend(fake, max_concurrency=2)
     reqs = [GradeRequest(PROMPT, f"{GOOD} ({i})", C_PHOTO) for i in range(6)]
@@ -431,7 +393,7 @@ def test_concurrency_is_bounded(fake: FakeOpenAI):
     assert 1 <= fake.max_in_flight <= 2
 
 
-def test_grade_inside_a_running_event_loop(fake: FakeOpenAI):
+def test_grade_inside_a_running_event_loop(fake: FakeChatServer):
     backend = make_backend(fake)
 
     async def main():
@@ -441,7 +403,7 @@ def test_grade_inside_a_running_event_loop(fake: FakeOpenAI):
     assert [v.value for v in out] == [1.0, 1.0, 0.0]
 
 
-def test_empty_batch_makes_no_call(fake: FakeOpenAI):
+def test_empty_batch_makes_no_call(fake: FakeChatServer):
     assert make_backend(fake).grade([]) == []
     assert fake.bodies == []
 
@@ -473,7 +435,7 @@ def test_localhost_without_key_uses_dummy(monkeypatch: pytest.MonkeyPatch):
         assert OpenAICompatibleJudge.from_config(config)._api_key == "EMPTY"
 
 
-def test_build_judge(fake: FakeOpenAI):
+def test_build_judge(fake: FakeChatServer):
     judge = build_judge(
         JudgeConfig(
             backend="openai", model=MODEL, base_url=fake.url, api_key_env=KEY_ENV, missing_retries=2, min_coverage=0.6

@@ -93,11 +93,11 @@ def test_a_two_process_training_run_agrees_on_the_harness_at_every_step(tmp_path
     from pathlib import Path
 
     import yaml
-    from test_crash_soak import TASKS as SOAK_TASKS
+    from helpers import TINY_POLICY_TASKS
 
     root = Path(__file__).resolve().parents[1]
     data = tmp_path / "train.jsonl"
-    data.write_text("".join(json.dumps(t) + "\n" for t in SOAK_TASKS))
+    data.write_text("".join(json.dumps(t) + "\n" for t in TINY_POLICY_TASKS))
     run_path = tmp_path / "run"
     config = {
         "run_dir": str(run_path), "model": str(tiny_model_dir), "device": "cpu",

@@ -13,65 +13,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Sequence
 from importlib.metadata import entry_points
 
 import pytest
-from helpers import record_group
+from helpers import FRUIT_TASKS, fruit_world
 
 from harnessrl.agents import RuleBasedChatModel, ScriptedChatModel, tool_call
 from harnessrl.agents.tool_loop import context_message
-from harnessrl.critic.trials import FrozenPolicyTrials, TrialConfig
-from harnessrl.data import Criterion, Task
 from harnessrl.evolution.client import run_evolution_point
 from harnessrl.evolution.mcp_server import ToolServer
-from harnessrl.evolution.service import EvolutionService
 from harnessrl.graph.state import GraphConfig, interface_menu
 from harnessrl.interfaces import ENTRY_POINT_GROUP, Harness, interface_classes
-from harnessrl.judges import BackendVerdict, GradeRequest, RubricJudge
-from harnessrl.records.failures import Failure
-from harnessrl.records.run_dir import RunDir
-from harnessrl.records.steps import Recorder
 from harnessrl.trainer.report import write_report
-
-TASKS = [
-    Task(
-        id="fruit",
-        domain="food",
-        prompt="Name a yellow fruit.",
-        reference_answer="A banana.",
-        rubric=[
-            Criterion(id="yellow", text="Names a yellow fruit", weight=1),
-            Criterion(id="banana", text="Says banana", weight=1, check={"type": "contains", "phrases": ["banana"]}),
-        ],
-    ),
-    Task(id="sea", domain="writing", prompt="Describe the sea.", rubric=[Criterion(id="c1", text="Vivid", weight=1)]),
-]
-
-
-class Judge:
-    """Judge backend: "yellow" is met by an answer naming the banana; anything else is met."""
-
-    name = "scripted"
-
-    def grade(self, requests: Sequence[GradeRequest]) -> list[BackendVerdict | None]:
-        return [
-            BackendVerdict(float("banana" in r.response.lower()) if "yellow" in r.criterion.text.lower() else 1.0)
-            for r in requests
-        ]
-
-
-class ExploringPolicy:
-    """A frozen policy that finds the banana only when it samples hot: at temperature > 1.2 every other
-    completion names it, at the run's 1.0 none does (a flat, uniformly low group)."""
-
-    def __init__(self):
-        self.calls: list[tuple[int, float]] = []
-
-    def sample(self, prompts, temperature, max_new_tokens, **settings):
-        self.calls.append((len(prompts), temperature))
-        hot = temperature > 1.2
-        return ["A banana." if hot and i % 2 == 0 else "An apple." for i in range(len(prompts))]
 
 
 @pytest.fixture(scope="module")
@@ -88,27 +41,8 @@ def decoding():
 
 @pytest.fixture
 def world(tmp_path, decoding):
-    harness = Harness(TASKS)
-    judge = RubricJudge(Judge())
-    recorder = Recorder(None)
-    for step in (1, 2):  # every rollout of "fruit" fails alike: a flat, uniformly low group
-        record_group(harness, judge, recorder, step, "fruit", ["An apple."] * 4)
-    failure = Failure(
-        kind="non_discriminative_low",
-        step=2,
-        task_id="fruit",
-        domain="food",
-        rubric_version=0,
-        evidence={"mean": 0.5, "std": 0.0},
-        summary="every rollout of fruit scored 0.5",
-        interface_hint="rollout_guidance",
-    )
-    policy = ExploringPolicy()
-    trials = FrozenPolicyTrials(harness, recorder, judge, policy, TrialConfig(rollouts_per_arm=8, max_rollouts=16))
-    run_dir = RunDir(tmp_path)
-    harness.save(run_dir.harness)
-    service = EvolutionService(harness, recorder, None, trials, run_dir, lambda: [failure], lambda: 2)
-    return harness, service, run_dir, policy
+    w = fruit_world(tmp_path)  # every rollout of "fruit" fails alike at steps 1 and 2; the policy explores
+    return w.harness, w.service, w.run_dir, w.policy
 
 
 def test_the_installed_plugin_takes_every_path(world):
@@ -166,7 +100,7 @@ def test_the_installed_plugin_takes_every_path(world):
     assert harness.row(harness.tasks["sea"], 0, 4).generation == {"temperature": 1.0}
     saved = json.loads(run_dir.harness.read_text())
     assert saved["decoding"]["per_task"]["fruit"]["temperature"] == 1.4
-    back = Harness.load(run_dir.harness, TASKS)
+    back = Harness.load(run_dir.harness, FRUIT_TASKS)
     assert back.versions == harness.versions and back.row(fruit, 0, 4).generation == {"temperature": 1.4}
     # the decision trace names it at every step
     written = run_dir.read("events.jsonl")
@@ -203,12 +137,12 @@ def test_the_rule_based_evolver_proposes_through_the_plugin(world):
 
 def test_a_plugin_by_dotted_path_and_its_settings(decoding):
     harness = Harness(
-        TASKS, interfaces=["harnessrl_decoding:Decoding"], settings={"decoding": {"max_temperature": 1.2}}
+        FRUIT_TASKS, interfaces=["harnessrl_decoding:Decoding"], settings={"decoding": {"max_temperature": 1.2}}
     )
     assert harness.interfaces["decoding"].max_temperature == 1.2
     from harnessrl.errors import ConfigError
 
     with pytest.raises(ConfigError, match="unknown decoding setting"):
-        Harness(TASKS, settings={"decoding": {"max_temp": 2}})
+        Harness(FRUIT_TASKS, settings={"decoding": {"max_temp": 2}})
     with pytest.raises(ConfigError, match="cannot be imported"):
-        Harness(TASKS, interfaces=["harnessrl_nowhere:Nothing"])
+        Harness(FRUIT_TASKS, interfaces=["harnessrl_nowhere:Nothing"])

@@ -27,12 +27,12 @@ from urllib.parse import urlparse
 
 import httpx
 import pytest
+from helpers import AcceptAll
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from pydantic import ValidationError
 
-from harnessrl.critic.trials import TrialCost, TrialResult
 from harnessrl.data.schema import Task
 from harnessrl.errors import HarnessRLError
 from harnessrl.evolution import mcp_server
@@ -117,26 +117,6 @@ def _config(run_dir: Path, data: dict[str, str], model: str = "unused", **grpo) 
             "eval": {"every_steps": None, "before_training": False, "max_new_tokens": 8, "batch_size": 4},
         }
     )
-
-
-class AcceptAll:
-    """A trials object that accepts every candidate."""
-
-    def run(self, update, candidate_id, failure=None):
-        return TrialResult(
-            candidate_id=candidate_id,
-            interface=update.interface,
-            metric="signal_share",
-            baseline=0.0,
-            candidate=0.5,
-            improvement=0.5,
-            ci_low=0.1,
-            ci_high=0.9,
-            accepted=True,
-            reason="interval above 0",
-            measurements={},
-            cost=TrialCost(rollouts=0, judge_calls=0, seconds=0.0),
-        )
 
 
 def _service(tasks: list[Task], run_dir: RunDir | None) -> EvolutionService:

@@ -13,62 +13,21 @@ import asyncio
 import json
 import logging
 import socket
-from collections.abc import Sequence
 from email import policy
 from email.parser import BytesParser
 from typing import Any
 
 import pytest
-from helpers import record_group
+from helpers import fruit_world
 from werkzeug import Request, Response
 
 from harnessrl.agents import ScriptedChatModel, tool_call
-from harnessrl.critic.trials import FrozenPolicyTrials, TrialConfig
-from harnessrl.data import Criterion, Task
 from harnessrl.evolution.client import run_evolution_point
 from harnessrl.evolution.mcp_server import ToolServer
-from harnessrl.evolution.service import EvolutionService
 from harnessrl.graph import tracing
 from harnessrl.graph.state import GraphConfig
-from harnessrl.interfaces import Harness
-from harnessrl.judges import BackendVerdict, GradeRequest, RubricJudge
-from harnessrl.records.failures import Failure
-from harnessrl.records.run_dir import RunDir
-from harnessrl.records.steps import Recorder
 
-TASKS = [
-    Task(
-        id="fruit",
-        domain="food",
-        prompt="Name a yellow fruit.",
-        reference_answer="A banana.",
-        rubric=[
-            Criterion(id="yellow", text="Names a yellow fruit", weight=1),
-            Criterion(id="banana", text="Says banana", weight=1, check={"type": "contains", "phrases": ["banana"]}),
-        ],
-    ),
-    Task(id="sea", domain="writing", prompt="Describe the sea.", rubric=[Criterion(id="c1", text="Vivid", weight=1)]),
-]
 LANGSMITH_VARS = ("TRACING", "TRACING_V2", "ENDPOINT", "API_KEY", "PROJECT")
-
-
-class Judge:
-    """Judge backend: "yellow" is met by an answer naming the banana; anything else is met."""
-
-    name = "scripted"
-
-    def grade(self, requests: Sequence[GradeRequest]) -> list[BackendVerdict | None]:
-        return [
-            BackendVerdict(float("banana" in r.response.lower()) if "yellow" in r.criterion.text.lower() else 1.0)
-            for r in requests
-        ]
-
-
-class ExploringPolicy:
-    """A frozen policy that names the banana only when it samples hot (every other completion above 1.2)."""
-
-    def sample(self, prompts, temperature, max_new_tokens, **settings):
-        return ["A banana." if temperature > 1.2 and i % 2 == 0 else "An apple." for i in range(len(prompts))]
 
 
 class FakeLangSmith:
@@ -155,30 +114,10 @@ def langsmith_env(monkeypatch):
 
 @pytest.fixture
 def world(tmp_path):
-    harness = Harness(TASKS)
-    judge = RubricJudge(Judge())
-    recorder = Recorder(None)
-    for step in (1, 2):  # every rollout of "fruit" fails alike: a flat, uniformly low group
-        record_group(harness, judge, recorder, step, "fruit", ["An apple."] * 4)
-    failure = Failure(
-        kind="non_discriminative_low",
-        step=2,
-        task_id="fruit",
-        domain="food",
-        rubric_version=0,
-        evidence={"mean": 0.5, "std": 0.0},
-        summary="every rollout of fruit scored 0.5",
-        interface_hint="rollout_guidance",
-    )
-    trials = FrozenPolicyTrials(
-        harness, recorder, judge, ExploringPolicy(), TrialConfig(rollouts_per_arm=8, max_rollouts=16)
-    )
-    run_dir = RunDir(tmp_path)
-    harness.save(run_dir.harness)
-    service = EvolutionService(harness, recorder, None, trials, run_dir, lambda: [failure], lambda: 2)
-    server = ToolServer(service)
+    w = fruit_world(tmp_path)  # every rollout of "fruit" fails alike at steps 1 and 2; the policy explores
+    server = ToolServer(w.service)
     url, token = server.start()
-    yield service, run_dir, url, token
+    yield w.service, w.run_dir, url, token
     server.stop()
 
 

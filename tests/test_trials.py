@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import pytest
 import torch
-from helpers import record_group
+from helpers import FRUIT, record_group
 
 from harnessrl.critic.rollouts import TransformersSampler
 from harnessrl.critic.signal import MOVED_SIGNAL_SHARE
@@ -54,16 +54,7 @@ TASKS = [
     Task(
         id="sea", domain="writing", prompt="Describe the sea.", reference_answer=REFERENCE, rubric=[DETAIL, SOME_WORDS]
     ),
-    Task(
-        id="fruit",
-        domain="food",
-        prompt="Name a yellow fruit.",
-        reference_answer="A banana.",
-        rubric=[
-            Criterion(id="yellow", text="Names a yellow fruit", weight=1),
-            Criterion(id="banana", text="Says banana", weight=1, check={"type": "contains", "phrases": ["banana"]}),
-        ],
-    ),
+    FRUIT,
     Task(
         id="lemon",
         domain="food",
