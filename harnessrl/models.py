@@ -55,6 +55,16 @@ _MARKER = "harnessrl-build.json"  # written last into a finished cache entry
 _VERIFY_TEXT = "The capital of France is Paris. Answer yes or no."
 
 
+def resolve_device(device: str | None) -> str:
+    """A torch device name: ``device`` itself, with None and ``auto`` meaning the GPU where torch sees one,
+    else the CPU."""
+    if device not in (None, "auto"):
+        return str(device)
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
 def is_embedded(name_or_path: str | os.PathLike[str] | None) -> bool:
     """Whether a model name means the embedded SmolLM2-135M-Instruct (None does too)."""
     return name_or_path is None or str(name_or_path).strip().lower() in EMBEDDED_ALIASES

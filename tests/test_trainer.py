@@ -231,6 +231,9 @@ def test_run_directory_is_complete(trained, train_tasks):
     assert events[0]["method"] == "harnessrl" and events[0]["evolver"] is True
     assert events[0]["validation_tasks"] == events[0]["test_tasks"] == 2
     assert kinds.count("evaluation") == 4
+    # where every part ran: the judges follow the run's device (cpu here) unless told otherwise
+    devices = {"policy": "cpu", "critic_trials": "cpu", "evaluation": "cpu", "judge": "cpu", "eval_judge": "cpu"}
+    assert events[0]["devices"] == summary["extra"]["devices"] == devices
 
 
 def test_report_is_written(trained):
@@ -791,3 +794,15 @@ def test_training_runs_the_evolver_at_evolution_points(tmp_path, model_dir, data
 
     page = write_report(run.path).read_text()
     assert "Harness updates" in page and "Attribution" in page and "Trial</b> on the frozen policy" in page
+
+
+def test_judges_follow_the_run_device_unless_told_otherwise():
+    from harnessrl.judges.config import JudgeConfig
+    from harnessrl.models import resolve_device
+    from harnessrl.trainer.run import _on_device
+
+    assert resolve_device("cuda:1") == "cuda:1" and resolve_device(None) == resolve_device("auto") in ("cpu", "cuda")
+    assert _on_device(JudgeConfig(), "cuda").device == "cuda"  # device: null follows the run
+    assert _on_device(JudgeConfig(device="cpu"), "cuda").device == "cpu"  # its own setting wins
+    assert JudgeConfig(backend="openai", model="m", base_url="http://x/v1").where() == "server http://x/v1"
+    assert JudgeConfig(device="cuda:1").where() == "cuda:1"

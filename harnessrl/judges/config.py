@@ -33,7 +33,20 @@ class JudgeConfig(BaseModel):
     temperature: float = Field(default=0.0, ge=0)
     max_tokens: int = Field(default=600, ge=16)
     batch_size: int = Field(default=32, ge=1, description="semantic / local-lm: pairs scored per forward pass")
-    device: str = Field(default="cpu", description="semantic / local-lm: torch device")
+    device: str | None = Field(
+        default=None,
+        description="semantic / local-lm: torch device (cpu, cuda, cuda:1, auto); null: the training run's device "
+        "(alone, e.g. `harnessrl judge`: the GPU where there is one)",
+    )
+
+    def where(self) -> str:
+        """Where this judge runs, in words: its device, or the server for the openai backend."""
+        if self.backend == "openai":
+            return f"server {self.base_url or 'api.openai.com'}"
+        if self.backend in ("semantic", "local-lm"):
+            return self.device or "auto"
+        return "in the backend's own process"
+
     max_length: int | None = Field(
         default=None, ge=64, description="local-lm: grading prompt tokens (default: the model's limit, at most 2048)"
     )

@@ -26,6 +26,7 @@ from typing import Any
 from harnessrl.errors import JudgeError
 from harnessrl.judges.config import JudgeConfig
 from harnessrl.judges.rubric_judge import BackendVerdict, GradeRequest
+from harnessrl.models import resolve_device
 
 __all__ = ["DEFAULT_MAX_LENGTH", "LocalLMJudge", "answer_token_ids"]
 
@@ -124,7 +125,7 @@ class LocalLMJudge:
                 "local-lm judge on the embedded SmolLM2-135M grades near chance; it shows the plumbing. "
                 "Set judge.model to a bigger local model, or use judge.backend: openai, to train for real"
             )
-        model, tokenizer = load_causal_lm(name, device=config.device)
+        model, tokenizer = load_causal_lm(name, device=resolve_device(config.device))
         return cls(model, tokenizer, batch_size=config.batch_size, max_length=config.max_length)
 
     # ------------------------------------------------------------------ prompts

@@ -42,6 +42,7 @@ import numpy as np
 from harnessrl.data.checks import split_sentences
 from harnessrl.judges.config import JudgeConfig
 from harnessrl.judges.rubric_judge import BackendVerdict, GradeRequest
+from harnessrl.models import resolve_device
 
 __all__ = ["SemanticJudge", "criterion_query", "passages"]
 
@@ -106,7 +107,7 @@ class SemanticJudge:
 
     @classmethod
     def from_config(cls, config: JudgeConfig) -> SemanticJudge:
-        return cls(device=config.device, batch_size=config.batch_size)
+        return cls(device=resolve_device(config.device), batch_size=config.batch_size)
 
     # -- embeddings, with a text -> vector cache (criteria and anchors recur every step) --
     def _embed(self, texts: Sequence[str]) -> dict[str, np.ndarray]:

@@ -36,6 +36,9 @@ def print_summary(summary, console: Console) -> None:
         t.add_row(f"  {k}", f"{v:.0f} s{share}")
     if summary.steps:
         t.add_row("  per step", f"{total / summary.steps:.1f} s")
+    devices = (summary.extra or {}).get("devices") or {}
+    if devices:
+        t.add_row("devices", ", ".join(f"{k} {v}" for k, v in devices.items() if v))
     fmt = lambda v: "n/a" if v is None else f"{v:.3f}"  # noqa: E731
     t.add_row("train reward first → last step", f"{fmt(summary.reward_first)} → {fmt(summary.reward_last)}")
     t.add_row("test score before → after", f"{fmt(summary.eval_before)} → {fmt(summary.eval_after)}")

@@ -28,6 +28,7 @@ from rich.console import Console
 from harnessrl.data import Task, data_path, load_tasks
 from harnessrl.errors import ConfigError, HarnessRLError
 from harnessrl.interfaces.harness import Harness
+from harnessrl.judges.config import JudgeConfig
 from harnessrl.records.run_dir import LOCK_NAME, RunDir, clear_run_dir, is_disk_full, lock_run_dir
 from harnessrl.trainer.train_config import TrainConfig
 
@@ -213,6 +214,11 @@ def _eval_summary(eval_cb, best: dict | None) -> dict[str, Any]:
             entry["at_best_per_domain"] = at.per_domain if at else None
         out[split] = entry
     return out
+
+
+def _on_device(judge: JudgeConfig, device: str) -> JudgeConfig:
+    """``judge`` on the run's device, unless it names its own."""
+    return judge if judge.device is not None else judge.model_copy(update={"device": device})
 
 
 def _device(config: TrainConfig) -> str:
@@ -486,9 +492,18 @@ def _train(
     with console.status(f"loading {config.model} on {device}..."):
         model, tokenizer = load_causal_lm(config.model, device=device)
         model.train()
-    with console.status(f"loading the {config.judge.backend} judge..."):
-        judge = build_judge(config.judge)
-        eval_judge = build_judge(config.eval_judge) if eval_splits else None
+    # every model-bearing part follows the run's device unless its own setting says otherwise
+    judge_config, eval_judge_config = _on_device(config.judge, device), _on_device(config.eval_judge, device)
+    devices = {
+        "policy": device,
+        "critic_trials": device,  # fresh rollouts of the policy itself
+        "evaluation": device,
+        "judge": judge_config.where(),  # the reward, and the reference answers' grading
+        "eval_judge": eval_judge_config.where() if eval_splits else None,
+    }
+    with console.status(f"loading the {config.judge.backend} judge on {devices['judge']}..."):
+        judge = build_judge(judge_config)
+        eval_judge = build_judge(eval_judge_config) if eval_splits else None
 
     harness_settings = {
         "sampling_floor": config.harness.sampling_floor,
@@ -602,6 +617,7 @@ def _train(
             validation_tasks=len(tasks.validation),
             test_tasks=len(tasks.test),
             judge=judge.name,
+            devices=devices,
             resume=resume,
             **(
                 {
@@ -672,6 +688,7 @@ def _train(
         eval=_eval_summary(eval_cb, best) if eval_cb else {},
         accounting=accounting,
         extra={
+            "devices": devices,
             "failures": dict(Counter(f.kind for f in monitor.failures)),
             "monitor_seconds": monitor.seconds,
             "memory_records": memory_counts,
@@ -722,7 +739,7 @@ def evaluate_run(run_dir: str | Path, checkpoint: str | None = None) -> dict[str
     device = _device(config)
     model, tokenizer = load_causal_lm(str(path), device=device)
     step = int(path.name.split("-")[1]) if path.name.startswith("checkpoint-") else -1
-    judge = build_judge(config.eval_judge)
+    judge = build_judge(_on_device(config.eval_judge, device))
     results = {}
     for split, tasks in splits.items():
         result = evaluate_policy(
