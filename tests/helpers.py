@@ -3,25 +3,39 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import pytest
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.types import CallToolResult
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
 from harnessrl.critic.trials import FrozenPolicyTrials, TrialConfig, TrialCost, TrialResult
-from harnessrl.data import Criterion, Task
+from harnessrl.data import Criterion, Task, prompt_text
 from harnessrl.evolution.service import EvolutionService
 from harnessrl.interfaces import Harness
 from harnessrl.judges import BackendVerdict, GradeRequest, RubricJudge, RubricRequest
 from harnessrl.records.failures import Failure
 from harnessrl.records.run_dir import RunDir
 from harnessrl.records.steps import GroupRecord, Recorder, RolloutRecord, StepRecord, group_stats
+
+if TYPE_CHECKING:  # chromadb stays unimported unless a test opens a memory (the memory-off test forbids it)
+    from harnessrl.memory.store import TrainingMemory
 
 
 def record_group(
@@ -177,12 +191,14 @@ def fruit_world(
     judge: FruitJudge | None = None,
     policy: Any = None,
     trial_config: TrialConfig | None = None,
+    memory: TrainingMemory | None = None,
     **failure: Any,
 ) -> FruitWorld:
     """The fruit task's ``groups`` (step: completions) graded and recorded as training does, one failure
     detected on it at the last step (``failure``: its fields over a flat-low default), the critic's trials on
     the frozen ``policy`` (an :class:`ExploringPolicy` unless given), the service over them at that step, and
-    ``harness.json`` written in a run directory at ``run_path``."""
+    ``harness.json`` written in a run directory at ``run_path``. With a training ``memory``, the steps and the
+    failure are written to it as the step monitor writes them, and the service records its decisions there."""
     harness = Harness(FRUIT_TASKS)
     rubric_judge = RubricJudge(judge or FruitJudge())
     recorder = Recorder(None)
@@ -206,7 +222,12 @@ def fruit_world(
     trials = FrozenPolicyTrials(harness, recorder, rubric_judge, policy, config)
     run_dir = RunDir(run_path)
     harness.save(run_dir.harness)
-    service = EvolutionService(harness, recorder, None, trials, run_dir, lambda: [found], lambda: step)
+    if memory is not None:
+        prompts = {t.id: prompt_text(t.prompt) for t in FRUIT_TASKS}
+        for s in sorted(groups):
+            memory.add_step(recorder.steps[s], {"fruit": [found.kind]} if s == step else {}, prompts)
+        memory.add_failures([found])
+    service = EvolutionService(harness, recorder, memory, trials, run_dir, lambda: [found], lambda: step)
     return FruitWorld(harness, recorder, policy, trials, found, run_dir, service, run_dir.harness.read_bytes())
 
 
@@ -245,6 +266,76 @@ TINY_POLICY_TASKS = [
          "check": {"type": "regex", "pattern": "\\A\\W*[n-zN-Z]", "multiline": False}}]},
 ]  # fmt: skip
 """Training data (rows) for a tiny random policy's run: one task it never meets, two that give signal."""
+
+
+# ------------------------------------------------------------------------------------------ servers on loopback
+
+
+async def sdk_calls(url: str, token: str, calls: Sequence[tuple[str, dict]]) -> list[CallToolResult]:
+    """Open one MCP SDK session to a tool server at ``url`` and make each (tool name, arguments) call in order."""
+    async with (
+        create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http,
+        streamable_http_client(url, http_client=http) as (read, write, _),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        return [await session.call_tool(name, args) for name, args in calls]
+
+
+def free_port() -> int:
+    """A loopback port free at the time of asking."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def chroma_server(data: Path, start_s: float = 30.0) -> Iterator[str]:
+    """A Chroma server (``chroma run``, the CLI chromadb installs next to this Python) over ``data`` on a free
+    loopback port, up once its heartbeat answers; yields its URL. Skips the test when the CLI is missing or
+    exits at start; its output goes to ``data``'s sibling ``.log`` file (a pipe nobody reads could fill up
+    and stall it)."""
+    exe = Path(sys.executable).parent / "chroma"
+    found = str(exe) if exe.exists() else shutil.which("chroma")
+    if found is None:
+        pytest.skip("the `chroma` server CLI is not installed next to this Python (it comes with chromadb)")
+    port = free_port()
+    log_path = data.parent / f"{data.name}.log"
+    env = {**os.environ, "ANONYMIZED_TELEMETRY": "False"}
+    with open(log_path, "wb") as log:
+        try:
+            proc = subprocess.Popen(
+                [found, "run", "--path", str(data), "--host", "127.0.0.1", "--port", str(port)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+            )
+        except OSError as e:
+            pytest.skip(f"the `chroma` CLI cannot run here: {e}")
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + start_s
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/api/v2/heartbeat", timeout=1) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None:
+                pytest.skip(f"the `chroma` server exited at start ({proc.returncode}): {log_path.read_text()[-500:]}")
+            if time.monotonic() > deadline:
+                said = log_path.read_text()[-500:]
+                pytest.fail(f"the chroma server did not answer its heartbeat within {start_s:g} s: {said}")
+            time.sleep(0.1)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 # ------------------------------------------------------------------------------------------ a fake judge server

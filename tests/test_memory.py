@@ -4,16 +4,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
-import time
-import urllib.request
-from pathlib import Path
 
+import helpers
 import pytest
 
 from harnessrl.errors import ConfigError, HarnessRLError
@@ -375,6 +371,16 @@ def test_candidate_from_pydantic_update(mem):
         mem.add_candidate("bad", step=1, payload={"x": 1})
 
 
+def test_candidates_come_in_the_order_they_were_stored(mem):
+    # ids are random within a step (c{step}-{hex}): a revision stored after its parent is listed after it,
+    # so the evolver's task_history (the last n) keeps the newest
+    for cid in ["c2-ffff", "c2-0000", "c1-9999", "c2-8888"]:
+        mem.add_candidate(cid, step=int(cid[1]), payload={"interface": "task_sampling"}, task_id="t1")
+    assert [c.id for c in mem.candidates(task_id="t1")] == ["c1-9999", "c2-ffff", "c2-0000", "c2-8888"]
+    mem.update_candidate("c2-ffff", verdict="rejected")  # a later change keeps its place
+    assert [c.id for c in mem.candidates()][1] == "c2-ffff"
+
+
 # ---------------------------------------------------------------- the embedding function
 
 
@@ -464,52 +470,10 @@ def test_records_survive_a_killed_process(tmp_path, ef):
 # ---------------------------------------------------------------- a real Chroma server
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def chroma_server(tmp_path_factory):
-    exe = Path(sys.executable).parent / "chroma"
-    if not exe.exists() and not shutil.which("chroma"):
-        pytest.skip("the `chroma` server binary is not installed next to this Python")
-    exe = str(exe) if exe.exists() else shutil.which("chroma")
-    port = _free_port()
-    data = tmp_path_factory.mktemp("chroma-server")
-    env = {**os.environ, "ANONYMIZED_TELEMETRY": "False"}
-    try:
-        proc = subprocess.Popen(
-            [exe, "run", "--path", str(data), "--host", "127.0.0.1", "--port", str(port)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            env=env,
-        )
-    except OSError as e:
-        pytest.skip(f"the `chroma` binary cannot run here: {e}")
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            with urllib.request.urlopen(f"{url}/api/v2/heartbeat", timeout=1) as r:
-                if r.status == 200:
-                    break
-        except OSError:
-            pass
-        if proc.poll() is not None:
-            pytest.skip(f"the `chroma` server exited at start: {proc.stderr.read().decode()[-500:]}")
-        if time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail("the chroma server did not answer its heartbeat within 30 s")
-        time.sleep(0.1)
-    yield url
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    with helpers.chroma_server(tmp_path_factory.mktemp("chroma") / "data") as url:
+        yield url
 
 
 def test_http_client_against_a_real_server(chroma_server, ef, tmp_path):
@@ -543,7 +507,7 @@ def test_http_client_against_a_real_server(chroma_server, ef, tmp_path):
 
 
 def test_unreachable_server_is_a_config_error(ef):
-    url = f"http://127.0.0.1:{_free_port()}"
+    url = f"http://127.0.0.1:{helpers.free_port()}"
     with pytest.raises(ConfigError, match="chroma run"):
         TrainingMemory(url=url, embedding_function=ef)
     with pytest.raises(ConfigError, match="not an http"):

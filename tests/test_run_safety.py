@@ -25,12 +25,10 @@ import types
 from pathlib import Path
 from urllib.parse import urlparse
 
+import helpers
 import httpx
 import pytest
 from helpers import AcceptAll
-from mcp import ClientSession
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 from pydantic import ValidationError
 
 from harnessrl.data.schema import Task
@@ -146,18 +144,8 @@ def auth(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
 
-async def _sdk_calls(url: str, token: str, calls: list[tuple[str, dict]]):
-    async with (
-        create_mcp_http_client(headers=auth(token)) as http,
-        streamable_http_client(url, http_client=http) as (read, write, _),
-        ClientSession(read, write) as session,
-    ):
-        await session.initialize()
-        return [await session.call_tool(name, args) for name, args in calls]
-
-
 def sdk_calls(url: str, token: str, calls: list[tuple[str, dict]]):
-    return asyncio.run(_sdk_calls(url, token, calls))
+    return asyncio.run(helpers.sdk_calls(url, token, calls))
 
 
 def text_of(result) -> str:

@@ -12,6 +12,7 @@ import time
 
 import httpx
 import pytest
+from helpers import sdk_calls
 from langchain_core.messages import ToolMessage
 from langchain_mcp_adapters.client import MultiServerMCPClient
 from langchain_mcp_adapters.tools import load_mcp_tools
@@ -205,20 +206,6 @@ def run(coro):
 
 def auth(token):
     return {"Authorization": f"Bearer {token}"}
-
-
-async def sdk_calls(url, token, calls):
-    """Open one SDK session and make each (name, args) call; returns the CallToolResults."""
-    async with (
-        create_mcp_http_client(headers=auth(token)) as http,
-        streamable_http_client(url, http_client=http) as (read, write, _),
-        ClientSession(read, write) as session,
-    ):
-        await session.initialize()
-        out = []
-        for name, args in calls:
-            out.append(await session.call_tool(name, args))
-        return out
 
 
 async def lc_session(url, token, body):

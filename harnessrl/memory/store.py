@@ -31,6 +31,7 @@ import json
 import logging
 import math
 import re
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -823,6 +824,8 @@ class TrainingMemory:
             "applied_step": applied_step,
             "outcome": None,
             "has_outcome": False,
+            # the order candidates were stored in: their ids (random within a step) do not say it
+            "stored_ns": time.time_ns(),
         }
         self._upsert("updates", [candidate_id], [doc], [md])
         return self._to_candidate(candidate_id, _meta(md))
@@ -905,8 +908,11 @@ class TrainingMemory:
             {"verdict": {"$in": verdicts}} if verdicts else None,
         )
         got = self.collection("updates").get(where=where, include=["metadatas"])
-        rows = [self._to_candidate(i, m) for i, m in zip(got["ids"], got["metadatas"], strict=True)]
-        return sorted(rows, key=lambda e: (e.step, e.id))
+        rows = sorted(
+            zip(got["ids"], got["metadatas"], strict=True),
+            key=lambda r: (r[1].get("step", -1), r[1].get("stored_ns") or 0, r[0]),
+        )
+        return [self._to_candidate(i, m) for i, m in rows]
 
     def what_worked(
         self,
