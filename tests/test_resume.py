@@ -53,8 +53,8 @@ def test_replay_refills_the_step_records_and_the_detectors(tmp_path):
     run = killed_run(tmp_path)
     roll_back(run, 4)
     recorder, seen = Recorder(None), []
-    assert replay(run, recorder, lambda record, rollouts: seen.append(record.step), window=3) == 3
-    assert list(recorder.steps) == [2, 3, 4] and seen == [2, 3, 4]
+    assert replay(run, recorder, lambda record, rollouts, regrade: seen.append((record.step, regrade)), window=3) == 3
+    assert list(recorder.steps) == [2, 3, 4] and seen == [(2, False), (3, False), (4, False)]  # no judge call
     assert not (run.path / "steps.jsonl").read_text().count('"step":5')  # replay writes nothing
 
 

@@ -877,8 +877,12 @@ class FailureDetector:
         if self.on_failures is not None:
             self.on_failures(failures)
 
-    def observe(self, record: StepRecord, rollouts: Sequence[RolloutRecord] | None = None) -> list[Failure]:
-        """Add a step's groups (and their rollouts' texts, when given) and return the step's failures."""
+    def observe(
+        self, record: StepRecord, rollouts: Sequence[RolloutRecord] | None = None, *, regrade: bool = True
+    ) -> list[Failure]:
+        """Add a step's groups (and their rollouts' texts, when given) and return the step's failures.
+        ``regrade=False``: no second judge call this time (a step replayed at resume was re-graded, or not,
+        when it was trained)."""
         t0 = time.perf_counter()
         step = record.step
         per_group = self._match_rollouts(record.groups, rollouts)
@@ -892,7 +896,7 @@ class FailureDetector:
             touched[group.task_id] = hist
         self._expire(step, touched)
         spent = 0.0
-        if self.regrade is not None and self.config.regrade_every and step % self.config.regrade_every == 0:
+        if regrade and self.regrade is not None and self.config.regrade_every and step % self.config.regrade_every == 0:
             spent = self._run_regrade(step, record.groups, per_group)
         failures = self._hinted([f for hist in touched.values() for d in self.detectors for f in d.detect(hist, step)])
         self.last_seconds = time.perf_counter() - t0 - spent

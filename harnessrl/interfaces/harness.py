@@ -23,7 +23,7 @@ from harnessrl.data.schema import Task
 from harnessrl.errors import ConfigError, HarnessRLError
 from harnessrl.interfaces.base import HarnessContext, Interface, InterfaceUpdate, Row
 from harnessrl.interfaces.guidance import RolloutGuidance
-from harnessrl.interfaces.registry import BUILTIN, allowed_interfaces, failure_hints, interface_classes
+from harnessrl.interfaces.registry import BUILTIN, failure_hints, interface_classes
 from harnessrl.interfaces.rubric import RubricCriteria
 from harnessrl.interfaces.sampling import TaskSampling
 from harnessrl.records.run_dir import write_atomic
@@ -132,10 +132,6 @@ class Harness:
     def failure_hints(self) -> dict[str, str]:
         """Failure kind -> the interface that is its first choice (the detectors' ``interface_hint``)."""
         return failure_hints(self.extra)
-
-    def allowed_interfaces(self) -> dict[str, tuple[str, ...]]:
-        """Failure kind -> the interfaces that can answer it, first choice first."""
-        return allowed_interfaces(self.extra)
 
     @property
     def versions(self) -> dict[str, int]:

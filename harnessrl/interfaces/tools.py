@@ -43,6 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, create_mod
 
 from harnessrl.interfaces.base import Interface, InterfaceUpdate
 from harnessrl.interfaces.registry import interface_classes
+from harnessrl.records.events import EvolverEventKind
 
 __all__ = [
     "MAX_EVENT_PAYLOAD_CHARS",
@@ -299,7 +300,7 @@ class RecordEvent(BaseModel):
 
     model_config = _STRICT
 
-    kind: Literal["attribution", "proposal", "trial", "verdict", "commit", "give_up"]
+    kind: EvolverEventKind
     payload: dict[str, Any] = Field(default_factory=dict, description="The step's fields, as the graph reports them.")
 
     @field_validator("payload")

@@ -16,16 +16,20 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["ALL_EVENT_KINDS", "EVENT_KINDS", "TRAINER_EVENT_KINDS", "Event", "EventCallback", "EventKind"]
+__all__ = [
+    "ALL_EVENT_KINDS",
+    "EVENT_KINDS",
+    "TRAINER_EVENT_KINDS",
+    "Event",
+    "EventCallback",
+    "EventKind",
+    "EvolverEventKind",
+]
 
+EvolverEventKind = Literal["attribution", "proposal", "trial", "verdict", "commit", "give_up"]
+"""The evolver's steps: the graph reports them; the tools write proposal, trial, verdict and commit."""
 EventKind = Literal[
-    # the evolver's steps (the graph reports them; the tools write proposal/trial/verdict/commit)
-    "attribution",
-    "proposal",
-    "trial",
-    "verdict",
-    "commit",
-    "give_up",
+    EvolverEventKind,
     # the trainer's
     "run_start",
     "run_end",
@@ -35,10 +39,10 @@ EventKind = Literal[
     "outcome",
     "training_hold",
 ]
-ALL_EVENT_KINDS: tuple[str, ...] = get_args(EventKind)
-EVENT_KINDS: tuple[str, ...] = ALL_EVENT_KINDS[:6]
+EVENT_KINDS: tuple[str, ...] = get_args(EvolverEventKind)
 """The kinds the evolver graph reports through its :data:`EventCallback`."""
-TRAINER_EVENT_KINDS: tuple[str, ...] = ALL_EVENT_KINDS[6:]
+TRAINER_EVENT_KINDS: tuple[str, ...] = get_args(EventKind)[len(EVENT_KINDS) :]  # nested Literals flatten
+ALL_EVENT_KINDS: tuple[str, ...] = (*EVENT_KINDS, *TRAINER_EVENT_KINDS)
 
 EventCallback = Callable[[str, dict[str, Any]], Awaitable[None] | None]
 """``on_event(kind, payload)``: kind is one of :data:`EVENT_KINDS`; payload is JSON-serialisable."""

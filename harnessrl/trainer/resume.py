@@ -102,8 +102,9 @@ def roll_back(run: RunDir, step: int) -> list[int]:
 
 def replay(run: RunDir, recorder: Recorder, observe: Any = None, window: int = 16) -> int:
     """Rebuild the last ``window`` steps' records from ``steps.jsonl`` into ``recorder.steps`` (nothing is
-    written) and pass each, with its kept rollouts, to ``observe(record, rollouts)`` (the failure detector's
-    ``observe``: its windows refill; the failures it returns were recorded before the kill). Returns the
+    written) and pass each, with its kept rollouts, to ``observe(record, rollouts, regrade=False)`` (the failure
+    detector's ``observe``: its windows refill without asking the judge again; the failures it returns were
+    recorded before the kill). Returns the
     number of steps replayed."""
     by_step: dict[int, list[GroupRecord]] = defaultdict(list)
     path = run.path / "steps.jsonl"
@@ -120,7 +121,7 @@ def replay(run: RunDir, recorder: Recorder, observe: Any = None, window: int = 1
         record = StepRecord(step=step, groups=by_step[step])
         recorder.steps[step] = record
         if observe is not None:
-            observe(record, recorder.rollouts.get(step))
+            observe(record, recorder.rollouts.get(step), regrade=False)
     return len(steps)
 
 
