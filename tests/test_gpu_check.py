@@ -9,6 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
+
+from harnessrl.records.run_dir import RunDir
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_check.py"
 
@@ -86,7 +89,8 @@ def test_a_tiny_run_measures_the_split_and_the_goals(gpu_check, assets, tmp_path
     }
     out = tmp_path / "figures.json"
     argv = ["run", "--assets", str(dest), "--device", "cpu", "--sizes", "2x2x4", "--steps", "2"]
-    argv += ["--work-dir", str(tmp_path / "work"), "--json", str(out)]
+    argv += ["--work-dir", str(tmp_path / "work"), "--json", str(out), "--generation-paths"]
+    argv += ["--set", "generation.autocast=false", "--set", "grpo.beta=0.0"]
     for k, v in micro.items():
         argv += ["--model-override", f"{k}={v}"]
     figures = gpu_check.main(argv)
@@ -108,3 +112,25 @@ def test_a_tiny_run_measures_the_split_and_the_goals(gpu_check, assets, tmp_path
     assert raw["judge_forward_seconds"] > 0 and raw["update_seconds"] > 0
     assert [g["verdict"] in ("PASS", "FAIL") for g in shape["goals"]] == [True, True, True]
     assert all(g["goal"] in printed for g in shape["goals"])
+    # the generation paths: the same batch, as many new tokens, every path that runs on a CPU
+    paths = {p["path"]: p for p in shape["generation_paths"]}
+    assert set(paths) == {n for n, p in gpu_check.PATHS.items() if not p["compile"]}
+    for p in paths.values():
+        assert p["seconds"] > 0 and p["tokens_per_second"] == pytest.approx(2 * 2 * 4 / p["seconds"])
+        assert p["launches_per_decode_step"] > 0
+    # autocast adds a cast of every weight at every decode step
+    assert paths["fp32 + bf16 autocast"]["launches_per_decode_step"] > paths["fp32"]["launches_per_decode_step"]
+    assert "generation paths on the batch" in printed and "fp32 static cache" in printed
+    written = yaml.safe_load(RunDir(tmp_path / "work" / "run-2x2x4", create=False).config.read_text())
+    assert written["generation"]["autocast"] is False  # --set reached the run
+
+
+def test_set_puts_dotted_keys_into_the_training_config(gpu_check):
+    config = {"generation": {"backend": "transformers"}, "seed": 0}
+    gpu_check.apply_settings(config, [("generation.autocast", False), ("harness.memory.enabled", True)])
+    assert config["generation"] == {"backend": "transformers", "autocast": False}
+    assert config["harness"] == {"memory": {"enabled": True}}
+    with pytest.raises(SystemExit, match="seed is not a section"):
+        gpu_check.apply_settings(config, [("seed.x", 1)])
+    assert gpu_check._override("generation.cache=static") == ("generation.cache", "static")
+    assert gpu_check._override("generation.autocast=false") == ("generation.autocast", False)

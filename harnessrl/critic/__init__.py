@@ -8,7 +8,7 @@ the numbers, ``signal`` holds what may be measured (the trainer's advantages and
 """
 
 from harnessrl.critic.acceptance import Measured, decide
-from harnessrl.critic.rollouts import TransformersSampler
+from harnessrl.critic.rollouts import TransformersSampler, VLLMSampler
 from harnessrl.critic.signal import AdvantageSpec, SignalConfig
 from harnessrl.critic.trials import (
     FrozenPolicyTrials,
@@ -30,5 +30,6 @@ __all__ = [
     "TrialConfig",
     "TrialCost",
     "TrialResult",
+    "VLLMSampler",
     "decide",
 ]

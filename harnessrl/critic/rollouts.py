@@ -2,16 +2,25 @@
 
 A guidance or sampling trial needs new completions of the *current* policy; anything with the
 ``sample`` method of :class:`~harnessrl.critic.trials.PolicySampler` works (tests pass a scripted one).
-:class:`TransformersSampler` is the one a training run uses; it alone imports torch (when it samples).
+A training run uses :class:`TransformersSampler` (transformers ``generate`` on the policy; it alone
+imports torch, when it samples), or :class:`VLLMSampler` when it generates through vLLM
+(``generation.backend: vllm``): the same engine as the training rollouts, whose weights it brings up to
+date first. ``harnessrl.trainer.policy_sampling`` picks one for a trainer.
 """
 
 from __future__ import annotations
 
+import hashlib
+import threading
+import weakref
+from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from harnessrl.data.schema import prompt_text
+from harnessrl.models import generation_precision
 
-__all__ = ["TransformersSampler"]
+__all__ = ["TransformersSampler", "VLLMSampler"]
 
 
 class TransformersSampler:
@@ -30,6 +39,9 @@ class TransformersSampler:
         seed: base seed of the sampling RNG; None leaves the (forked) RNG unseeded.
         generation_kwargs: extra ``generate`` arguments; the default matches TRL's GRPO sampling
             (``top_k=0``, ``top_p=1.0``: plain temperature sampling).
+        autocast: sample under the run's mixed precision (as the trainer's rollouts with
+            ``generation.autocast: true``); False: in the weights' own dtype (see
+            :func:`harnessrl.models.generation_precision`).
     """
 
     def __init__(
@@ -40,8 +52,10 @@ class TransformersSampler:
         batch_size: int = 16,
         seed: int | None = 0,
         generation_kwargs: dict[str, Any] | None = None,
+        autocast: bool = True,
     ):
         self.model = model
+        self.autocast = autocast
         self.tokenizer = tokenizer
         self.batch_size = max(1, batch_size)
         self.seed = seed
@@ -67,7 +81,7 @@ class TransformersSampler:
             self.calls += 1
             model.eval()
             try:
-                with torch.inference_mode():
+                with torch.inference_mode(), generation_precision(model, self.autocast):
                     for i in range(0, len(prompts), self.batch_size):
                         out.extend(
                             self._generate(prompts[i : i + self.batch_size], temperature, max_new_tokens, settings)
@@ -105,3 +119,256 @@ class TransformersSampler:
             **{**self.generation_kwargs, **settings},
         )
         return tok.batch_decode(ids[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
+
+
+_SAMPLER_SETS = frozenset({"n", "temperature", "max_tokens", "seed", "logprobs"})
+"""Sampling parameters :class:`VLLMSampler` sets itself (a setting may not override them)."""
+
+_CLIENT_ARGUMENTS = ("top_p", "top_k", "min_p", "repetition_penalty")
+"""The sampling settings TRL's ``VLLMClient.generate`` takes as arguments (their defaults: the training's)."""
+
+_SERVER_SETTINGS = frozenset(
+    {
+        *_CLIENT_ARGUMENTS,
+        "presence_penalty",
+        "frequency_penalty",
+        "stop",
+        "stop_token_ids",
+        "ignore_eos",
+        "min_tokens",
+        "bad_words",
+        "logit_bias",
+        "allowed_token_ids",
+        "include_stop_str_in_output",
+    }
+)
+"""Settings :class:`VLLMSampler` sends a vLLM server (TRL's client takes the first four as arguments, the
+others in the request body). The server may ignore a name it does not know, so any other is refused."""
+
+_ENGINE_LOCKS: weakref.WeakKeyDictionary[Any, threading.Lock] = weakref.WeakKeyDictionary()
+_ENGINE_LOCKS_GUARD = threading.Lock()
+
+
+def _engine_lock(generation: Any) -> threading.Lock:
+    """One lock per engine, shared by every sampler over it: a trial (the tool server's thread) and an
+    evaluation (the training thread) must not drive one vLLM engine at once."""
+    with _ENGINE_LOCKS_GUARD:
+        try:
+            return _ENGINE_LOCKS.setdefault(generation, threading.Lock())
+        except TypeError:  # an engine that cannot be weakly referenced: this sampler's own lock
+            return threading.Lock()
+
+
+class VLLMSampler:
+    """A :class:`~harnessrl.critic.trials.PolicySampler` over the training run's own vLLM engine.
+
+    With ``generation.backend: vllm`` TRL generates the training rollouts through
+    ``trainer.vllm_generation`` (``trl.generation.vllm_generation.VLLMGeneration``); this sampler sends
+    the critic's trials and the in-training evaluation to the same engine, so they sample the policy as
+    training does (its ``top_p``, ``top_k``, ``min_p``, ``repetition_penalty`` and ``generation_kwargs``,
+    overridden by a call's ``settings``; TRL's structured-outputs regex is not applied). The engine
+    holds the weights of its last sync: ``prepare`` (called before each sample, under the engine lock)
+    pushes the current ones when they are stale.
+
+    Prompts go through the tokenizer's chat template (``add_generation_prompt=True``) as token ids, the
+    way TRL tokenizes training prompts. Consecutive identical prompts (a trial or an evaluation sends k
+    copies of one) become one request with ``n=k``; the texts come back one per prompt, in order.
+    Temperature 0 is greedy decoding (vLLM's convention). Seeds: each call's requests are seeded from
+    ``seed``, a call counter and the request's position (vLLM gives the ``n`` samples of a seeded request
+    the seeds ``seed + i``, so they differ), so a sampler built with the same seed draws with the same
+    random numbers (vLLM's numerics may still vary with what else is batched); ``same_draws_each_call``
+    leaves the counter out, so every call draws alike (evaluation scores each checkpoint on the same draws).
+
+    Colocate mode (``generation.mode == "colocate"``): ``generation.llm.generate`` with one
+    ``SamplingParams`` per request (sleep mode, when on, is woken and put back as TRL does). Server mode:
+    ``generation.vllm_client.generate``, which takes one ``n`` and one seed per call: requests are sent
+    in one call per distinct ``n`` (a prompt repeated in the batch goes to a further call, so that no two
+    requests of a call draw alike); the prompts of one call share its seed, so different prompts there
+    share random numbers, and only the main process has a client.
+
+    Args:
+        generation: the trainer's ``vllm_generation``.
+        tokenizer: the policy's tokenizer (ids in, texts out).
+        seed: base seed of the requests' seeds; None leaves the requests unseeded.
+        prepare: called before each sample (the trainer's weight sync when stale; None: nothing).
+        same_draws_each_call: seed every call alike instead of from a call counter.
+    """
+
+    def __init__(
+        self,
+        generation: Any,
+        tokenizer: Any,
+        *,
+        seed: int | None = 0,
+        prepare: Callable[[], None] | None = None,
+        same_draws_each_call: bool = False,
+    ):
+        mode = getattr(generation, "mode", None)
+        if mode not in ("colocate", "server"):
+            raise ValueError(
+                f"VLLMSampler needs TRL's vLLM generation in 'colocate' or 'server' mode, got mode {mode!r}: "
+                "pass the trainer's vllm_generation (a run with generation.backend: vllm)"
+            )
+        self.generation = generation
+        self.tokenizer = tokenizer
+        self.seed = seed
+        self.prepare = prepare
+        self.same_draws_each_call = same_draws_each_call
+        self.calls = 0
+        self._lock = _engine_lock(generation)
+
+    def sample(
+        self, prompts: list[list[dict[str, str]]], temperature: float, max_new_tokens: int, **settings: float
+    ) -> list[str]:
+        """``settings``: further vLLM sampling parameters for this call (``top_p``, ``top_k``, ...); one vLLM
+        cannot take raises a ``ValueError`` naming it."""
+        if not prompts:
+            return []
+        reserved = sorted(set(settings) & _SAMPLER_SETS)
+        if reserved:
+            raise ValueError(
+                f"sampling setting(s) {reserved}: the sampler sets these itself (temperature and max_new_tokens "
+                "are its arguments), so a setting may not override them"
+            )
+        runs = _runs(prompts)
+        ids = [self._prompt_ids(prompts[start]) for start, _ in runs]
+        ns = [n for _, n in runs]
+        call = 0 if self.same_draws_each_call else self.calls
+        self.calls += 1
+        sampling = {**self._defaults(), **settings, "temperature": float(temperature), "max_tokens": max_new_tokens}
+        if self.generation.mode == "colocate":
+            generate = self._colocate(ids, ns, call, sampling, settings)
+        else:
+            generate = self._server(ids, ns, call, sampling, settings)
+        with self._lock:
+            if self.prepare is not None:
+                self.prepare()
+            completions = generate()
+        for n, got in zip(ns, completions, strict=True):
+            if len(got) != n:
+                raise RuntimeError(f"the vLLM engine returned {len(got)} completions for a request of n={n}")
+        return self.tokenizer.batch_decode([c for got in completions for c in got], skip_special_tokens=True)
+
+    # ------------------------------------------------------------------------------------------ helpers
+    def _prompt_ids(self, messages: list[dict[str, str]]) -> list[int]:
+        tok = self.tokenizer
+        if getattr(tok, "chat_template", None):
+            enc = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=True)
+        else:
+            enc = tok(prompt_text(messages))
+        return list(enc["input_ids"])
+
+    def _defaults(self) -> dict[str, Any]:
+        """The training's sampling parameters (TRL's ``VLLMGeneration`` attributes and generation_kwargs)."""
+        g = self.generation
+        out: dict[str, Any] = {k: getattr(g, k) for k in _CLIENT_ARGUMENTS if getattr(g, k, None) is not None}
+        extra = getattr(g, "generation_kwargs", None) or {}
+        out.update({k: v for k, v in extra.items() if k not in _SAMPLER_SETS and k != "structured_outputs"})
+        return out
+
+    def _seed(self, call: int, index: int) -> int | None:
+        """A request's seed: spread over 48 bits, since vLLM seeds a request's n samples ``seed + i`` (seeds a
+        few apart would share draws), and reproducible from (seed, call, index)."""
+        if self.seed is None:
+            return None
+        digest = hashlib.blake2b(f"{self.seed}:{call}:{index}".encode(), digest_size=6).digest()
+        return int.from_bytes(digest, "little")
+
+    def _colocate(
+        self, ids: list[list[int]], ns: list[int], call: int, sampling: dict[str, Any], settings: dict[str, Any]
+    ) -> Callable[[], list[list[list[int]]]]:
+        """The colocated engine's generation of the requests (their n completions' ids each), to run under
+        the engine lock; its sampling parameters are checked now, before any weight sync."""
+        from vllm import SamplingParams
+
+        try:
+            params = [SamplingParams(**sampling, n=n, seed=self._seed(call, r)) for r, n in enumerate(ns)]
+        except (TypeError, ValueError) as e:
+            if not settings or not _accepts(SamplingParams, {k: v for k, v in sampling.items() if k not in settings}):
+                raise
+            raise _cannot_honour(settings, e) from e
+        g = self.generation
+
+        def generate() -> list[list[list[int]]]:
+            sleeping = getattr(g, "enable_sleep_mode", False)
+            if sleeping:
+                if getattr(g, "_llm_weights_sleeping", False):  # sleep level 2 dropped them: TRL re-pushes too
+                    g.sync_weights()
+                g.llm.wake_up(tags=["kv_cache"])
+            try:
+                outputs = g.llm.generate([{"prompt_token_ids": p} for p in ids], sampling_params=params, use_tqdm=False)
+            finally:
+                if sleeping:
+                    g.llm.sleep(level=2)
+                    g._llm_weights_sleeping = True
+            return [[list(o.token_ids) for o in out.outputs] for out in outputs]
+
+        return generate
+
+    def _server(
+        self, ids: list[list[int]], ns: list[int], call: int, sampling: dict[str, Any], settings: dict[str, Any]
+    ) -> Callable[[], list[list[list[int]]]]:
+        """The server's generation of the requests, as :meth:`_colocate`'s."""
+        unknown = sorted(set(settings) - _SERVER_SETTINGS)
+        if unknown:
+            raise _cannot_honour(
+                {k: settings[k] for k in unknown},
+                f"a vLLM server samples with {sorted(_SERVER_SETTINGS)} (and temperature, max_new_tokens)",
+            )
+        client = getattr(self.generation, "vllm_client", None)
+        if client is None:
+            raise RuntimeError("the vLLM server's client lives on the main process only: sample there")
+        # one call per distinct n; a prompt already in a call of its n goes to a further one
+        calls: dict[tuple[int, int], list[int]] = {}
+        seen: Counter[tuple[int, tuple[int, ...]]] = Counter()
+        for r, (p, n) in enumerate(zip(ids, ns, strict=True)):
+            key = (n, tuple(p))
+            calls.setdefault((n, seen[key]), []).append(r)
+            seen[key] += 1
+        args = {k: sampling.pop(k) for k in _CLIENT_ARGUMENTS if k in sampling}
+        temperature, max_tokens = sampling.pop("temperature"), sampling.pop("max_tokens")
+
+        def generate() -> list[list[list[int]]]:
+            out: list[list[list[int]]] = [[] for _ in ids]
+            for c, ((n, _), requests) in enumerate(calls.items()):
+                seed = self._seed(call, c)
+                got = client.generate(
+                    prompts=[ids[r] for r in requests],
+                    n=n,
+                    temperature=temperature,
+                    max_tokens=max_tokens,
+                    logprobs=None,
+                    generation_kwargs={**sampling, **({} if seed is None else {"seed": seed})},
+                    **args,
+                )["completion_ids"]
+                if len(got) != n * len(requests):
+                    raise RuntimeError(f"the vLLM server returned {len(got)} completions for {len(requests)} x n={n}")
+                for j, r in enumerate(requests):  # prompt-major: the n completions of a prompt, then the next's
+                    out[r] = [list(x) for x in got[j * n : (j + 1) * n]]
+            return out
+
+        return generate
+
+
+def _runs(prompts: list[list[dict[str, str]]]) -> list[tuple[int, int]]:
+    """(first index, length) of each run of consecutive identical prompts."""
+    runs: list[tuple[int, int]] = []
+    for i, p in enumerate(prompts):
+        if runs and prompts[runs[-1][0]] == p:
+            runs[-1] = (runs[-1][0], runs[-1][1] + 1)
+        else:
+            runs.append((i, 1))
+    return runs
+
+
+def _accepts(sampling_params: Any, kwargs: dict[str, Any]) -> bool:
+    try:
+        sampling_params(**kwargs)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _cannot_honour(settings: dict[str, Any], why: object) -> ValueError:
+    named = ", ".join(f"{k}={v!r}" for k, v in settings.items())
+    return ValueError(f"the vLLM engine cannot honour the sampling setting(s) {named}: {why}")

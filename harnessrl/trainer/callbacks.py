@@ -7,6 +7,7 @@ import logging
 import math
 import time
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -16,6 +17,9 @@ from harnessrl.data.schema import Task
 from harnessrl.judges.rubric_judge import RubricJudge
 from harnessrl.records.run_dir import RunDir
 from harnessrl.trainer.evaluation import EvalResult, EvalSplit, evaluate_policy
+
+if TYPE_CHECKING:
+    from harnessrl.critic.trials import PolicySampler
 
 __all__ = ["EvalCallback", "MetricsCallback", "ProgressCallback"]
 
@@ -95,7 +99,8 @@ class EvalCallback(TrainerCallback):
     validation alone (highest overall score; the earliest step on a tie): it is saved to
     ``checkpoints/best`` and described in ``best.json`` (its step, validation scores, and the test
     scores at that step, which are reported, never used to choose). Without a validation split no best
-    checkpoint is chosen.
+    checkpoint is chosen. Completions come from ``sampler`` when the run sets one (its vLLM engine), else
+    from transformers ``generate`` on the policy.
     """
 
     def __init__(
@@ -111,6 +116,7 @@ class EvalCallback(TrainerCallback):
         completions: int = 1,
         temperature: float = 1.0,
         seed: int = 0,
+        autocast: bool = True,
         console: Console | None = None,
     ):
         self.run_dir = run_dir
@@ -125,6 +131,7 @@ class EvalCallback(TrainerCallback):
             "completions": completions,
             "temperature": temperature,
             "seed": seed,
+            "autocast": autocast,
         }
         self.console = console
         # rows written by `harnessrl eval` (they carry a "source") are not part of the training curve
@@ -134,6 +141,8 @@ class EvalCallback(TrainerCallback):
         best = run_dir.read_json("best.json")
         self.best: dict | None = best
         self.trainer = None  # set by the run, for saving the best model
+        # set by the run when it generates through vLLM: evaluation samples through that engine (None: transformers)
+        self.sampler: PolicySampler | None = None
 
     def split_results(self, split: EvalSplit) -> list[EvalResult]:
         """This split's evaluations so far, in step order."""
@@ -147,6 +156,7 @@ class EvalCallback(TrainerCallback):
             self.judge,
             step=step,
             split=split,
+            sampler=self.sampler,
             **self.decoding,
         )
         self.results.append(res)

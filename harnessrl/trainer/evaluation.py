@@ -7,6 +7,10 @@ sampled answers (what GRPO trains) get better. ``completions: k`` (k > 1) scores
 reward of k completions sampled at ``temperature``, under a fixed ``seed`` in a forked RNG: every
 checkpoint is scored on the same random draws, and training's own random stream is left untouched.
 
+A run that generates through vLLM evaluates through the same engine during training (a ``sampler``, see
+:func:`generate_completions`: greedy is temperature 0 there, and the draws are seeded per request, the
+same at every checkpoint); ``harnessrl eval`` after training generates with transformers.
+
 Evaluation never sees the harness: held-out tasks are split off before training, the evolver never
 reads them, and they are always graded with the dataset's rubric (version 0) by a judge built from
 the eval configuration, so a harness edit can never move the yardstick.
@@ -18,13 +22,16 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 from pydantic import BaseModel, Field
 
 from harnessrl.data.schema import Task
 from harnessrl.judges.rubric_judge import RubricJudge, RubricRequest
+
+if TYPE_CHECKING:
+    from harnessrl.critic.trials import PolicySampler
 
 __all__ = ["EvalResult", "EvalSplit", "eval_decoding", "evaluate_policy", "generate_completions", "generate_greedy"]
 
@@ -59,12 +66,18 @@ def eval_decoding(config) -> dict:
         "completions": ev.completions,
         "temperature": ev.temperature,
         "seed": ev.seed,
+        "autocast": config.generation.autocast,  # the precision training generates in
     }
 
 
-def generate_greedy(model, tokenizer, tasks: Sequence[Task], max_new_tokens: int, batch_size: int = 16) -> list[str]:
-    """Greedy completions of each task's prompt (chat template applied), batched with left padding."""
+def generate_greedy(
+    model, tokenizer, tasks: Sequence[Task], max_new_tokens: int, batch_size: int = 16, *, autocast: bool = True
+) -> list[str]:
+    """Greedy completions of each task's prompt (chat template applied), batched with left padding;
+    ``autocast``: as :func:`harnessrl.models.generation_precision`."""
     import torch
+
+    from harnessrl.models import generation_precision
 
     prompts = [tokenizer.apply_chat_template(t.messages(), tokenize=False, add_generation_prompt=True) for t in tasks]
     side = tokenizer.padding_side
@@ -76,7 +89,7 @@ def generate_greedy(model, tokenizer, tasks: Sequence[Task], max_new_tokens: int
     out: list[str] = [""] * len(prompts)
     order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
     try:
-        with torch.inference_mode():
+        with torch.inference_mode(), generation_precision(model, autocast):
             for start in range(0, len(order), batch_size):
                 idx = order[start : start + batch_size]
                 enc = tokenizer(
@@ -111,18 +124,31 @@ def generate_completions(
     completions: int = 1,
     temperature: float = 1.0,
     seed: int = 0,
+    sampler: PolicySampler | None = None,
+    autocast: bool = True,
 ) -> list[list[str]]:
     """``completions`` completions of each task's prompt: the greedy one when 1, else sampled at
     ``temperature`` by the critic's frozen-policy sampler (:class:`~harnessrl.critic.rollouts.TransformersSampler`:
     training's sampling settings, ``seed`` in a forked RNG, so the caller's random state is as it was),
-    ``batch_size`` prompts (each with its completions) per generate call."""
+    ``batch_size`` prompts (each with its completions) per generate call.
+
+    ``sampler`` (the training run's vLLM engine, :class:`~harnessrl.critic.rollouts.VLLMSampler`) takes
+    both instead: the greedy completion at temperature 0, the sampled ones at ``temperature``, seeded by
+    the sampler's own seed (``seed`` and ``batch_size`` are then unused); None: transformers, as above,
+    under the run's mixed precision or not (``autocast``, as the training rollouts)."""
     if completions < 1:
         raise ValueError(f"completions must be at least 1, got {completions}")
+    if sampler is not None:
+        prompts = [t.messages() for t in tasks for _ in range(completions)]
+        texts = sampler.sample(prompts, 0.0 if completions == 1 else temperature, max_new_tokens)
+        if len(texts) != len(prompts):
+            raise RuntimeError(f"the policy sampler returned {len(texts)} completions for {len(prompts)} prompts")
+        return [[x.strip() for x in texts[i : i + completions]] for i in range(0, len(texts), completions)]
     if completions == 1:
-        return [[text] for text in generate_greedy(model, tokenizer, tasks, max_new_tokens, batch_size)]
+        return [[t] for t in generate_greedy(model, tokenizer, tasks, max_new_tokens, batch_size, autocast=autocast)]
     from harnessrl.critic.rollouts import TransformersSampler
 
-    sampler = TransformersSampler(model, tokenizer, batch_size=batch_size * completions, seed=seed)
+    sampler = TransformersSampler(model, tokenizer, batch_size=batch_size * completions, seed=seed, autocast=autocast)
     texts = sampler.sample([t.messages() for t in tasks for _ in range(completions)], temperature, max_new_tokens)
     return [[x.strip() for x in texts[i : i + completions]] for i in range(0, len(texts), completions)]
 
@@ -141,12 +167,24 @@ def evaluate_policy(
     completions: int = 1,
     temperature: float = 1.0,
     seed: int = 0,
+    sampler: PolicySampler | None = None,
+    autocast: bool = True,
 ) -> EvalResult:
     """Score every held-out task with its version-0 rubric: its greedy completion, or the mean reward of
-    ``completions`` sampled ones (a task none of whose completions could be graded scores None)."""
+    ``completions`` sampled ones (a task none of whose completions could be graded scores None).
+    ``sampler``: generate through it instead of transformers (:func:`generate_completions`)."""
     t0 = time.perf_counter()
     outs = generate_completions(
-        model, tokenizer, tasks, max_new_tokens, batch_size, completions=completions, temperature=temperature, seed=seed
+        model,
+        tokenizer,
+        tasks,
+        max_new_tokens,
+        batch_size,
+        completions=completions,
+        temperature=temperature,
+        seed=seed,
+        sampler=sampler,
+        autocast=autocast,
     )
     flat = [(t, r) for t, rs in zip(tasks, outs, strict=True) for r in rs]
     graded = judge.grade([RubricRequest.for_task(t, r) for t, r in flat])

@@ -61,6 +61,7 @@ from trl import GRPOTrainer
 from harnessrl.data.checks import count_words
 from harnessrl.errors import ConfigError, JudgeError
 from harnessrl.interfaces.harness import Harness
+from harnessrl.models import generation_precision
 from harnessrl.records.run_dir import open_append
 from harnessrl.records.steps import GroupRecord, Recorder, RolloutRecord, StepRecord, group_stats
 from harnessrl.trainer.harness_sync import sync_harness
@@ -115,6 +116,7 @@ class HarnessGRPOTrainer(GRPOTrainer):
     max_missing_share: float = 0.5
     on_too_many_missing: Literal["skip", "stop"] = "skip"
     _generation_skipped: bool = False
+    generation_autocast: bool = True
     _update_has_signal: bool = False
 
     def __init__(
@@ -130,6 +132,8 @@ class HarnessGRPOTrainer(GRPOTrainer):
         dapo_max_extra_groups: int = 0,
         max_missing_share: float = 0.5,
         on_too_many_missing: Literal["skip", "stop"] = "skip",
+        generation_autocast: bool = True,
+        compile_generation: bool = False,
         **kwargs: Any,
     ):
         if on_too_many_missing not in ("skip", "stop"):
@@ -152,7 +156,12 @@ class HarnessGRPOTrainer(GRPOTrainer):
         self.timings: dict[str, float] = defaultdict(float)
         # held while the weights change: frozen-policy trials from another thread wait for it
         self.policy_lock = threading.Lock()
+        self.generation_autocast = generation_autocast
         super().__init__(*args, reward_funcs=[rubric_reward], **kwargs)
+        if compile_generation and not self.use_vllm:
+            if self.args.cache_implementation != "static":
+                raise ConfigError("compiling the decode step needs a static cache (generation.cache: static)")
+            self.generation_config.disable_compile = False  # TRL turns transformers' auto-compile off
         self.add_callback(_HoldSkippedUpdates(self))
         if dapo_eps is not None and self.accelerator.num_processes > 1:
             raise ConfigError(
@@ -389,31 +398,38 @@ class HarnessGRPOTrainer(GRPOTrainer):
 
     # ------------------------------------------------------------------ per-row sampling settings
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
-        settings = self._row_generation
         t0 = time.perf_counter()
         try:
-            if not settings or len(set(settings)) == 1 or images is not None or multimodal_fields:
-                with self._GenerationOverride(self, dict(settings[0]) if settings else {}):
-                    return super()._generate_single_turn(
-                        prompt_ids, images, multimodal_fields, num_generations, has_tool_images
-                    )
-            completion_ids: list = [None] * len(prompt_ids)
-            logprobs: list | None = [None] * len(prompt_ids)
-            for setting in sorted(set(settings)):
-                idx = [i for i, s in enumerate(settings) if s == setting]
-                with self._GenerationOverride(self, dict(setting)):
-                    ids, lps = super()._generate_single_turn(
-                        [prompt_ids[i] for i in idx], None, multimodal_fields, num_generations, has_tool_images
-                    )
-                for j, i in enumerate(idx):
-                    completion_ids[i] = ids[j]
-                    if lps is None:
-                        logprobs = None
-                    elif logprobs is not None:
-                        logprobs[i] = lps[j]
-            return completion_ids, logprobs
+            model = None if self.generation_autocast else self.accelerator.unwrap_model(self.model_wrapped)
+            with generation_precision(model, self.generation_autocast):
+                return self._generate_by_setting(
+                    prompt_ids, images, multimodal_fields, num_generations, has_tool_images
+                )
         finally:
             self._gen_seconds += time.perf_counter() - t0
+
+    def _generate_by_setting(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images):
+        settings = self._row_generation
+        if not settings or len(set(settings)) == 1 or images is not None or multimodal_fields:
+            with self._GenerationOverride(self, dict(settings[0]) if settings else {}):
+                return super()._generate_single_turn(
+                    prompt_ids, images, multimodal_fields, num_generations, has_tool_images
+                )
+        completion_ids: list = [None] * len(prompt_ids)
+        logprobs: list | None = [None] * len(prompt_ids)
+        for setting in sorted(set(settings)):
+            idx = [i for i, s in enumerate(settings) if s == setting]
+            with self._GenerationOverride(self, dict(setting)):
+                ids, lps = super()._generate_single_turn(
+                    [prompt_ids[i] for i in idx], None, multimodal_fields, num_generations, has_tool_images
+                )
+            for j, i in enumerate(idx):
+                completion_ids[i] = ids[j]
+                if lps is None:
+                    logprobs = None
+                elif logprobs is not None:
+                    logprobs[i] = lps[j]
+        return completion_ids, logprobs
 
     class _GenerationOverride:
         """Sets sampling settings (``temperature``, ``top_p``, ``max_new_tokens`` -> ``max_tokens`` for

@@ -274,6 +274,16 @@ def build_grpo_config(config: TrainConfig, output_dir: Path, device: str, num_pr
             kwargs["vllm_server_base_url"] = config.generation.vllm_server_base_url
         else:
             kwargs["vllm_gpu_memory_utilization"] = config.generation.vllm_gpu_memory_utilization
+    gen = config.generation
+    if gen.cache == "static":
+        kwargs["cache_implementation"] = "static"
+    if gen.compile:
+        if device != "cuda":
+            raise ConfigError(
+                f"generation.compile is for GPUs (transformers compiles the decode step on CUDA only), and this run "
+                f"is on {device}: drop it, or train on a GPU"
+            )
+        kwargs["pad_to_multiple_of"] = 64  # bounds the shapes the compiled decode step sees
     clash = set(g.extra) & set(kwargs)
     if clash:
         raise ConfigError(f"grpo.extra sets {sorted(clash)}, which HarnessRL sets itself: use the grpo.* settings")
@@ -332,15 +342,16 @@ def rollout_steps_kept(config: TrainConfig) -> int:
 
 def _start_evolver(config, trainer, harness, recorder, judge, tokenizer, memory, run, monitor):
     """Trials, the evolution service, its MCP tool server and the evolution-point callback."""
-    from harnessrl.critic.rollouts import TransformersSampler
     from harnessrl.critic.signal import AdvantageSpec
     from harnessrl.critic.trials import FrozenPolicyTrials
     from harnessrl.evolution.mcp_server import ToolServer
     from harnessrl.evolution.point import EvolutionCallback, write_server_file
     from harnessrl.evolution.service import EvolutionService
+    from harnessrl.trainer.policy_sampling import policy_sampler
 
     settings = config.evolver
-    sampler = TransformersSampler(trainer.model, tokenizer, seed=config.seed)
+    # the trials sample through the engine training generates with (vLLM: its weights pushed first when stale)
+    sampler = policy_sampler(trainer, tokenizer, seed=config.seed)
     # the critic measures candidates on the advantages as this trainer computes them
     advantage = AdvantageSpec.from_args(trainer.args, trainer.num_generations, config.harness.detectors.eps)
     trials = FrozenPolicyTrials(harness, recorder, judge, sampler, settings.trials, advantage)
@@ -464,6 +475,7 @@ def _train(
     from harnessrl.trainer.callbacks import EvalCallback, MetricsCallback, ProgressCallback
     from harnessrl.trainer.evaluation import eval_decoding
     from harnessrl.trainer.grpo_trainer import HarnessGRPOTrainer
+    from harnessrl.trainer.policy_sampling import check_main_process_sampling, engine_sampler, sampling_place
     from harnessrl.trainer.resume import checkpoint_step, reconcile_commits, replay, roll_back
     from harnessrl.trainer.rewards import RubricReward
 
@@ -496,7 +508,7 @@ def _train(
     judge_config, eval_judge_config = _on_device(config.judge, device), _on_device(config.eval_judge, device)
     devices = {
         "policy": device,
-        "critic_trials": device,  # fresh rollouts of the policy itself
+        "critic_trials": device,  # fresh rollouts of the policy itself (vLLM's engine: set once the trainer exists)
         "evaluation": device,
         "judge": judge_config.where(),  # the reward, and the reference answers' grading
         "eval_judge": eval_judge_config.where() if eval_splits else None,
@@ -570,6 +582,8 @@ def _train(
         dapo_max_extra_groups=config.dapo_max_extra_groups,
         max_missing_share=config.judge.max_missing_share,
         on_too_many_missing=config.judge.on_too_many_missing,
+        generation_autocast=config.generation.autocast,
+        compile_generation=config.generation.compile,
         callbacks=callbacks,
         peft_config=_peft_config(config),
     )
@@ -578,8 +592,13 @@ def _train(
         for k in trainer.accounting:
             trainer.accounting[k] = last.get(k) or 0
     trainer.remove_callback(PrinterCallback)
+    if config.evolver.enabled or eval_cb is not None:
+        check_main_process_sampling(trainer)  # on every process, so that all of them stop
     if eval_cb is not None:
         eval_cb.trainer = trainer
+        # through the run's vLLM engine when it has one (None: transformers), every checkpoint on the same draws
+        eval_cb.sampler = engine_sampler(trainer, tokenizer, seed=config.eval.seed, same_draws_each_call=True)
+    devices["critic_trials"] = devices["evaluation"] = sampling_place(trainer, device)
     memory = None
     if main and config.harness.memory.enabled:
         from harnessrl.memory.store import TrainingMemory
@@ -712,7 +731,9 @@ def evaluate_run(run_dir: str | Path, checkpoint: str | None = None) -> dict[str
     """Evaluate a run's checkpoint on its validation and test splits with its eval judge; appends to eval.jsonl.
 
     Returns ``checkpoint``, ``results`` (split -> EvalResult) and ``result`` (the test split's, or
-    validation's when the run has no test split)."""
+    validation's when the run has no test split). It generates with transformers even for a run that
+    trained through vLLM (``generation.backend: vllm``): no engine is alive after training, and starting
+    one for an evaluation is not built, so scores can differ slightly from the in-training ones."""
     from harnessrl.judges import build_judge
     from harnessrl.models import load_causal_lm
     from harnessrl.trainer.evaluation import eval_decoding, evaluate_policy

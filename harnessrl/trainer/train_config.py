@@ -114,12 +114,29 @@ class GRPOSettings(_Section):
 
 
 class GenerationConfig(_Section):
-    """Rollout engine: transformers (CPU or GPU) or vLLM (GPU, ``pip install harnessrl[vllm]``)."""
+    """Rollout engine: transformers (CPU or GPU) or vLLM (GPU, ``pip install harnessrl[vllm]``).
+
+    ``autocast``, ``cache`` and ``compile`` tune the transformers engine; ``benchmarks/gpu_check.py run
+    --generation-paths`` measures each choice against the others on the same batch."""
 
     backend: Literal["transformers", "vllm"] = "transformers"
     vllm_mode: Literal["colocate", "server"] = "colocate"
     vllm_server_base_url: str | None = None
     vllm_gpu_memory_utilization: float = Field(default=0.3, gt=0, le=1)
+    autocast: bool = Field(
+        default=True,
+        description="Generate under the run's mixed precision (bf16 autocast on CUDA, as TRL does); false: in the "
+        "weights' own dtype. Autocast casts every weight at every decode step: a small model, whose decoding "
+        "is bound by kernel launches, can generate faster without it. The update keeps its autocast.",
+    )
+    cache: Literal["dynamic", "static"] = Field(
+        default="dynamic", description="The KV cache of transformers' generate; static: preallocated (see compile)."
+    )
+    compile: bool = Field(
+        default=False,
+        description="torch.compile the decode step (needs cache: static and a GPU; prompts are then padded to a "
+        "multiple of 64 tokens so few shapes compile). The first steps pay the compilation.",
+    )
 
 
 class MemoryConfig(_Section):
@@ -253,8 +270,23 @@ class TrainConfig(_Section):
 
     @model_validator(mode="after")
     def _check(self):
-        if self.generation.backend == "vllm" and self.device == "cpu":
+        gen = self.generation
+        if gen.backend == "vllm" and self.device == "cpu":
             raise ValueError("generation.backend 'vllm' needs a GPU: set device to 'cuda' or 'auto'")
+        tuned = [
+            k
+            for k, v in (("autocast", not gen.autocast), ("cache", gen.cache != "dynamic"), ("compile", gen.compile))
+            if v
+        ]
+        if gen.backend == "vllm" and tuned:
+            raise ValueError(
+                f"generation.{', generation.'.join(tuned)} tune the transformers engine, but generation.backend is "
+                "'vllm' (which has its own): drop them, or use backend 'transformers'"
+            )
+        if gen.compile and gen.cache != "static":
+            raise ValueError(
+                "generation.compile needs generation.cache: static (a dynamic cache changes shape every token)"
+            )
         return self
 
     @model_validator(mode="after")
