@@ -806,3 +806,35 @@ def test_judges_follow_the_run_device_unless_told_otherwise():
     assert _on_device(JudgeConfig(device="cpu"), "cuda").device == "cpu"  # its own setting wins
     assert JudgeConfig(backend="openai", model="m", base_url="http://x/v1").where() == "server http://x/v1"
     assert JudgeConfig(device="cuda:1").where() == "cuda:1"
+
+
+def test_the_policy_lock_holds_from_the_optimizer_step_to_the_step_end():
+    """A trial on another thread never samples weights mid-update, nor new weights under the old step."""
+    import threading
+
+    from harnessrl.trainer.grpo_trainer import _LockPolicyThroughUpdate
+
+    trainer = SimpleNamespace(policy_lock=threading.Lock())
+    cb = _LockPolicyThroughUpdate(trainer)
+    cb.on_pre_optimizer_step(None, None, None)
+    cb.on_pre_optimizer_step(None, None, None)  # once per update, whatever calls it twice
+    assert trainer.policy_lock.locked()
+    waited = threading.Event()
+
+    def trial():
+        with trainer.policy_lock:
+            waited.set()
+
+    t = threading.Thread(target=trial)
+    t.start()
+    assert not waited.wait(0.2)  # the trial waits while the weights change
+    cb.on_step_end(None, None, None)
+    t.join(5)
+    assert waited.is_set() and not trainer.policy_lock.locked()
+    cb.release()  # nothing held: nothing to release
+    cb.on_train_end(None, None, None)
+    assert not trainer.policy_lock.locked()
+
+
+def test_the_policy_lock_is_free_after_training(trained):
+    assert not trained.trainer.policy_lock.locked() and not trained.trainer._update_lock.held

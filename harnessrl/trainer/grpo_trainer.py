@@ -163,6 +163,8 @@ class HarnessGRPOTrainer(GRPOTrainer):
                 raise ConfigError("compiling the decode step needs a static cache (generation.cache: static)")
             self.generation_config.disable_compile = False  # TRL turns transformers' auto-compile off
         self.add_callback(_HoldSkippedUpdates(self))
+        self._update_lock = _LockPolicyThroughUpdate(self)
+        self.add_callback(self._update_lock)  # before any evolution point's callback
         if dapo_eps is not None and self.accelerator.num_processes > 1:
             raise ConfigError(
                 "method 'dapo' runs on one process only (its refill regroups rows across rounds): "
@@ -543,6 +545,12 @@ class HarnessGRPOTrainer(GRPOTrainer):
         out["judge/calls_total"] += float(self.rubric_reward.judge.stats.backend_requests)
         return out
 
+    def train(self, *args: Any, **kwargs: Any):
+        try:
+            return super().train(*args, **kwargs)
+        finally:  # a step that raised mid-update must not leave trials waiting for the policy forever
+            self._update_lock.release()
+
     def training_step(self, model, inputs, num_items_in_batch=None):
         t0 = time.perf_counter()
         parts = ("generation", "judging", "scoring_other", "recording")
@@ -715,3 +723,33 @@ class _HoldSkippedUpdates(TrainerCallback):
                 group["lr"] = lr
         self._saved = None
         self.trainer._update_has_signal = False
+
+
+class _LockPolicyThroughUpdate(TrainerCallback):
+    """Holds ``policy_lock`` from the optimiser step to the end of the step (the training thread's side).
+
+    The lock already covers each ``training_step`` (forward, backward); the weights change after it, in
+    the optimiser step, and the step counter moves after that. A trial on another thread (an external
+    evolver's, over the tool server) waits for the lock, so it never samples weights half-updated, nor
+    updated weights under the old step number (a vLLM engine's sync goes by that number). Released at
+    ``on_step_end`` before the evolution point's callback (added later) runs trials itself."""
+
+    def __init__(self, trainer: HarnessGRPOTrainer):
+        self.trainer = trainer
+        self.held = False
+
+    def on_pre_optimizer_step(self, args, state, control, **kwargs):
+        if not self.held:
+            self.trainer.policy_lock.acquire()
+            self.held = True
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.release()
+
+    def on_train_end(self, args, state, control, **kwargs):
+        self.release()
+
+    def release(self) -> None:
+        if self.held:
+            self.held = False
+            self.trainer.policy_lock.release()
