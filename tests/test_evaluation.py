@@ -163,7 +163,7 @@ def test_mean_of_k_sampled_completions(policy, tasks, judge):
 
 def test_eval_settings_reach_the_evaluation():
     config = load_train_config(
-        None, ["eval.completions=4", "eval.temperature=0.7", "eval.seed=3", "generation.autocast=false"]
+        None, ["eval.completions=4", "eval.temperature=0.7", "eval.seed=3", "generation.autocast=never"]
     )
     assert eval_decoding(config) == {
         "max_new_tokens": config.grpo.max_completion_length,
@@ -171,7 +171,7 @@ def test_eval_settings_reach_the_evaluation():
         "completions": 4,
         "temperature": 0.7,
         "seed": 3,
-        "autocast": False,  # evaluation generates in the precision the rollouts are generated in
+        "autocast": "never",  # evaluation generates in the precision the rollouts are generated in
     }
     with pytest.raises(ConfigError, match="completions"):
         load_train_config(None, ["eval.completions=0"])

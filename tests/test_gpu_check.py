@@ -90,7 +90,7 @@ def test_a_tiny_run_measures_the_split_and_the_goals(gpu_check, assets, tmp_path
     out = tmp_path / "figures.json"
     argv = ["run", "--assets", str(dest), "--device", "cpu", "--sizes", "2x2x4", "--steps", "2"]
     argv += ["--work-dir", str(tmp_path / "work"), "--json", str(out), "--generation-paths"]
-    argv += ["--set", "generation.autocast=false", "--set", "grpo.beta=0.0"]
+    argv += ["--set", "generation.autocast=never", "--set", "grpo.beta=0.0"]
     for k, v in micro.items():
         argv += ["--model-override", f"{k}={v}"]
     figures = gpu_check.main(argv)
@@ -118,19 +118,58 @@ def test_a_tiny_run_measures_the_split_and_the_goals(gpu_check, assets, tmp_path
     for p in paths.values():
         assert p["seconds"] > 0 and p["tokens_per_second"] == pytest.approx(2 * 2 * 4 / p["seconds"])
         assert p["launches_per_decode_step"] > 0
-    # autocast adds a cast of every weight at every decode step
-    assert paths["fp32 + bf16 autocast"]["launches_per_decode_step"] > paths["fp32"]["launches_per_decode_step"]
+    # autocast per forward casts every weight at every decode step; one region around the call, once
+    ops = {name: p["launches_per_decode_step"] for name, p in paths.items()}
+    assert ops["bf16 autocast per forward"] > ops["bf16 autocast per generate"] > ops["fp32"]
     assert "generation paths on the batch" in printed and "fp32 static cache" in printed
     written = yaml.safe_load(RunDir(tmp_path / "work" / "run-2x2x4", create=False).config.read_text())
-    assert written["generation"]["autocast"] is False  # --set reached the run
+    assert written["generation"]["autocast"] == "never"  # --set reached the run
+    assert shape["generation"]["autocast"] == "never" and "generation: backend transformers, autocast never" in printed
 
 
 def test_set_puts_dotted_keys_into_the_training_config(gpu_check):
     config = {"generation": {"backend": "transformers"}, "seed": 0}
-    gpu_check.apply_settings(config, [("generation.autocast", False), ("harness.memory.enabled", True)])
-    assert config["generation"] == {"backend": "transformers", "autocast": False}
+    gpu_check.apply_settings(config, [("generation.autocast", "never"), ("harness.memory.enabled", True)])
+    assert config["generation"] == {"backend": "transformers", "autocast": "never"}
     assert config["harness"] == {"memory": {"enabled": True}}
     with pytest.raises(SystemExit, match="seed is not a section"):
         gpu_check.apply_settings(config, [("seed.x", 1)])
     assert gpu_check._override("generation.cache=static") == ("generation.cache", "static")
-    assert gpu_check._override("generation.autocast=false") == ("generation.autocast", False)
+    assert gpu_check._override("generation.autocast=never") == ("generation.autocast", "never")
+    assert gpu_check._override("bf16=true") == ("bf16", True)
+
+
+@pytest.mark.slow
+def test_the_prepared_device_script_runs_every_stage(assets, tmp_path):
+    """benchmarks/gpu_check_device.sh, the one command a GPU machine runs, tried on the CPU at a micro size:
+    the default training, the same shape with autocast per forward, and the generation paths, into $OUT."""
+    import os
+    import subprocess
+
+    dest, _ = assets
+    micro = "--model-override num_hidden_layers=1 --model-override hidden_size=16 --model-override "
+    micro += "intermediate_size=32 --model-override num_attention_heads=2 --model-override num_key_value_heads=1 "
+    micro += "--model-override head_dim=8"
+    env = {
+        **os.environ,
+        "OUT": str(tmp_path / "out"),
+        "GPU_CHECK_ASSETS": str(dest),
+        "GPU_CHECK_DEVICE": "cpu",
+        "GPU_CHECK_TRAIN_SIZES": "2x2x4",
+        "GPU_CHECK_PATHS_SIZES": "2x2x4",
+        "GPU_CHECK_ARGS": micro,
+        "PYTHON": sys.executable,
+        "OMP_NUM_THREADS": "1",
+    }
+    script = SCRIPT.with_name("gpu_check_device.sh")
+    done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = tmp_path / "out"
+    default = json.loads((out / "train_default.json").read_text())["shapes"]["2x2x4"]
+    per_forward = json.loads((out / "train_autocast_forward.json").read_text())["shapes"]["2x2x4"]
+    paths = json.loads((out / "paths.json").read_text())["shapes"]["2x2x4"]
+    assert default["generation"]["autocast"] == "generate" and per_forward["generation"]["autocast"] == "forward"
+    assert {p["path"] for p in paths["generation_paths"]} >= {"fp32", "bf16 autocast per generate", "bf16 weights"}
+    assert done.stdout.count("goals of issue 13 item 5") == 3
+    bad = subprocess.run(["bash", str(script), "nonsense"], env=env, capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "usage" in bad.stderr

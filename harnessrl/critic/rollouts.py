@@ -39,9 +39,8 @@ class TransformersSampler:
         seed: base seed of the sampling RNG; None leaves the (forked) RNG unseeded.
         generation_kwargs: extra ``generate`` arguments; the default matches TRL's GRPO sampling
             (``top_k=0``, ``top_p=1.0``: plain temperature sampling).
-        autocast: sample under the run's mixed precision (as the trainer's rollouts with
-            ``generation.autocast: true``); False: in the weights' own dtype (see
-            :func:`harnessrl.models.generation_precision`).
+        autocast: how a mixed-precision run's policy samples (``generation.autocast``, as the trainer's
+            rollouts; see :func:`harnessrl.models.generation_precision`).
     """
 
     def __init__(
@@ -52,7 +51,7 @@ class TransformersSampler:
         batch_size: int = 16,
         seed: int | None = 0,
         generation_kwargs: dict[str, Any] | None = None,
-        autocast: bool = True,
+        autocast: str = "generate",
     ):
         self.model = model
         self.autocast = autocast

@@ -116,7 +116,7 @@ class EvalCallback(TrainerCallback):
         completions: int = 1,
         temperature: float = 1.0,
         seed: int = 0,
-        autocast: bool = True,
+        autocast: str = "generate",
         console: Console | None = None,
     ):
         self.run_dir = run_dir

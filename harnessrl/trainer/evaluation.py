@@ -71,7 +71,13 @@ def eval_decoding(config) -> dict:
 
 
 def generate_greedy(
-    model, tokenizer, tasks: Sequence[Task], max_new_tokens: int, batch_size: int = 16, *, autocast: bool = True
+    model,
+    tokenizer,
+    tasks: Sequence[Task],
+    max_new_tokens: int,
+    batch_size: int = 16,
+    *,
+    autocast: str = "generate",
 ) -> list[str]:
     """Greedy completions of each task's prompt (chat template applied), batched with left padding;
     ``autocast``: as :func:`harnessrl.models.generation_precision`."""
@@ -125,7 +131,7 @@ def generate_completions(
     temperature: float = 1.0,
     seed: int = 0,
     sampler: PolicySampler | None = None,
-    autocast: bool = True,
+    autocast: str = "generate",
 ) -> list[list[str]]:
     """``completions`` completions of each task's prompt: the greedy one when 1, else sampled at
     ``temperature`` by the critic's frozen-policy sampler (:class:`~harnessrl.critic.rollouts.TransformersSampler`:
@@ -135,7 +141,7 @@ def generate_completions(
     ``sampler`` (the training run's vLLM engine, :class:`~harnessrl.critic.rollouts.VLLMSampler`) takes
     both instead: the greedy completion at temperature 0, the sampled ones at ``temperature``, seeded by
     the sampler's own seed (``seed`` and ``batch_size`` are then unused); None: transformers, as above,
-    under the run's mixed precision or not (``autocast``, as the training rollouts)."""
+    in the precision the training rollouts are generated in (``autocast``)."""
     if completions < 1:
         raise ValueError(f"completions must be at least 1, got {completions}")
     if sampler is not None:
@@ -168,7 +174,7 @@ def evaluate_policy(
     temperature: float = 1.0,
     seed: int = 0,
     sampler: PolicySampler | None = None,
-    autocast: bool = True,
+    autocast: str = "generate",
 ) -> EvalResult:
     """Score every held-out task with its version-0 rubric: its greedy completion, or the mean reward of
     ``completions`` sampled ones (a task none of whose completions could be graded scores None).

@@ -116,7 +116,7 @@ class HarnessGRPOTrainer(GRPOTrainer):
     max_missing_share: float = 0.5
     on_too_many_missing: Literal["skip", "stop"] = "skip"
     _generation_skipped: bool = False
-    generation_autocast: bool = True
+    generation_autocast: str = "forward"
     _update_has_signal: bool = False
 
     def __init__(
@@ -132,7 +132,7 @@ class HarnessGRPOTrainer(GRPOTrainer):
         dapo_max_extra_groups: int = 0,
         max_missing_share: float = 0.5,
         on_too_many_missing: Literal["skip", "stop"] = "skip",
-        generation_autocast: bool = True,
+        generation_autocast: str = "generate",
         compile_generation: bool = False,
         **kwargs: Any,
     ):
@@ -402,7 +402,7 @@ class HarnessGRPOTrainer(GRPOTrainer):
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
         t0 = time.perf_counter()
         try:
-            model = None if self.generation_autocast else self.accelerator.unwrap_model(self.model_wrapped)
+            model = None if self.generation_autocast == "forward" else self.accelerator.unwrap_model(self.model_wrapped)
             with generation_precision(model, self.generation_autocast):
                 return self._generate_by_setting(
                     prompt_ids, images, multimodal_fields, num_generations, has_tool_images

@@ -95,7 +95,7 @@ def policy_sampler(trainer: Any, tokenizer: Any, *, seed: int | None, batch_size
     sampler = engine_sampler(trainer, tokenizer, seed=seed)
     if sampler is not None:
         return sampler
-    autocast = getattr(trainer, "generation_autocast", True)  # the precision the rollouts are generated in
+    autocast = getattr(trainer, "generation_autocast", "generate")  # the precision the rollouts are generated in
     return TransformersSampler(trainer.model, tokenizer, batch_size=batch_size, seed=seed, autocast=autocast)
 
 
