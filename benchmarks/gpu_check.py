@@ -673,9 +673,12 @@ def _path_generate(probe: Probe, model: Any, call: dict[str, Any], path: dict[st
 
 
 def _launches(probe: Probe, model: Any, call: dict[str, Any], path: dict[str, Any], new_tokens: int):
-    """(kernel launches or aten ops, device-busy seconds) of one short ``generate``, by torch.profiler."""
+    """(kernel launches or aten ops, device-busy seconds) of one short ``generate``, by torch.profiler, after an
+    unprofiled one of the same length (a static cache's shape, hence a compiled step, follows the length)."""
     from torch.profiler import ProfilerActivity, profile
 
+    _path_generate(probe, model, call, path, new_tokens)
+    probe.sync()
     cuda = probe.device == "cuda"
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     with profile(activities=activities) as prof:
@@ -693,15 +696,17 @@ def _launches(probe: Probe, model: Any, call: dict[str, Any], path: dict[str, An
 def measure_paths(probe: Probe, model_dir: Path, call: dict[str, Any], new_tokens: int) -> list[dict[str, Any]]:
     """Each of :data:`PATHS` on one of the trainer's generate calls: the first call (warm-up, compilation
     included), a timed call, and the kernel launches (aten ops on a CPU) and device-busy time per decode
-    step, from profiles of ``1 + k`` and ``1`` new tokens (their difference over k: the prefill drops out)."""
+    step, from profiles of ``1 + k`` and ``1`` new tokens (their difference over k: the prefill drops out).
+    A path that fails (a compiler missing, memory) is reported with its error; the others still run."""
     rows = call["input_ids"].shape[0]
     k = min(8, max(1, new_tokens - 1))
     out = []
     for name, path in PATHS.items():
         if path["compile"] and probe.device != "cuda":
             continue
-        model = _path_model(probe, model_dir, path["dtype"])
+        model = None
         try:
+            model = _path_model(probe, model_dir, path["dtype"])
             probe.sync()
             t0 = time.perf_counter()
             _path_generate(probe, model, call, path, new_tokens)
@@ -712,8 +717,11 @@ def measure_paths(probe: Probe, model_dir: Path, call: dict[str, Any], new_token
             probe.sync()
             seconds = time.perf_counter() - t0
             long, short = _launches(probe, model, call, path, 1 + k), _launches(probe, model, call, path, 1)
+        except Exception as e:  # one path's failure must not lose the others' figures
+            out.append({"path": name, **path, "error": f"{type(e).__name__}: {str(e)[:300]}"})
+            continue
         finally:
-            if model is not probe.model:
+            if model is not None and model is not probe.model:
                 del model
                 if probe.device == "cuda":
                     import torch
@@ -741,13 +749,16 @@ def report_paths(paths: list[dict[str, Any]], device: str, rows: int, prompt: in
         f"{new_tokens} new tokens each; first call = warm-up incl. compilation):"
     )
     print(
-        f"     {'path':24} {'first s':>8} {'s':>7} {'tok/s':>9} {'x fp32':>7} {unit + '/step':>20} "
+        f"     {'path':27} {'first s':>8} {'s':>7} {'tok/s':>9} {'x fp32':>7} {unit + '/step':>20} "
         f"{'busy ms/step':>13} {'wall ms/step':>13}"
     )
-    base = next((p["tokens_per_second"] for p in paths if p["path"] == "fp32"), None)
+    base = next((p.get("tokens_per_second") for p in paths if p["path"] == "fp32"), None)
     for p in paths:
+        if "error" in p:
+            print(f"     {p['path']:27} failed: {p['error']}")
+            continue
         print(
-            f"     {p['path']:24} {p['first_seconds']:8.2f} {p['seconds']:7.2f} {p['tokens_per_second']:9.0f} "
+            f"     {p['path']:27} {p['first_seconds']:8.2f} {p['seconds']:7.2f} {p['tokens_per_second']:9.0f} "
             f"{_f(p['tokens_per_second'] / base if base else None):>7} {p['launches_per_decode_step']:20.0f} "
             f"{_f(p['device_busy_per_decode_step_ms'] if device == 'cuda' else None):>13} "
             f"{p['wall_per_decode_step_ms']:13.2f}"

@@ -18,6 +18,11 @@ cd "$(dirname "$0")/.."
 stage="${1:-all}"
 assets="${GPU_CHECK_ASSETS:-runs/gpu_check_assets}"
 out="${OUT:-runs/gpu_check_out}"
+case "$stage" in train | paths | all) ;; *)
+    echo "usage: $0 [train|paths|all]" >&2
+    exit 2
+    ;;
+esac
 mkdir -p "$out"
 python="${PYTHON:-python}"
 if compgen -G "$assets/wheels/*.whl" > /dev/null; then
@@ -28,8 +33,13 @@ nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv || true
 train_sizes="${GPU_CHECK_TRAIN_SIZES:-demo,gpu}"
 paths_sizes="${GPU_CHECK_PATHS_SIZES:-gpu}"
 goal_size="${train_sizes##*,}"  # the last of the train sizes: the gpu shape
+failed=()
+# one part failing (memory, a missing wheel) must not cost the others' figures: each runs, failures are named
 # shellcheck disable=SC2086  # GPU_CHECK_ARGS: further arguments, split on spaces
-check() { "$python" benchmarks/gpu_check.py run --assets "$assets" --device "${GPU_CHECK_DEVICE:-cuda}" "$@" ${GPU_CHECK_ARGS:-}; }
+check() {
+    "$python" benchmarks/gpu_check.py run --assets "$assets" --device "${GPU_CHECK_DEVICE:-cuda}" "$@" \
+        ${GPU_CHECK_ARGS:-} || failed+=("gpu_check.py run $*")
+}
 case "$stage" in
     train | all)
         check --sizes "$train_sizes" --steps 3 --json "$out/train_default.json"
@@ -38,9 +48,8 @@ case "$stage" in
     paths | all)
         check --sizes "$paths_sizes" --steps 2 --generation-paths --json "$out/paths.json"
         ;;
-    train) ;;
-    *)
-        echo "usage: $0 [train|paths|all]" >&2
-        exit 2
-        ;;
 esac
+if ((${#failed[@]})); then
+    printf 'failed: %s\n' "${failed[@]}" >&2
+    exit 1
+fi

@@ -76,9 +76,11 @@ def test_hiding_finder_is_blind_to_hidden_names(gpu_check):
     assert finder.invalidate_caches() == "invalidated"
 
 
-def test_a_tiny_run_measures_the_split_and_the_goals(gpu_check, assets, tmp_path, capsys):
+def test_a_tiny_run_measures_the_split_and_the_goals(gpu_check, assets, tmp_path, capsys, monkeypatch):
     """The real trainer (local-lm judge, memory off, rule-based evolver) on a micro model, 2 steps."""
     dest, _ = assets
+    broken = {"dtype": "no_such_dtype", "autocast": "never", "cache": None, "compile": False}
+    monkeypatch.setitem(gpu_check.PATHS, "broken path", broken)  # fails; the other paths still run
     micro = {
         "num_hidden_layers": 1,
         "hidden_size": 16,
@@ -115,6 +117,7 @@ def test_a_tiny_run_measures_the_split_and_the_goals(gpu_check, assets, tmp_path
     # the generation paths: the same batch, as many new tokens, every path that runs on a CPU
     paths = {p["path"]: p for p in shape["generation_paths"]}
     assert set(paths) == {n for n, p in gpu_check.PATHS.items() if not p["compile"]}
+    assert "AttributeError" in paths.pop("broken path")["error"] and "broken path" in printed
     for p in paths.values():
         assert p["seconds"] > 0 and p["tokens_per_second"] == pytest.approx(2 * 2 * 4 / p["seconds"])
         assert p["launches_per_decode_step"] > 0
