@@ -243,3 +243,20 @@ def test_a_bf16_run_generates_as_configured(tmp_path, tiny_model_dir, one_torch_
     assert calls == [(generation.get("cache"), region)]
     assert seen["generate"] == {dtype}
     assert torch.bfloat16 in seen["train"]
+
+
+def test_the_sampler_batches_by_length_and_answers_in_order(make_tiny_llama, real_tokenizer):
+    """Prompts of different lengths are batched by length (less padding) and come back in their order;
+    temperature 0 is greedy, so each answer is the one its prompt gets alone."""
+    from harnessrl.critic.rollouts import TransformersSampler
+
+    model = make_tiny_llama()
+    prompts = [
+        [{"role": "user", "content": "A long question about the colour of the sky at dusk, please?"}],
+        [{"role": "user", "content": "Hi"}],
+        [{"role": "user", "content": "A medium question about soup?"}],
+    ]
+    sampler = TransformersSampler(model, real_tokenizer, batch_size=2, seed=None)
+    together = sampler.sample(prompts, 0.0, 6)
+    alone = [sampler.sample([p], 0.0, 6)[0] for p in prompts]
+    assert together == alone and len(set(together)) > 1

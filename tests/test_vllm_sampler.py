@@ -324,8 +324,8 @@ def test_without_a_chat_template_the_plain_prompt_text(fake_vllm, tok):
     class Bare:
         chat_template = None
 
-        def __call__(self, text):
-            self.text = text
+        def __call__(self, text, add_special_tokens):
+            self.text, self.special = text, add_special_tokens
             return {"input_ids": [7, 8]}
 
         def batch_decode(self, ids, skip_special_tokens):
@@ -340,7 +340,7 @@ def test_without_a_chat_template_the_plain_prompt_text(fake_vllm, tok):
     )
     plain = Bare()
     assert VLLMSampler(gen, plain).sample([chat("Q9")], 1.0, 4) == ["[1, 2]"]
-    assert "Q9" in plain.text
+    assert "Q9" in plain.text and plain.special  # no template: the tokenizer adds its special tokens
 
 
 # ------------------------------------------------------------------------------------------- the trainer side

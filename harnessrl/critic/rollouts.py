@@ -20,14 +20,25 @@ from typing import Any
 from harnessrl.data.schema import prompt_text
 from harnessrl.models import generation_precision
 
-__all__ = ["TransformersSampler", "VLLMSampler"]
+__all__ = ["TransformersSampler", "VLLMSampler", "chat_prompts"]
+
+
+def chat_prompts(tokenizer: Any, prompts: list[list[dict[str, str]]]) -> tuple[list[str], bool]:
+    """The texts a policy continues for chat ``prompts``, and whether tokenizing them adds special tokens:
+    the tokenizer's chat template with the generation prompt (its special tokens already in the text), or,
+    for a tokenizer without one, the plain prompt text (special tokens added when tokenized). Training's
+    rollouts, the critic's trials and the evaluation all prompt the policy this way."""
+    if getattr(tokenizer, "chat_template", None):
+        return [tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True) for p in prompts], False
+    return [prompt_text(p) for p in prompts], True
 
 
 class TransformersSampler:
     """A :class:`~harnessrl.critic.trials.PolicySampler` over a transformers causal LM and its tokenizer.
 
-    Prompts go through the tokenizer's chat template (``add_generation_prompt=True``), are padded on
-    the left and sampled (``do_sample=True``) under ``torch.inference_mode`` with the model in eval
+    Prompts go through the tokenizer's chat template (:func:`chat_prompts`), are batched by length (less
+    padding; the texts come back in the prompts' order), padded on the left and sampled
+    (``do_sample=True``; temperature 0: greedy) under ``torch.inference_mode`` with the model in eval
     mode; the model's training mode is restored afterwards and its weights never change. The global
     torch RNG is forked, so a trial does not shift the training run's random stream, and seeded
     (``seed`` plus a call counter) so a trial is reproducible.
@@ -37,8 +48,8 @@ class TransformersSampler:
         tokenizer: its tokenizer (a pad token is taken from eos when it has none).
         batch_size: prompts generated together.
         seed: base seed of the sampling RNG; None leaves the (forked) RNG unseeded.
-        generation_kwargs: extra ``generate`` arguments; the default matches TRL's GRPO sampling
-            (``top_k=0``, ``top_p=1.0``: plain temperature sampling).
+        generation_kwargs: extra ``generate`` arguments when sampling; the default matches TRL's GRPO
+            sampling (``top_k=0``, ``top_p=1.0``: plain temperature sampling).
         autocast: how a mixed-precision run's policy samples (``generation.autocast``, as the trainer's
             rollouts; see :func:`harnessrl.models.generation_precision`).
     """
@@ -69,11 +80,18 @@ class TransformersSampler:
 
         if not prompts:
             return []
+        texts, special = chat_prompts(self.tokenizer, prompts)
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # stable: copies of a prompt stay together
+        if temperature <= 0:
+            decoding: dict[str, Any] = {"do_sample": False, "temperature": None, "top_p": None, "top_k": None}
+        else:
+            decoding = {"do_sample": True, "temperature": float(temperature), **self.generation_kwargs}
+        decoding.update(settings)
         model = self.model
         device = next(model.parameters()).device
         was_training = model.training
         fork = [device.index or 0] if device.type == "cuda" else []
-        out: list[str] = []
+        out: list[str] = [""] * len(texts)
         with torch.random.fork_rng(devices=fork):
             if self.seed is not None:
                 torch.manual_seed(self.seed + self.calls)
@@ -81,24 +99,17 @@ class TransformersSampler:
             model.eval()
             try:
                 with torch.inference_mode(), generation_precision(model, self.autocast):
-                    for i in range(0, len(prompts), self.batch_size):
-                        out.extend(
-                            self._generate(prompts[i : i + self.batch_size], temperature, max_new_tokens, settings)
-                        )
+                    for start in range(0, len(order), self.batch_size):
+                        idx = order[start : start + self.batch_size]
+                        batch = self._generate([texts[i] for i in idx], special, max_new_tokens, decoding)
+                        for i, text in zip(idx, batch, strict=True):
+                            out[i] = text
             finally:
                 model.train(was_training)
         return out
 
-    def _generate(
-        self, batch: list[list[dict[str, str]]], temperature: float, max_new_tokens: int, settings: dict[str, float]
-    ) -> list[str]:
+    def _generate(self, texts: list[str], special: bool, max_new_tokens: int, decoding: dict[str, Any]) -> list[str]:
         tok = self.tokenizer
-        if getattr(tok, "chat_template", None):
-            texts = [tok.apply_chat_template(p, tokenize=False, add_generation_prompt=True) for p in batch]
-            special = False  # the template already has the special tokens it wants
-        else:
-            texts = [prompt_text(p) for p in batch]
-            special = True
         if tok.pad_token_id is None and tok.eos_token is not None:
             tok.pad_token = tok.eos_token
         side = tok.padding_side
@@ -109,14 +120,7 @@ class TransformersSampler:
             tok.padding_side = side
         device = next(self.model.parameters()).device
         enc = {k: v.to(device) for k, v in enc.items()}
-        ids = self.model.generate(
-            **enc,
-            do_sample=True,
-            temperature=float(temperature),
-            max_new_tokens=max_new_tokens,
-            pad_token_id=tok.pad_token_id,
-            **{**self.generation_kwargs, **settings},
-        )
+        ids = self.model.generate(**enc, max_new_tokens=max_new_tokens, pad_token_id=tok.pad_token_id, **decoding)
         return tok.batch_decode(ids[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
 
 
@@ -250,12 +254,8 @@ class VLLMSampler:
 
     # ------------------------------------------------------------------------------------------ helpers
     def _prompt_ids(self, messages: list[dict[str, str]]) -> list[int]:
-        tok = self.tokenizer
-        if getattr(tok, "chat_template", None):
-            enc = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=True)
-        else:
-            enc = tok(prompt_text(messages))
-        return list(enc["input_ids"])
+        (text,), special = chat_prompts(self.tokenizer, [messages])
+        return list(self.tokenizer(text, add_special_tokens=special)["input_ids"])
 
     def _defaults(self) -> dict[str, Any]:
         """The training's sampling parameters (TRL's ``VLLMGeneration`` attributes and generation_kwargs)."""

@@ -79,45 +79,13 @@ def generate_greedy(
     *,
     autocast: str = "generate",
 ) -> list[str]:
-    """Greedy completions of each task's prompt (chat template applied), batched with left padding;
-    ``autocast``: as :func:`harnessrl.models.generation_precision`."""
-    import torch
+    """Greedy completions of each task's prompt, stripped: the critic's sampler at temperature 0
+    (:class:`~harnessrl.critic.rollouts.TransformersSampler`: chat template, batches of similar length,
+    left padding); ``autocast``: as :func:`harnessrl.models.generation_precision`."""
+    from harnessrl.critic.rollouts import TransformersSampler
 
-    from harnessrl.models import generation_precision
-
-    prompts = [tokenizer.apply_chat_template(t.messages(), tokenize=False, add_generation_prompt=True) for t in tasks]
-    side = tokenizer.padding_side
-    tokenizer.padding_side = "left"
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    was_training = model.training
-    model.eval()
-    out: list[str] = [""] * len(prompts)
-    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
-    try:
-        with torch.inference_mode(), generation_precision(model, autocast):
-            for start in range(0, len(order), batch_size):
-                idx = order[start : start + batch_size]
-                enc = tokenizer(
-                    [prompts[i] for i in idx], return_tensors="pt", padding=True, add_special_tokens=False
-                ).to(model.device)
-                gen = model.generate(
-                    **enc,
-                    max_new_tokens=max_new_tokens,
-                    do_sample=False,
-                    pad_token_id=tokenizer.pad_token_id,
-                    temperature=None,
-                    top_p=None,
-                    top_k=None,
-                )
-                texts = tokenizer.batch_decode(gen[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
-                for i, text in zip(idx, texts, strict=True):
-                    out[i] = text.strip()
-    finally:
-        tokenizer.padding_side = side
-        if was_training:
-            model.train()
-    return out
+    sampler = TransformersSampler(model, tokenizer, batch_size=batch_size, seed=None, autocast=autocast)
+    return [text.strip() for text in sampler.sample([t.messages() for t in tasks], 0.0, max_new_tokens)]
 
 
 def generate_completions(
@@ -133,29 +101,25 @@ def generate_completions(
     sampler: PolicySampler | None = None,
     autocast: str = "generate",
 ) -> list[list[str]]:
-    """``completions`` completions of each task's prompt: the greedy one when 1, else sampled at
-    ``temperature`` by the critic's frozen-policy sampler (:class:`~harnessrl.critic.rollouts.TransformersSampler`:
-    training's sampling settings, ``seed`` in a forked RNG, so the caller's random state is as it was),
-    ``batch_size`` prompts (each with its completions) per generate call.
-
-    ``sampler`` (the training run's vLLM engine, :class:`~harnessrl.critic.rollouts.VLLMSampler`) takes
-    both instead: the greedy completion at temperature 0, the sampled ones at ``temperature``, seeded by
-    the sampler's own seed (``seed`` and ``batch_size`` are then unused); None: transformers, as above,
-    in the precision the training rollouts are generated in (``autocast``)."""
+    """``completions`` completions of each task's prompt, stripped: the greedy one when 1 (temperature 0),
+    else sampled at ``temperature``, by ``sampler`` (the training run's vLLM engine,
+    :class:`~harnessrl.critic.rollouts.VLLMSampler`, seeded by its own seed) or, when None, by the critic's
+    frozen-policy sampler on ``model`` (:class:`~harnessrl.critic.rollouts.TransformersSampler`: training's
+    sampling settings, in the precision the rollouts are generated in (``autocast``), ``seed`` in a forked
+    RNG, so the caller's random state is as it was; ``batch_size`` prompts, each with its completions, per
+    generate call)."""
     if completions < 1:
         raise ValueError(f"completions must be at least 1, got {completions}")
-    if sampler is not None:
-        prompts = [t.messages() for t in tasks for _ in range(completions)]
-        texts = sampler.sample(prompts, 0.0 if completions == 1 else temperature, max_new_tokens)
-        if len(texts) != len(prompts):
-            raise RuntimeError(f"the policy sampler returned {len(texts)} completions for {len(prompts)} prompts")
-        return [[x.strip() for x in texts[i : i + completions]] for i in range(0, len(texts), completions)]
-    if completions == 1:
-        return [[t] for t in generate_greedy(model, tokenizer, tasks, max_new_tokens, batch_size, autocast=autocast)]
-    from harnessrl.critic.rollouts import TransformersSampler
+    if sampler is None:
+        from harnessrl.critic.rollouts import TransformersSampler
 
-    sampler = TransformersSampler(model, tokenizer, batch_size=batch_size * completions, seed=seed, autocast=autocast)
-    texts = sampler.sample([t.messages() for t in tasks for _ in range(completions)], temperature, max_new_tokens)
+        sampler = TransformersSampler(
+            model, tokenizer, batch_size=batch_size * completions, seed=seed, autocast=autocast
+        )
+    prompts = [t.messages() for t in tasks for _ in range(completions)]
+    texts = sampler.sample(prompts, 0.0 if completions == 1 else temperature, max_new_tokens)
+    if len(texts) != len(prompts):
+        raise RuntimeError(f"the policy sampler returned {len(texts)} completions for {len(prompts)} prompts")
     return [[x.strip() for x in texts[i : i + completions]] for i in range(0, len(texts), completions)]
 
 
