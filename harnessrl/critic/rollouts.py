@@ -26,8 +26,8 @@ __all__ = ["TransformersSampler", "VLLMSampler", "chat_prompts"]
 def chat_prompts(tokenizer: Any, prompts: list[list[dict[str, str]]]) -> tuple[list[str], bool]:
     """The texts a policy continues for chat ``prompts``, and whether tokenizing them adds special tokens:
     the tokenizer's chat template with the generation prompt (its special tokens already in the text), or,
-    for a tokenizer without one, the plain prompt text (special tokens added when tokenized). Training's
-    rollouts, the critic's trials and the evaluation all prompt the policy this way."""
+    for a tokenizer without one, the plain prompt text (special tokens added when tokenized). The critic's
+    trials and the evaluation prompt the policy this way, as TRL prompts it for the training rollouts."""
     if getattr(tokenizer, "chat_template", None):
         return [tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True) for p in prompts], False
     return [prompt_text(p) for p in prompts], True
