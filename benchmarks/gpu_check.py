@@ -618,12 +618,15 @@ PATHS: dict[str, dict[str, Any]] = {
 """Ways to run the same ``generate`` (``--generation-paths``): the weights' dtype; bf16 autocast around an
 fp32 model, a region per forward pass (accelerate's mixed precision: ``generation.autocast: forward``,
 what TRL's generation does) or one region around the call (``generate``, the default); bf16 weights; a
-static cache; transformers' compiled decode step (CUDA only: transformers compiles on GPUs alone)."""
+static cache; transformers' compiled decode step (CUDA only: transformers compiles on GPUs alone). On a
+bf16 run's model the autocast paths go through :func:`harnessrl.models.generation_precision`, the
+trainer's own code; an fp32 run's model has no accelerate wrapper, so they are reproduced around it."""
 
 
 @contextlib.contextmanager
 def _autocast_per_forward(model: Any, device_type: str):
-    """Each forward pass of ``model`` its own bf16 autocast region, as accelerate's mixed precision wraps it."""
+    """Each forward pass of ``model`` its own bf16 autocast region, as accelerate's mixed precision wraps it
+    (for a model of an fp32 run, which has no such wrapper; a bf16 run's model is measured as it is)."""
     import torch
 
     before = vars(model).get("forward")
@@ -661,12 +664,13 @@ def _path_generate(probe: Probe, model: Any, call: dict[str, Any], path: dict[st
     config.cache_implementation = path["cache"]
     config.disable_compile = not path["compile"]
     mode = path["autocast"]
-    # the model's own forward (a bf16 run's accelerate wrapper set aside), then the path's autocast
-    region = torch.autocast(dev.type, dtype=torch.bfloat16) if mode == "generate" else contextlib.nullcontext()
-    with torch.no_grad(), generation_precision(model, "never"), contextlib.ExitStack() as stack:
-        if mode == "forward":
+    with torch.no_grad(), contextlib.ExitStack() as stack:
+        if "_original_forward" in vars(model):  # a bf16 run's own model: the trainer's code path, as it is
+            stack.enter_context(generation_precision(model, mode))
+        elif mode == "forward":  # an fp32 run (no accelerate wrapper): each forward its own region, as one
             stack.enter_context(_autocast_per_forward(model, dev.type))
-        stack.enter_context(region)
+        elif mode == "generate":
+            stack.enter_context(torch.autocast(dev.type, dtype=torch.bfloat16))
         return model.generate(
             input_ids=call["input_ids"].to(dev), attention_mask=call["attention_mask"].to(dev), generation_config=config
         )

@@ -152,7 +152,7 @@ def test_the_prepared_device_script_runs_every_stage(assets, tmp_path):
     dest, _ = assets
     micro = "--model-override num_hidden_layers=1 --model-override hidden_size=16 --model-override "
     micro += "intermediate_size=32 --model-override num_attention_heads=2 --model-override num_key_value_heads=1 "
-    micro += "--model-override head_dim=8"
+    micro += "--model-override head_dim=8 --set bf16=true"  # bf16 as on a GPU: the paths use the real wrapper
     env = {
         **os.environ,
         "OUT": str(tmp_path / "out"),
@@ -173,6 +173,9 @@ def test_the_prepared_device_script_runs_every_stage(assets, tmp_path):
     paths = json.loads((out / "paths.json").read_text())["shapes"]["2x2x4"]
     assert default["generation"]["autocast"] == "generate" and per_forward["generation"]["autocast"] == "forward"
     assert {p["path"] for p in paths["generation_paths"]} >= {"fp32", "bf16 autocast per generate", "bf16 weights"}
+    ops = {p["path"]: p["launches_per_decode_step"] for p in paths["generation_paths"]}
+    assert ops["bf16 autocast per forward"] > ops["bf16 autocast per generate"] > ops["fp32"]
+    assert paths["bf16"] is True
     assert done.stdout.count("goals of issue 13 item 5") == 3
     bad = subprocess.run(["bash", str(script), "nonsense"], env=env, capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "usage" in bad.stderr

@@ -116,7 +116,7 @@ class HarnessGRPOTrainer(GRPOTrainer):
     max_missing_share: float = 0.5
     on_too_many_missing: Literal["skip", "stop"] = "skip"
     _generation_skipped: bool = False
-    generation_autocast: str = "forward"
+    generation_autocast: str = "forward"  # a bare trainer generates as TRL does (no accelerator to unwrap)
     _update_has_signal: bool = False
 
     def __init__(
