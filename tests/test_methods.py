@@ -205,7 +205,9 @@ def test_best_checkpoint_is_chosen_on_validation_alone(tmp_path, monkeypatch):
     assert [(r["step"], r["split"]) for r in rows] == [(s, sp) for s in (0, 2, 4) for sp in ("validation", "test")]
     best = run.read_json("best.json")
     assert best["step"] == 2 and best["split"] == "validation" and best["overall"] == 0.6
-    assert best["test"] == {"overall": 0.25, "per_domain": {"a": 0.25}}  # reported, not used to choose
+    assert best["graded_with"] == "rubric"
+    # reported, not used to choose
+    assert best["test"] == {"overall": 0.25, "per_domain": {"a": 0.25}, "per_family": {}, "proxy": None}
     assert saved == [str(run.checkpoints / "best")]
     assert [r.overall for r in cb.split_results("test")] == [0.2, 0.25, 0.9]
     events = [e for e in run.read("events.jsonl") if e["kind"] == "evaluation"]
