@@ -442,6 +442,8 @@ def _run_planned(
         progress.update(overall, detail="; ".join(running.values()))
 
     def run_one(job: RunJob) -> None:
+        if stop.is_set():  # the bench is stopping: this run stays pending
+            return
         with lock:
             row = manifest.run(job)
             _write_settings(job)
@@ -469,6 +471,7 @@ def _run_planned(
         try:
             rc = runner(job, poll, timeout_s)
         except KeyboardInterrupt:
+            stop.set()  # before this worker could take the next run
             with lock:
                 attempt.update(ended=_now(), wall_seconds=round(time.perf_counter() - t0, 1), returncode=None)
                 row["status"], row["error"] = "interrupted", "stopped by Ctrl-C; run the bench again to resume"
