@@ -49,7 +49,7 @@ def _band(per_seed: Sequence[Sequence[tuple[int, float]]]) -> tuple[list[int], l
 def _int_ticks():
     from matplotlib.ticker import MaxNLocator
 
-    return MaxNLocator(integer=True)
+    return MaxNLocator(integer=True, min_n_ticks=1)  # one evaluated step so far: tick it, not fractions
 
 
 def _colours(methods: Sequence[str]) -> dict[str, Any]:
