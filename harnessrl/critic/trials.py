@@ -1,7 +1,7 @@
 """Critic trials on the frozen policy: measure a candidate harness update before it is committed.
 
 The just-in-time critic accepts a candidate only after measuring its effect on the *current* policy,
-whose weights do not change while a trial runs (DESIGN.md §4). This module is the critic's *kit*: the
+whose weights do not change while a trial runs (docs/design.md §4). This module is the critic's *kit*: the
 candidate's interface decides how it is measured (its ``metric`` and ``trial`` methods,
 :class:`~harnessrl.interfaces.base.Interface`) and picks one of the recipes a :class:`Trial` offers;
 :meth:`FrozenPolicyTrials.run` dispatches on the update's interface and never names one. The recipes,
@@ -26,7 +26,7 @@ and the built-in interfaces that use them:
   share that give signal where they land vs where they were; the batch-wide expectation under both
   distributions is recorded beside it (``batch_signal_share``).
 
-The critic measures **the learning signal as the trainer computes it** (DESIGN.md §4,
+The critic measures **the learning signal as the trainer computes it** (docs/design.md §4,
 :mod:`harnessrl.critic.signal`): GRPO learns from each group's advantages, which a per-group change
 ``r -> a*r + b`` (``a > 0``) leaves as they were, so no metric here moves under such a change:
 
