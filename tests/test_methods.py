@@ -537,3 +537,15 @@ def test_each_method_trains_two_steps(tmp_path, tiny_model_dir, method_data, met
     else:
         assert odf is None and "odf/skipped" not in last
     assert not (run.path / "tool_server.json").exists()
+
+
+def test_critic_trials_generate_with_the_training_completion_budget():
+    # a guidance trial's fresh rollouts are the policy's samples as training draws them: the same length budget
+    config = TrainConfig.model_validate({"grpo": {"max_completion_length": 64}})
+    assert config.evolver.trials.max_new_tokens == 64
+    own = TrainConfig.model_validate(
+        {"grpo": {"max_completion_length": 64}, "evolver": {"trials": {"max_new_tokens": 30}}}
+    )
+    assert own.evolver.trials.max_new_tokens == 30
+    again = TrainConfig.model_validate(config.model_dump(mode="json"))  # the resolved config.yaml reads back alike
+    assert again.evolver.trials.max_new_tokens == 64

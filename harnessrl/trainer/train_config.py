@@ -328,6 +328,16 @@ class TrainConfig(_Section):
         return self
 
     @model_validator(mode="after")
+    def _trials_generate_as_training_does(self):
+        # the critic's fresh rollouts are samples of the policy as training draws them: the same completion
+        # budget unless evolver.trials.max_new_tokens says otherwise
+        trials = self.evolver.trials
+        if "max_new_tokens" not in trials.model_fields_set and trials.max_new_tokens != self.grpo.max_completion_length:
+            trials = trials.model_copy(update={"max_new_tokens": self.grpo.max_completion_length})
+            self.evolver = self.evolver.model_copy(update={"trials": trials})
+        return self
+
+    @model_validator(mode="after")
     def _graph_knows_the_interfaces(self):
         # the evolver (in-process or external, reading this config) sees the run's added interfaces too
         if self.harness.interfaces != self.evolver.graph.interfaces:
