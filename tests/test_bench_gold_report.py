@@ -429,3 +429,20 @@ def test_old_runs_without_gold_report_as_before(tmp_path):
     assert "rubric version 0 (no gold rubrics in these runs)" in md
     assert "## Test score per family" not in md and "## Oracle gap" not in md and "Fault check" not in md
     assert all(p.is_file() and p.stat().st_size > 5000 for p in rep.plots.values())
+
+
+def test_a_run_that_just_started_adds_no_false_notes(tmp_path):
+    """A live bench: a seed's run has written config.yaml and nothing else yet."""
+    root = tmp_path / "bench"
+    train = _train_file(tmp_path)
+    make_gold_run(root, train, "fixed", 0)
+    make_gold_run(root, train, "oracle", 0)
+    started = root / "oracle" / "seed1"
+    started.mkdir(parents=True)
+    (started / "config.yaml").write_text(yaml.safe_dump({"method": "oracle", "seed": 1}))
+    res = write_bench_report(root, plots=False).results
+    notes = " ".join(res["notes"])
+    assert "one held-out set" not in notes and "do not log rollouts/generated" not in notes
+    assert "oracle/seed1 (incomplete)" in notes
+    started_fig = next(f for f in res["runs"] if f["method"] == "oracle" and f["seed"] == 1)
+    assert started_fig["equal_rollouts_budget"] is None and started_fig["test_at_equal_rollouts"] is None

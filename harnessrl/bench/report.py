@@ -135,7 +135,9 @@ def _notes(figures: list[dict[str, Any]], agg: dict[str, Any], manifest: dict[st
         notes.append(
             f"Fewer than 3 seeds for {', '.join(few)}: spreads are rough and no comparison below draws a conclusion."
         )
-    legacy = sorted({f["method"] for f in figures if not f["split"].startswith("validation")})
+    # a run that has not evaluated or logged yet (just started) says nothing about how it evaluates or counts
+    evaluated = [f for f in figures if f.get("test_curve") or f["validation_best"] is not None]
+    legacy = sorted({f["method"] for f in evaluated if not f["split"].startswith("validation")})
     if legacy:
         notes.append(
             f"Runs of {', '.join(legacy)} evaluate one held-out set that both chooses the best checkpoint and is "
@@ -154,7 +156,13 @@ def _notes(figures: list[dict[str, Any]], agg: dict[str, Any], manifest: dict[st
             f"Not finished, counted with what they recorded so far: {', '.join(incomplete)}. An unfinished run "
             "also lowers its seed's equal-rollouts budget."
         )
-    partial = sorted({f["method"] for f in figures if f["rollouts_spent_source"].startswith("steps.jsonl")})
+    partial = sorted(
+        {
+            f["method"]
+            for f in figures
+            if f["rollouts_spent"] is not None and f["rollouts_spent_source"].startswith("steps.jsonl")
+        }
+    )
     if partial:
         notes.append(
             f"Runs of {', '.join(partial)} do not log rollouts/generated: their rollouts spent count trained "
