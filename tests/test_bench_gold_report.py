@@ -440,9 +440,11 @@ def test_a_run_that_just_started_adds_no_false_notes(tmp_path):
     started = root / "oracle" / "seed1"
     started.mkdir(parents=True)
     (started / "config.yaml").write_text(yaml.safe_dump({"method": "oracle", "seed": 1}))
+    # its first step's groups are recorded, the step's metrics line not yet
+    _jsonl(started / "steps.jsonl", [{"step": 1, "task_id": "a1", "rewards": [0.0] * 4, "flat": True, "mean": 0.0}])
     res = write_bench_report(root, plots=False).results
     notes = " ".join(res["notes"])
     assert "one held-out set" not in notes and "do not log rollouts/generated" not in notes
     assert "oracle/seed1 (incomplete)" in notes
     started_fig = next(f for f in res["runs"] if f["method"] == "oracle" and f["seed"] == 1)
-    assert started_fig["equal_rollouts_budget"] is None and started_fig["test_at_equal_rollouts"] is None
+    assert started_fig["rollouts_spent"] == 4 and started_fig["test_at_equal_rollouts"] is None  # not evaluated yet

@@ -160,7 +160,8 @@ def _notes(figures: list[dict[str, Any]], agg: dict[str, Any], manifest: dict[st
         {
             f["method"]
             for f in figures
-            if f["rollouts_spent"] is not None and f["rollouts_spent_source"].startswith("steps.jsonl")
+            # metrics logged without the counters (an older run), not a live run's first step before its metrics
+            if f["steps"] and f["rollouts_spent"] is not None and f["rollouts_spent_source"].startswith("steps.jsonl")
         }
     )
     if partial:
