@@ -88,6 +88,7 @@ from harnessrl.detection.detectors import SURFACE_FEATURES, spearman
 from harnessrl.judges.rubric_judge import RubricJudge, RubricRequest
 from harnessrl.records.failures import Failure
 from harnessrl.records.steps import GroupRecord, RolloutRecord
+from harnessrl.records.trials import TrialCost, TrialResult
 
 if TYPE_CHECKING:
     from harnessrl.interfaces.harness import Harness  # the layer above: passed in, never imported at run time
@@ -148,41 +149,6 @@ class TrialConfig(BaseModel):
         default_factory=SignalConfig,
         description="The judge's noise, the no-effect tolerance on advantages and the smallest effects worth a change.",
     )
-
-
-class TrialCost(BaseModel):
-    """What a trial spent: fresh rollouts generated, judge backend requests, wall-clock seconds."""
-
-    rollouts: int
-    judge_calls: int
-    seconds: float
-
-
-class TrialResult(BaseModel):
-    """The critic's measurement of one candidate on the frozen policy, and its verdict.
-
-    ``improvement`` is signed so that > 0 is better (for ``rho_reward_*``: baseline |rho| minus
-    candidate |rho|); ``accepted`` means its bootstrap interval ``[ci_low, ci_high]`` lies above 0,
-    the improvement reaches ``threshold`` (the metric's smallest effect worth a change) and, for rubric
-    trials, the reference answer kept its place. ``advantage_effect`` is the largest change the
-    candidate makes to any cached rollout's advantage (rubric trials; below the tolerance: rejected as
-    no effect). ``measurements`` holds everything measured; ``reason`` says why in one sentence.
-    """
-
-    candidate_id: str
-    interface: str
-    metric: str
-    baseline: float | None
-    candidate: float | None
-    improvement: float | None
-    ci_low: float | None
-    ci_high: float | None
-    threshold: float | None = None
-    advantage_effect: float | None = None
-    accepted: bool
-    reason: str
-    measurements: dict[str, Any]
-    cost: TrialCost
 
 
 # ---------------------------------------------------------------------------------------------- statistics
