@@ -689,7 +689,7 @@ def test_every_method_end_to_end_on_a_tiny_model(tmp_path, tiny_model_dir):
     if "validation" in DataConfig.model_fields:
         data = {"train": str(files["train"]), "validation": str(files["validation"]), "test": str(files["test"])}
     else:  # a trainer from before the validation/test split
-        data = {"train": str(files["train"]), "heldout": str(files["test"])}
+        data = {"train": str(files["train"]), "validation": str(files["test"]), "test": str(files["test"])}
     methods = list(BUILTIN_METHODS) if "method" in TrainConfig.model_fields else ["fixed", "harnessrl"]
     bench = {
         "out": str(tmp_path / "bench"),

@@ -481,7 +481,7 @@ def _method_run(tmp_path, model_dir, data, method: str):
             "model": str(model_dir),
             "device": "cpu",
             "method": method,
-            "data": {"train": data["train"], "heldout": data["heldout"]},
+            "data": {"train": data["train"], "validation": data["heldout"], "test": data["heldout"]},
             "judge": {"backend": f"{__name__}:ScriptedBackend"},
             "grpo": {"num_generations": G, "tasks_per_step": 2, "max_completion_length": 6, "max_steps": 2},
             "harness": {"memory": {"enabled": False}},
@@ -549,3 +549,9 @@ def test_critic_trials_generate_with_the_training_completion_budget():
     assert own.evolver.trials.max_new_tokens == 30
     again = TrainConfig.model_validate(config.model_dump(mode="json"))  # the resolved config.yaml reads back alike
     assert again.evolver.trials.max_new_tokens == 64
+
+
+def test_the_older_heldout_setting_still_works_and_says_it_is_deprecated():
+    with pytest.warns(FutureWarning, match=r"data.heldout is deprecated: .* data.validation: 'h.jsonl' and data.test"):
+        config = TrainConfig.model_validate({"data": {"heldout": "h.jsonl"}})
+    assert config.data.validation == config.data.test == "h.jsonl"

@@ -7,6 +7,7 @@ and lists the valid ones, not a silently ignored setting. ``grpo.extra`` passes 
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any, Literal
 
@@ -101,6 +102,13 @@ class DataConfig(_Section):
             value = data.pop(old)
             for n in new:
                 data[n] = value
+            warnings.warn(
+                f"data.{old} is deprecated: it names one file for both evaluation splits; write "
+                + " and ".join(f"data.{n}: {value!r}" for n in new)
+                + " instead (the same run)",
+                FutureWarning,
+                stacklevel=2,
+            )
         return data
 
 
