@@ -171,3 +171,22 @@ def test_the_base_policy_is_evaluated_once_for_every_run(tmp_path, monkeypatch):
     assert all(
         EvalResult.model_validate_json(p.read_text()) for p in cache.glob("*.json") if "broken" not in p.read_text()
     )
+
+
+def test_a_setting_the_method_never_reads_does_not_make_a_finished_run_stale(tmp_path):
+    from harnessrl.bench.runner import plan_jobs
+
+    cfg = _bench(tmp_path)
+    run_bench(cfg, runner=OverlapTrain(seconds=0.0))
+    # the evolver's trial budget changes: fixed never runs the evolver, harnessrl does
+    changed = _bench(tmp_path, overrides={"evolver.trials.max_new_tokens": 30})
+    with pytest.raises(Exception, match=r"2 run\(s\) .* other settings") as err:
+        plan_jobs(changed)
+    assert "harnessrl/seed0: evolver.trials.max_new_tokens" in str(err.value) and "fixed/seed" not in str(err.value)
+    jobs = plan_jobs(changed, rerun_changed=True)
+    assert {j.key: j.action for j in jobs} == {
+        "fixed/seed0": "skip",
+        "harnessrl/seed0": "restart",
+        "fixed/seed1": "skip",
+        "harnessrl/seed1": "restart",
+    }

@@ -123,6 +123,24 @@ def _differences(old: Any, new: Any, prefix: str = "") -> list[str]:
     return [] if old == new else [prefix.rstrip(".")]
 
 
+def _inert(settings: Any) -> set[str]:
+    """Sections of a run's settings its method never reads: the evolver's when it is off, DAPO's and ODF's
+    for the other methods (a change there cannot change what the run did)."""
+    if not isinstance(settings, dict):
+        return set()
+    method = settings.get("method")
+    out = {name for name in ("dapo", "odf") if method != name}
+    if not (settings.get("evolver") or {}).get("enabled", True):
+        out.add("evolver")
+    return out
+
+
+def _changed_settings(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """The settings a run made with ``old`` would have run differently under ``new``."""
+    inert = _inert(old) & _inert(new)
+    return [d for d in _differences(_normal(old), _normal(new)) if d.split(".", 1)[0] not in inert]
+
+
 def _validated_settings(data: dict[str, Any], method: str, seed: int) -> dict[str, Any]:
     """The complete, validated training settings of one run (every default written out)."""
     from pydantic import ValidationError
@@ -189,7 +207,7 @@ def plan_jobs(cfg: BenchConfig, *, rerun_changed: bool = False) -> list[RunJob]:
                     old = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8"))
                 except (yaml.YAMLError, OSError):
                     old = None
-                diff = _differences(_normal(old), _normal(settings)) if isinstance(old, dict) else ["config.yaml"]
+                diff = _changed_settings(old, settings) if isinstance(old, dict) else ["config.yaml"]
             if diff and not rerun_changed:
                 changed.append(f"  {method}/seed{seed}: {', '.join(diff[:6])}{' ...' if len(diff) > 6 else ''}")
             if state == "missing":
