@@ -655,16 +655,24 @@ def evolver_cmd(
     def on_event(kind: str, payload: dict) -> None:
         console.print(f"[bold]{kind}[/] {json.dumps(payload, default=str)[:300]}", highlight=False)
 
+    # no since_step: the trainer leaves out every failure an evolution point (this one, an earlier one, or
+    # an in-process one) has handled already, and offers a failure again only when it recurs after that
     while True:
         point = run_evolution_point(
             url, token, model, settings.graph, on_event, hold_s=settings.hold_s, run_dir=run_dir
         )
         state = asyncio.run(point)
-        outcomes = state.get("outcomes", []) if isinstance(state, dict) else []
-        console.print(
-            f"evolution point done: {len(outcomes)} failure(s) handled, "
-            f"{sum(o.status == 'committed' for o in outcomes)} committed"
-        )
+        if isinstance(state, dict) and state.get("held") is False:
+            message = f"no evolution point: {state.get('stop_reason')}"
+            if watch is None:
+                raise HarnessRLError(f"{message}; is the run still training? (see its run directory)")
+            err_console.print(message, highlight=False)
+        else:
+            outcomes = state.get("outcomes", []) if isinstance(state, dict) else []
+            console.print(
+                f"evolution point done: {len(outcomes)} failure(s) handled, "
+                f"{sum(o.status == 'committed' for o in outcomes)} committed"
+            )
         if watch is None:
             return
         time.sleep(watch)

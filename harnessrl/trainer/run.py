@@ -30,6 +30,7 @@ from harnessrl.errors import ConfigError, HarnessRLError
 from harnessrl.interfaces.harness import Harness
 from harnessrl.judges.config import JudgeConfig
 from harnessrl.records.run_dir import LOCK_NAME, RunDir, clear_run_dir, is_disk_full, lock_run_dir
+from harnessrl.trainer.totals import run_totals
 from harnessrl.trainer.train_config import TrainConfig
 
 __all__ = [
@@ -365,6 +366,8 @@ def _start_evolver(config, trainer, harness, recorder, judge, tokenizer, memory,
         step=lambda: trainer.state.global_step,
         max_trial_age_steps=config.evolver.max_trial_age_steps,
     )
+    # training is about to run: a hold asked for from now on waits for the first step boundary
+    service.training = True
     trainer.step_listeners.append(service.observe_step)  # committed updates' outcomes, into the memory
     server = ToolServer(service)
     url, token = server.start()
@@ -618,6 +621,8 @@ def _train(
         server, evolution_cb = _start_evolver(
             config, trainer, harness, recorder, judge, tokenizer, memory, run, monitor
         )
+        if resume:  # what earlier processes' evolution points decided (handled failures, counts) goes on
+            evolution_cb.service.restore(run.read("events.jsonl"), through_step=checkpoint_step(checkpoint))
         evolution_cb.console = console
         console.log(f"harness tools served at {server.url} (evolver: {config.evolver.backend}, {config.evolver.mode})")
     if trainer_hook is not None:
@@ -669,27 +674,30 @@ def _train(
         )
     harness.save(run.harness)
 
-    wall = time.perf_counter() - t_start
+    # the whole run's totals, every earlier process of a resumed run included (read back from its records)
+    totals = run_totals(run)
+    wall = time.perf_counter() - t_start + totals.earlier_wall_seconds
     metrics = run.read("metrics.jsonl")
     rewards = [m["reward"] for m in metrics if m.get("reward") is not None]
     # the reported curve is the test split's (validation's when a run has no test split)
     reported = "test" if tasks.test else "validation"
     evals = eval_cb.split_results(reported) if eval_cb else []  # type: ignore[arg-type]
     best = eval_cb.best if eval_cb else None
-    evolver_seconds = evolution_cb.seconds if evolution_cb else 0.0
-    overhead = evolver_seconds + sum(monitor.seconds.values())
+    monitor_seconds = {k: v + totals.earlier_monitor_seconds.get(k, 0.0) for k, v in monitor.seconds.items()}
+    overhead = totals.evolver_seconds + sum(monitor_seconds.values())
     groups = [g for m in metrics for g in [m.get("effective_group_ratio")] if g is not None]
     accounting = {
         **{k.replace("/", "_"): v for k, v in trainer.accounting_metrics().items()},
         "judge_calls": trainer.accounting_metrics()["judge/calls_total"],
         "effective_group_ratio": sum(groups) / len(groups) if groups else None,
         "wall_seconds": wall,
-        "evolver_seconds": evolver_seconds,
-        "trial_seconds": trainer.timings.get("trials", 0.0),
-        "detector_seconds": monitor.seconds.get("detectors", 0.0),
-        "memory_seconds": monitor.seconds.get("memory", 0.0),
+        "evolver_seconds": totals.evolver_seconds,
+        "trial_seconds": totals.trial_seconds,
+        "detector_seconds": monitor_seconds.get("detectors", 0.0),
+        "memory_seconds": monitor_seconds.get("memory", 0.0),
         "harness_overhead_seconds": overhead,
         "harness_overhead_share": overhead / wall if wall else None,
+        "processes": totals.processes,
     }
     summary = RunSummary(
         run_dir=run.path,
@@ -708,12 +716,13 @@ def _train(
         accounting=accounting,
         extra={
             "devices": devices,
-            "failures": dict(Counter(f.kind for f in monitor.failures)),
-            "monitor_seconds": monitor.seconds,
+            "failures": totals.failures,
+            "monitor_seconds": monitor_seconds,
             "memory_records": memory_counts,
             "evolver": {
-                "points": evolution_cb.points if evolution_cb else 0,
-                "seconds": evolution_cb.seconds if evolution_cb else 0.0,
+                "points": totals.evolution_points,
+                "points_by_mode": totals.points_by_mode,
+                "seconds": totals.evolver_seconds,
                 **(evolution_cb.service.metrics() if evolution_cb else {}),
             },
         },
