@@ -586,6 +586,15 @@ def train_cmd(
     summary = train(cfg, resume=resume, overwrite=overwrite, console=console)
     write_report(summary.run_dir)
     print_summary(summary, console)
+    unscored = [split for split, e in (summary.eval or {}).items() if e.get("final") is None]
+    if unscored:  # trained, but nothing says how well: not a success
+        err_console.print(
+            f"[bold red]error:[/] the final {' and '.join(unscored)} evaluation has no score "
+            f"({summary.eval[unscored[0]].get('final_unscored')}); the run's files are written. Fix the eval judge, "
+            f"then score the run with `harnessrl eval --run-dir {summary.run_dir}`",
+            highlight=False,
+        )
+        raise typer.Exit(1)
 
 
 @app.command("eval")
@@ -607,8 +616,13 @@ def eval_cmd(
         t.add_column(f"{split} ({r.tasks} tasks)", justify="right")
     for d in sorted({d for r in results.values() for d in r.per_domain}):
         t.add_row(d, *(f"{r.per_domain[d]:.3f}" if d in r.per_domain else "-" for r in results.values()))
-    t.add_row("[bold]overall[/]", *(f"[bold]{r.overall:.3f}[/]" for r in results.values()))
+    t.add_row("[bold]overall[/]", *(f"[bold]{_fig(r.overall)}[/]" for r in results.values()))
     console.print(t)
+    unscored = [f"{split}: {r.unscored}" for split, r in results.items() if r.unscored]
+    for line in unscored:
+        err_console.print(f"[bold red]{escape(line)}[/]", highlight=False)
+    if any(r.overall is None for r in results.values()):
+        raise typer.Exit(1)
 
 
 @app.command("report")

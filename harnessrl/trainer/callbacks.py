@@ -161,12 +161,16 @@ class EvalCallback(TrainerCallback):
         )
         self.results.append(res)
         self.run_dir.append("eval.jsonl", res.model_dump(), sync=True)
-        self.run_dir.event("evaluation", step=step, split=split, overall=res.overall, per_domain=res.per_domain)
+        self.run_dir.event(
+            "evaluation", step=step, split=split, overall=res.overall, per_domain=res.per_domain, unscored=res.unscored
+        )
         if self.console:
+            score = "no score" if res.overall is None else f"{res.overall:.3f}"
             self.console.log(
-                f"{split} eval @ step {step}: {res.overall:.3f} "
+                f"{split} eval @ step {step}: {score} "
                 + " ".join(f"{d}={v:.2f}" for d, v in res.per_domain.items())
                 + f" ({res.seconds:.0f}s)"
+                + (f" [bold red]{res.unscored}[/]" if res.unscored else "")
             )
         return res
 
@@ -176,13 +180,15 @@ class EvalCallback(TrainerCallback):
             done = next((r for r in self.results if r.split == split and r.step == step), None)
             out[split] = done or self._evaluate(model, tokenizer, split, step)
         val = out.get("validation")
-        if val is not None and (self.best is None or val.overall > self.best["overall"]):
+        # an evaluation with no score is never the best (one scored on some tasks only says so in best.json)
+        if val is not None and val.overall is not None and (self.best is None or val.overall > self.best["overall"]):
             test = out.get("test")
             self.best = {
                 "step": step,
                 "split": "validation",
                 "overall": val.overall,
                 "per_domain": val.per_domain,
+                **({"unscored": val.unscored} if val.unscored else {}),
                 "test": {"overall": test.overall, "per_domain": test.per_domain} if test else None,
             }
             if self.trainer is not None and step > 0:

@@ -47,7 +47,10 @@ class EvalResult(BaseModel):
 
     step: int
     split: EvalSplit | None = Field(default=None, description="None: a row from before the splits existed.")
-    overall: float
+    overall: float | None = Field(description="The mean over the scored tasks; None when no task got a score.")
+    unscored: str | None = Field(
+        default=None, description="Why some tasks (or all: overall None) have no score; None: every task scored."
+    )
     per_domain: dict[str, float]
     per_task: dict[str, float | None]
     tasks: int
@@ -168,13 +171,22 @@ def evaluate_policy(
         if per_task[t.id] is not None:
             by_domain[t.domain].append(per_task[t.id])
     scored = [v for v in per_task.values() if v is not None]
+    unscored = None
+    if len(scored) < len(tasks):  # a task none of whose completions got a reward: the judge gave too few verdicts
+        unscored = (
+            f"{len(tasks) - len(scored)} of {len(tasks)} tasks have no score: the eval judge ({judge.name}) gave too "
+            "few verdicts on their completions"
+            + ("; the overall is over the others" if scored else "; the evaluation has no score")
+        )
+        logger.warning("%s evaluation at step %d: %s", split or "held-out", step, unscored)
     # each task's first completion (every task has exactly `completions`, one after another)
     firsts = list(zip(tasks, outs, graded[::completions], strict=True))[:keep_samples]
     samples = [{"task_id": t.id, "response": rs[0], "reward": res.reward} for t, rs, res in firsts]
     return EvalResult(
         step=step,
         split=split,
-        overall=float(np.mean(scored)) if scored else float("nan"),
+        overall=float(np.mean(scored)) if scored else None,
+        unscored=unscored,
         per_domain={d: float(np.mean(v)) for d, v in sorted(by_domain.items())},
         per_task=per_task,
         tasks=len(tasks),

@@ -205,6 +205,7 @@ def _eval_summary(eval_cb, best: dict | None) -> dict[str, Any]:
             "final": final.overall,
             "final_step": final.step,
             "final_per_domain": final.per_domain,
+            "final_unscored": final.unscored,
         }
         if split == "validation":
             entry["best"] = best["overall"] if best else None
@@ -473,6 +474,7 @@ def _train(
 
     from harnessrl.detection.monitor import StepMonitor
     from harnessrl.judges import build_judge
+    from harnessrl.judges.preflight import preflight_judge
     from harnessrl.models import load_causal_lm
     from harnessrl.records.steps import Recorder
     from harnessrl.trainer.callbacks import EvalCallback, MetricsCallback, ProgressCallback
@@ -484,7 +486,8 @@ def _train(
 
     console = console or Console()
     t_start = time.perf_counter()
-    # everything that can be refused is checked before anything on disk changes
+    # everything that can be refused is checked, and the model and the judges are built and asked, before
+    # anything on disk changes (--overwrite deletes the previous run only then)
     tasks = load_run_tasks(config)
     train_tasks, eval_splits = tasks.train, tasks.eval_splits
     device = _device(config)
@@ -498,11 +501,6 @@ def _train(
         raise HarnessRLError("--resume and --overwrite contradict each other: choose one")
     build_grpo_config(config, run_path / "checkpoints", device, _num_processes())
     main = _is_main_process()
-    if overwrite and run_path.exists() and main:
-        clear_run_dir(run_path)  # all but the lock this process holds
-    run = RunDir(run_path)
-    if main:
-        run.write_config(config)
 
     with console.status(f"loading {config.model} on {device}..."):
         model, tokenizer = load_causal_lm(config.model, device=device)
@@ -519,6 +517,21 @@ def _train(
     with console.status(f"loading the {config.judge.backend} judge on {devices['judge']}..."):
         judge = build_judge(judge_config)
         eval_judge = build_judge(eval_judge_config) if eval_splits else None
+    with console.status("checking that the judge answers..."):  # a dead judge stops the run before any step
+        preflight = {"judge": preflight_judge(judge, train_tasks, n=config.judge.preflight, where=devices["judge"])}
+        if eval_judge is not None and config.eval.judge is not None:  # a judge of its own for evaluation
+            preflight["eval_judge"] = preflight_judge(
+                eval_judge,
+                [t for split in eval_splits.values() for t in split],
+                n=config.eval.judge.preflight,
+                setting="eval.judge",
+                where=devices["eval_judge"] or "",
+            )
+    if overwrite and run_path.exists() and main:
+        clear_run_dir(run_path)  # all but the lock this process holds
+    run = RunDir(run_path)
+    if main:
+        run.write_config(config)
 
     harness_settings = {
         "sampling_floor": config.harness.sampling_floor,
@@ -642,6 +655,7 @@ def _train(
             test_tasks=len(tasks.test),
             judge=judge.name,
             devices=devices,
+            judge_preflight=preflight,
             resume=resume,
             **(
                 {
@@ -733,6 +747,9 @@ def _train(
         row[k] = accounting[k]
     run.write_json("summary.json", row)
     run.event("run_end", step=summary.steps, wall_seconds=wall)
+    for split, entry in summary.eval.items():
+        if entry.get("final_unscored"):
+            logger.error("the run's final %s evaluation: %s", split, entry["final_unscored"])
     return summary
 
 
