@@ -19,7 +19,7 @@ import re
 import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -456,9 +456,42 @@ def train(
 
     The main process holds the run directory's lock from start to end (:func:`lock_run_dir`): a second
     live process training into the same directory, or resuming it, is refused before anything is written."""
-    lock = lock_run_dir(config.run_dir) if _is_main_process() else contextlib.nullcontext()
-    with lock:
+    run_path = Path(config.run_dir)
+    existed = run_path.exists()
+    lock = lock_run_dir(run_path) if _is_main_process() else contextlib.nullcontext()
+    with lock:  # a directory the lock made for a refused resume goes with it
+        if resume and not (run_path / "config.yaml").is_file():
+            what = "no such directory" if not existed else "no config.yaml in it: no run was started there"
+            raise HarnessRLError(
+                f"--resume: {run_path} holds no run to resume ({what}). Check run_dir for a typo, or drop --resume "
+                "to start a new run there"
+            )
         return _train(config, resume=resume, overwrite=overwrite, console=console, trainer_hook=trainer_hook)
+
+
+def _finished(config: TrainConfig, run_path: Path) -> RunSummary | None:
+    """A run directory whose training already reached ``grpo.max_steps``: its summary (as saved, when it has
+    one), or None when there is training left to do."""
+    from harnessrl.trainer.resume import checkpoint_step
+
+    run = RunDir(run_path, create=False)
+    step = checkpoint_step(_last_checkpoint(run))
+    if step < config.grpo.max_steps:
+        return None
+    saved = run.read_json("summary.json")
+    if not isinstance(saved, dict):
+        logger.warning(
+            "%s trained to its last step but has no summary.json (the run was stopped while it ended): "
+            "`harnessrl eval --run-dir %s` scores its checkpoint, `harnessrl report --run-dir %s` writes its report",
+            run_path,
+            run_path,
+            run_path,
+        )
+        return RunSummary(run_path, step, 0.0, {}, None, None, None, None, None, method=config.method)
+    known = {f.name for f in fields(RunSummary)}
+    summary = RunSummary(**{k: v for k, v in saved.items() if k in known})
+    summary.run_dir = run_path
+    return summary
 
 
 def _train(
@@ -501,6 +534,15 @@ def _train(
         raise HarnessRLError("--resume and --overwrite contradict each other: choose one")
     build_grpo_config(config, run_path / "checkpoints", device, _num_processes())
     main = _is_main_process()
+    if resume:
+        finished = _finished(config, run_path)
+        if finished is not None:
+            console.log(
+                f"{run_path} is already finished: trained to step {finished.steps} (grpo.max_steps "
+                f"{config.grpo.max_steps}); nothing to train. Raise grpo.max_steps to train on, or use --overwrite "
+                "to start again"
+            )
+            return finished
 
     with console.status(f"loading {config.model} on {device}..."):
         model, tokenizer = load_causal_lm(config.model, device=device)
