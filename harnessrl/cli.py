@@ -655,10 +655,14 @@ def evolver_cmd(
     from harnessrl.trainer.train_config import load_train_config
 
     if run_dir is not None:
+        from harnessrl.records.run_dir import read_json_file
+
         info_path = run_dir / "tool_server.json"
-        if not info_path.exists():
+        info = read_json_file(info_path)
+        if info is None:
             raise HarnessRLError(f"{info_path} not found: is a run with the evolver enabled training in {run_dir}?")
-        info = json.loads(info_path.read_text())
+        if not isinstance(info, dict) or not info.get("url") or not info.get("token"):
+            raise HarnessRLError(f"{info_path} has no url and token: is the run in {run_dir} still starting?")
         url, token = url or info["url"], token or info["token"]
     token = token or os.environ.get("HARNESSRL_TOOL_TOKEN")
     if not url or not token:
