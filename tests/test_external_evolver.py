@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import TINY_POLICY_TASKS, AcceptAll, fruit_world, returns_within
+from helpers import TINY_POLICY_TASKS, AcceptAll, fruit_world, returns_within, thread_stacks
 
 from harnessrl.data import Task
 from harnessrl.evolution.service import CandidateError, EvolutionService
@@ -200,6 +200,26 @@ def _service_of(trainer) -> EvolutionService:
     return next(cb for cb in trainer.callback_handler.callbacks if isinstance(cb, EvolutionCallback)).service
 
 
+def _mid_step(trainer, service, at, arrived: threading.Event, called: threading.Event):
+    """A step listener (first in line, the policy lock held): at the step ``at(step)`` picks, it sets
+    ``arrived`` and lets the evolver's call take the locks it takes (until it holds the tools' lock, or has
+    ``called``) before the step goes on to the other listeners."""
+
+    def listener(record):
+        if not at(record.step):
+            return
+        assert trainer.policy_lock.locked()
+        arrived.set()
+        deadline = time.monotonic() + 10
+        while not called.is_set() and time.monotonic() < deadline:
+            if not service.lock.acquire(blocking=False):
+                break  # the call holds the tools' lock
+            service.lock.release()
+            time.sleep(0.01)
+
+    trainer.step_listeners.insert(0, listener)
+
+
 @pytest.mark.timeout(300)
 @pytest.mark.usefixtures("one_torch_thread")
 def test_a_trial_that_arrives_mid_step_is_refused_and_training_finishes(tmp_path, tiny_model_dir):
@@ -225,37 +245,26 @@ def test_a_trial_that_arrives_mid_step_is_refused_and_training_finishes(tmp_path
                 called.set()
 
         threading.Thread(target=evolver, daemon=True).start()
-
-        def inside_step_2(record):
-            if record.step != 2:
-                return
-            seen["policy_locked"] = trainer.policy_lock.locked()
-            mid_step.set()
-            deadline = time.monotonic() + 10  # the trial's call takes what it takes before the step goes on
-            while not called.is_set() and time.monotonic() < deadline:
-                if not service.lock.acquire(blocking=False):
-                    break  # the call holds the tools' lock
-                service.lock.release()
-                time.sleep(0.01)
-
-        trainer.step_listeners.insert(0, inside_step_2)
+        _mid_step(trainer, service, lambda step: step == 2, mid_step, called)
 
     config = _external_run(tmp_path, tiny_model_dir, max_steps=3)
     summary = returns_within(150, lambda: train(config, trainer_hook=hook), "training with a trial arriving mid-step")
-    assert summary.steps == 3 and seen["policy_locked"]
+    assert summary.steps == 3
     assert "trial" not in seen and "refused: training is not held" in seen["refused"]
 
 
 @pytest.mark.timeout(300)
 @pytest.mark.usefixtures("one_torch_thread")
 def test_an_external_evolver_whose_lease_runs_out_mid_point_and_training_finishes(tmp_path, tiny_model_dir):
+    """Once (`-s evolver.hold_s=20`): the lease ran out during an evolution point, the evolver's next trial
+    arrived mid-step, and training and the trial waited on each other for good."""
     from transformers import TrainerCallback
 
     from harnessrl.trainer.run import _LockedTrials, train
 
     slow = SlowAccept(seconds=1.0)
     seen: dict = {"generations": []}
-    done = threading.Event()
+    done, mid_step, called = threading.Event(), threading.Event(), threading.Event()
 
     class Throttle(TrainerCallback):  # steps slow enough for the evolver to act before training ends
         def on_step_end(self, args, state, control, **kwargs):
@@ -279,32 +288,37 @@ def test_an_external_evolver_whose_lease_runs_out_mid_point_and_training_finishe
                 cid = service.build_candidate(
                     "task_sampling", action="reweight", task_ids=["early"], weight=2.0
                 ).candidate_id
+                while not seen["generations"]:
+                    time.sleep(0.01)  # training has started
                 seen["first"] = first = service.hold_training(seconds=0.3, wait_s=60)  # shorter than the trial
                 assert first.held
-                assert service.run_frozen_policy_trial(candidate_id=cid).accepted
-                t0 = time.monotonic()
-                while trainer.state.global_step <= first.step and time.monotonic() - t0 < 60:
-                    time.sleep(0.01)  # the lease ran out: training goes on
+                assert service.run_frozen_policy_trial(candidate_id=cid).accepted  # the lease runs out meanwhile
+                assert mid_step.wait(60)  # training went on; the next trial arrives mid-step
                 try:
-                    service.commit_update(candidate_id=cid)
+                    service.run_frozen_policy_trial(candidate_id=cid)
                 except CandidateError as e:
                     seen["refused"] = str(e)
-                seen["second"] = service.hold_training(seconds=60, wait_s=60)
+                finally:
+                    called.set()
+                seen["second"] = service.hold_training(seconds=60, wait_s=60)  # the evolver holds again
                 assert service.run_frozen_policy_trial(candidate_id=cid).accepted
                 seen["commit"] = service.commit_update(candidate_id=cid)
                 service.release_training()
             except BaseException as e:  # reported by the test
                 seen["error"] = repr(e)
             finally:
+                called.set()
                 done.set()
 
         threading.Thread(target=evolver, daemon=True).start()
+        _mid_step(trainer, service, lambda step: "first" in seen and step == seen["first"].step + 1, mid_step, called)
 
     config = _external_run(tmp_path, tiny_model_dir, max_steps=10)
     summary = returns_within(200, lambda: train(config, trainer_hook=hook), "training with an external evolver")
     assert summary.steps == 10 and "error" not in seen, seen.get("error")
+    assert done.is_set(), f"the evolver is still at work after training ended:\n{thread_stacks()}"
     (start, end), _ = slow.spans
-    assert not [t for t in seen["generations"] if start <= t <= end]  # no step ran during the trial
+    assert not [t for t in seen["generations"] if start <= t <= end]  # no step ran during the first trial
     assert "refused: training is not held" in seen["refused"] and "ran out" in seen["refused"]
     assert seen["commit"].applies_from_step == seen["second"].step + 1
     events = RunDir(tmp_path / "run").read("events.jsonl")
@@ -313,7 +327,7 @@ def test_an_external_evolver_whose_lease_runs_out_mid_point_and_training_finishe
         ("external", "expired", 1, 0),
         ("external", "released", 1, 1),
     ]
-    assert points[0]["seconds"] >= 1.0
+    assert points[0]["seconds"] >= 1.0 and points[0]["step"] == seen["first"].step
     # the trainer side counted them: the summary has the external points, their held time and trial cost
     saved = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert saved["extra"]["evolver"]["points"] == 2
