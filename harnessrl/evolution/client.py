@@ -41,8 +41,9 @@ async def run_evolution_point(
     to ``on_event`` too (e.g. to print it). ``hold_s``: first hold training for a lease of that many
     seconds (an evolver in its own process: the trainer stops at its next step boundary until the point
     ends and releases it); None: the caller already stopped training (an in-process evolution point).
-    When the hold is not granted (the trainer did not reach a step boundary in time, or training has ended)
-    the graph does not run: the result has no outcomes, ``held`` False and the reason in ``stop_reason``.
+    When the hold is not granted (the trainer did not reach a step boundary in time) the graph does not run:
+    the result has no outcomes, ``held`` False and the reason in ``stop_reason``; a server where no training
+    runs needs no hold (nothing moves the policy) and the point runs.
     ``run_dir`` and ``step`` (default: the step the hold stopped training at) go into the point's
     LangSmith trace as metadata when tracing is on (:mod:`harnessrl.graph.tracing`)."""
     from langchain_mcp_adapters.client import MultiServerMCPClient
@@ -72,13 +73,15 @@ async def run_evolution_point(
             return await evolve(deps, run_dir=run_dir, step=step)
         with untraced():  # the plumbing around the point stays out of its trace
             held = _hold_state(await by_name["hold_training"].ainvoke({"seconds": hold_s, "wait_s": hold_s}))
-        if not held.get("held"):
+        if step is None and isinstance(held.get("step"), int):
+            step = held["step"]
+        if not held.get("held") and held.get("training") is not False:
             # no frozen policy to measure on: a trial now would race the training step, so the graph does not run
             reason = f"training was not held ({held.get('note') or 'hold_training did not say held'})"
             logger.warning("no evolution point: %s", reason)
             return {"outcomes": [], "stop_reason": f"not held: {reason}", "held": False}
-        if step is None and isinstance(held.get("step"), int):
-            step = held["step"]
+        if not held.get("held"):  # no training runs there: nothing moves the policy, nothing to release
+            return await evolve(deps, run_dir=run_dir, step=step)
         try:
             return await evolve(deps, run_dir=run_dir, step=step)
         finally:

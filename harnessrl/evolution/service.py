@@ -757,7 +757,12 @@ class EvolutionService:
         :class:`~harnessrl.interfaces.tools.HoldTraining`); waits up to ``wait_s`` for it to stop."""
         a = _coerce(HoldTraining, args, kwargs)
         if not self.training and self._paused_at is None:
-            return HoldState(held=False, step=self.current_step(), note="no training is running here: nothing to hold")
+            return HoldState(
+                held=False,
+                step=self.current_step(),
+                training=False,
+                note="no training is running here: nothing to hold",
+            )
         with self._hold:
             renewed = self._hold_until is not None
             self._lease_s = a.seconds

@@ -294,6 +294,10 @@ class HoldState(BaseModel):
     held: bool = Field(description="True: the trainer is stopped at a step boundary, the policy frozen.")
     step: int = Field(description="The step the trainer stopped after (or the current step when not held).")
     expires_in_s: float | None = Field(default=None, description="Seconds left on the lease.")
+    training: bool = Field(
+        default=True,
+        description="False: no training runs at this server, so nothing moves the policy (no hold needed).",
+    )
     note: str = ""
 
 
