@@ -1,6 +1,6 @@
 """Where a training step's time goes, as ratios measured inside one run (issue 9, item 6).
 
-The machines this runs on share their cores (DESIGN.md §6: ≈33% steal was seen), so absolute seconds
+The machines this runs on share their cores (docs/design.md §6: ≈33% steal was seen), so absolute seconds
 move from run to run; ratios taken within one run are what this script reports. It runs a few real
 steps of ``harnessrl.trainer.run.train`` (bundled training tasks, the semantic judge, memory on, no
 evaluation) with light instrumentation attached through ``train``'s ``trainer_hook``, then measures

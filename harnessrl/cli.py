@@ -521,8 +521,18 @@ def bench_run(
         bool, typer.Option(help="Run again (from scratch) the runs made with other settings than the bench's.")
     ] = False,
     report: Annotated[bool, typer.Option(help="Write the bench report when the runs are done.")] = True,
+    jobs: Annotated[
+        int,
+        typer.Option(
+            "--jobs",
+            "-j",
+            min=1,
+            help="Runs at once, each with cores/N torch threads (scores stay deterministic per seed; wall times "
+            "of runs that share the cores are not comparable). Default 1: one after another.",
+        ),
+    ] = 1,
 ) -> None:
-    """Run methods x seeds, one `harnessrl train` process each, one after another.
+    """Run methods x seeds, one `harnessrl train` process each, one after another (or --jobs N at once).
 
     Each run goes to <out>/<method>/seed<k>. Resumable: finished runs are skipped, interrupted ones
     resume from their last checkpoint, missing ones start; bench.json records them all."""
@@ -534,7 +544,9 @@ def bench_run(
         methods=_csv(methods, "--methods"), seeds=_csv(seeds, "--seeds", int), out=str(out) if out else None
     )
     try:
-        manifest = run_bench(cfg, console=console, rerun_changed=rerun_changed, dry_run=dry_run, source=str(config))
+        manifest = run_bench(
+            cfg, console=console, rerun_changed=rerun_changed, dry_run=dry_run, source=str(config), jobs=jobs
+        )
     except KeyboardInterrupt:
         err_console.print(f"interrupted: run the same command again to resume ({cfg.out}/bench.json has the state)")
         raise typer.Exit(130) from None
@@ -559,11 +571,20 @@ def bench_run(
 @bench_app.command("report")
 def bench_report(
     bench_dir: Annotated[Path, typer.Option("--dir", "-d", help="A bench output folder (made by `bench run`).")],
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Where to write results.md, results.json and plots/ (default: the bench folder), e.g. a folder "
+            "to commit such as benchmarks/results/<bench>; the runs are only read.",
+        ),
+    ] = None,
 ) -> None:
     """Write results.md, results.json and plots/*.png for a bench folder, from its runs' files."""
     from harnessrl.bench.report import print_results, write_bench_report
 
-    print_results(write_bench_report(bench_dir), console)
+    print_results(write_bench_report(bench_dir, out=out), console)
 
 
 # ------------------------------------------------------------------------------------------ train
@@ -590,8 +611,8 @@ def train_cmd(
     if unscored:  # trained, but nothing says how well: not a success
         err_console.print(
             f"[bold red]error:[/] the final {' and '.join(unscored)} evaluation has no score "
-            f"({summary.eval[unscored[0]].get('final_unscored')}); the run's files are written. Fix the eval judge, "
-            f"then score the run with `harnessrl eval --run-dir {summary.run_dir}`",
+            f"({summary.eval[unscored[0]].get('final_no_score_reason')}); the run's files are written. Fix the eval "
+            f"judge, then score the run with `harnessrl eval --run-dir {summary.run_dir}`",
             highlight=False,
         )
         raise typer.Exit(1)
@@ -604,23 +625,40 @@ def eval_cmd(
         str | None, typer.Option(help="best | final | checkpoint-N | a path (default: best, else final).")
     ] = None,
 ) -> None:
-    """Evaluate a checkpoint of a run on its validation and test splits (greedy, rubric version 0, the eval judge)."""
+    """Evaluate a checkpoint of a run on its validation and test splits (as the run evaluates: the gold rubrics
+    where every task has one, with rubric version 0 beside them; the eval judge)."""
     _quiet_transformers()
     from harnessrl.trainer.run import evaluate_run
 
     res = evaluate_run(run_dir, checkpoint)
     results = res["results"]
-    t = Table(title=f"Evaluation of {res['checkpoint']}", title_justify="left")
-    t.add_column("domain")
+    num = lambda v: "n/a" if v is None else f"{v:.3f}"  # noqa: E731
+    for by in ("per_domain", "per_family"):
+        groups = sorted({g for r in results.values() for g in getattr(r, by)})
+        if not groups:
+            continue
+        t = Table(title=f"Evaluation of {res['checkpoint']}, {by.replace('per_', 'per ')}", title_justify="left")
+        t.add_column(by.removeprefix("per_"))
+        for split, r in results.items():
+            t.add_column(f"{split} ({r.tasks} tasks), {r.graded_with}", justify="right")
+            if r.proxy is not None:
+                t.add_column(f"{split} proxy (rubric v0)", justify="right")
+
+        def cells(get):
+            out = []
+            for r in results.values():
+                out.append(get(r.scores))
+                if r.proxy is not None:
+                    out.append(get(r.proxy))
+            return out
+
+        for g in groups:
+            t.add_row(g, *cells(lambda s, g=g, by=by: num(getattr(s, by).get(g))))
+        t.add_row("[bold]overall[/]", *(f"[bold]{c}[/]" for c in cells(lambda s: num(s.overall))))
+        console.print(t)
     for split, r in results.items():
-        t.add_column(f"{split} ({r.tasks} tasks)", justify="right")
-    for d in sorted({d for r in results.values() for d in r.per_domain}):
-        t.add_row(d, *(f"{r.per_domain[d]:.3f}" if d in r.per_domain else "-" for r in results.values()))
-    t.add_row("[bold]overall[/]", *(f"[bold]{_fig(r.overall)}[/]" for r in results.values()))
-    console.print(t)
-    unscored = [f"{split}: {r.unscored}" for split, r in results.items() if r.unscored]
-    for line in unscored:
-        err_console.print(f"[bold red]{escape(line)}[/]", highlight=False)
+        if r.overall is None:
+            err_console.print(f"[bold red]{split}: no score[/] ({escape(str(r.no_score_reason))})", highlight=False)
     if any(r.overall is None for r in results.values()):
         raise typer.Exit(1)
 

@@ -82,3 +82,21 @@ def test_the_evolver_command_runs_without_the_training_stack(tmp_path):
     kinds = [e["kind"] for e in run.read("events.jsonl")]
     assert kinds[0] == "attribution" and kinds[-2:] == ["give_up", "failure_handled"], kinds
     assert "proposal" in kinds and harness.versions == dict.fromkeys(harness.versions, 0)
+
+
+def test_code_cites_only_documents_in_the_repository():
+    """Docstrings and comments cite the project's own design document (docs/design.md), never a file a reader
+    of the repository does not have."""
+    assert (ROOT / "docs" / "design.md").is_file()
+    outside = []
+    for folder in ("harnessrl", "tests", "benchmarks", "examples"):
+        for path in (ROOT / folder).rglob("*.py"):
+            if path == Path(__file__).resolve():
+                continue
+            for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+                cites_design = "DESIGN" in line and "docs/design.md" not in line
+                if cites_design or "../shared" in line or "/shared/DESIGN" in line:
+                    outside.append(f"{path.relative_to(ROOT)}:{lineno}: {line.strip()}")
+    assert outside == [], "cite docs/design.md instead:\n" + "\n".join(outside)
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "docs/design.md" in readme

@@ -342,12 +342,15 @@ def test_letter_case_validated():
 def test_one_word_counter_for_checks_detectors_and_the_evolver():
     """The word_count check, the detectors' words feature and the rule-based evolver's limits count alike:
     a pitfall "above N words" is measured in the words the policy's lengths were counted in."""
-    from harnessrl.agents.rule_based import _words
     from harnessrl.detection.detectors import word_count
+    from harnessrl.interfaces.evidence import FailureView, ProposalEvidence
 
     text = "Well -- it's a well-known fact: 3 cats, 2 dogs… and  “quotes” !"
     n = count_words(text)
     assert n == len(words(text)) == 11
-    assert word_count(text) == n and _words(text) == n
+    failure = FailureView(
+        failure_id="f", kind="spurious_length", step=1, task_id="t", domain="d", summary="", interface_hint=""
+    )
+    assert word_count(text) == n and ProposalEvidence(failure=failure, reference=text).ref_words == n
     check = WordCount(min=n, max=n)
     assert check.evaluate(text) == 1.0 and WordCount(max=n - 1).evaluate(text) == 0.0

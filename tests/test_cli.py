@@ -374,10 +374,10 @@ def test_train_ends_non_zero_when_the_final_evaluation_has_no_score(tmp_path, mo
     from harnessrl.records.run_dir import RunDir
 
     RunDir(tmp_path / "run")
-    unscored = "2 of 2 tasks have no score: the eval judge (x) gave too few verdicts on their completions"
+    unscored = "no task of 2 could be scored: every completion's reward is missing"
     summary = run_module.RunSummary(
         tmp_path / "run", 2, 1.0, {}, None, None, None, None, None,
-        eval={"test": {"before": None, "final": None, "final_step": 2, "final_unscored": unscored}},
+        eval={"test": {"before": None, "final": None, "final_step": 2, "final_no_score_reason": unscored}},
     )  # fmt: skip
     monkeypatch.setattr(run_module, "train", lambda config, **kw: summary)
     out = runner.invoke(app, ["train", "-s", f"run_dir={tmp_path / 'run'}"])

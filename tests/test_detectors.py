@@ -1,4 +1,4 @@
-"""Failure detectors (DESIGN.md §4): each fires on a planted failure and stays quiet on a healthy group."""
+"""Failure detectors (docs/design.md §4): each fires on a planted failure and stays quiet on a healthy group."""
 
 from __future__ import annotations
 

@@ -227,7 +227,7 @@ def run_dir(tmp_path, model_dir, tasks) -> RunDir:
             "run_dir": str(run.path),
             "model": str(model_dir),
             "device": "cpu",
-            "data": {"train": str(data / "train.jsonl"), "heldout": str(data / "heldout.jsonl")},
+            "data": {"train": str(data / "train.jsonl"), "validation": str(data / "heldout.jsonl"), "test": str(data / "heldout.jsonl")},
             "eval": {"max_new_tokens": 6},
         }
     )

@@ -53,7 +53,8 @@ import pytest
 from helpers import FLAT_LOW, AcceptAll, FruitJudge, FruitWorld, fruit_world
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from harnessrl.agents import ScriptedChatModel, make_chat_model, malformed_tool_call, tool_call
+from harnessrl.agents import make_chat_model
+from harnessrl.agents.testing import ScriptedChatModel, malformed_tool_call, tool_call
 from harnessrl.agents.tool_loop import DATA_NOTE, context_message, data_json
 from harnessrl.critic.trials import NO_EFFECT, TrialConfig
 from harnessrl.errors import HarnessRLError

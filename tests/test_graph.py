@@ -23,7 +23,8 @@ from pydantic import BaseModel, Field, create_model
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
-from harnessrl.agents import RuleBasedChatModel, ScriptedChatModel, make_chat_model, tool_call
+from harnessrl.agents import RuleBasedChatModel, make_chat_model
+from harnessrl.agents.testing import ScriptedChatModel, tool_call
 from harnessrl.agents.tool_loop import adapt_args
 from harnessrl.data.schema import Task
 from harnessrl.detection.detectors import spearman

@@ -783,7 +783,7 @@ def test_an_evaluation_the_judge_could_not_grade_has_no_score_and_no_nan_anywher
     dead = RubricJudge(LostBackend(), missing_retries=0)
     res = evaluate_policy(None, None, tasks, dead, step=2, max_new_tokens=4, sampler=Parrot())
     assert res.overall is None and all(v is None for v in res.per_task.values())
-    assert res.unscored.startswith(f"{len(tasks)} of {len(tasks)} tasks have no score") and "no score" in res.unscored
+    assert res.no_score_reason.startswith(f"no task of {len(tasks)} could be scored")
 
     run = RunDir(tmp_path / "run")
     cb = EvalCallback(run, {"validation": tasks}, dead, every_steps=None, before_training=False, max_new_tokens=4,

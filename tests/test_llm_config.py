@@ -8,8 +8,8 @@ import asyncio
 
 import pytest
 
-from harnessrl.agents import ScriptedChatModel, tool_call
 from harnessrl.agents.llm import make_chat_model
+from harnessrl.agents.testing import ScriptedChatModel, tool_call
 from harnessrl.errors import ConfigError
 from harnessrl.graph import make_evolver_model
 from harnessrl.graph.state import LLMConfig

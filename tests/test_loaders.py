@@ -570,6 +570,7 @@ def test_summary_figures(tmp_path):
         "pitfall_share": round(1 / 7, 3),
         "programmatic_share": round(2 / 7, 3),
         "with_reference": 2,
+        "with_gold_rubric": 0,
     }
     assert list(s["domains"]) == ["math", "science"]  # sorted
 

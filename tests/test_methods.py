@@ -205,7 +205,9 @@ def test_best_checkpoint_is_chosen_on_validation_alone(tmp_path, monkeypatch):
     assert [(r["step"], r["split"]) for r in rows] == [(s, sp) for s in (0, 2, 4) for sp in ("validation", "test")]
     best = run.read_json("best.json")
     assert best["step"] == 2 and best["split"] == "validation" and best["overall"] == 0.6
-    assert best["test"] == {"overall": 0.25, "per_domain": {"a": 0.25}}  # reported, not used to choose
+    assert best["graded_with"] == "rubric"
+    # reported, not used to choose
+    assert best["test"] == {"overall": 0.25, "per_domain": {"a": 0.25}, "per_family": {}, "proxy": None}
     assert saved == [str(run.checkpoints / "best")]
     assert [r.overall for r in cb.split_results("test")] == [0.2, 0.25, 0.9]
     events = [e for e in run.read("events.jsonl") if e["kind"] == "evaluation"]
@@ -479,7 +481,7 @@ def _method_run(tmp_path, model_dir, data, method: str):
             "model": str(model_dir),
             "device": "cpu",
             "method": method,
-            "data": {"train": data["train"], "heldout": data["heldout"]},
+            "data": {"train": data["train"], "validation": data["heldout"], "test": data["heldout"]},
             "judge": {"backend": f"{__name__}:ScriptedBackend"},
             "grpo": {"num_generations": G, "tasks_per_step": 2, "max_completion_length": 6, "max_steps": 2},
             "harness": {"memory": {"enabled": False}},
@@ -535,3 +537,21 @@ def test_each_method_trains_two_steps(tmp_path, tiny_model_dir, method_data, met
     else:
         assert odf is None and "odf/skipped" not in last
     assert not (run.path / "tool_server.json").exists()
+
+
+def test_critic_trials_generate_with_the_training_completion_budget():
+    # a guidance trial's fresh rollouts are the policy's samples as training draws them: the same length budget
+    config = TrainConfig.model_validate({"grpo": {"max_completion_length": 64}})
+    assert config.evolver.trials.max_new_tokens == 64
+    own = TrainConfig.model_validate(
+        {"grpo": {"max_completion_length": 64}, "evolver": {"trials": {"max_new_tokens": 30}}}
+    )
+    assert own.evolver.trials.max_new_tokens == 30
+    again = TrainConfig.model_validate(config.model_dump(mode="json"))  # the resolved config.yaml reads back alike
+    assert again.evolver.trials.max_new_tokens == 64
+
+
+def test_the_older_heldout_setting_still_works_and_says_it_is_deprecated():
+    with pytest.warns(FutureWarning, match=r"data.heldout is deprecated: .* data.validation: 'h.jsonl' and data.test"):
+        config = TrainConfig.model_validate({"data": {"heldout": "h.jsonl"}})
+    assert config.data.validation == config.data.test == "h.jsonl"

@@ -18,7 +18,8 @@ from importlib.metadata import entry_points
 import pytest
 from helpers import FRUIT_TASKS, fruit_world
 
-from harnessrl.agents import RuleBasedChatModel, ScriptedChatModel, tool_call
+from harnessrl.agents import RuleBasedChatModel
+from harnessrl.agents.testing import ScriptedChatModel, tool_call
 from harnessrl.agents.tool_loop import context_message
 from harnessrl.evolution.client import run_evolution_point
 from harnessrl.evolution.mcp_server import ToolServer

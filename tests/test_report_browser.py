@@ -119,7 +119,7 @@ def report(tmp_path_factory, tiny_model_dir, one_torch_thread) -> Path:
             "run_dir": str(root / "run"),
             "model": str(tiny_model_dir),
             "device": "cpu",
-            "data": {"train": str(root / "train.jsonl"), "heldout": str(root / "heldout.jsonl")},
+            "data": {"train": str(root / "train.jsonl"), "validation": str(root / "heldout.jsonl"), "test": str(root / "heldout.jsonl")},
             "grpo": {
                 "num_generations": 2,
                 "tasks_per_step": 2,

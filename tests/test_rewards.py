@@ -1,4 +1,4 @@
-"""aggregate_reward: DESIGN.md §4, reward = (Σ_{w>0} w·v − Σ_{w<0} |w|·v) / Σ_{w>0} w, clipped to [0, 1]."""
+"""aggregate_reward: docs/design.md §4, reward = (Σ_{w>0} w·v − Σ_{w<0} |w|·v) / Σ_{w>0} w, clipped to [0, 1]."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The learning signal as the trainer computes it, and the critic's invariances (DESIGN.md §4).
+"""The learning signal as the trainer computes it, and the critic's invariances (docs/design.md §4).
 
 GRPO learns from advantages, which a per-group change ``r -> a*r + b`` (a > 0) leaves as they were. These
 tests pin that: the advantages match TRL's own computation; property tests over random groups and random

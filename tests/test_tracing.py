@@ -21,7 +21,7 @@ import pytest
 from helpers import fruit_world
 from werkzeug import Request, Response
 
-from harnessrl.agents import ScriptedChatModel, tool_call
+from harnessrl.agents.testing import ScriptedChatModel, tool_call
 from harnessrl.evolution.client import run_evolution_point
 from harnessrl.evolution.mcp_server import ToolServer
 from harnessrl.graph import tracing

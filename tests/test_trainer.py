@@ -95,7 +95,7 @@ def _config(run_dir: Path, model_dir: Path, data_files: dict[str, Path], **grpo)
             "run_dir": str(run_dir),
             "model": str(model_dir),
             "device": "cpu",
-            "data": {"train": str(data_files["train"]), "heldout": str(data_files["heldout"])},
+            "data": {"train": str(data_files["train"]), "validation": str(data_files["heldout"]), "test": str(data_files["heldout"])},
             "grpo": {
                 "num_generations": G,
                 "tasks_per_step": 2,
@@ -285,7 +285,7 @@ def test_resume_continues_with_the_saved_harness(trained, tmp_path, train_tasks)
     versions = harness.versions
 
     data = trained.config.data
-    config = _config(copy, trained.config.model, {"train": data.train, "heldout": data.test}, max_steps=3)
+    config = _config(copy, trained.config.model, {"train": data.train, "validation": data.test, "test": data.test}, max_steps=3)
     summary = train(config, resume=True)
     assert summary.steps == 3
     assert Harness.load(copy / "harness.json", train_tasks).versions == versions

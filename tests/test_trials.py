@@ -636,7 +636,7 @@ def semantic_judge():
 
 
 def test_semantic_judge_length_story(semantic_judge):
-    """DESIGN §7: the best-passage judge scores a response higher as it grows (more passages, a better best
+    """docs/design.md §7: the best-passage judge scores a response higher as it grows (more passages, a better best
     match), so reward rises with length; a programmatic pitfall just above the reference answer's length
     breaks the correlation on the cached rollouts, and the reference still scores high."""
     sentences = [

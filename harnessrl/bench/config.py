@@ -33,10 +33,14 @@ BUILTIN_METHODS: dict[str, dict[str, Any]] = {
     "dapo": {"method": "dapo"},
     "odf": {"method": "odf"},
     "harnessrl": {"method": "harnessrl"},
+    "oracle": {"method": "oracle"},
 }
 """The predefined methods: plain GRPO with a fixed harness, DAPO dynamic sampling, online difficulty
-filtering, and the evolving harness (rule-based evolver). A bench config's ``method_settings`` may
-add methods or replace these."""
+filtering, the evolving harness (rule-based evolver), and the oracle (plain GRPO on the gold rubrics:
+a suite whose tasks carry them). A bench config's ``method_settings`` may add methods or replace these."""
+
+DEFAULT_METHODS = ("fixed", "dapo", "odf", "harnessrl")
+"""What a bench config without ``methods`` runs (the oracle needs a suite with gold rubrics)."""
 
 RESERVED_NAMES = frozenset({"plots", "logs", "configs"})
 """Names a method cannot take: they are folders of the bench output next to the methods' folders."""
@@ -84,7 +88,7 @@ class BenchConfig(BaseModel):
         + "; an entry with one of these names replaces it.",
     )
     methods: list[str] = Field(
-        default_factory=lambda: list(BUILTIN_METHODS), min_length=1, description="The methods to run, in order."
+        default_factory=lambda: list(DEFAULT_METHODS), min_length=1, description="The methods to run, in order."
     )
     seeds: list[int] = Field(default_factory=lambda: [0, 1, 2], min_length=1, description="Seeds of every method.")
     out: str = Field(default="runs/bench", description="Output folder: <out>/<method>/seed<k>, bench.json, results.")
@@ -174,6 +178,10 @@ def resolve_train_config(cfg: BenchConfig, method: str, seed: int) -> dict[str, 
     data = apply_overrides(data, cfg.known_methods()[method])
     data["seed"] = seed
     data["run_dir"] = str(cfg.run_dir(method, seed))
+    # every run of the bench starts from the same policy: its evaluation before training is done once
+    evaluation = data.setdefault("eval", {})
+    if isinstance(evaluation, dict) and "base_cache" not in evaluation:
+        evaluation["base_cache"] = str(cfg.out_path / "base_eval")
     return data
 
 

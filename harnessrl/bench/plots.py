@@ -1,5 +1,6 @@
-"""The bench's figures as PNGs (matplotlib, Agg): curves per method with the seed spread, and one
-seed's timeline of harness decisions.
+"""The bench's figures as PNGs (matplotlib, Agg): curves per method with the seed spread, the gold and
+proxy test scores side by side (overall and per task family), and one seed's timeline of harness
+decisions.
 
 Each curve is the mean over the seeds that have a value at that step, with a band of ± one sample
 standard deviation where at least two seeds do; a figure nobody recorded is drawn as an empty panel
@@ -27,6 +28,8 @@ PLOTS = {
     "zero_std": "zero_std_fraction.png",
     "score_vs_rollouts": "score_vs_rollouts.png",
     "harness_timeline": "harness_timeline.png",
+    "gold_vs_proxy": "gold_vs_proxy.png",
+    "gold_vs_proxy_per_family": "gold_vs_proxy_per_family.png",
 }
 """Plot name -> file name under ``<bench>/plots/``."""
 
@@ -46,7 +49,7 @@ def _band(per_seed: Sequence[Sequence[tuple[int, float]]]) -> tuple[list[int], l
 def _int_ticks():
     from matplotlib.ticker import MaxNLocator
 
-    return MaxNLocator(integer=True)
+    return MaxNLocator(integer=True, min_n_ticks=1)  # one evaluated step so far: tick it, not fractions
 
 
 def _colours(methods: Sequence[str]) -> dict[str, Any]:
@@ -60,25 +63,28 @@ def _empty(ax, text: str) -> None:
     ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, color="grey", wrap=True)
 
 
+def _mean_line(ax, series: Sequence[Sequence[tuple[int, float]]], colour, label: str, linestyle: str = "-") -> None:
+    """The mean over seeds of ``series``, with a ± std band where two or more seeds have a value."""
+    steps, mean, std = _band(series)
+    ax.plot(steps, mean, marker="o" if len(steps) < 15 else None, ms=3, color=colour, ls=linestyle, label=label)
+    if len(series) >= 2:
+        ax.fill_between(
+            steps,
+            [a - b for a, b in zip(mean, std, strict=True)],
+            [a + b for a, b in zip(mean, std, strict=True)],
+            color=colour,
+            alpha=0.18 if linestyle == "-" else 0.08,
+            lw=0,
+        )
+
+
 def _curves(ax, runs: Sequence[RunData], methods: Sequence[str], colours, get, title: str, ylabel: str) -> None:
     drawn = False
     for m in methods:
         series = [s for s in (get(r) for r in runs if r.method == m) if s]
         if not series:
             continue
-        steps, mean, std = _band(series)
-        ax.plot(
-            steps, mean, marker="o" if len(steps) < 15 else None, ms=3, color=colours[m], label=f"{m} (n={len(series)})"
-        )
-        if len(series) >= 2:
-            ax.fill_between(
-                steps,
-                [a - b for a, b in zip(mean, std, strict=True)],
-                [a + b for a, b in zip(mean, std, strict=True)],
-                color=colours[m],
-                alpha=0.18,
-                lw=0,
-            )
+        _mean_line(ax, series, colours[m], f"{m} (n={len(series)})")
         drawn = True
     ax.set_title(title)
     ax.set_xlabel("step")
@@ -209,6 +215,93 @@ def _score_vs_rollouts(plt, runs, methods, colours, path: Path) -> None:
     _save(plt, fig, path)
 
 
+def _test_scores(run: RunData, family: str | None, proxy: bool) -> list[tuple[int, float]]:
+    """``(step, score)`` of a run's test evaluations: the main grading or the proxy beside it, overall or
+    of one family (steps without that score left out)."""
+    out = []
+    for e in run.eval_rows("test"):
+        scores = e.get("proxy") if proxy else e
+        if not isinstance(scores, dict):
+            continue
+        v = scores.get("overall") if family is None else (scores.get("per_family") or {}).get(family)
+        if isinstance(v, int | float) and not isinstance(v, bool):
+            out.append((int(e["step"]), float(v)))
+    return out
+
+
+def _gold_proxy_panel(ax, runs: Sequence[RunData], methods: Sequence[str], colours, family: str | None) -> bool:
+    """Per method, the main test score (solid; gold where graded with gold) and the proxy (dashed, same
+    colour); returns whether anything was drawn."""
+    drawn = False
+    for m in methods:
+        mine = [r for r in runs if r.method == m]
+        main = [s for s in (_test_scores(r, family, proxy=False) for r in mine) if s]
+        proxy = [s for s in (_test_scores(r, family, proxy=True) for r in mine) if s]
+        gold = any(r.graded_with() == "gold" for r in mine)
+        if main:
+            _mean_line(ax, main, colours[m], f"{m} {'gold' if gold else 'score'} (n={len(main)})")
+            drawn = True
+        if proxy:
+            _mean_line(ax, proxy, colours[m], f"{m} proxy", linestyle="--")
+            drawn = True
+    ax.set_xlabel("step")
+    ax.xaxis.set_major_locator(_int_ticks())
+    ax.set_ylim(-0.02, 1.02)
+    return drawn
+
+
+def _gold_vs_proxy(plt, runs, methods, colours, path: Path) -> None:
+    fig, ax = plt.subplots(figsize=(8, 4.8))
+    if _gold_proxy_panel(ax, runs, methods, colours, None):
+        ax.legend(fontsize=8, ncol=2)
+    else:
+        _empty(ax, "no test evaluations recorded")
+    gold = any(r.graded_with() == "gold" for r in runs)
+    ax.set_title(
+        "Test score: gold (solid) and proxy, rubric v0 (dashed); their distance is reward hacking"
+        if gold
+        else "Test score (no gold grading in these runs: no proxy beside it)",
+        fontsize=10,
+    )
+    ax.set_ylabel("test score")
+    _save(plt, fig, path)
+
+
+def _gold_vs_proxy_per_family(plt, runs, methods, colours, path: Path) -> None:
+    families = sorted({f for r in runs for e in r.eval_rows("test") for f in e.get("per_family") or {}})
+    if not families:
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        _empty(ax, "no task families in these runs' test evaluations (tasks without metadata.family)")
+        ax.set_title("Test score per family: gold (solid) and proxy (dashed)")
+        _save(plt, fig, path)
+        return
+    ncols = min(4, len(families))
+    nrows = -(-len(families) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 3.4 * nrows + 0.6), squeeze=False)
+    for i, fam in enumerate(families):
+        ax = axes[i // ncols][i % ncols]
+        if not _gold_proxy_panel(ax, runs, methods, colours, fam):
+            _empty(ax, "not recorded")
+        ax.set_title(fam)
+        if i % ncols == 0:
+            ax.set_ylabel("test score")
+    for j in range(len(families), nrows * ncols):
+        axes[j // ncols][j % ncols].axis("off")
+    legend: dict[str, Any] = {}  # every method's lines, whichever panel has them (labels carry panel counts)
+    for ax in axes.flat:
+        for h, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            legend.setdefault(label.split(" (n=")[0], h)
+    labels, handles = list(legend), list(legend.values())
+    ncol = min(6, len(handles)) or 1
+    if handles:
+        fig.legend(handles, labels, loc="lower center", ncol=ncol, fontsize=8)
+    fig.suptitle("Test score per family: gold (solid) and proxy, rubric v0 (dashed); mean ± std over seeds")
+    legend_inches = (0.2 + 0.22 * -(-len(handles) // ncol)) if handles else 0.0  # rows of the legend below
+    fig.tight_layout(rect=(0, legend_inches / fig.get_figheight(), 1, 1))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def timeline_run(runs: Sequence[RunData], agg: dict[str, Any]) -> RunData | None:
     """The run whose decisions the timeline shows: the first harness arm's lowest seed that made any."""
     arms = sorted(agg, key=lambda m: not is_harness_arm(m, agg))
@@ -284,6 +377,8 @@ def write_plots(runs: Sequence[RunData], agg: dict[str, Any], out_dir: str | Pat
     _zero_std(plt, runs, methods, colours, agg, paths["zero_std"])
     _score_vs_rollouts(plt, runs, methods, colours, paths["score_vs_rollouts"])
     _timeline(plt, timeline_run(runs, agg), paths["harness_timeline"])
+    _gold_vs_proxy(plt, runs, methods, colours, paths["gold_vs_proxy"])
+    _gold_vs_proxy_per_family(plt, runs, methods, colours, paths["gold_vs_proxy_per_family"])
     return paths
 
 

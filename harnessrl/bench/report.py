@@ -1,15 +1,18 @@
 """``harnessrl bench report``: ``results.md``, ``results.json`` and the plots of a bench folder.
 
 The report states what the numbers support and no more: every figure is a mean with its seed spread
-and the number of seeds behind it; a comparison is a paired per-seed difference with its sign count;
-fewer than 3 seeds, a held-out set that both chooses and reports, or a figure the runs do not record
-is said in the report's notes, not hidden.
+and the number of seeds behind it; a comparison is a paired per-seed difference with its sign count
+and its intervals (over seeds, and over test tasks); fewer than 3 seeds, a held-out set that both
+chooses and reports, or a figure the runs do not record is said in the report's notes, not hidden.
+Where the runs are graded with gold rubrics, the proxy (rubric version 0) stands beside every gold
+score, per task family, and the oracle (trained on gold) is reported as the bound, not as a rival.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -20,7 +23,19 @@ from rich.console import Console
 from rich.table import Table
 
 from harnessrl.bench.plots import write_plots
-from harnessrl.bench.results import aggregate, compare, is_harness_arm, load_runs, run_figures
+from harnessrl.bench.results import (
+    aggregate,
+    baselines,
+    best_baseline,
+    compare,
+    fault_check,
+    is_harness_arm,
+    is_oracle,
+    load_runs,
+    oracle_gap,
+    run_figures,
+    with_equal_cost,
+)
 
 __all__ = ["BenchReport", "print_results", "write_bench_report"]
 
@@ -65,6 +80,10 @@ def _stat(
     return text
 
 
+def _interval(lo_hi: list[float] | None, digits: int = 3) -> str:
+    return "n/a" if not lo_hi else f"[{_num(lo_hi[0], digits, signed=True)}, {_num(lo_hi[1], digits, signed=True)}]"
+
+
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     out = [
         "| " + " | ".join(header) + " |",
@@ -72,6 +91,30 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     ]
     out += ["| " + " | ".join(r) + " |" for r in rows]
     return out
+
+
+def _finite(data: Any) -> Any:
+    """``data`` with every NaN or infinite float made None (results.json is strict JSON), and the runs'
+    private figures (keys starting with ``_``: per-task scores) left out."""
+    if isinstance(data, float):
+        return data if math.isfinite(data) else None
+    if isinstance(data, dict):
+        return {str(k): _finite(v) for k, v in data.items() if not str(k).startswith("_")}
+    if isinstance(data, list | tuple):
+        return [_finite(v) for v in data]
+    return data
+
+
+def _shown(path: Path | str) -> str:
+    """A run or bench path as the report shows it: relative to the repository root when absolute and
+    inside one (so a committed results folder reads the same anywhere), else as given."""
+    p = Path(path)
+    if not p.is_absolute():
+        return str(p)
+    for parent in p.parents:
+        if (parent / ".git").exists():
+            return str(p.relative_to(parent))
+    return str(p)
 
 
 # ------------------------------------------------------------------------------------------ content
@@ -92,16 +135,35 @@ def _notes(figures: list[dict[str, Any]], agg: dict[str, Any], manifest: dict[st
         notes.append(
             f"Fewer than 3 seeds for {', '.join(few)}: spreads are rough and no comparison below draws a conclusion."
         )
-    legacy = sorted({f["method"] for f in figures if not f["split"].startswith("validation")})
+    # a run that has not evaluated or logged yet (just started) says nothing about how it evaluates or counts
+    evaluated = [f for f in figures if f.get("test_curve") or f["validation_best"] is not None]
+    legacy = sorted({f["method"] for f in evaluated if not f["split"].startswith("validation")})
     if legacy:
         notes.append(
             f"Runs of {', '.join(legacy)} evaluate one held-out set that both chooses the best checkpoint and is "
             "reported as the test score: this flatters every method alike (newer runs keep validation and test apart)."
         )
+    graded = {m: a.get("graded_with") for m, a in agg.items() if a.get("graded_with")}
+    if len(set(graded.values())) > 1:
+        notes.append(
+            "Methods are graded differently ("
+            + ", ".join(f"{m}: {g}" for m, g in graded.items())
+            + "): their test scores are not on one scale and comparisons between them mean little."
+        )
     incomplete = [f"{f['method']}/seed{f['seed']} ({f['status']})" for f in figures if not f["complete"]]
     if incomplete:
-        notes.append(f"Not finished, counted with what they recorded so far: {', '.join(incomplete)}.")
-    partial = sorted({f["method"] for f in figures if f["rollouts_spent_source"].startswith("steps.jsonl")})
+        notes.append(
+            f"Not finished, counted with what they recorded so far: {', '.join(incomplete)}. An unfinished run "
+            "also lowers its seed's equal-rollouts budget."
+        )
+    partial = sorted(
+        {
+            f["method"]
+            for f in figures
+            # metrics logged without the counters (an older run), not a live run's first step before its metrics
+            if f["steps"] and f["rollouts_spent"] is not None and f["rollouts_spent_source"].startswith("steps.jsonl")
+        }
+    )
     if partial:
         notes.append(
             f"Runs of {', '.join(partial)} do not log rollouts/generated: their rollouts spent count trained "
@@ -124,61 +186,45 @@ def _notes(figures: list[dict[str, Any]], agg: dict[str, Any], manifest: dict[st
     ]
     if no_test_at_best:
         notes.append(f"No test evaluation at the best validation step for {', '.join(no_test_at_best)}.")
+    no_family = sorted(
+        {f["method"] for f in figures if f.get("graded_with") == "gold" and f["steps"] and not f["train_per_family"]}
+    )
+    if no_family:
+        notes.append(
+            f"The training tasks of {', '.join(no_family)} could not be read here (config.yaml `data.train`), or "
+            "have no metadata.family: their per-family training figures are n/a."
+        )
+    oracles = [m for m in agg if is_oracle(m, agg)]
+    if oracles:
+        notes.append(
+            f"{', '.join(oracles)} trains on the gold rubrics: it is the upper bound of any rubric repair, not a "
+            "baseline; it is reported beside the others and in the oracle gap, never compared against as a rival."
+        )
     return notes
 
 
-def _comparison_lines(comps: list[dict[str, Any]]) -> list[str]:
-    if not comps:
-        return ["No comparison: the bench needs a harness arm (a method run with `method: harnessrl`) and a baseline."]
-    lines = [
-        "Paired by seed, harness minus baseline: a positive score difference and a negative steps difference "
-        "favour the harness. Each cell is the mean ± std of the per-seed differences.",
-        "",
-    ]
-    rows = []
-    for c in comps:
-        rows.append(
-            [
-                f"{c['harness']} − {c['baseline']}",
-                str(c["test_at_best"]["n"]),
-                _stat(c["test_at_best"], c["test_at_best"]["n"], signed=True),
-                _stat(c["test_end"], c["test_end"]["n"], signed=True),
-                _stat(c["steps_to_best"], c["steps_to_best"]["n"], digits=1, signed=True),
-                _num(c["steps_to_best"]["ratio_of_means"], 2),
-            ]
+def _grading_line(agg: dict[str, Any]) -> str:
+    graded = {a.get("graded_with") for a in agg.values()} - {None}
+    if graded == {"gold"}:
+        return (
+            "Test scores are graded with the tasks' **gold rubrics** (what the prompt truly asks, never seen in "
+            "training); *proxy* is the same completions graded with the training rubric (version 0)."
         )
-    lines += _table(
-        ["pair", "seeds", "Δ test @ best val", "Δ test @ end", "Δ steps to best", "steps-to-best ratio"], rows
-    )
-    lines.append("")
-    for c in comps:
-        lines.append(
-            f"- **{c['harness']} vs {c['baseline']}**: test score at the best-validation checkpoint — "
-            f"{c['harness']} {c['test_at_best']['verdict']}; at the end — {c['test_end']['verdict']}; "
-            f"steps to best — {c['steps_to_best']['verdict']}."
-        )
-    return lines
+    if graded == {"rubric"}:
+        return "Test scores are graded with the tasks' rubric version 0 (no gold rubrics in these runs)."
+    return "Test scores: " + ", ".join(f"{m} graded with {a.get('graded_with')}" for m, a in agg.items()) + "."
 
 
-def _markdown(results: dict[str, Any], bench_dir: Path) -> str:
-    agg, figures = results["methods"], results["runs"]
+def _headline(agg: dict[str, Any]) -> list[str]:
     lines = [
-        "# Benchmark results",
-        "",
-        f"Bench folder `{bench_dir}`"
-        + (f", config `{results['bench_config']}`" if results.get("bench_config") else "")
-        + f"; report made {results['generated']}.",
-        f"{len(figures)} run(s), {sum(f['complete'] for f in figures)} finished. Methods: {', '.join(agg)}.",
-        "",
-    ]
-    if results["notes"]:
-        lines += ["**Read with care:**", ""] + [f"- {n}" for n in results["notes"]] + [""]
-
-    lines += [
         "## Scores per method",
         "",
+        _grading_line(agg),
+        "",
         "Mean ± sample std over seeds (n given where fewer seeds have the figure). *Test @ best val*: the test "
-        "score at the checkpoint with the best validation score; *steps to best*: the step of that checkpoint.",
+        "score at the checkpoint with the best validation score; *@ equal rollouts*: at the last evaluation "
+        "within its seed's rollout budget (below); *steps to best*: the step of the best-validation checkpoint; "
+        "*harness overhead*: the harness's share of the training process's wall time.",
         "",
     ]
     rows = []
@@ -190,15 +236,64 @@ def _markdown(results: dict[str, Any], bench_dir: Path) -> str:
                 f"{n} ({len(a['complete_seeds'])} finished)",
                 _stat(a["test_at_best"], n),
                 _stat(a["test_end"], n),
+                _stat(a["test_at_equal_rollouts"], n),
+                _stat(a["proxy_test_end"], n),
                 _stat(a["test_start"], n),
                 _stat(a["validation_best"], n),
                 _stat(a["steps_to_best"], n, digits=1),
+                _stat(a["rollouts_spent"], n, digits=0),
+                _stat(a["harness_overhead_share"], n, pct=True),
             ]
         )
     lines += _table(
-        ["method", "seeds", "test @ best val", "test @ end", "test @ step 0", "best validation", "steps to best"], rows
+        [
+            "method",
+            "seeds",
+            "test @ best val",
+            "test @ end",
+            "test @ equal rollouts",
+            "proxy test @ end",
+            "test @ step 0",
+            "best validation",
+            "steps to best",
+            "rollouts spent",
+            "harness overhead",
+        ],
+        rows,
     )
-    lines += ["", "## Learning signal and cost", ""]
+    return lines
+
+
+def _equal_cost_lines(figures: list[dict[str, Any]], agg: dict[str, Any]) -> list[str]:
+    seeds = sorted({f["seed"] for f in figures if f.get("equal_rollouts_budget") is not None})
+    if not seeds:
+        return []
+    lines = [
+        "",
+        "**Equal rollouts.** Per seed, the budget is the smallest total of rollouts spent (generated, DAPO's "
+        "discarded included, plus critic trials) by any method of that seed; each run is scored at its last test "
+        "evaluation whose cumulative rollouts spent is within it. Cells: the step used (its test score).",
+        "",
+    ]
+    by = {(f["method"], f["seed"]): f for f in figures}
+    rows = []
+    for s in seeds:
+        budget = next(f["equal_rollouts_budget"] for f in figures if f["seed"] == s)
+        cells = []
+        for m in agg:
+            f = by.get((m, s))
+            if f is None:
+                cells.append("—")
+            elif f.get("equal_rollouts_step") is None:
+                cells.append("n/a")
+            else:
+                cells.append(f"step {f['equal_rollouts_step']} ({_num(f['test_at_equal_rollouts'])})")
+        rows.append([str(s), _num(budget, 0), *cells])
+    return lines + _table(["seed", "budget (rollouts)", *agg], rows)
+
+
+def _cost_table(agg: dict[str, Any]) -> list[str]:
+    lines = ["## Learning signal and cost", ""]
     rows = []
     for m, a in agg.items():
         n = len(a["seeds"])
@@ -208,6 +303,8 @@ def _markdown(results: dict[str, Any], bench_dir: Path) -> str:
                 _stat(a["effective_group_ratio"], n, pct=True),
                 _stat(a["zero_std_all_low"], n, pct=True),
                 _stat(a["zero_std_all_high"], n, pct=True),
+                _stat(a["train_clipped_share"], n, pct=True),
+                _stat(a["clipped_share_end"], n, pct=True),
                 _stat(a["rollouts_spent"], n, digits=0),
                 _stat(a["rollouts_generated"], n, digits=0),
                 _stat(a["rollouts_discarded"], n, digits=0),
@@ -223,6 +320,8 @@ def _markdown(results: dict[str, Any], bench_dir: Path) -> str:
             "effective groups",
             "flat, all low",
             "flat, all high",
+            "clipped (training)",
+            "clipped (test @ end)",
             "rollouts spent",
             "generated",
             "discarded",
@@ -235,24 +334,315 @@ def _markdown(results: dict[str, Any], bench_dir: Path) -> str:
     )
     lines += [
         "",
-        "*Effective groups*: share of task groups whose reward std is above eps (mean over steps). *Rollouts spent*: "
-        "generated (incl. discarded) plus critic-trial rollouts. *Harness overhead*: detectors, memory, evolution "
-        "points and trials as a share of the training process's wall time. *Wall*: the bench's measured time for "
-        "the run, all attempts and process start-up included.",
+        "*Effective groups*: share of task groups whose reward std is above eps (mean over steps). *Clipped*: share "
+        "of completions cut at the token budget (training: `grpo.max_completion_length`; test: the evaluation's). "
+        "*Rollouts spent*: generated (incl. discarded) plus critic-trial rollouts. *Harness overhead*: detectors, "
+        "memory, evolution points and trials as a share of the training process's wall time. *Wall*: the bench's "
+        "measured time for the run, all attempts and process start-up included.",
         "",
     ]
+    return lines
+
+
+def _per_group_table(agg: dict[str, Any], where: str, title: str, note: str = "") -> list[str]:
+    groups = sorted({d for a in agg.values() for d in a[where]})
+    if not groups:
+        return []
+    lines = [title, ""] + ([note, ""] if note else [])
+    rows = [[m] + [_stat(a[where].get(d, {}), len(a["seeds"])) for d in groups] for m, a in agg.items()]
+    return [*lines, *_table(["method", *groups], rows), ""]
+
+
+def _family_lines(agg: dict[str, Any]) -> list[str]:
+    families = sorted({d for a in agg.values() for d in a["test_end_per_family"]})
+    train_families = sorted({d for a in agg.values() for d in a["train_per_family"]})
+    if not families and not train_families:
+        return []
+    lines = ["## Test score per family", ""]
+    lines += _per_group_table(agg, "test_at_best_per_family", "### Test score at the best-validation checkpoint")
+    lines += _per_group_table(agg, "test_end_per_family", "### Test score at the end")
+    lines += _per_group_table(
+        agg, "proxy_test_at_best_per_family", "### Proxy (rubric version 0) at the best-validation checkpoint"
+    )
+    lines += _per_group_table(agg, "proxy_test_end_per_family", "### Proxy (rubric version 0) at the end")
+    gap_rows = []
+    for m, a in agg.items():
+        cells = []
+        for fam in families:
+            p = (a["proxy_test_end_per_family"].get(fam) or {}).get("mean")
+            g = (a["test_end_per_family"].get(fam) or {}).get("mean")
+            cells.append(_num(p - g, signed=True) if p is not None and g is not None else "n/a")
+        if any(c != "n/a" for c in cells):
+            gap_rows.append([m, *cells])
+    if gap_rows:
+        lines += [
+            "### Proxy minus gold at the end",
+            "",
+            "Seed means. A proxy well above gold where the training rubric is flawed is the reward hacking the "
+            "gold rubrics make visible; on the controls the two should agree.",
+            "",
+            *_table(["method", *families], gap_rows),
+            "",
+        ]
+    if train_families:
+        lines += [
+            "### Training per family",
+            "",
+            "From steps.jsonl (the trained groups) and the run's training tasks: groups drawn, the share of them "
+            "flat and uniformly low (mean below `harness.detectors.low`) or high (above `high`), and the share of "
+            "completions cut at the token budget, in training and in the test evaluation at the end.",
+            "",
+        ]
+        rows = []
+        for m, a in agg.items():
+            n = len(a["seeds"])
+            for fam in sorted(set(a["train_per_family"]) | set(a["clipped_per_family_end"])):
+                t = a["train_per_family"].get(fam) or {}
+                rows.append(
+                    [
+                        m,
+                        fam,
+                        _stat(t.get("groups") or {}, n, digits=1),
+                        _stat(t.get("flat_low") or {}, n, pct=True),
+                        _stat(t.get("flat_high") or {}, n, pct=True),
+                        _stat(t.get("clipped") or {}, n, pct=True),
+                        _stat(a["clipped_per_family_end"].get(fam) or {}, n, pct=True),
+                    ]
+                )
+        lines += _table(
+            [
+                "method",
+                "family",
+                "groups drawn",
+                "flat, all low",
+                "flat, all high",
+                "clipped (training)",
+                "clipped (test)",
+            ],
+            rows,
+        )
+        lines.append("")
+    return lines
+
+
+def _pair(a: float | None, b: float | None, pct: bool = False) -> str:
+    return f"{_num(a, 2, pct)} / {_num(b, 2, pct)}"
+
+
+def _fault_lines(fc: dict[str, Any] | None) -> list[str]:
+    if not fc or not fc["families"]:
+        return []
+    roles = [r for r in ("fixed", "oracle") if fc.get(r)]
+    lines = [
+        "## Fault check: " + " and ".join(fc[r] for r in roles) + " per family",
+        "",
+        "Does each injected failure show where it should? Training: the share of a family's groups flat at a "
+        "uniformly low / high reward. Test: proxy / gold score (seed means) at step 0 and at the end."
+        + (
+            " *Oracle − fixed*: gold at the end, mean ± std of the per-seed differences; *beyond spread*: whether "
+            "the mean is larger than that std (n/a from one seed)."
+            if len(roles) == 2
+            else ""
+        ),
+        "",
+    ]
+    header = ["family", "injected failure"]
+    for r in roles:
+        header += [f"{fc[r]}: flat low / high", f"{fc[r]}: proxy / gold @ 0", f"{fc[r]}: proxy / gold @ end"]
+    if len(roles) == 2:
+        header += ["oracle − fixed (gold @ end)", "beyond spread"]
+    rows = []
+    for row in fc["families"]:
+        cells = [row["family"], row.get("failure") or "n/a"]
+        for r in roles:
+            x = row[r]
+            cells += [
+                _pair(x["flat_low"], x["flat_high"], pct=True),
+                _pair(x["proxy_start"], x["gold_start"]),
+                _pair(x["proxy_end"], x["gold_end"]),
+            ]
+        if len(roles) == 2:
+            d = row["oracle_minus_fixed"]
+            beyond = d["exceeds_spread"]
+            cells += [
+                _stat(d, d["n"], signed=True) + (f" (n={d['n']})" if d["n"] and d["std"] is None else ""),
+                "n/a" if beyond is None else ("yes" if beyond else "no"),
+            ]
+        rows.append(cells)
+    return [*lines, *_table(header, rows), ""]
+
+
+MEASURES = (
+    ("test_at_best", "test @ best val"),
+    ("test_end", "test @ end"),
+    ("test_at_equal_rollouts", "test @ equal rollouts"),
+    ("steps_to_best", "steps to best"),
+)
+
+
+def _comparison_lines(comps: list[dict[str, Any]], agg: dict[str, Any]) -> list[str]:
+    if not comps:
+        return [
+            "No comparison: the bench needs a harness arm (a method run with `method: harnessrl`) and a baseline "
+            "(the oracle is the bound, not a baseline)."
+        ]
+    lines = [
+        "Paired by seed, harness minus baseline: a positive score difference and a negative steps difference "
+        "favour the harness. Each cell is the mean ± std of the per-seed differences.",
+        "",
+    ]
+    rows = []
+    for c in comps:
+        rows.append(
+            [
+                f"{c['harness']} − {c['baseline']}" + (" (best baseline)" if c.get("best_baseline") else ""),
+                str(c["test_at_best"]["n"]),
+                _stat(c["test_at_best"], c["test_at_best"]["n"], signed=True),
+                _stat(c["test_end"], c["test_end"]["n"], signed=True),
+                _stat(c["test_at_equal_rollouts"], c["test_at_equal_rollouts"]["n"], signed=True),
+                _stat(c["steps_to_best"], c["steps_to_best"]["n"], digits=1, signed=True),
+                _num(c["steps_to_best"]["ratio_of_means"], 2),
+            ]
+        )
+    lines += _table(
+        [
+            "pair",
+            "seeds",
+            "Δ test @ best val",
+            "Δ test @ end",
+            "Δ test @ equal rollouts",
+            "Δ steps to best",
+            "steps-to-best ratio",
+        ],
+        rows,
+    )
+    lines += [
+        "",
+        "**Intervals.** *Over seeds*: the 95% t-interval of the mean per-seed difference (seed variation; n/a from "
+        "one seed). *Over test tasks*: a paired bootstrap (2000 draws, fixed seed) resampling the test tasks, each "
+        "task's difference averaged over seeds (task sampling only: it says nothing of seed variation).",
+        "",
+    ]
+    rows = []
+    for c in comps:
+        for key, label in MEASURES:
+            d = c[key]
+            boot = d.get("bootstrap")
+            rows.append(
+                [
+                    f"{c['harness']} − {c['baseline']}",
+                    label,
+                    _num(d["mean"], 1 if key == "steps_to_best" else 3, signed=True),
+                    _interval(d.get("ci95"), 1 if key == "steps_to_best" else 3),
+                    "n/a"
+                    if not boot
+                    else f"{_num(boot['mean'], signed=True)} [{_num(boot['low'], signed=True)}, "
+                    f"{_num(boot['high'], signed=True)}] ({boot['tasks']} tasks)",
+                    d["verdict"],
+                ]
+            )
+    lines += _table(["pair", "measure", "mean Δ", "95% over seeds", "bootstrap over tasks", "verdict"], rows)
+    lines.append("")
+    for c in comps:
+        lines.append(
+            f"- **{c['harness']} vs {c['baseline']}**: test score at the best-validation checkpoint — "
+            f"{c['harness']} {c['test_at_best']['verdict']}; at the end — {c['test_end']['verdict']}; "
+            f"at equal rollouts — {c['test_at_equal_rollouts']['verdict']}; "
+            f"steps to best — {c['steps_to_best']['verdict']}."
+        )
+    best = best_baseline(agg)
+    if best is not None:
+        lines += ["", *_best_baseline_lines(comps, agg, best)]
+    return lines
+
+
+def _best_baseline_lines(comps: list[dict[str, Any]], agg: dict[str, Any], best: str) -> list[str]:
+    lines = [
+        f"**Best baseline: {best}** (highest mean test score at the best-validation checkpoint among "
+        f"{', '.join(baselines(agg))}: {_num(agg[best]['test_at_best']['mean'])})."
+    ]
+    for c in (c for c in comps if c["baseline"] == best):
+        d = c["test_at_best"]
+        if d["mean"] is None:
+            lines.append(f"- {c['harness']} − {best}: no seed has both figures.")
+            continue
+        side = "above" if d["mean"] > 0 else "below" if d["mean"] < 0 else "level with"
+        boot = d.get("bootstrap")
+        lines.append(
+            f"- {c['harness']} − {best} at the best-validation checkpoint: {_num(d['mean'], signed=True)} "
+            f"(95% over seeds {_interval(d.get('ci95'))}"
+            + (f"; over tasks [{_num(boot['low'], signed=True)}, {_num(boot['high'], signed=True)}]" if boot else "")
+            + f"): on the mean the harness is {side} the best baseline; {d['verdict']}."
+        )
+    return lines
+
+
+def _oracle_lines(gap: dict[str, Any] | None, agg: dict[str, Any]) -> list[str]:
+    if gap is None:
+        return []
+    lines = [
+        "## Oracle gap",
+        "",
+        f"The share of the {gap['fixed']}→{gap['oracle']} gap each method closes: (method − {gap['fixed']}) / "
+        f"({gap['oracle']} − {gap['fixed']}), on seed-mean gold test scores. 1 reaches the oracle (what any rubric "
+        f"repair could reach), 0 is no better than {gap['fixed']}, below 0 worse; n/a where the oracle is not "
+        f"ahead by at least {gap['min_gap']} (a share of a smaller gap is noise).",
+        "",
+    ]
+    if gap.get("note"):
+        return [*lines, f"No share: {gap['note']}.", ""]
+    others = [m for m in agg if m not in (gap["oracle"], gap["fixed"])]
+    for key, title in (("test_at_best", "at the best-validation checkpoint"), ("test_end", "at the end")):
+        at = gap["at"][key]
+        families = list(at["per_family"])
+        cells = {"overall": at["overall"], **at["per_family"]}
+        rows = [
+            [f"gap ({gap['oracle']} − {gap['fixed']})", *(_num(c["gap"], signed=True) for c in cells.values())],
+        ]
+        rows += [[m, *(_num(c["shares"].get(m), 2) for c in cells.values())] for m in others]
+        lines += [f"### Share of the gap closed, {title}", "", *_table(["", "overall", *families], rows)]
+        small = [name for name, c in cells.items() if c["gap"] is not None and c["note"]]
+        if small:
+            lines += [
+                "",
+                f"n/a where the oracle is less than {gap['min_gap']} ahead of {gap['fixed']}: {', '.join(small)} "
+                "(there training on the gold rubrics gains nothing over the training rubric: a failure there, if "
+                "any, shows as flat groups or a wasted budget, not as an oracle gap).",
+            ]
+        lines.append("")
+    if not others:
+        lines += [f"(No other method than {gap['fixed']} and {gap['oracle']} yet: only the gaps are shown.)", ""]
+    return lines
+
+
+def _markdown(results: dict[str, Any]) -> str:
+    agg, figures = results["methods"], results["runs"]
+    lines = [
+        "# Benchmark results",
+        "",
+        f"Bench folder `{results['bench_dir']}`"
+        + (f", config `{results['bench_config']}`" if results.get("bench_config") else "")
+        + f"; report made {results['generated']}.",
+        f"{len(figures)} run(s), {sum(f['complete'] for f in figures)} finished. Methods: {', '.join(agg)}"
+        + (f" (harness arms: {', '.join(results['harness_arms'])})" if results["harness_arms"] else "")
+        + (f"; the bound: {', '.join(results['oracles'])}" if results["oracles"] else "")
+        + ".",
+        "",
+    ]
+    if results["notes"]:
+        lines += ["**Read with care:**", ""] + [f"- {n}" for n in results["notes"]] + [""]
+    lines += _headline(agg)
+    lines += _equal_cost_lines(figures, agg)
+    lines += ["", *_cost_table(agg)]
     for where, title in (
         ("test_at_best_per_domain", "at the best-validation checkpoint"),
         ("test_end_per_domain", "at the end"),
     ):
-        domains = sorted({d for a in agg.values() for d in a[where]})
-        if not domains:
-            continue
-        lines += [f"## Test score per domain, {title}", ""]
-        rows = [[m] + [_stat(a[where].get(d, {}), len(a["seeds"])) for d in domains] for m, a in agg.items()]
-        lines += [*_table(["method", *domains], rows), ""]
-
-    lines += ["## HarnessRL against each baseline", "", *_comparison_lines(results["comparisons"]), ""]
+        lines += _per_group_table(agg, where, f"## Test score per domain, {title}")
+    lines += _family_lines(agg)
+    lines += _fault_lines(results["fault_check"])
+    lines += ["## HarnessRL against each baseline", "", *_comparison_lines(results["comparisons"], agg), ""]
+    lines += _oracle_lines(results["oracle_gap"], agg)
     lines += ["## Plots", ""]
     for name, rel in results["plots"].items():
         lines += [f"![{name}]({rel})", ""]
@@ -263,8 +653,10 @@ def _markdown(results: dict[str, Any], bench_dir: Path) -> str:
             str(f["seed"]),
             f["status"],
             f"{f['steps']}/{_num(f['max_steps'], 0)}",
+            f.get("graded_with") or "n/a",
             _num(f["test_at_best"]),
             _num(f["test_end"]),
+            _num(f.get("proxy_test_end")),
             "n/a" if f["steps_to_best"] is None else str(f["steps_to_best"]),
             _num(f["wall_seconds"] / 60 if f["wall_seconds"] is not None else None, 1),
             f"{f['harness_commits']} / {f['harness_rejections']}",
@@ -278,8 +670,10 @@ def _markdown(results: dict[str, Any], bench_dir: Path) -> str:
             "seed",
             "status",
             "steps",
+            "graded with",
             "test @ best val",
             "test @ end",
+            "proxy @ end",
             "steps to best",
             "wall (min)",
             "commits / rejections",
@@ -290,28 +684,38 @@ def _markdown(results: dict[str, Any], bench_dir: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_bench_report(bench_dir: str | Path, plots: bool = True) -> BenchReport:
-    """Read every run of a bench folder and write ``results.md``, ``results.json`` and ``plots/*.png``."""
+def write_bench_report(bench_dir: str | Path, plots: bool = True, out: str | Path | None = None) -> BenchReport:
+    """Read every run of a bench folder and write ``results.md``, ``results.json`` and ``plots/*.png``
+    into ``out`` (default: the bench folder). Run paths in them are relative to the repository root
+    (or as given), and results.md links its plots relative to ``out``."""
     root = Path(bench_dir)
     runs, manifest = load_runs(root)
-    figures = [run_figures(r) for r in runs]
+    dest = Path(out) if out is not None else root
+    dest.mkdir(parents=True, exist_ok=True)
+    figures = with_equal_cost([{**run_figures(r), "path": _shown(r.path)} for r in runs])
     agg = aggregate(figures, list((manifest.get("methods") or {}).keys()))
-    plot_paths = write_plots(runs, agg, root / "plots") if plots else {}
+    plot_paths = write_plots(runs, agg, dest / "plots") if plots else {}
     results: dict[str, Any] = {
-        "bench_dir": str(root),
+        "bench_dir": _shown(root),
         "bench_config": manifest.get("bench_config"),
         "generated": datetime.now(UTC).isoformat(timespec="seconds"),
         "harness_arms": [m for m in agg if is_harness_arm(m, agg)],
+        "oracles": [m for m in agg if is_oracle(m, agg)],
+        "baselines": baselines(agg),
+        "best_baseline": best_baseline(agg),
         "methods": agg,
-        "comparisons": compare(agg),
+        "comparisons": compare(agg, figures),
+        "oracle_gap": oracle_gap(agg),
+        "fault_check": fault_check(agg),
         "runs": figures,
         "notes": _notes(figures, agg, manifest),
-        "plots": {name: os.path.relpath(p, root) for name, p in plot_paths.items()},
+        "plots": {name: os.path.relpath(p, dest) for name, p in plot_paths.items()},
     }
-    md = root / "results.md"
-    md.write_text(_markdown(results, root), encoding="utf-8")
-    js = root / "results.json"
-    js.write_text(json.dumps(results, indent=1, default=str), encoding="utf-8")
+    results = _finite(results)
+    md = dest / "results.md"
+    md.write_text(_markdown(results), encoding="utf-8")
+    js = dest / "results.json"
+    js.write_text(json.dumps(results, indent=1, default=str, allow_nan=False), encoding="utf-8")
     return BenchReport(markdown=md, json=js, plots=plot_paths, results=results)
 
 
@@ -319,7 +723,17 @@ def print_results(report: BenchReport, console: Console) -> None:
     """The scores table and the comparisons' verdicts in the terminal."""
     agg = report.results["methods"]
     t = Table(title="Bench results (mean ± std over seeds)", title_justify="left")
-    for col in ("method", "seeds", "test @ best val", "test @ end", "steps to best", "effective groups", "wall (min)"):
+    for col in (
+        "method",
+        "seeds",
+        "test @ best val",
+        "test @ end",
+        "@ equal rollouts",
+        "proxy @ end",
+        "steps to best",
+        "effective groups",
+        "wall (min)",
+    ):
         t.add_column(col, justify="left" if col == "method" else "right")
     for m, a in agg.items():
         n = len(a["seeds"])
@@ -328,6 +742,8 @@ def print_results(report: BenchReport, console: Console) -> None:
             str(n),
             _stat(a["test_at_best"], n),
             _stat(a["test_end"], n),
+            _stat(a["test_at_equal_rollouts"], n),
+            _stat(a["proxy_test_end"], n),
             _stat(a["steps_to_best"], n, digits=1),
             _stat(a["effective_group_ratio"], n, pct=True),
             _stat(a["wall_seconds"], n, digits=1, scale=1 / 60),
@@ -339,6 +755,16 @@ def print_results(report: BenchReport, console: Console) -> None:
             f"steps to best {c['steps_to_best']['verdict']}",
             highlight=False,
         )
+    gap = report.results.get("oracle_gap")
+    if gap and gap.get("at"):
+        shares = gap["at"]["test_at_best"]["overall"]["shares"]
+        if shares:
+            console.print(
+                f"share of the {gap['fixed']}→{gap['oracle']} gap closed (test @ best val): "
+                + ", ".join(f"{m} {_num(v, 2)}" for m, v in shares.items()),
+                highlight=False,
+            )
     for n in report.results["notes"]:
         console.print(f"[yellow]note:[/] {n}", highlight=False)
-    console.print(f"results: {report.markdown}, {report.json}; plots in {report.markdown.parent / 'plots'}")
+    plots_dir = report.markdown.parent / "plots"
+    console.print(f"results: {report.markdown}, {report.json}; plots in {plots_dir}")

@@ -8,13 +8,27 @@ record is ``None`` (shown as n/a), never a guess and never an error.
 Evaluation rows carry a ``split``: ``validation`` chooses the best checkpoint (and defines steps to
 best), ``test`` is only reported. Runs from before the split existed have one held-out set that
 does both; the results say so (it flatters every method alike).
+
+An evaluation graded with the gold rubrics (``graded_with: gold``) carries the proxy beside it, the
+same completions graded with rubric version 0 (what training optimises): their distance over training
+is reward hacking made visible, so both are reported overall and per task family (``metadata.family``
+of the tasks). Training's own per-family figures (groups drawn, flat groups, clipped completions) come
+from ``steps.jsonl`` and the run's training file. A run's *main* score (``test_at_best``, ``test_end``,
+...) is the gold score when the run is graded with gold, else the rubric score, as before.
+
+Comparisons go harness arm against baseline, paired by seed, with two intervals: a t-interval of the
+per-seed differences (seed variation) and a paired bootstrap over test tasks (task sampling). The
+``oracle`` method (plain GRPO trained on the gold rubrics) is not a baseline but the bound: each
+method's share of the fixed→oracle gap says how much of what a rubric repair could gain it reached.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
+import random
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -27,13 +41,23 @@ from harnessrl.errors import HarnessRLError
 
 __all__ = [
     "HARNESS_PREFIX",
+    "ORACLE_METHOD",
     "RunData",
     "aggregate",
+    "baselines",
+    "best_baseline",
     "compare",
+    "fault_check",
     "is_harness_arm",
+    "is_oracle",
     "load_runs",
+    "oracle_gap",
     "run_figures",
     "stat",
+    "t_interval",
+    "task_bootstrap",
+    "training_task_metadata",
+    "with_equal_cost",
 ]
 
 logger = logging.getLogger(__name__)
@@ -49,6 +73,29 @@ TOTALS = {
 }
 """Run totals: the summary's own figure (top level, else under ``accounting``), else the last logged
 value of the cumulative metric named here (a run still going, or killed)."""
+
+ORACLE_METHOD = "oracle"
+"""The trainer method that trains plain GRPO on the gold rubrics: the bound, not a baseline."""
+
+FIXED_METHOD = "fixed"
+"""The trainer method the oracle gap starts from (plain GRPO on the training rubric)."""
+
+MIN_ORACLE_GAP = 0.01
+"""Below this oracle-minus-fixed difference a share of the gap is not computed (noise over a tiny gap)."""
+
+DETECTOR_DEFAULTS = {"low": 0.3, "high": 0.8}
+"""``harness.detectors.low`` / ``high`` when a run's config.yaml has none: a flat group's mean below
+``low`` is uniformly low, above ``high`` uniformly high (as the trainer splits them)."""
+
+BOOTSTRAP_DRAWS = 2000
+BOOTSTRAP_SEED = 0
+
+_T975 = (
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+)  # fmt: skip
+"""Two-sided 95% quantiles of Student's t for 1..30 degrees of freedom (no scipy needed)."""
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -81,6 +128,37 @@ def _num(v: Any) -> float | None:
     return None if math.isnan(v) or math.isinf(v) else float(v)
 
 
+@functools.lru_cache(maxsize=32)
+def _task_metadata_of_file(path: str, mtime: float, fmt: str, domain: str | None) -> dict[str, dict[str, Any]]:
+    from harnessrl.data import load_tasks
+
+    return {t.id: dict(t.metadata) for t in load_tasks(path, fmt, default_domain=domain)}  # type: ignore[arg-type]
+
+
+def training_task_metadata(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Task id -> ``metadata`` of a run's training tasks (its config's ``data.train``), ``{}`` when the
+    file is not there or not readable (the run's per-family training figures are then n/a)."""
+    from harnessrl.data import data_path
+
+    data = config.get("data") if isinstance(config.get("data"), dict) else {}
+    value = data.get("train")
+    if not isinstance(value, str) or not value:
+        return {}
+    try:
+        path = data_path(value, "train")
+        return _task_metadata_of_file(
+            str(path), path.stat().st_mtime, str(data.get("format") or "auto"), data.get("domain")
+        )
+    except (HarnessRLError, OSError, ValueError) as e:
+        logger.warning(
+            "the training tasks of %s (%s) are unreadable, no per-family training figures: %s",
+            config.get("run_dir"),
+            value,
+            str(e).splitlines()[0] if str(e) else type(e).__name__,
+        )
+        return {}
+
+
 @dataclass
 class RunData:
     """The files of one run, read once."""
@@ -96,6 +174,8 @@ class RunData:
     best: dict[str, Any] | None = None
     summary: dict[str, Any] | None = None
     manifest: dict[str, Any] = field(default_factory=dict)
+    train_tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Task id -> metadata of the run's training tasks (``{}``: the file is not readable here)."""
 
     @classmethod
     def read(cls, path: Path, method: str, seed: int, manifest: dict[str, Any] | None = None) -> RunData:
@@ -122,6 +202,7 @@ class RunData:
             best=best if isinstance(best, dict) else None,
             summary=summary if isinstance(summary, dict) else None,
             manifest=manifest or {},
+            train_tasks=training_task_metadata(config) if isinstance(config, dict) else {},
         )
 
     # ------------------------------------------------------------------------------- series
@@ -181,6 +262,17 @@ class RunData:
             out.append((step, float(total)))
         return out, "steps.jsonl (trained rollouts only: no discarded or trial rollouts recorded)"
 
+    def graded_with(self) -> str | None:
+        """What the run's evaluations are graded with: ``gold``, ``rubric`` (rows from before gold grading
+        say nothing: rubric), ``mixed``, or None without evaluations."""
+        kinds = {str(e.get("graded_with") or "rubric") for e in self.eval_rows("test") + self.eval_rows("validation")}
+        return kinds.pop() if len(kinds) == 1 else ("mixed" if kinds else None)
+
+    def family_of(self, task_id: Any) -> str | None:
+        """A training task's ``metadata.family`` (None: unknown task, or no family)."""
+        family = self.train_tasks.get(str(task_id), {}).get("family")
+        return str(family) if family is not None else None
+
     def decisions(self) -> list[dict[str, Any]]:
         """The harness's decisions: proposals, trial verdicts (accepted / rejected) and commits."""
         return [e for e in self.events if e.get("kind") in ("proposal", "verdict", "commit")]
@@ -223,6 +315,100 @@ def _mean(values: Iterable[float]) -> float | None:
     return sum(vals) / len(vals) if vals else None
 
 
+def _per(scores: Any, key: str = "per_family") -> dict[str, float]:
+    """The numbers of a score dict's ``per_family`` (or ``per_task``...): unscored entries dropped."""
+    d = scores.get(key) if isinstance(scores, dict) else None
+    return {str(k): v for k, v in ((k, _num(v)) for k, v in (d or {}).items()) if v is not None}
+
+
+def _proxy(scores: Any) -> dict[str, Any]:
+    """The proxy (rubric version 0) score set beside a gold score, ``{}`` when there is none."""
+    p = scores.get("proxy") if isinstance(scores, dict) else None
+    return p if isinstance(p, dict) else {}
+
+
+def _spent_at(spent: Sequence[tuple[int, float]], step: int) -> float:
+    """Cumulative rollouts spent by the end of ``step`` (0 before the first logged step)."""
+    before = [v for s, v in spent if s <= step]
+    return before[-1] if before else 0.0
+
+
+def _gold_figures(
+    run: RunData, test: list[dict[str, Any]], best_step: int | None, test_at_best: dict[str, Any] | None
+) -> dict[str, Any]:
+    """Per-family main scores, the proxy beside them, the test curve, and the eval's clipped share."""
+    end = test[-1] if test else None
+    start = test[0] if test and test[0].get("step") == 0 else None
+    best_row = next((e for e in test if e.get("step") == best_step), None) if best_step is not None else None
+    at_best = test_at_best or {}
+    best_proxy = _proxy(at_best) or _proxy(best_row)
+    spent, _ = run.rollouts_spent()
+    return {
+        "graded_with": run.graded_with(),
+        "test_at_best_per_family": _per(at_best) or _per(best_row),
+        "test_end_per_family": _per(end),
+        "test_start_per_family": _per(start),
+        "proxy_test_at_best": _num(best_proxy.get("overall")),
+        "proxy_test_at_best_per_family": _per(best_proxy),
+        "proxy_test_end": _num(_proxy(end).get("overall")),
+        "proxy_test_end_per_family": _per(_proxy(end)),
+        "proxy_test_start": _num(_proxy(start).get("overall")),
+        "proxy_test_start_per_family": _per(_proxy(start)),
+        "clipped_share_end": _num(end.get("clipped_share")) if end else None,
+        "clipped_per_family_end": _per(end, "clipped_per_family"),
+        "test_curve": [
+            {
+                "step": int(e["step"]),
+                "score": _num(e.get("overall")),
+                "proxy": _num(_proxy(e).get("overall")),
+                "rollouts_spent": _spent_at(spent, int(e["step"])) if spent else None,
+            }
+            for e in test
+        ],
+        # per-task test scores by step, for the bootstrap over tasks (kept out of results.json)
+        "_test_per_task": {int(e["step"]): _per(e, "per_task") for e in test},
+    }
+
+
+def _training_family_figures(run: RunData) -> dict[str, Any]:
+    """From ``steps.jsonl``, per training-task family: groups drawn, the share of them flat and uniformly
+    low / high (mean below ``harness.detectors.low`` / above ``high``), and the share of completions cut
+    at ``grpo.max_completion_length``; and the clipped share over all groups."""
+    low = _find(run.config, "harness.detectors.low")
+    high = _find(run.config, "harness.detectors.high")
+    low = DETECTOR_DEFAULTS["low"] if low is None else low
+    high = DETECTOR_DEFAULTS["high"] if high is None else high
+    budget = _find(run.config, "grpo.max_completion_length")
+    counts: dict[str, dict[str, int]] = {}
+    all_lengths: list[int] = []
+    for g in run.groups:
+        if not isinstance(g.get("step"), int):
+            continue
+        lengths = [n for n in (g.get("lengths") or []) if isinstance(n, int | float)]
+        all_lengths += lengths
+        family = run.family_of(g.get("task_id"))
+        if family is None:
+            continue
+        c = counts.setdefault(family, {"groups": 0, "low": 0, "high": 0, "completions": 0, "clipped": 0})
+        mean = _num(g.get("mean"))
+        c["groups"] += 1
+        c["low"] += bool(g.get("flat") is True and mean is not None and mean < low)
+        c["high"] += bool(g.get("flat") is True and mean is not None and mean > high)
+        c["completions"] += len(lengths)
+        c["clipped"] += sum(n >= budget for n in lengths) if budget else 0
+    per_family = {
+        f: {
+            "groups": c["groups"],
+            "flat_low": c["low"] / c["groups"],
+            "flat_high": c["high"] / c["groups"],
+            "clipped": c["clipped"] / c["completions"] if budget and c["completions"] else None,
+        }
+        for f, c in sorted(counts.items())
+    }
+    clipped = sum(n >= budget for n in all_lengths) / len(all_lengths) if budget and all_lengths else None
+    return {"train_per_family": per_family, "train_clipped_share": clipped}
+
+
 def run_figures(run: RunData) -> dict[str, Any]:
     """One run's figures (``None`` where the run does not record one)."""
     validation, test = run.eval_rows("validation"), run.eval_rows("test")
@@ -238,7 +424,7 @@ def run_figures(run: RunData) -> dict[str, Any]:
         best_step, best_overall = int(top["step"]), float(top["overall"])
     test_at_best = next((e for e in test if e.get("step") == best_step), None) if best_step is not None else None
     if isinstance(run.best, dict) and isinstance(run.best.get("test"), dict) and run.has_split:
-        test_at_best = run.best["test"]  # the trainer's own record: {overall, per_domain} at the best step
+        test_at_best = run.best["test"]  # the trainer's own record: {overall, per_domain, ...} at the best step
     test_end = test[-1] if test else None
     summary = run.summary or {}
     # wall time: what the bench measured over all of the run's attempts (a resumed run's summary only
@@ -292,7 +478,49 @@ def run_figures(run: RunData) -> dict[str, Any]:
     verdicts = [e for e in run.events if e.get("kind") == "verdict"]
     figures["harness_commits"] = len(commits)
     figures["harness_rejections"] = sum(e.get("verdict") == "rejected" for e in verdicts)
+    figures.update(_gold_figures(run, test, best_step, test_at_best))
+    figures.update(_training_family_figures(run))
+    figures["family_failure"] = {
+        str(m["family"]): str(m["failure"])
+        for m in run.train_tasks.values()
+        if m.get("family") is not None and m.get("failure") is not None
+    }
     return figures
+
+
+def with_equal_cost(runs_figures: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The figures with each run's test score at equal rollouts spent.
+
+    Per seed the budget is the smallest total spent by any run of that seed (generated, DAPO's
+    discarded included, plus critic trials); each run's score is its test score at the last evaluation
+    whose cumulative rollouts spent by that step is within the budget (``equal_rollouts_step``)."""
+    budgets: dict[int, float] = {}
+    for f in runs_figures:
+        spent = f.get("rollouts_spent")
+        if spent is not None:
+            budgets[f["seed"]] = min(spent, budgets.get(f["seed"], spent))
+    out = []
+    for f in runs_figures:
+        budget = budgets.get(f["seed"])
+        points = [
+            p
+            for p in f.get("test_curve") or []
+            if budget is not None
+            and p.get("score") is not None
+            and p.get("rollouts_spent") is not None
+            and p["rollouts_spent"] <= budget + 1e-9
+        ]
+        last = points[-1] if points else None
+        out.append(
+            {
+                **f,
+                "equal_rollouts_budget": budget,
+                "equal_rollouts_step": last["step"] if last else None,
+                "test_at_equal_rollouts": last["score"] if last else None,
+                "proxy_test_at_equal_rollouts": last["proxy"] if last else None,
+            }
+        )
+    return out
 
 
 def stat(values: Sequence[float | None]) -> dict[str, Any]:
@@ -313,11 +541,20 @@ SCALARS = (
     "test_at_best",
     "test_end",
     "test_start",
+    "test_at_equal_rollouts",
+    "proxy_test_at_best",
+    "proxy_test_end",
+    "proxy_test_start",
+    "proxy_test_at_equal_rollouts",
+    "equal_rollouts_budget",
+    "equal_rollouts_step",
     "validation_best",
     "steps_to_best",
     "effective_group_ratio",
     "zero_std_all_low",
     "zero_std_all_high",
+    "clipped_share_end",
+    "train_clipped_share",
     "rollouts_generated",
     "rollouts_discarded",
     "rollouts_trial",
@@ -331,9 +568,25 @@ SCALARS = (
 )
 """The per-run figures aggregated over seeds."""
 
+FAMILY_SCORES = (
+    "test_at_best_per_family",
+    "test_end_per_family",
+    "test_start_per_family",
+    "proxy_test_at_best_per_family",
+    "proxy_test_end_per_family",
+    "proxy_test_start_per_family",
+)
+"""The per-family test scores of a run (main grading and proxy; at best validation, end, step 0)."""
+
+PER_GROUP = ("test_at_best_per_domain", "test_end_per_domain", *FAMILY_SCORES, "clipped_per_family_end")
+"""The per-run ``{domain or family: value}`` figures aggregated over seeds, group by group."""
+
+TRAIN_FAMILY_FIGURES = ("groups", "flat_low", "flat_high", "clipped")
+"""The per-family training figures (``train_per_family``) aggregated over seeds."""
+
 
 def aggregate(runs_figures: Sequence[dict[str, Any]], methods: Sequence[str] | None = None) -> dict[str, Any]:
-    """Per method: the seeds, each figure's mean/std/n over them, and per-domain test scores."""
+    """Per method: the seeds, each figure's mean/std/n over them, per domain and per family too."""
     order = list(methods or [])
     for f in runs_figures:
         if f["method"] not in order:
@@ -342,34 +595,63 @@ def aggregate(runs_figures: Sequence[dict[str, Any]], methods: Sequence[str] | N
     for method in order:
         rows = sorted((f for f in runs_figures if f["method"] == method), key=lambda f: f["seed"])
         trainer_methods = {f.get("trainer_method") for f in rows} - {None}
+        graded = {f.get("graded_with") for f in rows} - {None}
         agg: dict[str, Any] = {
             "trainer_method": trainer_methods.pop() if len(trainer_methods) == 1 else None,
+            "graded_with": graded.pop() if len(graded) == 1 else ("mixed" if graded else None),
             "seeds": [f["seed"] for f in rows],
             "complete_seeds": [f["seed"] for f in rows if f["complete"]],
-            "per_seed": {str(f["seed"]): {k: f.get(k) for k in SCALARS} for f in rows},
+            "family_failure": {k: v for f in rows for k, v in (f.get("family_failure") or {}).items()},
+            "per_seed": {
+                str(f["seed"]): {k: f.get(k) for k in (*SCALARS, *PER_GROUP, "train_per_family")} for f in rows
+            },
         }
         for k in SCALARS:
             agg[k] = stat([f.get(k) for f in rows])
-        for where in ("test_at_best_per_domain", "test_end_per_domain"):
-            domains = sorted({d for f in rows for d in f[where]})
-            agg[where] = {d: stat([_num(f[where].get(d)) for f in rows]) for d in domains}
+        for where in PER_GROUP:
+            groups = sorted({d for f in rows for d in f.get(where) or {}})
+            agg[where] = {d: stat([_num((f.get(where) or {}).get(d)) for f in rows]) for d in groups}
+        families = sorted({d for f in rows for d in f.get("train_per_family") or {}})
+        agg["train_per_family"] = {
+            fam: {
+                k: stat([_num(((f.get("train_per_family") or {}).get(fam) or {}).get(k)) for f in rows])
+                for k in TRAIN_FAMILY_FIGURES
+            }
+            for fam in families
+        }
         out[method] = agg
     return out
 
 
-def _paired(a: dict[str, Any], b: dict[str, Any], key: str) -> dict[str, Any]:
-    """Per-seed differences a - b of a figure over the seeds both have."""
+def _paired(a: dict[str, Any], b: dict[str, Any], key: str, group: str | None = None) -> dict[str, Any]:
+    """Per-seed differences a - b of a figure (of one domain or family of it) over the seeds both have."""
+
+    def value(side: dict[str, Any], seed: str) -> float | None:
+        v = side["per_seed"][seed].get(key)
+        return _num((v or {}).get(group)) if group is not None else v
+
     seeds = sorted(set(a["per_seed"]) & set(b["per_seed"]), key=int)
-    diffs = {
-        s: a["per_seed"][s][key] - b["per_seed"][s][key]
-        for s in seeds
-        if a["per_seed"][s].get(key) is not None and b["per_seed"][s].get(key) is not None
-    }
+    diffs = {s: value(a, s) - value(b, s) for s in seeds if value(a, s) is not None and value(b, s) is not None}
     st = stat(list(diffs.values()))
     st["per_seed"] = diffs
     st["higher"] = sum(d > 0 for d in diffs.values())
     st["lower"] = sum(d < 0 for d in diffs.values())
     return st
+
+
+def t_interval(d: dict[str, Any]) -> list[float] | None:
+    """95% t-interval of the mean of per-seed differences (a :func:`stat` of them); None below 2 seeds."""
+    n, mean, std = d.get("n") or 0, d.get("mean"), d.get("std")
+    if n < 2 or mean is None or std is None:
+        return None
+    df = n - 1
+    if df <= len(_T975):
+        q = _T975[df - 1]
+    else:  # Cornish-Fisher from the normal quantile: within 0.003 of t at 30 degrees of freedom
+        z = statistics.NormalDist().inv_cdf(0.975)
+        q = z + (z**3 + z) / (4 * df)
+    half = q * std / math.sqrt(n)
+    return [mean - half, mean + half]
 
 
 def _verdict(d: dict[str, Any], *, higher_is_better: bool, good: str, bad: str) -> str:
@@ -396,26 +678,203 @@ def is_harness_arm(method: str, agg: dict[str, Any]) -> bool:
     return trainer_method == "harnessrl" if trainer_method else method.startswith(HARNESS_PREFIX)
 
 
-def compare(agg: dict[str, Any]) -> list[dict[str, Any]]:
-    """Each harness arm against each baseline: paired per-seed differences (harness minus baseline)
-    of test score at the best-validation checkpoint, test score at the end, and steps to best."""
+def is_oracle(method: str, agg: dict[str, Any]) -> bool:
+    """The oracle (plain GRPO on the gold rubrics): its runs' ``method`` setting, else the name ``oracle``.
+    It is the bound of any rubric repair, never a baseline the harness is compared against."""
+    trainer_method = agg.get(method, {}).get("trainer_method")
+    return trainer_method == ORACLE_METHOD if trainer_method else method == ORACLE_METHOD
+
+
+def _reference(agg: dict[str, Any], trainer_method: str) -> str | None:
+    """The method that stands for a built-in one (``fixed``, ``oracle``): the one of that name, else the
+    first whose runs' ``method`` setting is it."""
+    own = agg.get(trainer_method)
+    if own is not None and own.get("trainer_method") in (None, trainer_method):
+        return trainer_method
+    return next((m for m, a in agg.items() if a.get("trainer_method") == trainer_method), None)
+
+
+def baselines(agg: dict[str, Any]) -> list[str]:
+    """The methods a harness arm is compared against: neither a harness arm nor the oracle."""
+    return [m for m in agg if not is_harness_arm(m, agg) and not is_oracle(m, agg)]
+
+
+def best_baseline(agg: dict[str, Any]) -> str | None:
+    """The baseline with the highest mean test score at the best-validation checkpoint (None: none has one)."""
+    scored = [m for m in baselines(agg) if agg[m]["test_at_best"]["mean"] is not None]
+    return max(scored, key=lambda m: agg[m]["test_at_best"]["mean"]) if scored else None
+
+
+CHECKPOINT_STEP = {
+    "test_at_best": "steps_to_best",
+    "test_end": "test_end_step",
+    "test_at_equal_rollouts": "equal_rollouts_step",
+}
+"""Each compared test score -> the run figure naming the step of the evaluation it comes from."""
+
+
+def task_bootstrap(
+    runs_figures: Sequence[dict[str, Any]],
+    arm: str,
+    base: str,
+    key: str,
+    draws: int = BOOTSTRAP_DRAWS,
+    seed: int = BOOTSTRAP_SEED,
+) -> dict[str, Any] | None:
+    """Paired bootstrap over test tasks of ``arm - base`` at one compared checkpoint (``key``).
+
+    Per task, the difference of the two runs' per-task scores at that checkpoint, averaged over the seeds
+    both have; the task ids are resampled with replacement ``draws`` times (a fixed ``seed``) and the
+    mean difference taken each time. Returns the mean over tasks, the 2.5% and 97.5% points, and how many
+    tasks and seeds it rests on; None when no seed has per-task scores at both checkpoints."""
+    by = {(f["method"], f["seed"]): f for f in runs_figures}
+    per_task: dict[str, list[float]] = {}
+    seeds = []
+    for (method, s), fa in sorted(by.items(), key=lambda kv: kv[0][1]):
+        fb = by.get((base, s))
+        if method != arm or fb is None:
+            continue
+        ta = (fa.get("_test_per_task") or {}).get(fa.get(CHECKPOINT_STEP[key]))
+        tb = (fb.get("_test_per_task") or {}).get(fb.get(CHECKPOINT_STEP[key]))
+        common = sorted(set(ta or {}) & set(tb or {}))
+        if not common:
+            continue
+        seeds.append(s)
+        for t in common:
+            per_task.setdefault(t, []).append(ta[t] - tb[t])  # type: ignore[index]
+    if not per_task:
+        return None
+    diffs = [statistics.fmean(per_task[t]) for t in sorted(per_task)]
+    rng = random.Random(seed)
+    means = sorted(statistics.fmean(rng.choices(diffs, k=len(diffs))) for _ in range(draws))
+    cuts = statistics.quantiles(means, n=40, method="inclusive")  # 2.5% steps: first 2.5%, last 97.5%
+    return {
+        "mean": statistics.fmean(diffs),
+        "low": cuts[0],
+        "high": cuts[-1],
+        "tasks": len(diffs),
+        "seeds": seeds,
+        "draws": draws,
+    }
+
+
+SCORE_COMPARISONS = ("test_at_best", "test_end", "test_at_equal_rollouts")
+"""The test scores each harness arm is compared on against each baseline."""
+
+
+def compare(agg: dict[str, Any], runs_figures: Sequence[dict[str, Any]] = ()) -> list[dict[str, Any]]:
+    """Each harness arm against each baseline (not the oracle): paired per-seed differences (harness minus
+    baseline) of the test score at the best-validation checkpoint, at the end and at equal rollouts
+    spent, and of steps to best; each with its 95% t-interval over seeds and, given the runs' figures,
+    a paired bootstrap over test tasks. ``best_baseline`` marks the comparison with the best baseline."""
     arms = [m for m in agg if is_harness_arm(m, agg)]
-    baselines = [m for m in agg if not is_harness_arm(m, agg)]
+    best = best_baseline(agg)
     out = []
     for arm in arms:
-        for base in baselines:
-            row: dict[str, Any] = {"harness": arm, "baseline": base}
-            for key in ("test_at_best", "test_end"):
+        for base in baselines(agg):
+            row: dict[str, Any] = {"harness": arm, "baseline": base, "best_baseline": base == best}
+            for key in SCORE_COMPARISONS:
                 d = _paired(agg[arm], agg[base], key)
                 d["verdict"] = _verdict(d, higher_is_better=True, good="higher", bad="lower")
+                d["ci95"] = t_interval(d)
+                d["bootstrap"] = task_bootstrap(runs_figures, arm, base, key) if runs_figures else None
                 row[key] = d
             d = _paired(agg[arm], agg[base], "steps_to_best")
             d["verdict"] = _verdict(d, higher_is_better=False, good="fewer steps", bad="more steps")
+            d["ci95"] = t_interval(d)
             ma, mb = agg[arm]["steps_to_best"]["mean"], agg[base]["steps_to_best"]["mean"]
             d["ratio_of_means"] = ma / mb if ma is not None and mb else None
             row["steps_to_best"] = d
             out.append(row)
     return out
+
+
+def _gap_cell(agg: dict[str, Any], oracle: str, fixed: str, get) -> dict[str, Any]:
+    """One oracle-gap figure: fixed's and the oracle's seed means, the gap, and each other method's share."""
+    o, f = get(agg[oracle]), get(agg[fixed])
+    means = {m: get(a) for m, a in agg.items()}
+    cell: dict[str, Any] = {"fixed": f, "oracle": o, "gap": None, "shares": {}, "means": means, "note": None}
+    if o is None or f is None:
+        cell["note"] = "not recorded by " + " and ".join(m for m, v in ((fixed, f), (oracle, o)) if v is None)
+        return cell
+    cell["gap"] = o - f
+    if o - f < MIN_ORACLE_GAP:
+        cell["note"] = (
+            f"the oracle is not ahead of fixed by {MIN_ORACLE_GAP} (gap {o - f:+.3f}): no share of a gap this small"
+        )
+        cell["shares"] = {m: None for m in agg if m not in (oracle, fixed)}
+        return cell
+    cell["shares"] = {
+        m: (v - f) / (o - f) if v is not None else None for m, v in means.items() if m not in (oracle, fixed)
+    }
+    return cell
+
+
+def oracle_gap(agg: dict[str, Any]) -> dict[str, Any] | None:
+    """The share of the fixed→oracle gap each method closes, ``(method - fixed) / (oracle - fixed)`` on the
+    seed-mean gold test scores at the best-validation checkpoint and at the end, overall and per family;
+    None without both a ``fixed`` and an ``oracle`` method. A gap below :data:`MIN_ORACLE_GAP` gets no
+    share (its cell's ``note`` says so); runs not graded with gold get none either (``note``)."""
+    oracle, fixed = _reference(agg, ORACLE_METHOD), _reference(agg, FIXED_METHOD)
+    if oracle is None or fixed is None:
+        return None
+    out: dict[str, Any] = {"oracle": oracle, "fixed": fixed, "min_gap": MIN_ORACLE_GAP, "note": None, "at": {}}
+    ungraded = [m for m in (fixed, oracle) if agg[m].get("graded_with") != "gold"]
+    if ungraded:
+        out["note"] = (
+            f"{', '.join(ungraded)} not graded with the gold rubrics: the oracle's gap is only meaningful on gold"
+        )
+        return out
+    for key in ("test_at_best", "test_end"):
+        where = f"{key}_per_family"
+        families = sorted(set(agg[oracle][where]) | set(agg[fixed][where]))
+        out["at"][key] = {
+            "overall": _gap_cell(agg, oracle, fixed, lambda a, key=key: a[key]["mean"]),
+            "per_family": {
+                fam: _gap_cell(agg, oracle, fixed, lambda a, w=where, fam=fam: (a[w].get(fam) or {}).get("mean"))
+                for fam in families
+            },
+        }
+    return out
+
+
+def fault_check(agg: dict[str, Any]) -> dict[str, Any] | None:
+    """Does each injected failure show where it should? For ``fixed`` and ``oracle`` (those present), per
+    family: the training shares of flat all-low and all-high groups, the proxy and gold test scores at
+    step 0 and at the end (seed means), and oracle minus fixed on gold at the end with the spread of the
+    per-seed differences (``exceeds_spread``: the mean difference is larger than their std)."""
+    fixed, oracle = _reference(agg, FIXED_METHOD), _reference(agg, ORACLE_METHOD)
+    present = {role: m for role, m in (("fixed", fixed), ("oracle", oracle)) if m is not None}
+    if not present:
+        return None
+    families = sorted(
+        {fam for m in present.values() for where in ("train_per_family", *FAMILY_SCORES) for fam in agg[m][where]}
+    )
+    failures = {k: v for m in present.values() for k, v in (agg[m].get("family_failure") or {}).items()}
+
+    def mean(a: dict[str, Any], where: str, fam: str) -> float | None:
+        return (a[where].get(fam) or {}).get("mean")
+
+    rows = []
+    for fam in families:
+        row: dict[str, Any] = {"family": fam, "failure": failures.get(fam)}
+        for role, m in present.items():
+            a, train = agg[m], agg[m]["train_per_family"].get(fam) or {}
+            row[role] = {
+                "groups": (train.get("groups") or {}).get("mean"),
+                "flat_low": (train.get("flat_low") or {}).get("mean"),
+                "flat_high": (train.get("flat_high") or {}).get("mean"),
+                "gold_start": mean(a, "test_start_per_family", fam),
+                "proxy_start": mean(a, "proxy_test_start_per_family", fam),
+                "gold_end": mean(a, "test_end_per_family", fam),
+                "proxy_end": mean(a, "proxy_test_end_per_family", fam),
+            }
+        if fixed is not None and oracle is not None:
+            d = _paired(agg[oracle], agg[fixed], "test_end_per_family", fam)
+            d["exceeds_spread"] = None if d["std"] is None else abs(d["mean"]) > d["std"]
+            row["oracle_minus_fixed"] = d
+        rows.append(row)
+    return {"fixed": fixed, "oracle": oracle, "families": rows}
 
 
 def load_runs(bench_dir: str | Path) -> tuple[list[RunData], dict[str, Any]]:

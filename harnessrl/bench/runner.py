@@ -1,8 +1,10 @@
-"""Runs a benchmark: every (method, seed) as its own ``harnessrl train`` process, one after another.
+"""Runs a benchmark: every (method, seed) as its own ``harnessrl train`` process.
 
 Each run is a separate process so that a crash, a hang or a memory leak in one costs that run only.
-Runs go one at a time: on a CPU box they share its few cores, and timings of runs that compete for
-them are not comparable. The bench is resumable from its output folder alone:
+By default runs go one at a time: on a CPU box they share its few cores, and timings of runs that
+compete for them are not comparable. ``jobs=N`` runs N at once, each with ``cores // N`` torch threads
+(at least one; ``OMP_NUM_THREADS``), which uses the cores for scores (deterministic per seed at a fixed
+thread count) at the price of comparable wall times. The bench is resumable from its output folder alone:
 
 - a run whose ``summary.json`` reports all its steps is **skipped**;
 - a run that stopped part-way **resumes** (``--resume``) from its last checkpoint, or starts again
@@ -45,6 +47,7 @@ __all__ = [
     "plan_jobs",
     "run_bench",
     "subprocess_runner",
+    "threads_per_run",
 ]
 
 logger = logging.getLogger(__name__)
@@ -67,6 +70,7 @@ class RunJob:
     reason: str
     max_steps: int
     command: list[str] = field(default_factory=list)
+    threads: int | None = None  # torch threads of the run's process (None: the environment's)
 
     @property
     def key(self) -> str:
@@ -227,9 +231,12 @@ def plan_jobs(cfg: BenchConfig, *, rerun_changed: bool = False) -> list[RunJob]:
 def subprocess_runner(job: RunJob, poll: Callable[[], None], timeout_s: float | None) -> int:
     """Run the job's command as a child process, output appended to its log; the exit code (124: timed out).
 
-    Ctrl-C stops the child as well (it is asked to stop, then killed after 30 s) and is raised again."""
+    Ctrl-C stops the child as well (it is asked to stop, then killed after 30 s) and is raised again.
+    ``job.threads`` (when set) is the child's torch thread count (``OMP_NUM_THREADS``, ``MKL_NUM_THREADS``)."""
     job.log_path.parent.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1"}
+    if job.threads is not None:
+        env.update(OMP_NUM_THREADS=str(job.threads), MKL_NUM_THREADS=str(job.threads))
     with open(job.log_path, "a", encoding="utf-8") as log:
         log.write(f"\n=== {datetime.now(UTC).isoformat(timespec='seconds')} {' '.join(job.command)}\n")
         log.flush()
@@ -362,6 +369,12 @@ def _write_settings(job: RunJob) -> None:
     job.config_path.write_text(header + yaml.safe_dump(job.settings, sort_keys=False), encoding="utf-8")
 
 
+def threads_per_run(jobs: int, cores: int | None = None) -> int:
+    """Torch threads for each of ``jobs`` runs at once: the cores shared out, at least one."""
+    cores = cores or os.cpu_count() or 1
+    return max(1, cores // max(1, jobs))
+
+
 def run_bench(
     cfg: BenchConfig,
     *,
@@ -370,14 +383,36 @@ def run_bench(
     rerun_changed: bool = False,
     dry_run: bool = False,
     source: str | None = None,
+    jobs: int = 1,
 ) -> dict[str, Any]:
     """Run every job of the bench that is not finished; returns the manifest (also in ``bench.json``).
 
+    ``jobs``: how many runs go at once (each with :func:`threads_per_run` torch threads when more than one).
     A failed run is recorded and the bench goes on with the next one. Raises ``KeyboardInterrupt``
-    again after recording an interrupted run."""
+    again after recording the interrupted runs (every running one is stopped)."""
+    if jobs < 1:
+        raise HarnessRLError(f"--jobs {jobs}: run at least one job at a time")
     runner = runner or subprocess_runner
     console = console or Console()
-    jobs = plan_jobs(cfg, rerun_changed=rerun_changed)
+    planned = plan_jobs(cfg, rerun_changed=rerun_changed)
+    if jobs > 1:
+        for job in planned:
+            job.threads = threads_per_run(jobs)
+    return _run_planned(cfg, planned, runner, console, dry_run, source, jobs)
+
+
+def _run_planned(
+    cfg: BenchConfig,
+    jobs: list[RunJob],
+    runner: CommandRunner,
+    console: Console,
+    dry_run: bool,
+    source: str | None,
+    parallel: int,
+) -> dict[str, Any]:
+    import threading
+    from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+
     _print_plan(jobs, console)
     if dry_run:
         return {"runs": {j.key: {"action": j.action, "reason": j.reason, "command": j.command} for j in jobs}}
@@ -399,48 +434,67 @@ def run_bench(
         TimeElapsedColumn(),
         console=console,
     )
-    with progress:
-        overall = progress.add_task("bench", total=len(jobs), completed=len(jobs) - len(todo), detail="")
-        for job in todo:
+    lock = threading.Lock()  # the manifest and the progress line, shared by the workers
+    stop = threading.Event()  # Ctrl-C in the main thread: every worker stops its run
+    running: dict[str, str] = {}
+
+    def show() -> None:
+        progress.update(overall, detail="; ".join(running.values()))
+
+    def run_one(job: RunJob) -> None:
+        if stop.is_set():  # the bench is stopping: this run stays pending
+            return
+        with lock:
             row = manifest.run(job)
             _write_settings(job)
             job.run_dir.parent.mkdir(parents=True, exist_ok=True)
             attempt: dict[str, Any] = {"action": job.action, "started": _now(), "command": job.command}
+            if job.threads is not None:
+                attempt["threads"] = job.threads
             row["attempts"].append(attempt)
             row["status"] = "running"
             manifest.save()
             label = f"{job.method} seed {job.seed}"
-            progress.update(overall, detail=f"{label}: {job.action}")
+            running[job.key] = f"{label}: {job.action}"
+            show()
 
-            def poll(job: RunJob = job, label: str = label) -> None:
-                step = _last_step(job.run_dir)
-                shown = "starting" if step is None else f"step {step}/{job.max_steps}"
-                progress.update(overall, detail=f"{label}: {shown}")
+        def poll() -> None:
+            if stop.is_set():
+                raise KeyboardInterrupt
+            step = _last_step(job.run_dir)
+            with lock:
+                running[job.key] = f"{label}: " + ("starting" if step is None else f"step {step}/{job.max_steps}")
+                show()
 
-            t0 = time.perf_counter()
-            launch_error = None
-            try:
-                rc = runner(job, poll, timeout_s)
-            except KeyboardInterrupt:
+        t0 = time.perf_counter()
+        launch_error = None
+        try:
+            rc = runner(job, poll, timeout_s)
+        except KeyboardInterrupt:
+            stop.set()  # before this worker could take the next run
+            with lock:
                 attempt.update(ended=_now(), wall_seconds=round(time.perf_counter() - t0, 1), returncode=None)
                 row["status"], row["error"] = "interrupted", "stopped by Ctrl-C; run the bench again to resume"
+                running.pop(job.key, None)
                 manifest.save()
-                raise
-            except Exception as e:  # the run could not even be started: record it and go on with the next
-                logger.exception("running %s failed", job.key)
-                rc, launch_error = -1, f"{type(e).__name__}: {e}"
-            wall = time.perf_counter() - t0
+            raise
+        except Exception as e:  # the run could not even be started: record it and go on with the next
+            logger.exception("running %s failed", job.key)
+            rc, launch_error = -1, f"{type(e).__name__}: {e}"
+        wall = time.perf_counter() - t0
+        state, why = inspect_run(job.run_dir, job.max_steps)
+        freed = 0
+        if rc == 0 and state == "done" and not cfg.keep_resume_checkpoints:
+            freed = drop_resume_checkpoints(job.run_dir)
+        with lock:
             attempt.update(ended=_now(), wall_seconds=round(wall, 1), returncode=rc)
-            state, why = inspect_run(job.run_dir, job.max_steps)
             if rc == 0 and state == "done":
                 row["status"] = "done"
                 row.pop("error", None)
                 row.pop("log_tail", None)
                 progress.console.log(f"[green]✓[/] {label}: {why} in {wall / 60:.1f} min")
-                if not cfg.keep_resume_checkpoints:
-                    freed = drop_resume_checkpoints(job.run_dir)
-                    if freed:
-                        progress.console.log(f"  dropped its resume checkpoints ({freed / 2**30:.1f} GiB)")
+                if freed:
+                    progress.console.log(f"  dropped its resume checkpoints ({freed / 2**30:.1f} GiB)")
             else:
                 if launch_error is not None:
                     problem = f"could not be run ({launch_error})"
@@ -453,8 +507,30 @@ def run_bench(
                 row["status"] = "failed"
                 row["error"], row["log_tail"] = problem, _tail(job.log_path)
                 progress.console.log(f"[red]✗[/] {label}: {problem} (log: {job.log_path})")
+            running.pop(job.key, None)
             manifest.save()
             progress.advance(overall)
+            show()
+
+    with progress:
+        overall = progress.add_task("bench", total=len(jobs), completed=len(jobs) - len(todo), detail="")
+        if parallel <= 1:  # in this thread: Ctrl-C reaches the run directly
+            for job in todo:
+                run_one(job)
+        else:
+            pool = ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="bench-run")
+            futures = [pool.submit(run_one, job) for job in todo]
+            try:
+                done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+                for f in done:
+                    f.result()  # a worker's own error (not a run's failure, which is recorded) goes up
+            except BaseException:
+                stop.set()
+                for f in futures:
+                    f.cancel()
+                pool.shutdown(wait=True)
+                raise
+            pool.shutdown(wait=True)
         progress.update(overall, detail="")
     return manifest.data
 

@@ -1,7 +1,7 @@
 """The frozen policy's sampler: fresh rollouts for the critic's trials, without moving the weights or the run's RNG.
 
 A guidance or sampling trial needs new completions of the *current* policy; anything with the
-``sample`` method of :class:`~harnessrl.critic.trials.PolicySampler` works (tests pass a scripted one).
+``sample`` method of :class:`~harnessrl.critic.protocols.PolicySampler` works (tests pass a scripted one).
 A training run uses :class:`TransformersSampler` (transformers ``generate`` on the policy; it alone
 imports torch, when it samples), or :class:`VLLMSampler` when it generates through vLLM
 (``generation.backend: vllm``): the same engine as the training rollouts, whose weights it brings up to
@@ -34,7 +34,7 @@ def chat_prompts(tokenizer: Any, prompts: list[list[dict[str, str]]]) -> tuple[l
 
 
 class TransformersSampler:
-    """A :class:`~harnessrl.critic.trials.PolicySampler` over a transformers causal LM and its tokenizer.
+    """A :class:`~harnessrl.critic.protocols.PolicySampler` over a transformers causal LM and its tokenizer.
 
     Prompts go through the tokenizer's chat template (:func:`chat_prompts`), are batched by length (less
     padding; the texts come back in the prompts' order), padded on the left and sampled
@@ -163,7 +163,7 @@ def _engine_lock(generation: Any) -> threading.Lock:
 
 
 class VLLMSampler:
-    """A :class:`~harnessrl.critic.trials.PolicySampler` over the training run's own vLLM engine.
+    """A :class:`~harnessrl.critic.protocols.PolicySampler` over the training run's own vLLM engine.
 
     With ``generation.backend: vllm`` TRL generates the training rollouts through
     ``trainer.vllm_generation`` (``trl.generation.vllm_generation.VLLMGeneration``); this sampler sends

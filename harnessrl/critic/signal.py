@@ -50,6 +50,7 @@ from harnessrl.data.schema import Criterion
 __all__ = [
     "CRITERION_SIGNAL",
     "MOVED_SIGNAL_SHARE",
+    "NO_EFFECT",
     "REFERENCE_RANK",
     "RHO_PREFIX",
     "SIGNAL_SHARE",
@@ -80,6 +81,9 @@ REFERENCE_RANK = "reference_rank"
 """Share of the policy's rollouts the reference answer scores at least as high as (ties count half)."""
 RHO_PREFIX = "rho_reward_"
 """``rho_reward_<feature>``: |Spearman rho| of reward with length or a surface feature (should fall)."""
+
+NO_EFFECT = "no effect on the learning signal"
+"""How a rejection for a candidate that leaves every rollout's advantage as it was begins."""
 
 
 class SignalConfig(BaseModel):

@@ -11,6 +11,7 @@ from harnessrl.data.schema import ChatMessage, Criterion, Task, prompt_text
 
 __all__ = [
     "BENCH_DIR",
+    "BENCH_GOLD_DIR",
     "BUNDLED_DIR",
     "ChatMessage",
     "Criterion",
@@ -38,6 +39,13 @@ BENCH_DIR = Path(__file__).parent / "bench_suite"
 ``validation.jsonl``, ``test.jsonl``; tasks where plain GRPO on the embedded 135M policy measurably learns."""
 
 
+BENCH_GOLD_DIR = Path(__file__).parent / "bench_gold"
+"""The gold-graded benchmark suite (``configs/bench-gold.yaml``): task families whose training rubrics carry
+injected reward failures, each task with a ``gold_rubric`` that evaluation grades with (see its README.md)."""
+
+_SUITES = {"bench": BENCH_DIR, "bench-gold": BENCH_GOLD_DIR}
+
+
 def bundled_path(split: Literal["train", "heldout"] = "train") -> Path:
     """Path of a split of the bundled sample."""
     if split not in ("train", "heldout"):
@@ -47,11 +55,12 @@ def bundled_path(split: Literal["train", "heldout"] = "train") -> Path:
 
 def data_path(value: str, split: Literal["train", "validation", "test"]) -> Path:
     """A data setting as a file: ``bundled`` (the Rubric-Mix sample: its train file, or its held-out file for
-    validation and test), ``bench`` (the CPU benchmark suite's file of that split), else a path."""
+    validation and test), ``bench`` (the CPU benchmark suite's file of that split), ``bench-gold`` (the
+    gold-graded suite's), else a path."""
     if value == "bundled":
         return bundled_path("train" if split == "train" else "heldout")
-    if value == "bench":
-        return BENCH_DIR / f"{split}.jsonl"
+    if value in _SUITES:
+        return _SUITES[value] / f"{split}.jsonl"
     return Path(value)
 
 

@@ -43,7 +43,8 @@ __all__ = [
 
 Format = Literal["auto", "harnessrl", "rar", "hf"]
 FORMATS: tuple[str, ...] = ("auto", "harnessrl", "rar", "hf")
-_TASK_FIELDS = ("id", "domain", "prompt", "reference_answer", "rubric", "metadata")
+_TASK_FIELDS = ("id", "domain", "prompt", "reference_answer", "rubric", "gold_rubric", "metadata")
+_RUBRIC_FIELDS = ("rubric", "gold_rubric")
 
 
 @dataclass
@@ -80,6 +81,7 @@ class ValidationReport:
             "pitfall_share": round(sum(c.is_pitfall for c in crits) / len(crits), 3) if crits else 0.0,
             "programmatic_share": round(sum(c.kind == "programmatic" for c in crits) / len(crits), 3) if crits else 0.0,
             "with_reference": sum(t.reference_answer is not None for t in self.tasks),
+            "with_gold_rubric": sum(t.gold_rubric is not None for t in self.tasks),
         }
 
 
@@ -137,16 +139,19 @@ def _drop_arrow_nulls(row: Any) -> Any:
     row = dict(row)
     if isinstance(row.get("metadata"), dict):
         row["metadata"] = {k: v for k, v in row["metadata"].items() if v is not None}
-    rubric = row.get("rubric")
-    if isinstance(rubric, list):
-        items = []
-        for item in rubric:
-            if isinstance(item, dict):
-                item = {k: v for k, v in item.items() if v is not None}
-                if isinstance(item.get("check"), dict):
-                    item["check"] = {k: v for k, v in item["check"].items() if v is not None}
-            items.append(item)
-        row["rubric"] = items
+    if "gold_rubric" in row and row["gold_rubric"] is None:  # a column most rows of a table leave empty
+        del row["gold_rubric"]
+    for name in _RUBRIC_FIELDS:
+        rubric = row.get(name)
+        if isinstance(rubric, list):
+            items = []
+            for item in rubric:
+                if isinstance(item, dict):
+                    item = {k: v for k, v in item.items() if v is not None}
+                    if isinstance(item.get("check"), dict):
+                        item["check"] = {k: v for k, v in item["check"].items() if v is not None}
+                items.append(item)
+            row[name] = items
     return row
 
 
@@ -159,28 +164,38 @@ def _looks_like_rar(row: Mapping[str, Any]) -> bool:
     )
 
 
-def _from_rar(row: Mapping[str, Any], index: int, default_domain: str | None) -> dict[str, Any]:
-    rubric_in = row.get("rubric")
+def _rar_criteria(rubric_in: Any, name: str = "rubric") -> list[Any]:
+    """RaR's ``[{title, description, weight}]`` as our criteria (an item with an ``id`` or a ``check`` is
+    already in our schema and passes through)."""
     if rubric_in is None:
         rubric_in = []
     if not isinstance(rubric_in, list):
-        raise _RowProblem(f"rubric must be a list of {{title, description, weight}}, got {type(rubric_in).__name__}")
+        raise _RowProblem(f"{name} must be a list of {{title, description, weight}}, got {type(rubric_in).__name__}")
     rubric = []
     for i, item in enumerate(rubric_in, start=1):
         if not isinstance(item, dict):
-            raise _RowProblem(f"rubric item {i} must be an object with title, description, weight")
+            raise _RowProblem(f"{name} item {i} must be an object with title, description, weight")
+        if "id" in item or "check" in item:
+            rubric.append(item)
+            continue
         text = item.get("description") or item.get("title") or ""
         crit = {"id": f"c{i}", "text": text, "weight": item.get("weight")}
         if "weight" not in item:
-            raise _RowProblem(f"rubric item {i} has no weight")
+            raise _RowProblem(f"{name} item {i} has no weight")
         rubric.append(crit)
+    return rubric
+
+
+def _from_rar(row: Mapping[str, Any], index: int, default_domain: str | None) -> dict[str, Any]:
+    rubric_in = row.get("rubric") or []
+    rubric = _rar_criteria(rubric_in)
     source = row.get("question_source") or None
     domain = row.get("domain") or default_domain or source or "general"
     meta = {k: row[k] for k in ("question_source",) if row.get(k)}
     titles = [it.get("title") for it in rubric_in if isinstance(it, dict)]
     if any(titles):
         meta["criterion_titles"] = titles
-    return {
+    out = {
         "id": str(row.get("id") or f"rar-{index:06d}"),
         "domain": str(domain),
         "prompt": row.get("question"),
@@ -188,6 +203,9 @@ def _from_rar(row: Mapping[str, Any], index: int, default_domain: str | None) ->
         "rubric": rubric,
         "metadata": meta,
     }
+    if row.get("gold_rubric") is not None:
+        out["gold_rubric"] = _rar_criteria(row["gold_rubric"], "gold_rubric")
+    return out
 
 
 def _from_mapping(row: Mapping[str, Any], index: int, mapping: Mapping[str, str], default_domain: str | None):
@@ -201,11 +219,12 @@ def _from_mapping(row: Mapping[str, Any], index: int, mapping: Mapping[str, str]
     out["id"] = str(out["id"])
     if default_domain and not out.get("domain"):
         out["domain"] = default_domain
-    if isinstance(out.get("rubric"), str):
-        try:
-            out["rubric"] = json.loads(out["rubric"])
-        except json.JSONDecodeError as e:
-            raise _RowProblem(f"rubric column is a string but not JSON: {e.msg}") from None
+    for name in _RUBRIC_FIELDS:
+        if isinstance(out.get(name), str):
+            try:
+                out[name] = json.loads(out[name])
+            except json.JSONDecodeError as e:
+                raise _RowProblem(f"{name} column is a string but not JSON: {e.msg}") from None
     return out
 
 
@@ -215,16 +234,17 @@ class _RowProblem(ValueError):
 
 def _loc_name(loc: tuple[Any, ...], raw: Mapping[str, Any]) -> str:
     parts: list[str] = []
-    rubric = raw.get("rubric") if isinstance(raw, Mapping) else None
     i = 0
     while i < len(loc):
         part = loc[i]
-        if part == "rubric" and i + 1 < len(loc) and isinstance(loc[i + 1], int):
+        if part in _RUBRIC_FIELDS and i + 1 < len(loc) and isinstance(loc[i + 1], int):
+            rubric = raw.get(part) if isinstance(raw, Mapping) else None
             idx = loc[i + 1]
             cid = None
             if isinstance(rubric, list) and idx < len(rubric) and isinstance(rubric[idx], dict):
                 cid = rubric[idx].get("id")
-            parts.append(f"criterion {idx + 1}" + (f" ({cid!r})" if cid else ""))
+            gold = "gold " if part == "gold_rubric" else ""
+            parts.append(f"{gold}criterion {idx + 1}" + (f" ({cid!r})" if cid else ""))
             i += 2
             continue
         if isinstance(part, str) and part in CHECK_TYPES:  # pydantic's union branch name: not useful
@@ -260,7 +280,7 @@ def _explain(err: ValidationError, raw: Mapping[str, Any]) -> str:
             if where.endswith(" prompt") or where == "prompt":
                 msg = msg if "prompt" in msg else f"prompt: {msg}"
                 msgs.append(msg)
-            elif where == "rubric":
+            elif where in _RUBRIC_FIELDS:
                 msgs.append(msg)
             else:
                 msgs.append(f"{where}: {msg}")

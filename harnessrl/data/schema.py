@@ -4,6 +4,11 @@ A criterion is either *judged* (natural-language text graded by a judge backend)
 (the same kind of text, plus a typed ``check`` evaluated in code). A negative weight makes it a
 pitfall: satisfying it lowers the reward. The rubric stored on a task is version 0, the dataset's;
 the rubric-criteria interface versions its own edits and never changes this one.
+
+A task may also carry a ``gold_rubric``: what the prompt truly asks (exact checks wherever the request
+is formal). It is for evaluation only: a run strips it from every task it trains on before the harness,
+the tool server, the memory or the evolver see them (:meth:`Task.without_gold`), and scores held-out
+tasks with it, so that an evaluation never shares the failure of the rubric the harness may repair.
 """
 
 from __future__ import annotations
@@ -89,6 +94,10 @@ class Task(BaseModel):
     prompt: str | list[ChatMessage]
     reference_answer: str | None = None
     rubric: list[Criterion]
+    gold_rubric: list[Criterion] | None = Field(
+        default=None,
+        description="What the prompt truly asks, for evaluation only (never seen by the harness); null: none.",
+    )
     metadata: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("prompt")
@@ -106,19 +115,34 @@ class Task(BaseModel):
     def _blank_reference_is_none(cls, v: str | None) -> str | None:
         return v if v and v.strip() else None
 
-    @field_validator("rubric")
+    @field_validator("rubric", "gold_rubric")
     @classmethod
-    def _rubric_sound(cls, v: list[Criterion]) -> list[Criterion]:
+    def _rubric_sound(cls, v: list[Criterion] | None, info) -> list[Criterion] | None:
+        if v is None:
+            return v
+        name = "rubric" if info.field_name == "rubric" else "gold rubric"
         if not v:
-            raise ValueError("rubric is empty: give at least one criterion with a positive weight")
+            hint = "" if name == "rubric" else " (or drop gold_rubric)"
+            raise ValueError(f"{name} is empty: give at least one criterion with a positive weight{hint}")
         if not any(c.weight > 0 for c in v):
-            raise ValueError("rubric has no criterion with a positive weight: the reward would be undefined")
+            raise ValueError(f"{name} has no criterion with a positive weight: the reward would be undefined")
         seen: set[str] = set()
         for c in v:
             if c.id in seen:
-                raise ValueError(f"criterion id {c.id!r} appears twice in the rubric")
+                raise ValueError(f"criterion id {c.id!r} appears twice in the {name}")
             seen.add(c.id)
         return v
+
+    def without_gold(self) -> Task:
+        """This task as training sees it: no gold rubric (the harness must never read what evaluation grades)."""
+        return self if self.gold_rubric is None else self.model_copy(update={"gold_rubric": None})
+
+    def trained_on_gold(self) -> Task:
+        """This task with its gold rubric as the rubric it trains on (the oracle's view), gold stripped;
+        a task without a gold rubric keeps its own."""
+        if self.gold_rubric is None:
+            return self
+        return self.model_copy(update={"rubric": list(self.gold_rubric), "gold_rubric": None})
 
     def messages(self) -> list[dict[str, str]]:
         """The prompt as chat messages (a text prompt becomes one user turn)."""

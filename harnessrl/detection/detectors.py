@@ -70,7 +70,9 @@ __all__ = [
     "SpuriousCorrelationDetector",
     "TaskHistory",
     "judge_disagreement",
+    "rank_rows",
     "spearman",
+    "spearman_rows",
 ]
 
 logger = logging.getLogger(__name__)
@@ -236,25 +238,38 @@ SURFACE_FEATURES: dict[str, Callable[[str], float]] = {
 
 
 # ---------------------------------------------------------------------------------------------- statistics
-def _ranks(a: np.ndarray) -> np.ndarray:
-    """1-based ranks, ties sharing their average rank (as ``scipy.stats.rankdata``)."""
-    n = a.size
-    order = np.argsort(a, kind="mergesort")
-    s = a[order]
-    new = np.empty(n, dtype=bool)
-    new[0] = True
-    np.not_equal(s[1:], s[:-1], out=new[1:])
-    starts = np.flatnonzero(new)
-    counts = np.diff(np.append(starts, n))
-    ranks = np.empty(n, dtype=float)
-    ranks[order] = np.repeat(starts + (counts + 1) / 2.0, counts)
+def rank_rows(a: np.ndarray) -> np.ndarray:
+    """1-based ranks along the last axis, ties sharing their average rank (``scipy.stats.rankdata`` of each row)."""
+    a = np.asarray(a, dtype=float)
+    n = a.shape[-1]
+    order = np.argsort(a, axis=-1, kind="mergesort")
+    s = np.take_along_axis(a, order, axis=-1)
+    pos = np.broadcast_to(np.arange(n), a.shape)
+    first = np.ones(a.shape, dtype=bool)  # the first of a run of equal values, in sorted order
+    np.not_equal(s[..., 1:], s[..., :-1], out=first[..., 1:])
+    last = np.ones(a.shape, dtype=bool)
+    last[..., :-1] = first[..., 1:]
+    start = np.maximum.accumulate(np.where(first, pos, 0), axis=-1)
+    end = np.flip(np.minimum.accumulate(np.flip(np.where(last, pos, n - 1), axis=-1), axis=-1), axis=-1)
+    ranks = np.empty(a.shape, dtype=float)
+    np.put_along_axis(ranks, order, (start + end) / 2.0 + 1.0, axis=-1)
     return ranks
 
 
-def _standardised(ranks: np.ndarray) -> np.ndarray | None:
-    c = ranks - ranks.mean()
-    norm = math.sqrt(float(c @ c))
-    return None if norm < 1e-12 else c / norm
+def spearman_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Spearman rho of each row pair of two ``(..., n)`` arrays (average ranks for ties); NaN where a row is constant.
+
+    The package's one rank correlation: the detectors' (one pair, :func:`spearman`) and the critic's (a
+    bootstrap's resamples, one per row). rho is the centred ranks' cross sum over the root of the product of
+    their sums of squares: exact sums of half-integers, so equal correlations come out equal."""
+    rx, ry = rank_rows(x), rank_rows(y)
+    rx -= rx.mean(axis=-1, keepdims=True)
+    ry -= ry.mean(axis=-1, keepdims=True)
+    den = np.sqrt((rx * rx).sum(axis=-1) * (ry * ry).sum(axis=-1))
+    num = (rx * ry).sum(axis=-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rho = np.where(den > 1e-12, num / np.where(den > 1e-12, den, 1.0), np.nan)
+    return np.clip(rho, -1.0, 1.0)
 
 
 def spearman(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> float | None:
@@ -262,10 +277,8 @@ def spearman(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -
     xa, ya = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     if xa.size < 2 or xa.size != ya.size:
         return None
-    zx, zy = _standardised(_ranks(xa)), _standardised(_ranks(ya))
-    if zx is None or zy is None:
-        return None
-    return float(np.clip(zx @ zy, -1.0, 1.0))
+    rho = float(spearman_rows(xa, ya))
+    return None if math.isnan(rho) else rho
 
 
 def _p_one_sided(rho: float, n: int, controls: int = 0) -> float | None:
@@ -457,11 +470,8 @@ class SpuriousCorrelationDetector:
         if rewards is None or rewards.size < cfg.min_points:
             return []
         n = int(rewards.size)
-        zr = _standardised(_ranks(rewards))
-        if zr is None:
-            return []  # every pooled reward equal: no ranking to correlate
-        zl = _standardised(_ranks(cols["length"])) if "length" in cols else None
-        rho_len = float(zr @ zl) if zl is not None else None
+        # None where a side is constant (every pooled reward equal, or every length): no ranking to correlate
+        rho_len = spearman(rewards, cols["length"]) if "length" in cols else None
         out = []
         obs = current[-1]
         steps = sorted({o.step for o in pooled})
@@ -496,13 +506,12 @@ class SpuriousCorrelationDetector:
             x = cols.get(name)
             if x is None:
                 continue
-            zx = _standardised(_ranks(x))
-            if zx is None:
-                continue  # constant feature (e.g. no bullet lines anywhere): undefined
-            rho = float(zr @ zx)
+            rho = spearman(rewards, x)
+            if rho is None:
+                continue  # constant feature (e.g. no bullet lines anywhere) or rewards: undefined
             tested, controls, partial, rho_fl = rho, 0, None, None
-            if cfg.feature_control_length and zl is not None and rho_len is not None:
-                rho_fl = float(zx @ zl)
+            if cfg.feature_control_length and rho_len is not None:
+                rho_fl = spearman(x, cols["length"])
                 denom = (1 - rho_len**2) * (1 - rho_fl**2)
                 if denom <= 1e-9:
                     continue  # the feature (or reward) is a function of length: spurious_length's business

@@ -1,7 +1,8 @@
 """The harness interfaces (one :class:`Interface` type; task sampling, rollout guidance and rubric criteria
 built in, more as plug-ins), their registry, the harness that holds them, and the evolver's tool contract."""
 
-from harnessrl.interfaces.base import AppliedUpdate, HarnessContext, Interface, InterfaceUpdate, Row
+from harnessrl.interfaces.base import AppliedUpdate, HarnessContext, Interface, InterfaceUpdate, Row, Suggestion
+from harnessrl.interfaces.evidence import ProposalEvidence
 from harnessrl.interfaces.guidance import GuidanceRule, RolloutGuidance, SetGuidance, guided_count
 from harnessrl.interfaces.harness import Harness, parse_update
 from harnessrl.interfaces.registry import ENTRY_POINT_GROUP, interface_classes, load_interface
@@ -18,12 +19,14 @@ __all__ = [
     "HarnessContext",
     "Interface",
     "InterfaceUpdate",
+    "ProposalEvidence",
     "ReweightTasks",
     "RolloutGuidance",
     "Row",
     "RubricCriteria",
     "RubricVersion",
     "SetGuidance",
+    "Suggestion",
     "TaskSampling",
     "guided_count",
     "interface_classes",

@@ -21,8 +21,10 @@ resumed.
 - **which failures it answers**: :attr:`answers` (the attributor's choices) and :attr:`hint_for`
   (the detectors' hint);
 - **its MCP tools and prompt text**: :attr:`builder_tool` (built from :attr:`update_type`), extra
-  read fields in :meth:`task_view`, :attr:`evolver_text` for the attributor's prompt and
-  :meth:`suggest` for the rule-based evolver;
+  read fields in :meth:`task_view`, :attr:`evolver_text` for the attributor's prompt;
+- **its remedies**: :meth:`suggest`, its own candidates for a failure, best first, each built with its
+  update model from a typed :class:`~harnessrl.interfaces.evidence.ProposalEvidence` (the rule-based
+  evolver orders and calls them; a built-in and a plug-in propose the same way);
 - **how the report shows it**: :meth:`summary`.
 
 Interfaces are registered in :mod:`harnessrl.interfaces.registry` (built in, the
@@ -31,15 +33,17 @@ Interfaces are registered in :mod:`harnessrl.interfaces.registry` (built in, the
 
 from __future__ import annotations
 
+import logging
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from harnessrl.critic.signal import CRITERION_SIGNAL, RHO_PREFIX, SIGNAL_SHARE
 from harnessrl.data.schema import Task
+from harnessrl.interfaces.evidence import ProposalEvidence
 from harnessrl.records.failures import Failure
 
 if TYPE_CHECKING:
@@ -48,7 +52,18 @@ if TYPE_CHECKING:
     from harnessrl.critic.acceptance import Measured
     from harnessrl.critic.trials import Trial
 
-__all__ = ["AppliedUpdate", "HarnessContext", "Interface", "InterfaceUpdate", "Row", "failure_metric"]
+__all__ = [
+    "AppliedUpdate",
+    "HarnessContext",
+    "Interface",
+    "InterfaceUpdate",
+    "Row",
+    "Suggestion",
+    "failure_metric",
+    "suggestions",
+]
+
+logger = logging.getLogger(__name__)
 
 
 class InterfaceUpdate(BaseModel):
@@ -61,6 +76,38 @@ class InterfaceUpdate(BaseModel):
     rationale: str = Field(
         default="", max_length=2000, description="Why this update: the failure and evidence it answers."
     )
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    """One candidate an interface proposes for a failure: the name of the remedy that built it (``tag``,
+    recorded in the candidate's rationale so that a revision does not propose it again) and the update."""
+
+    tag: str
+    update: InterfaceUpdate
+
+    def builder_arguments(self) -> dict[str, Any]:
+        """The update as its builder tool's arguments: the fields the remedy set (the tool implies
+        ``interface``)."""
+        return self.update.model_dump(mode="json", exclude_unset=True, exclude={"interface"})
+
+
+def suggestions(
+    evidence: ProposalEvidence, remedies: Iterable[tuple[str, Callable[[ProposalEvidence], InterfaceUpdate | None]]]
+) -> list[Suggestion]:
+    """The candidates the named ``remedies`` build from ``evidence``, in order: one that does not apply
+    (None) is left out, and so is one whose update fails its model's validation (logged: a remedy's bug
+    must not stop the others)."""
+    out = []
+    for tag, remedy in remedies:
+        try:
+            update = remedy(evidence)
+        except ValidationError as e:
+            logger.warning("remedy %s built an invalid update for %s: %s", tag, evidence.failure.failure_id, e)
+            continue
+        if update is not None:
+            out.append(Suggestion(tag, update))
+    return out
 
 
 class AppliedUpdate(BaseModel):
@@ -214,11 +261,18 @@ class Interface(ABC):
         return {}
 
     @classmethod
-    def suggest(cls, failure: Mapping[str, Any], task: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-        """The rule-based evolver's candidates for ``failure`` (a ``get_failures`` item) on ``task`` (a
-        ``get_harness_state`` task view), best first, as (label, builder-tool arguments). Built-in
-        interfaces have their playbook in :mod:`harnessrl.agents.rule_based`; a plug-in gives its own."""
+    def suggest(cls, evidence: ProposalEvidence) -> list[Suggestion]:
+        """This interface's candidates for ``evidence.failure``, best first, each built with its update
+        model (remedies that do not apply to the evidence are left out). The rule-based evolver tries them
+        in order, skipping those already tried for the failure. Default: none."""
         return []
+
+    @classmethod
+    def suggestion(cls, tag: str, evidence: ProposalEvidence) -> Suggestion | None:
+        """The candidate of the remedy named ``tag`` for ``evidence`` (None: it does not apply). Default: the
+        one :meth:`suggest` gives under that name; an interface whose remedies serve as another's fallback
+        builds any of them by name."""
+        return next((s for s in cls.suggest(evidence) if s.tag == tag), None)
 
     # ------------------------------------------------------------------ the report
     def summary(self) -> dict[str, Any]:

@@ -16,7 +16,16 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, Field, model_validator
 
 from harnessrl.data.schema import Task
-from harnessrl.interfaces.base import AppliedUpdate, HarnessContext, Interface, InterfaceUpdate, Row
+from harnessrl.interfaces.base import (
+    AppliedUpdate,
+    HarnessContext,
+    Interface,
+    InterfaceUpdate,
+    Row,
+    Suggestion,
+    suggestions,
+)
+from harnessrl.interfaces.evidence import ProposalEvidence, TrialView, as_sentence, clip_text, excerpt, number
 
 if TYPE_CHECKING:
     from harnessrl.critic.acceptance import Measured
@@ -254,3 +263,115 @@ class RolloutGuidance(Interface):
             "guidance": None if rule is None else rule.model_dump(mode="json"),
             "temperature": self.temperature_for(task),
         }
+
+    # ------------------------------------------------------------------ its remedies
+    @classmethod
+    def suggest(cls, evidence: ProposalEvidence) -> list[Suggestion]:
+        """A hint for half of each group built from what the rollouts fail (a dead criterion: quoting it; a
+        pitfall every rollout commits: to avoid it), then, after the critic's reject, the same or a more
+        explicit hint for a larger share of the group."""
+        first = {
+            "criterion_saturated": ("avoid", _avoid_hint),
+            "criterion_dead": ("guide_criterion", _guide_criterion),
+        }.get(evidence.failure.kind, ("guide", _guide))
+        return suggestions(evidence, [first, ("guide_more", _guide_more)])
+
+
+# ---------------------------------------------------------------------------------------------- remedies
+#
+# Uniformly low or a dead criterion: a hint built from the failing criteria's text (positive criteria with a
+# mean verdict < 0.5; a dead criterion: quoting it), for half of each group -> after a reject the guided share
+# rises by 0.25 and the measurements decide the rest: a guided arm that still showed no spread also gets a
+# more explicit hint (the start of the reference answer) and temperature 1.3; one that helped keeps its hint.
+# A pitfall every rollout commits: a hint to avoid it.
+
+
+def _failing_hint(e: ProposalEvidence) -> str | None:
+    """'A good answer must meet each of these: ...': the positive criteria the rollouts fail (all of them
+    when none fails), heaviest first."""
+    means = e.criterion_means()
+    failing = [c for c in e.positive if means.get(c.id, 0.0) < 0.5] or e.positive
+    failing = sorted(failing, key=lambda c: -c.weight)
+    texts = [as_sentence(clip_text(c.text, 200)) for c in failing if c.text]
+    if not texts:
+        return None
+    return clip_text("A good answer must meet each of these: " + "; ".join(texts) + ".", 600)
+
+
+def _guide(e: ProposalEvidence) -> SetGuidance | None:
+    hint = _failing_hint(e)
+    if not hint:
+        return None
+    means = e.criterion_means()
+    failing = [f"{c.id} (mean verdict {means[c.id]:.2f})" for c in e.positive if means.get(c.id, 1) < 0.5]
+    why = f"failing criteria {', '.join(failing)}" if failing else "the task's criteria"
+    return SetGuidance(
+        scope="task",
+        target=e.task_id,
+        text=hint,
+        fraction=0.5,
+        rationale=f"Every rollout fails alike ({e.summary}); a hint built from {why} for half of each group should "
+        "let some rollouts succeed, so the group becomes discriminative.",
+    )
+
+
+def _guide_more(e: ProposalEvidence) -> SetGuidance | None:
+    """After a reject: a larger guided share; a more explicit hint (the reference answer's start) and a higher
+    temperature when the guided arm still showed no spread."""
+    prev = e.attempts_with("set_guidance")
+    last = prev[-1].payload if prev else {}
+    hint = last.get("text") or _failing_hint(e)
+    if not hint:
+        return None
+    fraction = min(0.875, (number(last.get("fraction")) or 0.5) + 0.25)
+    trial = e.trial or TrialView()
+    spread, metric = trial.candidate, trial.metric or "metric"
+    text, temperature = hint, None
+    if spread is None or spread <= 1e-6:
+        if e.reference:
+            text = clip_text(f'{hint} A good answer could start: "{excerpt(e.reference, 30)}"', 1000)
+        temperature = 1.3
+        why = (
+            f"the guided arm still showed no spread ({metric} {spread}): a more explicit hint"
+            + (" (with the start of the reference answer)" if e.reference else "")
+            + ", a higher temperature and a larger guided share"
+        )
+    else:
+        why = (
+            f"the hint helped ({metric} {spread:.3f}, improvement {trial.improvement}) but not surely "
+            "enough: the same hint for a larger share of the group"
+        )
+    reason = "no reason" if trial.reason is None else trial.reason
+    rationale = f"Revision after the critic's reject ({reason}): {why} ({fraction:g})."
+    extra = {} if temperature is None else {"temperature": temperature}
+    return SetGuidance(scope="task", target=e.task_id, text=text, fraction=fraction, rationale=rationale, **extra)
+
+
+def _guide_criterion(e: ProposalEvidence) -> SetGuidance | None:
+    crit = e.criterion(e.ev.get("criterion_id"))
+    text = e.ev.get("criterion_text") or (crit.text if crit else None)
+    if not text:
+        return _guide(e)
+    return SetGuidance(
+        scope="task",
+        target=e.task_id,
+        text=clip_text(f"Make sure your answer does this: {str(text).rstrip('.')}.", 600),
+        fraction=0.5,
+        rationale=f"No rollout satisfies criterion {e.ev.get('criterion_id')} (recent means "
+        f"{e.ev.get('recent_means')}); a hint quoting it for half of each group gives it signal.",
+    )
+
+
+def _avoid_hint(e: ProposalEvidence) -> SetGuidance | None:
+    crit = e.criterion(e.ev.get("criterion_id"))
+    text = e.ev.get("criterion_text") or (crit.text if crit else None)
+    if not text:
+        return None
+    return SetGuidance(
+        scope="task",
+        target=e.task_id,
+        text=clip_text(f"Avoid this: {str(text).rstrip('.')}.", 600),
+        fraction=0.5,
+        rationale=f"Every rollout commits pitfall {e.ev.get('criterion_id')} (recent means "
+        f"{e.ev.get('recent_means')}); a hint to avoid it for half of each group makes the pitfall discriminate.",
+    )

@@ -26,7 +26,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from harnessrl.critic.signal import MOVED_SIGNAL_SHARE
 from harnessrl.data.schema import Task
 from harnessrl.errors import ConfigError
-from harnessrl.interfaces.base import AppliedUpdate, HarnessContext, Interface, InterfaceUpdate
+from harnessrl.interfaces.base import AppliedUpdate, HarnessContext, Interface, InterfaceUpdate, Suggestion, suggestions
+from harnessrl.interfaces.evidence import ProposalEvidence
 from harnessrl.records.failures import Failure
 
 if TYPE_CHECKING:
@@ -391,3 +392,60 @@ class TaskSampling(Interface):
             "parked_until": self.state.parked_until.get(task.id) if status == "parked" else None,
             "sampling_probability": round(self.probabilities(step + 1)[task.id], 6),
         }
+
+    # ------------------------------------------------------------------ its remedies
+    @classmethod
+    def suggest(cls, evidence: ProposalEvidence) -> list[Suggestion]:
+        """Park a task out of reach (uniformly low, a dead criterion), retire a solved one (uniformly high),
+        demote one that teaches little; in that order of preference for the failure's kind."""
+        order = _ORDER.get(evidence.failure.kind, ("demote", "park"))
+        return [s for s in (cls.suggestion(tag, evidence) for tag in order) if s is not None]
+
+    @classmethod
+    def suggestion(cls, tag: str, evidence: ProposalEvidence) -> Suggestion | None:
+        """Any of its remedies by name, whatever the failure: ``park``, ``retire`` or ``demote`` (another
+        interface's playbook ends with one of them when its own remedies are spent)."""
+        remedy = _REMEDIES.get(tag)
+        found = suggestions(evidence, [(tag, remedy)]) if remedy is not None else []
+        return found[0] if found else None
+
+
+# ---------------------------------------------------------------------------------------------- remedies
+
+
+def _park(e: ProposalEvidence) -> ReweightTasks:
+    return ReweightTasks(
+        task_ids=[e.task_id],
+        action="park",
+        park_steps=e.settings.park_steps,
+        rationale="The task is out of reach for the policy now"
+        + (f" ({'; '.join(e.notes)})" if e.notes else " (guidance did not make its group discriminative)")
+        + ": park it and spend the steps on tasks it can learn from.",
+    )
+
+
+def _retire(e: ProposalEvidence) -> ReweightTasks:
+    return ReweightTasks(
+        task_ids=[e.task_id],
+        action="retire",
+        rationale=f"The task is solved ({e.summary}) and a stricter rubric did not restore a spread: retire it.",
+    )
+
+
+def _demote(e: ProposalEvidence) -> ReweightTasks:
+    return ReweightTasks(
+        task_ids=[e.task_id],
+        action="reweight",
+        weight=0.3,
+        rationale="The task teaches little now: sample it less (weight 0.3) rather than stop it.",
+    )
+
+
+_REMEDIES = {"park": _park, "retire": _retire, "demote": _demote}
+_ORDER: dict[str, tuple[str, ...]] = {
+    "non_discriminative_low": ("park", "demote"),
+    "non_discriminative_high": ("retire", "demote"),
+    "criterion_saturated": ("demote", "retire"),
+    "criterion_dead": ("park", "demote"),
+}
+"""Which remedies answer a failure kind, best first (any other kind: demote, then park)."""

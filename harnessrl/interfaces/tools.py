@@ -42,6 +42,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, create_model, field_validator, model_validator
 
 from harnessrl.interfaces.base import Interface, InterfaceUpdate
+from harnessrl.interfaces.evidence import FailureView, RolloutList, RolloutView, TaskView
 from harnessrl.interfaces.registry import interface_classes
 from harnessrl.records.events import EvolverEventKind
 
@@ -337,22 +338,6 @@ class CommitUpdate(BaseModel):
 # results
 
 
-class FailureView(BaseModel):
-    """A detected reward failure, as the evolver sees it."""
-
-    failure_id: str
-    kind: str
-    step: int = Field(description="The latest step it was detected at.")
-    task_id: str
-    domain: str
-    summary: str
-    evidence: dict[str, Any] = Field(default_factory=dict)
-    interface_hint: str
-    rubric_version: int | None = None
-    occurrences: int = Field(default=1, description="Steps it was detected at (it persisted).")
-    first_step: int | None = None
-
-
 class FailureList(BaseModel):
     failures: list[FailureView]
     total: int = Field(default=0, description="Distinct failures that matched, before the limit.")
@@ -366,48 +351,6 @@ class MemoryResult(BaseModel):
     mode: str
     items: list[dict[str, Any]] = Field(default_factory=list)
     note: str = ""
-
-
-# criteria as plain objects: the typed Criterion (with its union of checks) would make every result's
-# JSON schema large, and MCP clients validate each result against it (tens of ms a call)
-_RUBRIC = "The task's current rubric: each criterion's id, text, weight (negative: a pitfall), kind and check."
-
-
-class RolloutView(BaseModel):
-    step: int
-    member: int
-    guided: bool
-    reward: float | None
-    length_tokens: int
-    length_words: int | None = None
-    rubric_version: int | None = None
-    completion: str = Field(
-        description="The completion, truncated to the server's limit: the policy's text, data and never instructions."
-    )
-    truncated: bool = False
-    verdicts: dict[str, float | None] = Field(default_factory=dict)
-
-
-class RolloutList(BaseModel):
-    task_id: str
-    domain: str | None = None
-    rubric_version: int | None = None
-    rubric: list[dict[str, Any]] = Field(default_factory=list, description=_RUBRIC)
-    reference_answer: str | None = Field(default=None, description="The dataset's reference answer (data).")
-    rollouts: list[RolloutView] = Field(default_factory=list)
-    total: int = Field(default=0, description="Rollouts kept for the task in those steps, before the limit.")
-
-
-class TaskView(BaseModel):
-    """One task as every interface sees it now: besides its id and domain, each registered interface's
-    own fields (task sampling: weight, status, parked_until, sampling_probability; rollout guidance:
-    guidance (the rule in force, task or domain), temperature; rubric criteria: rubric_version, rubric;
-    a plug-in: its own)."""
-
-    model_config = ConfigDict(extra="allow")
-
-    task_id: str
-    domain: str
 
 
 class HarnessView(BaseModel):

@@ -14,7 +14,7 @@ backend:
   (server down, timeouts, HTTP 5xx and 429) are the backend's to retry first; what this layer retries
   is whatever still came back without a verdict (an unusable answer, a verdict for the wrong criterion).
 
-The reward, exactly as DESIGN.md §4 defines it::
+The reward, exactly as docs/design.md §4 defines it::
 
     reward = (Σ_{w>0} w·v − Σ_{w<0} |w|·v) / Σ_{w>0} w,   clipped to [0, 1]
 

@@ -1,9 +1,10 @@
-"""What a run records: step and rollout records, reward failures, events, and the run directory that holds them."""
+"""What a run records: step and rollout records, reward failures, trial results, events, and the run directory."""
 
 from harnessrl.records.events import EVENT_KINDS, EventCallback
 from harnessrl.records.failures import FAILURE_KINDS, Failure, FailureKind
 from harnessrl.records.run_dir import RunDir, open_append, read_jsonl
 from harnessrl.records.steps import GroupRecord, Recorder, RolloutRecord, StepRecord, group_stats
+from harnessrl.records.trials import TrialCost, TrialResult
 
 __all__ = [
     "EVENT_KINDS",
@@ -16,6 +17,8 @@ __all__ = [
     "RolloutRecord",
     "RunDir",
     "StepRecord",
+    "TrialCost",
+    "TrialResult",
     "group_stats",
     "open_append",
     "read_jsonl",

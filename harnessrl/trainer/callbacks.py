@@ -3,11 +3,14 @@ checkpoint, test is only reported)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import math
 import time
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -15,8 +18,8 @@ from transformers import TrainerCallback
 
 from harnessrl.data.schema import Task
 from harnessrl.judges.rubric_judge import RubricJudge
-from harnessrl.records.run_dir import RunDir
-from harnessrl.trainer.evaluation import EvalResult, EvalSplit, evaluate_policy
+from harnessrl.records.run_dir import RunDir, write_atomic
+from harnessrl.trainer.evaluation import EvalResult, EvalSplit, GradeWith, evaluate_policy
 
 if TYPE_CHECKING:
     from harnessrl.critic.trials import PolicySampler
@@ -91,12 +94,22 @@ class ProgressCallback(TrainerCallback):
             self.progress = None
 
 
+def _best_test(test: EvalResult) -> dict:
+    return {
+        "overall": test.overall,
+        "per_domain": test.per_domain,
+        "per_family": test.per_family,
+        "proxy": test.proxy.model_dump(exclude={"per_task"}) if test.proxy is not None else None,
+    }
+
+
 class EvalCallback(TrainerCallback):
     """Evaluation before training, every ``every_steps`` and at the end, on each split; keeps the best checkpoint.
 
-    Each evaluation point evaluates the validation split, then the test split (greedy or mean@k, rubric
-    version 0, the eval judge), one ``eval.jsonl`` row each with its ``split``. The best checkpoint is chosen on
-    validation alone (highest overall score; the earliest step on a tie): it is saved to
+    Each evaluation point evaluates the validation split, then the test split (greedy or mean@k, graded with
+    ``grade_with``: the gold rubrics with rubric version 0 beside them, or version 0 alone; the eval judge),
+    one ``eval.jsonl`` row each with its ``split``. The best checkpoint is chosen on validation's main score
+    alone (highest overall; the earliest step on a tie; an evaluation without a score never wins): it is saved to
     ``checkpoints/best`` and described in ``best.json`` (its step, validation scores, and the test
     scores at that step, which are reported, never used to choose). Without a validation split no best
     checkpoint is chosen. Completions come from ``sampler`` when the run sets one (its vLLM engine), else
@@ -117,9 +130,15 @@ class EvalCallback(TrainerCallback):
         temperature: float = 1.0,
         seed: int = 0,
         autocast: str = "generate",
+        grade_with: GradeWith = "rubric",
         console: Console | None = None,
+        base_cache: str | Path | None = None,
+        policy_identity: Mapping[str, Any] | None = None,
     ):
         self.run_dir = run_dir
+        self.grade_with = grade_with
+        self.base_cache = Path(base_cache) if base_cache else None
+        self.policy_identity = dict(policy_identity or {})
         # validation first: best.json is written once the point's test score is known too
         self.splits = {name: list(splits[name]) for name in ("validation", "test") if splits.get(name)}
         self.judge = judge
@@ -132,6 +151,7 @@ class EvalCallback(TrainerCallback):
             "temperature": temperature,
             "seed": seed,
             "autocast": autocast,
+            "grade_with": grade_with,
         }
         self.console = console
         # rows written by `harnessrl eval` (they carry a "source") are not part of the training curve
@@ -148,29 +168,66 @@ class EvalCallback(TrainerCallback):
         """This split's evaluations so far, in step order."""
         return [r for r in self.results if r.split == split]
 
+    def _base_cache_path(self, split: EvalSplit) -> Path | None:
+        """Where the untrained policy's evaluation of ``split`` is kept for reuse (None: no cache; never
+        through a vLLM engine, whose sampling differs from transformers')."""
+        if self.base_cache is None or self.sampler is not None:
+            return None
+        import torch
+
+        key = {
+            "policy": self.policy_identity,
+            "judge": self.judge.name,
+            "decoding": self.decoding,
+            "torch_threads": torch.get_num_threads(),
+            "tasks": [t.model_dump(mode="json") for t in self.splits[split]],
+        }
+        digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
+        return self.base_cache / f"{split}-{digest}.json"
+
     def _evaluate(self, model, tokenizer, split: EvalSplit, step: int) -> EvalResult:
-        res = evaluate_policy(
-            model,
-            tokenizer,
-            self.splits[split],
-            self.judge,
-            step=step,
-            split=split,
-            sampler=self.sampler,
-            **self.decoding,
-        )
+        cache = self._base_cache_path(split) if step == 0 else None
+        res = None
+        if cache is not None and cache.is_file():
+            try:
+                res = EvalResult.model_validate_json(cache.read_text(encoding="utf-8"))
+                logger.info("%s evaluation at step 0 reused from %s", split, cache)
+            except (OSError, ValueError) as e:  # a broken cache file is evaluated again and rewritten
+                logger.warning("%s is unreadable (%s): evaluating the base policy again", cache, e)
+        if res is None:
+            res = evaluate_policy(
+                model,
+                tokenizer,
+                self.splits[split],
+                self.judge,
+                step=step,
+                split=split,
+                sampler=self.sampler,
+                **self.decoding,
+            )
+            if cache is not None:
+                write_atomic(cache, lambda f: f.write(res.model_dump_json()))
         self.results.append(res)
         self.run_dir.append("eval.jsonl", res.model_dump(), sync=True)
+        proxy = res.proxy.overall if res.proxy is not None else None
         self.run_dir.event(
-            "evaluation", step=step, split=split, overall=res.overall, per_domain=res.per_domain, unscored=res.unscored
+            "evaluation",
+            step=step,
+            split=split,
+            graded_with=res.graded_with,
+            overall=res.overall,
+            per_domain=res.per_domain,
+            **({"proxy": proxy} if res.proxy is not None else {}),
+            **({"no_score_reason": res.no_score_reason} if res.overall is None else {}),
         )
         if self.console:
             score = "no score" if res.overall is None else f"{res.overall:.3f}"
             self.console.log(
-                f"{split} eval @ step {step}: {score} "
-                + " ".join(f"{d}={v:.2f}" for d, v in res.per_domain.items())
+                f"{split} eval @ step {step}: {res.graded_with} {score}"
+                + (f" (proxy {proxy:.3f})" if proxy is not None else "")
+                + " "
+                + " ".join(f"{d}={v:.2f}" for d, v in (res.per_family or res.per_domain).items())
                 + f" ({res.seconds:.0f}s)"
-                + (f" [bold red]{res.unscored}[/]" if res.unscored else "")
             )
         return res
 
@@ -180,16 +237,21 @@ class EvalCallback(TrainerCallback):
             done = next((r for r in self.results if r.split == split and r.step == step), None)
             out[split] = done or self._evaluate(model, tokenizer, split, step)
         val = out.get("validation")
-        # an evaluation with no score is never the best (one scored on some tasks only says so in best.json)
-        if val is not None and val.overall is not None and (self.best is None or val.overall > self.best["overall"]):
+        if (
+            val is not None
+            and val.overall is not None
+            and (self.best is None or self.best.get("overall") is None or val.overall > self.best["overall"])
+        ):
             test = out.get("test")
             self.best = {
                 "step": step,
                 "split": "validation",
+                "graded_with": val.graded_with,
                 "overall": val.overall,
                 "per_domain": val.per_domain,
-                **({"unscored": val.unscored} if val.unscored else {}),
-                "test": {"overall": test.overall, "per_domain": test.per_domain} if test else None,
+                "per_family": val.per_family,
+                "proxy": val.proxy.overall if val.proxy is not None else None,
+                "test": _best_test(test) if test else None,
             }
             if self.trainer is not None and step > 0:
                 self.trainer.save_model(str(self.run_dir.checkpoints / "best"))

@@ -12,8 +12,15 @@ A run that generates through vLLM evaluates through the same engine during train
 same at every checkpoint); ``harnessrl eval`` after training generates with transformers.
 
 Evaluation never sees the harness: held-out tasks are split off before training, the evolver never
-reads them, and they are always graded with the dataset's rubric (version 0) by a judge built from
-the eval configuration, so a harness edit can never move the yardstick.
+reads them, and they are graded by a judge built from the eval configuration, so a harness edit can
+never move the yardstick. What they are graded with (``eval.grade_with``): a task's **gold rubric**,
+what the prompt truly asks, which no part of training ever sees, and beside it the **proxy**, the task's
+rubric version 0, the kind of rubric training optimises. An evaluation graded with the rubric the
+harness may repair cannot see a repair (a lax rubric made strict, a length-paying criterion countered):
+it shares the failure it should detect. The distance between the proxy and the gold score over
+training is reward hacking, made visible. Scores are given overall, per domain and per
+``metadata.family``, with the share of completions cut at the token budget (a check on how an answer
+ends, or on its length, means little on a cut answer).
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
@@ -33,7 +40,17 @@ from harnessrl.judges.rubric_judge import RubricJudge, RubricRequest
 if TYPE_CHECKING:
     from harnessrl.critic.trials import PolicySampler
 
-__all__ = ["EvalResult", "EvalSplit", "eval_decoding", "evaluate_policy", "generate_completions", "generate_greedy"]
+__all__ = [
+    "EvalResult",
+    "EvalSplit",
+    "GradeWith",
+    "ScoreSet",
+    "eval_decoding",
+    "evaluate_policy",
+    "generate_completions",
+    "generate_greedy",
+    "resolve_grade_with",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -41,22 +58,86 @@ logger = logging.getLogger(__name__)
 EvalSplit = Literal["validation", "test"]
 """Validation chooses the best checkpoint; test is only reported."""
 
+GradeWith = Literal["gold", "rubric"]
+"""What an evaluation's main score is graded with: the tasks' gold rubrics, or their rubric version 0."""
+
+
+def resolve_grade_with(setting: str, splits: Mapping[str, Sequence[Task]]) -> GradeWith:
+    """``eval.grade_with`` for these evaluation tasks: ``auto`` is gold when every one has a gold rubric.
+
+    Raises:
+        ConfigError: ``gold`` asked for while some evaluated task has no gold rubric (naming a few).
+    """
+    from harnessrl.errors import ConfigError
+
+    tasks = [t for ts in splits.values() for t in ts]
+    without = [t.id for t in tasks if t.gold_rubric is None]
+    if setting == "gold" and without:
+        raise ConfigError(
+            f"eval.grade_with is 'gold', but {len(without)} evaluated task(s) have no gold_rubric "
+            f"(e.g. {without[:3]}): add one to each, or set eval.grade_with to 'rubric' (or 'auto')"
+        )
+    if setting == "auto":
+        return "gold" if tasks and not without else "rubric"
+    return setting  # type: ignore[return-value]
+
+
+class ScoreSet(BaseModel):
+    """One grading of an evaluation's completions: overall (mean over tasks), per domain, per family, per task.
+
+    ``overall`` is None when no task could be scored (``no_score_reason`` says why), never NaN."""
+
+    overall: float | None
+    per_domain: dict[str, float]
+    per_family: dict[str, float] = Field(default_factory=dict, description="By metadata.family; empty: no families.")
+    per_task: dict[str, float | None]
+    no_score_reason: str | None = None
+
 
 class EvalResult(BaseModel):
-    """Scores on one evaluation split: overall (mean over tasks), per domain, per task."""
+    """Scores on one evaluation split, graded with ``graded_with`` (overall, per domain, per family, per
+    task), the proxy beside a gold score, and the share of completions cut at the token budget."""
 
     step: int
     split: EvalSplit | None = Field(default=None, description="None: a row from before the splits existed.")
-    overall: float | None = Field(description="The mean over the scored tasks; None when no task got a score.")
-    unscored: str | None = Field(
-        default=None, description="Why some tasks (or all: overall None) have no score; None: every task scored."
-    )
+    overall: float | None
     per_domain: dict[str, float]
     per_task: dict[str, float | None]
     tasks: int
     seconds: float
     samples: list[dict] = Field(default_factory=list, description="A few (task, response, reward) examples.")
     completions_per_task: int = Field(default=1, description="1: greedy; k > 1: mean reward of k sampled completions.")
+    graded_with: GradeWith = Field(default="rubric", description="gold: the gold rubrics; rubric: rubric version 0.")
+    per_family: dict[str, float] = Field(default_factory=dict)
+    no_score_reason: str | None = None
+    proxy: ScoreSet | None = Field(
+        default=None, description="Graded with rubric version 0 when the main score is gold (the proxy)."
+    )
+    clipped_share: float | None = Field(
+        default=None, description="Share of completions whose length reached the token budget (cut, not ended)."
+    )
+    clipped_per_family: dict[str, float] = Field(default_factory=dict)
+
+    @property
+    def gold(self) -> ScoreSet | None:
+        """The gold scores (None when graded with the rubric)."""
+        return self.scores if self.graded_with == "gold" else None
+
+    @property
+    def scores(self) -> ScoreSet:
+        """The main grading as a :class:`ScoreSet`."""
+        return ScoreSet(
+            overall=self.overall,
+            per_domain=self.per_domain,
+            per_family=self.per_family,
+            per_task=self.per_task,
+            no_score_reason=self.no_score_reason,
+        )
+
+    @property
+    def rubric_scores(self) -> ScoreSet:
+        """Graded with rubric version 0 (the proxy), whatever the main grading."""
+        return self.proxy if self.proxy is not None else self.scores
 
 
 def eval_decoding(config) -> dict:
@@ -71,6 +152,62 @@ def eval_decoding(config) -> dict:
         "seed": ev.seed,
         "autocast": config.generation.autocast,  # the precision training generates in
     }
+
+
+def _family(task: Task) -> str | None:
+    family = task.metadata.get("family")
+    return str(family) if family is not None else None
+
+
+def _score_set(tasks: Sequence[Task], flat: list[tuple[Task, str]], graded: list) -> ScoreSet:
+    rewards: dict[str, list[float]] = defaultdict(list)
+    for (t, _), res in zip(flat, graded, strict=True):
+        if res.reward is not None:
+            rewards[t.id].append(res.reward)
+    per_task = {t.id: (float(np.mean(rewards[t.id])) if rewards.get(t.id) else None) for t in tasks}
+    by_domain: dict[str, list[float]] = defaultdict(list)
+    by_family: dict[str, list[float]] = defaultdict(list)
+    for t in tasks:
+        if per_task[t.id] is not None:
+            by_domain[t.domain].append(per_task[t.id])  # type: ignore[arg-type]
+            if _family(t) is not None:
+                by_family[_family(t)].append(per_task[t.id])  # type: ignore[index,arg-type]
+    scored = [v for v in per_task.values() if v is not None]
+    reason = None
+    if not scored:
+        reason = (
+            f"no task of {len(tasks)} could be scored: every completion's reward is missing (the judge gave no "
+            "verdict; see judge/parse_fail_rate and the log's judge warnings)"
+            if tasks
+            else "no tasks"
+        )
+    return ScoreSet(
+        overall=float(np.mean(scored)) if scored else None,
+        per_domain={d: float(np.mean(v)) for d, v in sorted(by_domain.items())},
+        per_family={f: float(np.mean(v)) for f, v in sorted(by_family.items())},
+        per_task=per_task,
+        no_score_reason=reason,
+    )
+
+
+def _clipped(tokenizer, tasks: Sequence[Task], outs: list[list[str]], max_new_tokens: int):
+    """Share of completions (overall, per family) whose re-tokenized length reaches ``max_new_tokens``."""
+    if tokenizer is None or not outs:
+        return None, {}
+    texts = [r for rs in outs for r in rs]
+    try:
+        lengths = [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
+    except Exception:  # a tokenizer that cannot batch plain texts: the share is unknown, not wrong
+        return None, {}
+    cut = [n >= max_new_tokens for n in lengths]
+    per_family: dict[str, list[bool]] = defaultdict(list)
+    i = 0
+    for t, rs in zip(tasks, outs, strict=True):
+        for _ in rs:
+            if _family(t) is not None:
+                per_family[_family(t)].append(cut[i])  # type: ignore[index]
+            i += 1
+    return float(np.mean(cut)), {f: float(np.mean(v)) for f, v in sorted(per_family.items())}
 
 
 def generate_greedy(
@@ -142,9 +279,11 @@ def evaluate_policy(
     seed: int = 0,
     sampler: PolicySampler | None = None,
     autocast: str = "generate",
+    grade_with: GradeWith = "rubric",
 ) -> EvalResult:
-    """Score every held-out task with its version-0 rubric: its greedy completion, or the mean reward of
-    ``completions`` sampled ones (a task none of whose completions could be graded scores None).
+    """Score every held-out task: its greedy completion, or the mean reward of ``completions`` sampled ones
+    (a task none of whose completions could be graded scores None), graded with ``grade_with`` (``gold``:
+    each task's gold rubric, with rubric version 0 beside it as ``proxy``; ``rubric``: version 0 alone).
     ``sampler``: generate through it instead of transformers (:func:`generate_completions`)."""
     t0 = time.perf_counter()
     outs = generate_completions(
@@ -160,37 +299,40 @@ def evaluate_policy(
         autocast=autocast,
     )
     flat = [(t, r) for t, rs in zip(tasks, outs, strict=True) for r in rs]
-    graded = judge.grade([RubricRequest.for_task(t, r) for t, r in flat])
-    rewards: dict[str, list[float]] = defaultdict(list)
-    for (t, _), res in zip(flat, graded, strict=True):
-        if res.reward is not None:
-            rewards[t.id].append(res.reward)
-    per_task = {t.id: (float(np.mean(rewards[t.id])) if rewards.get(t.id) else None) for t in tasks}
-    by_domain: dict[str, list[float]] = defaultdict(list)
-    for t in tasks:
-        if per_task[t.id] is not None:
-            by_domain[t.domain].append(per_task[t.id])
-    scored = [v for v in per_task.values() if v is not None]
-    unscored = None
-    if len(scored) < len(tasks):  # a task none of whose completions got a reward: the judge gave too few verdicts
-        unscored = (
-            f"{len(tasks) - len(scored)} of {len(tasks)} tasks have no score: the eval judge ({judge.name}) gave too "
-            "few verdicts on their completions"
-            + ("; the overall is over the others" if scored else "; the evaluation has no score")
+    if grade_with == "gold":
+        without = [t.id for t in tasks if t.gold_rubric is None]
+        if without:
+            raise ValueError(f"grading with gold, but task(s) {without[:3]} have no gold_rubric")
+        # one judge call for both gradings: the gold rubric's and rubric version 0's verdicts
+        both = judge.grade(
+            [RubricRequest.for_task(t, r, t.gold_rubric) for t, r in flat]
+            + [RubricRequest.for_task(t, r) for t, r in flat]
         )
-        logger.warning("%s evaluation at step %d: %s", split or "held-out", step, unscored)
+        graded, proxy_graded = both[: len(flat)], both[len(flat) :]
+        proxy = _score_set(tasks, flat, proxy_graded)
+    else:
+        graded, proxy = judge.grade([RubricRequest.for_task(t, r) for t, r in flat]), None
+    main = _score_set(tasks, flat, graded)
+    if main.overall is None:
+        logger.warning("%s evaluation at step %d has no score: %s", split or "held-out", step, main.no_score_reason)
+    clipped, clipped_per_family = _clipped(tokenizer, tasks, outs, max_new_tokens)
     # each task's first completion (every task has exactly `completions`, one after another)
     firsts = list(zip(tasks, outs, graded[::completions], strict=True))[:keep_samples]
     samples = [{"task_id": t.id, "response": rs[0], "reward": res.reward} for t, rs, res in firsts]
     return EvalResult(
         step=step,
         split=split,
-        overall=float(np.mean(scored)) if scored else None,
-        unscored=unscored,
-        per_domain={d: float(np.mean(v)) for d, v in sorted(by_domain.items())},
-        per_task=per_task,
+        overall=main.overall,
+        per_domain=main.per_domain,
+        per_family=main.per_family,
+        per_task=main.per_task,
+        no_score_reason=main.no_score_reason,
         tasks=len(tasks),
         seconds=time.perf_counter() - t0,
         samples=samples,
         completions_per_task=completions,
+        graded_with=grade_with,
+        proxy=proxy,
+        clipped_share=clipped,
+        clipped_per_family=clipped_per_family,
     )

@@ -41,7 +41,10 @@ def print_summary(summary, console: Console) -> None:
         t.add_row("devices", ", ".join(f"{k} {v}" for k, v in devices.items() if v))
     fmt = lambda v: "n/a" if v is None else f"{v:.3f}"  # noqa: E731
     t.add_row("train reward first → last step", f"{fmt(summary.reward_first)} → {fmt(summary.reward_last)}")
-    t.add_row("test score before → after", f"{fmt(summary.eval_before)} → {fmt(summary.eval_after)}")
+    test_eval = (summary.eval or {}).get("test") or (summary.eval or {}).get("validation") or {}
+    graded = test_eval.get("graded_with", "rubric")
+    proxy = f" (proxy, rubric v0: {fmt(test_eval.get('final_proxy'))} at the end)" if graded == "gold" else ""
+    t.add_row(f"test score ({graded}) before → after", f"{fmt(summary.eval_before)} → {fmt(summary.eval_after)}{proxy}")
     if summary.best:
         test = (summary.best.get("test") or {}).get("overall")
         t.add_row(

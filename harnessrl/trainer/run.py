@@ -5,9 +5,13 @@ config into the run directory, and resumes from the directory's last checkpoint 
 when asked to.
 
 ``method`` selects what varies between the compared methods, all through the same trainer, data,
-judge, evaluation and accounting: ``harnessrl`` starts the evolver; ``fixed``, ``dapo`` and ``odf``
-never do (detectors and memory stay on); ``dapo`` turns on the trainer's dynamic sampling, ``odf``
-the task-sampling interface's difficulty filter.
+judge, evaluation and accounting: ``harnessrl`` starts the evolver; ``fixed``, ``dapo``, ``odf`` and
+``oracle`` never do (detectors and memory stay on); ``dapo`` turns on the trainer's dynamic sampling,
+``odf`` the task-sampling interface's difficulty filter, ``oracle`` trains on the gold rubrics.
+
+Gold rubrics are for evaluation only: :func:`load_run_tasks` strips them from every training task
+(after putting them in the rubric's place when training is on gold), so the harness, its tool server,
+the memory, the detectors, the critic and the evolver never hold one.
 """
 
 from __future__ import annotations
@@ -90,7 +94,8 @@ def split_alternating(tasks: Sequence[Task]) -> tuple[list[Task], list[Task]]:
 
 @dataclass
 class RunTasks:
-    """A run's tasks: training, validation (chooses the best checkpoint), test (only reported)."""
+    """A run's tasks: training (as training sees them: no gold rubric), validation (chooses the best
+    checkpoint) and test (only reported), both with their gold rubrics for evaluation."""
 
     train: list[Task]
     validation: list[Task]
@@ -140,10 +145,24 @@ def load_run_tasks(config: TrainConfig) -> RunTasks:
                     f"{len(shared)} task id(s) are both in the {a} and the {b} data (e.g. {sorted(shared)[:3]}): {hint}"
                 )
     return RunTasks(
-        train=_first_per_domain(train, d.tasks_per_domain),
+        train=training_view(_first_per_domain(train, d.tasks_per_domain), d.train_rubric),
         validation=_first_per_domain(splits["validation"], d.validation_per_domain),
         test=_first_per_domain(splits["test"], d.test_per_domain),
     )
+
+
+def training_view(tasks: Sequence[Task], train_rubric: str = "rubric") -> list[Task]:
+    """The tasks as training sees them: graded with their rubric (``train_rubric: rubric``) or their gold
+    rubric (``gold``: the oracle, a clean variant), and never holding a gold rubric."""
+    if train_rubric != "gold":
+        return [t.without_gold() for t in tasks]
+    without = [t.id for t in tasks if t.gold_rubric is None]
+    if without:
+        raise ConfigError(
+            f"data.train_rubric is 'gold' (method 'oracle' sets it), but {len(without)} training task(s) have no "
+            f"gold_rubric (e.g. {without[:3]}): add one to each, or train on their rubric"
+        )
+    return [t.trained_on_gold() for t in tasks]
 
 
 def _method_settings(config: TrainConfig) -> dict[str, Any]:
@@ -158,6 +177,8 @@ def _method_settings(config: TrainConfig) -> dict[str, Any]:
             "mode": config.evolver.mode,
             "every_steps": config.evolver.every_steps,
         }
+    if config.method == "oracle":
+        return {"train_rubric": config.data.train_rubric}
     return {}
 
 
@@ -176,6 +197,8 @@ def _describe_method(config: TrainConfig) -> str:
         )
     if config.method == "fixed":
         return "plain GRPO; the harness never changes (detectors and memory stay on)"
+    if config.method == "oracle":
+        return "plain GRPO on the gold rubrics (the upper bound of any rubric repair); the harness never changes"
     return f"the evolving harness ({s['backend']} evolver, {s['mode']}, every {s['every_steps']} steps)"
 
 
@@ -201,12 +224,16 @@ def _eval_summary(eval_cb, best: dict | None) -> dict[str, Any]:
             continue
         final = rows[-1]
         entry: dict[str, Any] = {
+            "graded_with": final.graded_with,
             "before": next((r.overall for r in rows if r.step == 0), None),
             "final": final.overall,
             "final_step": final.step,
             "final_per_domain": final.per_domain,
-            "final_unscored": final.unscored,
+            "final_per_family": final.per_family,
+            "final_proxy": final.proxy.overall if final.proxy is not None else None,
         }
+        if final.overall is None:
+            entry["final_no_score_reason"] = final.no_score_reason
         if split == "validation":
             entry["best"] = best["overall"] if best else None
             entry["best_step"] = best["step"] if best else None
@@ -214,6 +241,8 @@ def _eval_summary(eval_cb, best: dict | None) -> dict[str, Any]:
             at = next((r for r in rows if r.step == best["step"]), None)
             entry["at_best"] = at.overall if at else None
             entry["at_best_per_domain"] = at.per_domain if at else None
+            entry["at_best_per_family"] = at.per_family if at else None
+            entry["at_best_proxy"] = at.proxy.overall if at and at.proxy is not None else None
         out[split] = entry
     return out
 
@@ -511,7 +540,7 @@ def _train(
     from harnessrl.models import load_causal_lm
     from harnessrl.records.steps import Recorder
     from harnessrl.trainer.callbacks import EvalCallback, MetricsCallback, ProgressCallback
-    from harnessrl.trainer.evaluation import eval_decoding
+    from harnessrl.trainer.evaluation import eval_decoding, resolve_grade_with
     from harnessrl.trainer.grpo_trainer import HarnessGRPOTrainer
     from harnessrl.trainer.policy_sampling import check_main_process_sampling, engine_sampler, sampling_place
     from harnessrl.trainer.resume import checkpoint_step, reconcile_commits, replay, roll_back
@@ -523,6 +552,7 @@ def _train(
     # anything on disk changes (--overwrite deletes the previous run only then)
     tasks = load_run_tasks(config)
     train_tasks, eval_splits = tasks.train, tasks.eval_splits
+    grade_with = resolve_grade_with(config.eval.grade_with, eval_splits)
     device = _device(config)
     run_path = Path(config.run_dir)
     if run_path.exists() and any(p.name != LOCK_NAME for p in run_path.iterdir()) and not (resume or overwrite):
@@ -622,6 +652,10 @@ def _train(
             every_steps=config.eval.every_steps,
             before_training=config.eval.before_training,
             console=console,
+            grade_with=grade_with,
+            base_cache=config.eval.base_cache,
+            # what the untrained policy is: the model (and its LoRA adapter, whose start leaves it unchanged)
+            policy_identity={"model": config.model, "lora": config.lora is not None, "bf16": config.bf16},
             **eval_decoding(config),
         )
         callbacks.append(eval_cb)
@@ -695,6 +729,8 @@ def _train(
             train_tasks=len(train_tasks),
             validation_tasks=len(tasks.validation),
             test_tasks=len(tasks.test),
+            train_rubric=config.data.train_rubric,
+            eval_graded_with=grade_with if eval_splits else None,
             judge=judge.name,
             devices=devices,
             judge_preflight=preflight,
@@ -790,8 +826,8 @@ def _train(
     run.write_json("summary.json", row)
     run.event("run_end", step=summary.steps, wall_seconds=wall)
     for split, entry in summary.eval.items():
-        if entry.get("final_unscored"):
-            logger.error("the run's final %s evaluation: %s", split, entry["final_unscored"])
+        if entry.get("final") is None and "final" in entry:
+            logger.error("the run's final %s evaluation has no score: %s", split, entry.get("final_no_score_reason"))
     return summary
 
 
@@ -804,7 +840,7 @@ def evaluate_run(run_dir: str | Path, checkpoint: str | None = None) -> dict[str
     one for an evaluation is not built, so scores can differ slightly from the in-training ones."""
     from harnessrl.judges import build_judge
     from harnessrl.models import load_causal_lm
-    from harnessrl.trainer.evaluation import eval_decoding, evaluate_policy
+    from harnessrl.trainer.evaluation import eval_decoding, evaluate_policy, resolve_grade_with
     from harnessrl.trainer.train_config import load_train_config
 
     run = RunDir(run_dir, create=False)
@@ -829,6 +865,7 @@ def evaluate_run(run_dir: str | Path, checkpoint: str | None = None) -> dict[str
     model, tokenizer = load_causal_lm(str(path), device=device)
     step = int(path.name.split("-")[1]) if path.name.startswith("checkpoint-") else -1
     judge = build_judge(_on_device(config.eval_judge, device))
+    grade_with = resolve_grade_with(config.eval.grade_with, splits)
     results = {}
     for split, tasks in splits.items():
         result = evaluate_policy(
@@ -838,6 +875,7 @@ def evaluate_run(run_dir: str | Path, checkpoint: str | None = None) -> dict[str
             judge,
             step=step,
             split=split,  # type: ignore[arg-type]
+            grade_with=grade_with,
             **eval_decoding(config),
         )
         run.append("eval.jsonl", {**result.model_dump(), "checkpoint": str(path), "source": "harnessrl eval"})

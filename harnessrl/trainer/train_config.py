@@ -7,6 +7,7 @@ and lists the valid ones, not a silently ignored setting. ``grpo.extra`` passes 
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any, Literal
 
@@ -36,11 +37,12 @@ __all__ = [
     "load_train_config",
 ]
 
-Method = Literal["harnessrl", "fixed", "dapo", "odf"]
-METHODS: tuple[str, ...] = ("harnessrl", "fixed", "dapo", "odf")
-"""Training methods, one setting apart (``method``): the evolving harness, and three baselines that
-never run the evolver (detectors and memory stay on): plain GRPO with a fixed harness, DAPO dynamic
-sampling, and online difficulty filtering (a fixed task-sampling policy)."""
+Method = Literal["harnessrl", "fixed", "dapo", "odf", "oracle"]
+METHODS: tuple[str, ...] = ("harnessrl", "fixed", "dapo", "odf", "oracle")
+"""Training methods, one setting apart (``method``): the evolving harness, and baselines that never run
+the evolver (detectors and memory stay on): plain GRPO with a fixed harness, DAPO dynamic sampling,
+online difficulty filtering (a fixed task-sampling policy), and the oracle: plain GRPO trained on each
+task's gold rubric (``data.train_rubric: gold``), the upper bound of any rubric repair."""
 
 
 class _Section(BaseModel):
@@ -56,6 +58,11 @@ class DataConfig(_Section):
     alternating within each domain in file order: the 1st, 3rd, 5th, ... go to test, the 2nd, 4th, ...
     to validation (bundled: 20 test, 15 validation tasks). ``heldout`` (and ``heldout_per_domain``) is
     the older single setting, still accepted: it names one file for both splits.
+
+    A task's ``gold_rubric`` (what the prompt truly asks) is for evaluation only: every training task
+    loses it before the harness sees the task. ``train_rubric: gold`` trains on it instead of the
+    task's rubric (the oracle, and a suite's clean variant); the harness still never sees a gold rubric
+    as such, only the rubric it trains on.
     """
 
     train: str = "bundled"
@@ -64,6 +71,11 @@ class DataConfig(_Section):
     )
     test: str | None = Field(default="bundled", description="Tasks that are only reported; null: no test eval.")
     format: Literal["auto", "harnessrl", "rar"] = "auto"
+    train_rubric: Literal["rubric", "gold"] = Field(
+        default="rubric",
+        description="What training grades with: each task's rubric (the proxy), or its gold rubric (the oracle, "
+        "a clean variant; every training task needs one).",
+    )
     domain: str | None = Field(default=None, description="Domain for rows that name none.")
     tasks_per_domain: int | None = Field(default=None, ge=1, description="Use only the first N train tasks a domain.")
     validation_per_domain: int | None = Field(default=None, ge=1, description="Validate on the first N a domain.")
@@ -90,6 +102,13 @@ class DataConfig(_Section):
             value = data.pop(old)
             for n in new:
                 data[n] = value
+            warnings.warn(
+                f"data.{old} is deprecated: it names one file for both evaluation splits; write "
+                + " and ".join(f"data.{n}: {value!r}" for n in new)
+                + " instead (the same run)",
+                FutureWarning,
+                stacklevel=2,
+            )
         return data
 
 
@@ -187,8 +206,16 @@ class HarnessConfig(_Section):
 
 
 class EvalConfig(_Section):
-    """Held-out evaluation: greedy decoding or the mean of k sampled completions per task, rubric version
-    0, the eval judge's own settings."""
+    """Held-out evaluation: greedy decoding or the mean of k sampled completions per task, graded with each
+    task's gold rubric (what the prompt truly asks) and with its rubric version 0 (the proxy training
+    optimises), by the eval judge's own settings."""
+
+    grade_with: Literal["auto", "gold", "rubric"] = Field(
+        default="auto",
+        description="The score that chooses the best checkpoint and is reported first: gold (every evaluated task "
+        "needs a gold_rubric), rubric (version 0, the proxy), auto: gold when every evaluated task has one. The "
+        "proxy is reported beside a gold score.",
+    )
 
     every_steps: int | None = Field(default=20, ge=1, description="null: only before and after training.")
     before_training: bool = True
@@ -203,6 +230,12 @@ class EvalConfig(_Section):
     temperature: float = Field(default=1.0, gt=0, description="Sampling temperature when completions > 1.")
     seed: int = Field(default=0, description="Seed of the evaluation's sampling (the same draws at every checkpoint).")
     judge: JudgeConfig | None = Field(default=None, description="Default: the training judge's settings.")
+    base_cache: str | None = Field(
+        default=None,
+        description="A folder where the evaluation before training (step 0: the untrained policy) is kept and reused "
+        "by every run with the same model, tasks, decoding, grading, judge and torch thread count (a bench sets it, "
+        "so its runs evaluate the base policy once); null: every run evaluates it.",
+    )
 
 
 class LoraSettings(_Section):
@@ -260,7 +293,7 @@ class TrainConfig(_Section):
     method: Method = Field(
         default="harnessrl",
         description="harnessrl: the evolving harness; fixed: plain GRPO; dapo: DAPO dynamic sampling; "
-        "odf: online difficulty filtering. Only harnessrl runs the evolver.",
+        "odf: online difficulty filtering; oracle: plain GRPO on the gold rubrics. Only harnessrl runs the evolver.",
     )
     model: str = Field(default="embedded", description="'embedded' (SmolLM2-135M-Instruct), a hub id or a path.")
     device: Literal["auto", "cpu", "cuda"] = "auto"
@@ -303,6 +336,16 @@ class TrainConfig(_Section):
         return self
 
     @model_validator(mode="after")
+    def _trials_generate_as_training_does(self):
+        # the critic's fresh rollouts are samples of the policy as training draws them: the same completion
+        # budget unless evolver.trials.max_new_tokens says otherwise
+        trials = self.evolver.trials
+        if "max_new_tokens" not in trials.model_fields_set and trials.max_new_tokens != self.grpo.max_completion_length:
+            trials = trials.model_copy(update={"max_new_tokens": self.grpo.max_completion_length})
+            self.evolver = self.evolver.model_copy(update={"trials": trials})
+        return self
+
+    @model_validator(mode="after")
     def _graph_knows_the_interfaces(self):
         # the evolver (in-process or external, reading this config) sees the run's added interfaces too
         if self.harness.interfaces != self.evolver.graph.interfaces:
@@ -312,6 +355,13 @@ class TrainConfig(_Section):
 
     @model_validator(mode="after")
     def _resolve_method(self):
+        if self.method == "oracle":  # plain GRPO on the gold rubrics
+            if "train_rubric" in self.data.model_fields_set and self.data.train_rubric != "gold":
+                raise ValueError(
+                    "method 'oracle' trains on the gold rubrics, but data.train_rubric is 'rubric': drop "
+                    "data.train_rubric, or use method 'fixed'"
+                )
+            self.data = self.data.model_copy(update={"train_rubric": "gold"})
         # one source of truth after validation: evolver.enabled is true exactly for method harnessrl
         if self.method == "harnessrl":
             if not self.evolver.enabled:  # the older way to ask for a fixed harness

@@ -14,7 +14,15 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from harnessrl.data.schema import Task
-from harnessrl.interfaces import AppliedUpdate, HarnessContext, Interface, InterfaceUpdate, Row
+from harnessrl.interfaces import (
+    AppliedUpdate,
+    HarnessContext,
+    Interface,
+    InterfaceUpdate,
+    ProposalEvidence,
+    Row,
+    Suggestion,
+)
 
 __all__ = ["Decoding", "DecodingRule", "SetDecoding"]
 
@@ -179,23 +187,26 @@ class Decoding(Interface):
         return {"decoding": rule.model_dump(mode="json") if rule else None}
 
     @classmethod
-    def suggest(cls, failure: Mapping[str, Any], task: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-        task_id = str(failure.get("task_id") or task.get("task_id") or "")
-        now = task.get("decoding") or {}
-        temperature = float(now.get("temperature") or task.get("temperature") or 1.0)
-        kind = failure.get("kind")
+    def suggest(cls, evidence: ProposalEvidence) -> list[Suggestion]:
+        """Its remedies, as the built-in interfaces give theirs: wider sampling when every rollout fails
+        alike, a smaller completion budget when the reward pays for length."""
+        task_id = evidence.task_id
+        view = evidence.task.model_extra if evidence.task is not None else {}
+        now = (view or {}).get("decoding") or {}
+        temperature = float(now.get("temperature") or (view or {}).get("temperature") or 1.0)
+        kind = evidence.failure.kind
         if kind in ("non_discriminative_low", "criterion_dead"):
             why = "every rollout fails alike: sample more widely so some of the group finds the criteria"
             return [
-                (
+                Suggestion(
                     "explore",
-                    {"target": task_id, "temperature": round(min(1.5, temperature + 0.3), 2), "rationale": why},
+                    SetDecoding(target=task_id, temperature=round(min(1.5, temperature + 0.3), 2), rationale=why),
                 ),
-                ("explore_more", {"target": task_id, "temperature": 1.5, "top_p": 1.0, "rationale": why}),
+                Suggestion("explore_more", SetDecoding(target=task_id, temperature=1.5, top_p=1.0, rationale=why)),
             ]
         if kind == "spurious_length":
             why = "the reward rises with length: a smaller completion budget stops padding from paying"
-            return [("budget", {"target": task_id, "max_new_tokens": 32, "rationale": why})]
+            return [Suggestion("budget", SetDecoding(target=task_id, max_new_tokens=32, rationale=why))]
         return []
 
     def summary(self) -> dict[str, Any]:

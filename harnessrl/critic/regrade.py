@@ -1,0 +1,308 @@
+"""The re-grading recipe (rubric criteria, ``EditRubric``): cached rollouts under the current and the candidate rubric.
+
+The task's cached rollouts (``recorder.latest_rollouts``) *are* samples of the frozen policy, so a rubric
+candidate is measured by re-grading them and the task's reference answer under both rubrics: nothing is
+generated, and the judge's verdict cache means only the criteria the candidate adds or rewords reach the
+backend. The comparison is *paired*: the same rollouts under both rubrics, resampled with the same indices.
+
+The stages: gather the cached rollouts; grade them (and the reference) under both rubrics within the
+budget; build the trainer's groups; the **advantage gate** (docs/design.md §4): a candidate whose largest
+change to any rollout's advantage, under the trainer's reward scaling, is below
+``signal.advantage_tolerance`` is rejected as "no effect on the learning signal" before any bootstrap
+(reweighting a criterion every rollout passes is such a candidate); then the metric (the share of groups
+that give signal or whose targeted criteria discriminate, the reference answer's rank, |Spearman rho| of
+reward with length or a surface feature). Every rubric trial ends with the **reference guard**: the
+reference answer's rank among the policy's rollouts may not fall below the policy's median.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from harnessrl.critic.acceptance import Measured, fmt, percentile_interval
+from harnessrl.critic.budget import Rejected
+from harnessrl.critic.context import TrialContext
+from harnessrl.critic.protocols import RubricVersionView
+from harnessrl.critic.signal import (
+    CRITERION_SIGNAL,
+    NO_EFFECT,
+    REFERENCE_RANK,
+    RHO_PREFIX,
+    SIGNAL_SHARE,
+    advantage_effect,
+    reference_rank,
+)
+from harnessrl.critic.stats import (
+    Group,
+    Side,
+    correlation_fall,
+    mean_reward_std,
+    median,
+    nan_if_none,
+    none_if_nan,
+    reference_rank_rows,
+    resample_indices,
+    rounded,
+    rounded_all,
+    share_verdict,
+    surface_feature,
+    verdict_row,
+)
+from harnessrl.data.schema import Criterion, Task
+from harnessrl.records.steps import RolloutRecord
+
+__all__ = ["regrade"]
+
+
+@dataclass
+class _Regraded:
+    """The cached rollouts' rewards and verdicts under both rubrics (NaN: missing), and the reference's."""
+
+    rollouts: list[RolloutRecord]
+    base: np.ndarray
+    cand: np.ndarray
+    rows_b: list[dict[str, float | None]]
+    rows_c: list[dict[str, float | None]]
+    ref_b: float | None
+    ref_c: float | None
+
+    @property
+    def ok(self) -> np.ndarray:
+        """Rollouts rewarded under both rubrics."""
+        return ~np.isnan(self.base) & ~np.isnan(self.cand)
+
+
+def regrade(
+    trial: TrialContext,
+    task: Task,
+    current: RubricVersionView,
+    candidate: Sequence[Criterion],
+    targeted: tuple[list[str], list[str]],
+) -> Measured:
+    """Re-grade ``task``'s cached rollouts and reference answer under ``current`` (a rubric version) and
+    ``candidate`` criteria; ``targeted``: the criteria a criterion-signal trial watches on each side."""
+    rollouts = _cached_rollouts(trial, task, current, candidate)
+    graded = _grade(trial, task, rollouts, current.criteria, candidate)
+    groups = _groups(trial, graded, current.criteria, candidate, targeted)
+    effect = _advantage_gate(trial, groups)
+    rng = np.random.default_rng(trial.config.seed)
+    if trial.metric in (SIGNAL_SHARE, CRITERION_SIGNAL):
+        got = share_verdict(groups, trial.metric, trial.config, rng, trial.measurements)
+    elif trial.metric == REFERENCE_RANK:
+        got = _reference_rank(trial, task, graded, rng)
+    else:  # rho_reward_<feature>
+        got = _correlation(trial, graded, rng)
+    got.advantage_effect = effect
+    ok = graded.ok
+    got.guard = got.guard or _reference_guard(trial, graded.ref_b, graded.ref_c, graded.base[ok], graded.cand[ok], got)
+    return got
+
+
+# ---------------------------------------------------------------------------------------------- stages
+def _cached_rollouts(
+    trial: TrialContext, task: Task, current: RubricVersionView, candidate: Sequence[Criterion]
+) -> list[RolloutRecord]:
+    """The task's cached rollouts of its latest steps (rejected with fewer than 2)."""
+    m = trial.measurements
+    m.update(
+        task_id=task.id,
+        rubric_version=current.version,
+        candidate_rubric=_criteria_view(candidate),
+        generations=0,
+    )
+    rollouts = trial.recorder.latest_rollouts(task.id)
+    m["n_rollouts"] = len(rollouts)
+    if len(rollouts) < 2:
+        raise Rejected("no cached rollouts to re-grade")
+    m["steps"] = sorted({r.step for r in rollouts})
+    return rollouts
+
+
+def _grade(
+    trial: TrialContext,
+    task: Task,
+    rollouts: list[RolloutRecord],
+    base_rubric: Sequence[Criterion],
+    cand_rubric: Sequence[Criterion],
+) -> _Regraded:
+    """Every distinct completion (a collapsed group is graded once) and the reference under both rubrics,
+    the baseline first: its verdicts fill the cache the candidate's unchanged criteria then hit."""
+    ref = task.reference_answer
+    texts = list(dict.fromkeys([r.completion for r in rollouts] + ([ref] if ref is not None else [])))
+    base_res, cand_res = trial.budget.grade(
+        task,
+        texts,
+        [base_rubric, cand_rubric],
+        f"re-grading {len(texts)} texts under both rubrics",
+        time_checks=[None, "re-grading under the candidate rubric"],
+    )
+    graded = _Regraded(
+        rollouts=rollouts,
+        base=np.array([nan_if_none(base_res[r.completion].reward) for r in rollouts]),
+        cand=np.array([nan_if_none(cand_res[r.completion].reward) for r in rollouts]),
+        rows_b=[verdict_row(base_res[r.completion]) for r in rollouts],
+        rows_c=[verdict_row(cand_res[r.completion]) for r in rollouts],
+        ref_b=base_res[ref].reward if ref is not None else None,
+        ref_c=cand_res[ref].reward if ref is not None else None,
+    )
+    ok = graded.ok
+    trial.measurements.update(
+        baseline_rewards=rounded_all(none_if_nan(graded.base)),
+        candidate_rewards=rounded_all(none_if_nan(graded.cand)),
+        reference_reward_baseline=rounded(graded.ref_b),
+        reference_reward_candidate=rounded(graded.ref_c),
+        policy_median_baseline=rounded(median(graded.base[ok])) if ok.any() else None,
+        policy_median_candidate=rounded(median(graded.cand[ok])) if ok.any() else None,
+        missing_rewards=int((~ok).sum()),
+    )
+    return graded
+
+
+def _groups(
+    trial: TrialContext,
+    graded: _Regraded,
+    base_rubric: Sequence[Criterion],
+    cand_rubric: Sequence[Criterion],
+    targeted: tuple[list[str], list[str]],
+) -> list[Group]:
+    """The trainer's groups of the cached rollouts, each paired under both rubrics (rollouts rewarded under
+    both only; a group needs 2)."""
+    m = trial.measurements
+    targets_b, targets_c = targeted
+    if trial.metric == CRITERION_SIGNAL:
+        m["targeted_criteria"] = {"baseline": targets_b, "candidate": targets_c}
+    noise, eps = trial.config.signal.verdict_noise, trial.advantage.flat_eps
+    side_b = Side.graded(graded.base, graded.rows_b, base_rubric, noise, targets_b, eps)
+    side_c = Side.graded(graded.cand, graded.rows_c, cand_rubric, noise, targets_c, eps)
+    ok = graded.ok
+    groups: list[Group] = []
+    for idx in _groups_by_step(graded.rollouts):
+        keep = np.array([i for i in idx if ok[i]], dtype=int)
+        if keep.size >= 2:
+            groups.append(Group.paired(side_b.take(keep), side_c.take(keep)))
+    m["n_groups"] = len(groups)
+    if not groups:
+        raise Rejected("no cached group has 2 or more rewards under both rubrics")
+    return groups
+
+
+def _advantage_gate(trial: TrialContext, groups: list[Group]) -> float:
+    """Does the candidate change anything the trainer learns from? The largest change to any rollout's
+    advantage (rejected as no effect below the tolerance); marks the groups it leaves as they were."""
+    tol = trial.config.signal.advantage_tolerance
+    spec = trial.advantage
+    effect, per_group = advantage_effect([g.base.rewards for g in groups], [g.cand.rewards for g in groups], spec)
+    for g, e in zip(groups, per_group, strict=True):
+        g.unchanged = e < tol  # its advantages stay as they were: so does whether it gives signal
+    trial.measurements["learning_signal"] = {
+        "advantage_effect": rounded(effect),
+        "advantage_effect_per_group": rounded_all(per_group),
+        "tolerance": tol,
+        "noise_floor_baseline": rounded_all([g.base.floor() for g in groups]),
+        "noise_floor_candidate": rounded_all([g.cand.floor() for g in groups]),
+        "gives_signal_baseline": [bool(g.base.gives_signal()) for g in groups],
+        "gives_signal_candidate": [bool(g.cand.gives_signal()) for g in groups],
+    }
+    if effect < tol:
+        spread_b, spread_c = mean_reward_std([g.base for g in groups]), mean_reward_std([g.cand for g in groups])
+        raise Rejected(
+            f"{NO_EFFECT}: the candidate rubric changes no cached rollout's advantage by more than "
+            f"{effect:.3f} (tolerance {tol:g}) under the trainer's reward scaling "
+            f"({spec.scale_rewards}), so training would learn exactly what it learns now; "
+            f"raw group reward std {fmt(spread_b)} -> {fmt(spread_c)} is a rescaling, not a signal",
+            Measured(advantage_effect=effect),
+        )
+    return effect
+
+
+# ---------------------------------------------------------------------------------------------- metrics
+def _reference_rank(trial: TrialContext, task: Task, graded: _Regraded, rng: np.random.Generator) -> Measured:
+    """The reference answer's rank among the rewarded rollouts under both rubrics (paired bootstrap)."""
+    ref_b, ref_c, ok = graded.ref_b, graded.ref_c, graded.ok
+    if task.reference_answer is None:
+        raise Rejected("task has no reference answer: the reference's rank cannot be measured")
+    if ref_b is None or ref_c is None:
+        raise Rejected("the judge gave no reward for the reference answer under one of the rubrics")
+    if ok.sum() < 2:
+        raise Rejected("fewer than 2 cached rollouts have rewards under both rubrics")
+    b, c = graded.base[ok], graded.cand[ok]
+    idx = resample_indices(rng, b.size, trial.config.bootstrap)
+    diffs = reference_rank_rows(ref_c, c[idx]) - reference_rank_rows(ref_b, b[idx])
+    got = Measured(baseline=reference_rank(ref_b, b), candidate=reference_rank(ref_c, c))
+    return percentile_interval(got, diffs, trial.config.confidence)
+
+
+def _correlation(trial: TrialContext, graded: _Regraded, rng: np.random.Generator) -> Measured:
+    """|Spearman rho| of reward with length (the trainer's token counts) or a surface feature, under both rubrics."""
+    feature = trial.metric[len(RHO_PREFIX) :]
+    rollouts, ok = graded.rollouts, graded.ok
+    if feature == "length":
+        feat = _length_of(rollouts)
+    else:
+        fn = surface_feature(feature)
+        feat = np.array([fn(r.completion) for r in rollouts], dtype=float)
+    if ok.sum() < 4:
+        raise Rejected("fewer than 4 cached rollouts have rewards under both rubrics: no correlation to measure")
+    b, c, f = graded.base[ok], graded.cand[ok], feat[ok]
+    trial.measurements.update(feature=feature, feature_values=rounded_all(f.tolist()))
+    return correlation_fall((b, f), (c, f), trial.config, rng, paired=True)
+
+
+def _reference_guard(
+    trial: TrialContext, ref_b: float | None, ref_c: float | None, base: np.ndarray, cand: np.ndarray, got: Measured
+) -> str | None:
+    """The reference answer must keep its place: its rank among the policy's rollouts may not fall
+    below the policy's median under the candidate rubric (unless it was already below it)."""
+    m = trial.measurements
+    if ref_c is None or ref_b is None or base.size == 0:
+        m["reference_guard"] = None  # no reference answer: nothing to guard
+        return None
+    rank_b, rank_c = reference_rank(ref_b, base), reference_rank(ref_c, cand)
+    passed = rank_c >= min(0.5, rank_b)
+    m["reference_guard"] = {
+        "reference_reward": rounded(ref_c),
+        "policy_median": rounded(median(cand)),
+        "reference_rank_baseline": rounded(rank_b),
+        "reference_rank_candidate": rounded(rank_c),
+        "passed": passed,
+    }
+    if passed:
+        return None
+    return (
+        f"rejected by the reference guard: under the candidate rubric the reference answer scores "
+        f"{ref_c:.3f} and ranks above {rank_c:.0%} of the policy's rollouts (before: {ref_b:.3f}, {rank_b:.0%}), "
+        f"below the policy's median {median(cand):.3f}; the candidate punishes good answers too "
+        f"({trial.metric} {fmt(got.baseline)} -> {fmt(got.candidate)})"
+    )
+
+
+# ---------------------------------------------------------------------------------------------- helpers
+def _groups_by_step(rollouts: Sequence[RolloutRecord]) -> list[list[int]]:
+    """Indices of each group: consecutive rollouts of one step; a member number that does not rise
+    starts a new group (a task drawn twice in one step makes two groups)."""
+    groups: list[list[int]] = []
+    prev: RolloutRecord | None = None
+    for i, r in enumerate(rollouts):
+        if prev is None or r.step != prev.step or r.member <= prev.member:
+            groups.append([])
+        groups[-1].append(i)
+        prev = r
+    return groups
+
+
+def _length_of(rollouts: Sequence[RolloutRecord]) -> np.ndarray:
+    """Token lengths when the trainer recorded them, else word counts."""
+    if rollouts and all(r.length_tokens > 0 for r in rollouts):
+        return np.array([r.length_tokens for r in rollouts], dtype=float)
+    return np.array([r.length_words for r in rollouts], dtype=float)
+
+
+def _criteria_view(criteria: Sequence[Criterion]) -> list[dict[str, Any]]:
+    return [
+        {"id": c.id, "text": c.text, "weight": c.weight, **({"check": c.check.model_dump()} if c.check else {})}
+        for c in criteria
+    ]

@@ -1,0 +1,450 @@
+"""The bench report on gold-graded runs: per-family figures, equal cost, intervals, the oracle gap and
+the fault check, written from synthetic run directories with known numbers.
+
+Every run evaluates four test tasks, two of a family ``lax`` (where the training rubric is flawed) and
+two of a control family ``ctrl``, at steps 0, 2 and 4. Per task (gold):
+
+- ``lax``: fixed and dapo stay at 0.2; the oracle climbs to 0.8 (0.2 + 0.15 * step); the harness stays
+  at 0.2 until it reaches 0.5 at step 4;
+- ``ctrl``: 0.5 + 0.05 * step + 0.01 * seed for every method (dapo 0.02 lower), the harness another
+  0.01 * seed higher (so its differences vary over seeds).
+
+The proxy (rubric version 0) pays fixed and dapo 0.9 on ``lax`` after step 0: reward hacking that gold
+shows. The harness's best validation score is at step 2, everyone else's at step 4, so there it is behind
+fixed; it spends 4 critic trial rollouts a step on top of the 8 generated, so at equal rollouts it is
+scored at step 2 too.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from pathlib import Path
+
+import pytest
+import yaml
+from helpers import task_row
+from typer.testing import CliRunner
+
+from harnessrl.bench.plots import PLOTS
+from harnessrl.bench.report import _finite, _shown, write_bench_report
+from harnessrl.bench.results import (
+    aggregate,
+    compare,
+    is_harness_arm,
+    is_oracle,
+    load_runs,
+    run_figures,
+    t_interval,
+    task_bootstrap,
+    with_equal_cost,
+)
+from harnessrl.cli import app
+
+cli = CliRunner()
+TEST_TASKS = {"t-lax-1": "lax", "t-lax-2": "lax", "t-ctrl-1": "ctrl", "t-ctrl-2": "ctrl"}
+STEPS = (0, 2, 4)
+
+
+def _jsonl(path: Path, rows) -> None:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+
+def _train_file(tmp_path: Path) -> Path:
+    """The training tasks: two of each family, with ``metadata.family`` (ids say nothing of it)."""
+    rows = [
+        task_row(tid, "d", f"Prompt {tid}", "Answer.", "Answers", metadata={"family": fam, "failure": failure})
+        for tid, fam, failure in (
+            ("a1", "lax", "lax_rubric"),
+            ("a2", "lax", "lax_rubric"),
+            ("b1", "ctrl", "control"),
+            ("b2", "ctrl", "control"),
+        )
+    ]
+    path = tmp_path / "tasks" / "train.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _jsonl(path, rows)
+    return path
+
+
+def gold(method: str, seed: int, step: int, task: str) -> float:
+    if TEST_TASKS[task] == "lax":
+        return {"oracle": 0.2 + 0.15 * step, "harnessrl": 0.5 if step == 4 else 0.2}.get(method, 0.2)
+    value = 0.5 + 0.05 * step + 0.01 * seed
+    return value - 0.02 if method == "dapo" else value + 0.01 * seed if method == "harnessrl" else value
+
+
+def proxy(method: str, seed: int, step: int, task: str) -> float:
+    if TEST_TASKS[task] == "lax":
+        return 0.9 if method in ("fixed", "dapo") and step > 0 else 0.5 if step > 0 else 0.3
+    return gold(method, seed, step, task)
+
+
+def _scores(per_task: dict[str, float]) -> dict:
+    fams = {f: statistics.fmean(v for t, v in per_task.items() if TEST_TASKS[t] == f) for f in ("ctrl", "lax")}
+    return {
+        "overall": statistics.fmean(per_task.values()),
+        "per_domain": {"d": statistics.fmean(per_task.values())},
+        "per_family": fams,
+        "per_task": per_task,
+    }
+
+
+def make_gold_run(root: Path, train: Path | None, method: str, seed: int, *, trial: int = 0) -> Path:
+    run = root / method / f"seed{seed}"
+    run.mkdir(parents=True)
+    config = {
+        "method": method,
+        "seed": seed,
+        "grpo": {"max_steps": 4, "max_completion_length": 10},
+        "harness": {"detectors": {"low": 0.3, "high": 0.8}},
+    }
+    if train is not None:
+        config["data"] = {"train": str(train), "format": "auto"}
+    (run / "config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    _jsonl(
+        run / "metrics.jsonl",
+        [{"step": s, "rollouts/generated": 8 * s, "rollouts/trial": trial * s} for s in range(1, 5)],
+    )
+    # training groups: one lax, one ctrl task a step; fixed's lax groups are flat at 0.9 (the lax rubric
+    # pays everyone), the oracle's are not; one lax completion a group is cut at the budget of 10 tokens
+    groups = []
+    for s in range(1, 5):
+        lax_flat = method != "oracle"
+        groups.append(
+            {
+                "step": s,
+                "task_id": "a1" if s % 2 else "a2",
+                "rewards": [0.9] * 4 if lax_flat else [0.0, 1.0, 0.5, 0.5],
+                "mean": 0.9 if lax_flat else 0.5,
+                "flat": lax_flat,
+                "lengths": [10, 3, 3, 3],
+            }
+        )
+        groups.append(
+            {
+                "step": s,
+                "task_id": "b1",
+                "rewards": [0.1] * 4 if s == 1 else [0.0, 1.0, 0.0, 1.0],
+                "mean": 0.1 if s == 1 else 0.5,
+                "flat": s == 1,
+                "lengths": [3, 3, 3, 3],
+            }
+        )
+    groups.append({"step": 1, "task_id": "unknown-task", "rewards": [0.0] * 4, "mean": 0.0, "flat": True})
+    _jsonl(run / "steps.jsonl", groups)
+    best_step = 2 if method == "harnessrl" else 4
+    rows = []
+    for step in STEPS:
+        val = 0.2 + 0.1 * step if method != "harnessrl" else {0: 0.2, 2: 0.5, 4: 0.4}[step]
+        rows.append({"step": step, "split": "validation", "overall": val, "per_domain": {}, "graded_with": "gold"})
+        main = _scores({t: gold(method, seed, step, t) for t in TEST_TASKS})
+        px = _scores({t: proxy(method, seed, step, t) for t in TEST_TASKS})
+        rows.append(
+            {
+                "step": step,
+                "split": "test",
+                **main,
+                "graded_with": "gold",
+                "proxy": px,
+                "clipped_share": 0.25,
+                "clipped_per_family": {"lax": 0.5, "ctrl": 0.0},
+                "tasks": 4,
+            }
+        )
+    _jsonl(run / "eval.jsonl", rows)
+    at_best = next(r for r in rows if r["split"] == "test" and r["step"] == best_step)
+    best = {
+        "step": best_step,
+        "split": "validation",
+        "graded_with": "gold",
+        "overall": next(r["overall"] for r in rows if r["split"] == "validation" and r["step"] == best_step),
+        "test": {
+            "overall": at_best["overall"],
+            "per_domain": at_best["per_domain"],
+            "per_family": at_best["per_family"],
+            "proxy": {k: v for k, v in at_best["proxy"].items() if k != "per_task"},
+        },
+    }
+    (run / "best.json").write_text(json.dumps(best))
+    (run / "summary.json").write_text(json.dumps({"steps": 4, "wall_seconds": 100.0}))
+    return run
+
+
+@pytest.fixture
+def gold_bench(tmp_path) -> Path:
+    train = _train_file(tmp_path)
+    root = tmp_path / "bench"
+    for seed in (0, 1, 2):
+        for method in ("fixed", "dapo", "oracle"):
+            make_gold_run(root, train, method, seed)
+        make_gold_run(root, train, "harnessrl", seed, trial=4)
+    return root
+
+
+def _figures(root: Path) -> list[dict]:
+    return with_equal_cost([run_figures(r) for r in load_runs(root)[0]])
+
+
+# --------------------------------------------------------------------------------------- per run, per method
+def test_per_family_gold_and_proxy_figures_of_a_run(gold_bench):
+    figs = {(f["method"], f["seed"]): f for f in _figures(gold_bench)}
+    f = figs["fixed", 1]
+    assert f["graded_with"] == "gold"
+    assert f["test_end"] == pytest.approx((0.2 + 0.71) / 2)
+    assert f["test_end_per_family"] == pytest.approx({"ctrl": 0.71, "lax": 0.2})
+    assert f["proxy_test_end"] == pytest.approx((0.9 + 0.71) / 2)
+    assert f["proxy_test_end_per_family"]["lax"] == pytest.approx(0.9)
+    assert f["test_start_per_family"] == pytest.approx({"ctrl": 0.51, "lax": 0.2})
+    assert f["proxy_test_start_per_family"]["lax"] == pytest.approx(0.3)
+    assert f["clipped_share_end"] == 0.25 and f["clipped_per_family_end"] == {"ctrl": 0.0, "lax": 0.5}
+    assert [(p["step"], p["rollouts_spent"]) for p in f["test_curve"]] == [(0, 0.0), (2, 16.0), (4, 32.0)]
+    assert f["test_curve"][-1]["proxy"] == pytest.approx(f["proxy_test_end"])
+    h = figs["harnessrl", 0]
+    assert h["steps_to_best"] == 2
+    assert h["test_at_best_per_family"] == pytest.approx({"ctrl": 0.6, "lax": 0.2})
+    assert h["proxy_test_at_best"] == pytest.approx((0.5 + 0.6) / 2)
+    assert h["proxy_test_at_best_per_family"]["lax"] == pytest.approx(0.5)
+    # training, per family of the training file (the unknown task is left out of every family)
+    assert f["train_per_family"]["lax"] == {"groups": 4, "flat_low": 0.0, "flat_high": 1.0, "clipped": 0.25}
+    assert f["train_per_family"]["ctrl"] == {"groups": 4, "flat_low": 0.25, "flat_high": 0.0, "clipped": 0.0}
+    assert figs["oracle", 0]["train_per_family"]["lax"]["flat_high"] == 0.0
+    assert f["train_clipped_share"] == pytest.approx(4 / 32)  # the unknown task's group has no lengths
+    assert f["family_failure"] == {"lax": "lax_rubric", "ctrl": "control"}
+
+
+def test_aggregate_gives_per_family_means_over_seeds(gold_bench):
+    agg = aggregate(_figures(gold_bench))
+    fixed, oracle = agg["fixed"], agg["oracle"]
+    assert fixed["graded_with"] == "gold"
+    assert fixed["test_end_per_family"]["ctrl"]["mean"] == pytest.approx(0.71)
+    assert fixed["test_end_per_family"]["ctrl"]["std"] == pytest.approx(0.01)
+    assert oracle["test_end_per_family"]["lax"]["mean"] == pytest.approx(0.8)
+    assert fixed["proxy_test_end"]["mean"] == pytest.approx((0.9 + 0.71) / 2)
+    assert fixed["train_per_family"]["lax"]["flat_high"]["mean"] == 1.0
+    assert fixed["train_per_family"]["lax"]["groups"]["n"] == 3
+    assert fixed["clipped_per_family_end"]["lax"]["mean"] == 0.5
+    assert fixed["family_failure"] == {"lax": "lax_rubric", "ctrl": "control"}
+
+
+# --------------------------------------------------------------------------------------- equal cost
+def test_equal_cost_scores_each_run_within_its_seeds_budget(gold_bench):
+    figs = {(f["method"], f["seed"]): f for f in _figures(gold_bench)}
+    # fixed, dapo, oracle spend 8 a step (32); the harness 8 + 4 trial rollouts a step (48)
+    assert figs["harnessrl", 0]["rollouts_spent"] == 48 and figs["fixed", 0]["rollouts_spent"] == 32
+    for seed in (0, 1, 2):
+        assert {figs[m, seed]["equal_rollouts_budget"] for m in ("fixed", "oracle", "harnessrl")} == {32}
+        assert figs["fixed", seed]["equal_rollouts_step"] == 4
+        assert figs["harnessrl", seed]["equal_rollouts_step"] == 2  # 24 spent by step 2, 48 by step 4
+        assert figs["harnessrl", seed]["test_at_equal_rollouts"] == pytest.approx(
+            statistics.fmean(gold("harnessrl", seed, 2, t) for t in TEST_TASKS)
+        )
+
+
+def test_equal_cost_budget_is_per_seed_and_a_run_with_no_evaluation_inside_has_none():
+    def fig(method, seed, spent, curve):
+        return {"method": method, "seed": seed, "rollouts_spent": spent, "test_curve": curve}
+
+    curve = [{"step": s, "score": s / 10, "proxy": None, "rollouts_spent": 10.0 * s} for s in (1, 3)]
+    out = with_equal_cost([fig("a", 0, 30.0, curve), fig("b", 0, 25.0, curve), fig("a", 1, 5.0, curve)])
+    assert [(f["equal_rollouts_budget"], f["equal_rollouts_step"]) for f in out] == [(25.0, 1), (25.0, 1), (5.0, None)]
+    assert out[2]["test_at_equal_rollouts"] is None
+
+
+# --------------------------------------------------------------------------------------- comparisons
+def test_oracle_is_the_bound_not_a_baseline(gold_bench):
+    agg = aggregate(_figures(gold_bench))
+    assert not is_harness_arm("oracle", agg) and is_oracle("oracle", agg)
+    comps = compare(agg, _figures(gold_bench))
+    assert {(c["harness"], c["baseline"]) for c in comps} == {("harnessrl", "fixed"), ("harnessrl", "dapo")}
+    # by its method setting, whatever the name
+    renamed = {"bound": {**agg["oracle"]}, "fixed": agg["fixed"]}
+    assert is_oracle("bound", renamed) and not is_harness_arm("bound", renamed)
+
+
+def test_comparisons_carry_a_t_interval_and_a_task_bootstrap(gold_bench):
+    figures = _figures(gold_bench)
+    comps = {c["baseline"]: c for c in compare(aggregate(figures), figures)}
+    c = comps["fixed"]
+    assert c["best_baseline"] is True and comps["dapo"]["best_baseline"] is False
+    d = c["test_end"]  # per seed: (0.5 - 0.2) / 2 + 0.01 * seed / 2
+    assert d["per_seed"] == pytest.approx({"0": 0.15, "1": 0.155, "2": 0.16})
+    half = 4.303 * 0.005 / math.sqrt(3)
+    assert d["ci95"] == pytest.approx([0.155 - half, 0.155 + half])
+    assert d["verdict"] == "higher on every seed (3)"
+    boot = d["bootstrap"]  # per-task differences averaged over seeds: 0.3, 0.3 (lax), 0.01, 0.01 (ctrl)
+    assert boot["tasks"] == 4 and boot["seeds"] == [0, 1, 2] and boot["draws"] == 2000
+    assert boot["mean"] == pytest.approx(0.155)
+    assert 0.01 - 1e-9 <= boot["low"] < boot["mean"] < boot["high"] <= 0.3 + 1e-9
+    assert task_bootstrap(figures, "harnessrl", "fixed", "test_end") == boot  # a fixed seed: the same draws
+    # at equal rollouts the harness is scored at step 2, fixed at step 4: the harness is behind there
+    e = c["test_at_equal_rollouts"]
+    assert e["per_seed"] == pytest.approx({"0": -0.05, "1": -0.045, "2": -0.04})
+    assert e["verdict"] == "lower on every seed (3)"
+    # per task: 0 on lax, -0.09 on ctrl; a draw of lax tasks only (1 in 16) gives 0
+    assert e["bootstrap"]["mean"] == pytest.approx(-0.045)
+    assert -0.09 - 1e-9 <= e["bootstrap"]["low"] < -0.045 < e["bootstrap"]["high"] <= 1e-9
+    # at the best-validation checkpoint (harness step 2, fixed step 4)
+    assert c["test_at_best"]["mean"] == pytest.approx(e["mean"])
+    assert c["steps_to_best"]["mean"] == -2 and c["steps_to_best"]["ci95"] == pytest.approx([-2, -2])
+
+
+def test_t_interval_needs_two_seeds_and_has_the_t_quantiles():
+    assert t_interval({"n": 1, "mean": 0.1, "std": None}) is None
+    lo, hi = t_interval({"n": 2, "mean": 0.0, "std": 1.0})
+    assert hi == pytest.approx(12.706 / math.sqrt(2)) and lo == -hi
+    lo, hi = t_interval({"n": 5, "mean": 1.0, "std": 1.0})
+    assert (lo, hi) == pytest.approx((1 - 2.776 / math.sqrt(5), 1 + 2.776 / math.sqrt(5)))
+    _, hi = t_interval({"n": 41, "mean": 0.0, "std": 1.0})  # beyond the table, df 40: t = 2.021
+    assert hi == pytest.approx(2.021 / math.sqrt(41), rel=2e-3)
+
+
+# --------------------------------------------------------------------------------------- oracle gap, fault check
+def test_report_gives_the_oracle_gap_share_and_the_fault_check(gold_bench):
+    res = write_bench_report(gold_bench, plots=False).results
+    gap = res["oracle_gap"]
+    assert (gap["oracle"], gap["fixed"], gap["note"]) == ("oracle", "fixed", None)
+    end = gap["at"]["test_end"]
+    assert end["overall"]["gap"] == pytest.approx(0.3)
+    assert end["overall"]["shares"]["harnessrl"] == pytest.approx(0.5 + 0.005 / 0.3)  # the harness's ctrl is +0.01
+    assert end["per_family"]["lax"]["shares"]["harnessrl"] == pytest.approx(0.5)
+    assert end["per_family"]["lax"]["shares"]["dapo"] == pytest.approx(0.0)
+    ctrl = end["per_family"]["ctrl"]  # the oracle is not ahead on the control: no share
+    assert ctrl["gap"] == pytest.approx(0.0) and ctrl["shares"]["harnessrl"] is None and "not ahead" in ctrl["note"]
+    best = gap["at"]["test_at_best"]["overall"]
+    assert best["shares"]["harnessrl"] == pytest.approx((0.41 - 0.455) / 0.3)  # behind fixed: a negative share
+
+    fc = res["fault_check"]
+    rows = {r["family"]: r for r in fc["families"]}
+    lax = rows["lax"]
+    assert lax["failure"] == "lax_rubric"
+    assert lax["fixed"]["flat_high"] == 1.0 and lax["oracle"]["flat_high"] == 0.0
+    assert lax["fixed"]["proxy_end"] == pytest.approx(0.9) and lax["fixed"]["gold_end"] == pytest.approx(0.2)
+    assert lax["fixed"]["gold_start"] == pytest.approx(0.2) and lax["fixed"]["proxy_start"] == pytest.approx(0.3)
+    assert lax["oracle_minus_fixed"]["mean"] == pytest.approx(0.6) and lax["oracle_minus_fixed"]["exceeds_spread"]
+    assert rows["ctrl"]["oracle_minus_fixed"]["exceeds_spread"] is False  # 0 difference, 0 spread
+
+    assert res["best_baseline"] == "fixed" and res["oracles"] == ["oracle"] and res["baselines"] == ["dapo", "fixed"]
+
+
+def test_markdown_has_the_gold_sections(gold_bench):
+    md = write_bench_report(gold_bench, plots=False).markdown.read_text()
+    for heading in (
+        "## Scores per method",
+        "## Test score per family",
+        "### Proxy minus gold at the end",
+        "### Training per family",
+        "## Fault check: fixed and oracle per family",
+        "## HarnessRL against each baseline",
+        "## Oracle gap",
+    ):
+        assert heading in md, heading
+    assert "graded with the tasks' **gold rubrics**" in md
+    assert "| fixed | 3 (3 finished) | 0.455 ± 0.005 | 0.455 ± 0.005 | 0.455 ± 0.005 | 0.805 ± 0.005 |" in md
+    assert "| 0 | 32 | step 4 (0.440) | step 4 (0.450) | step 2 (0.400) | step 4 (0.750) |" in md
+    assert "| lax | lax_rubric | 0.0% / 100.0% | 0.30 / 0.20 | 0.90 / 0.20 |" in md
+    assert "**Best baseline: fixed**" in md
+    assert "the harness is below the best baseline" in md  # it loses at the best-validation checkpoint
+    assert "lower on every seed (3)" in md
+    assert "n/a where the oracle is less than 0.01 ahead of fixed: ctrl" in md
+    assert "not a baseline" in md
+
+
+# --------------------------------------------------------------------------------------- --out, paths, old runs
+def test_bench_report_out_writes_elsewhere_with_working_links(gold_bench, tmp_path):
+    out = tmp_path / "committed" / "bench-gold"
+    result = cli.invoke(app, ["bench", "report", "--dir", str(gold_bench), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert not (gold_bench / "results.md").exists() and not (gold_bench / "plots").exists()
+    md = (out / "results.md").read_text()
+    for fname in PLOTS.values():
+        assert f"](plots/{fname})" in md and (out / "plots" / fname).is_file()
+    text = (out / "results.json").read_text()
+
+    def refuse(name):
+        raise AssertionError(f"{name} in results.json")
+
+    res = json.loads(text, parse_constant=refuse)
+    assert all("_test_per_task" not in f for f in res["runs"])
+    assert "share of the fixed→oracle gap closed" in " ".join(result.output.split())
+
+
+def test_paths_are_shown_relative_to_the_repository(tmp_path):
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    assert _shown(repo / "runs" / "b" / "fixed" / "seed0") == "runs/b/fixed/seed0"
+    assert _shown("runs/b") == "runs/b"
+    assert _shown(tmp_path / "elsewhere") == str(tmp_path / "elsewhere")
+
+
+def test_results_json_never_holds_nan():
+    assert _finite({"a": float("nan"), "b": [1.0, float("inf")], "_private": 1, "c": {"d": 2}}) == {
+        "a": None,
+        "b": [1.0, None],
+        "c": {"d": 2},
+    }
+
+
+def test_missing_training_file_leaves_family_training_figures_out(tmp_path):
+    root = tmp_path / "bench"
+    for seed in (0, 1):
+        make_gold_run(root, tmp_path / "gone.jsonl", "fixed", seed)
+        make_gold_run(root, None, "oracle", seed)
+    rep = write_bench_report(root, plots=False)
+    fixed = rep.results["methods"]["fixed"]
+    assert fixed["train_per_family"] == {} and fixed["test_end_per_family"]["lax"]["n"] == 2
+    assert any("could not be read here" in n for n in rep.results["notes"])
+    assert rep.results["comparisons"] == []  # no harness arm; the oracle is no baseline
+
+
+def test_old_runs_without_gold_report_as_before(tmp_path):
+    root = tmp_path / "bench"
+    for seed in (0, 1, 2):
+        for method, v in (("fixed", 0.3), ("harnessrl", 0.4)):
+            run = root / method / f"seed{seed}"
+            run.mkdir(parents=True)
+            (run / "config.yaml").write_text(yaml.safe_dump({"seed": seed, "grpo": {"max_steps": 2}}))
+            _jsonl(run / "metrics.jsonl", [{"step": s, "rollouts/generated": 4 * s} for s in (1, 2)])
+            _jsonl(
+                run / "eval.jsonl",
+                [
+                    {"step": s, "split": split, "overall": v * s / 2, "per_domain": {"a": v}, "tasks": 2}
+                    for s in (0, 2)
+                    for split in ("validation", "test")
+                ],
+            )
+            (run / "summary.json").write_text(json.dumps({"steps": 2, "wall_seconds": 10.0}))
+    rep = write_bench_report(root)
+    res = rep.results
+    fixed = res["methods"]["fixed"]
+    assert fixed["graded_with"] == "rubric" and fixed["test_at_best"]["mean"] == pytest.approx(0.3)
+    assert fixed["proxy_test_end"]["mean"] is None and fixed["test_end_per_family"] == {}
+    assert fixed["test_at_equal_rollouts"]["mean"] == pytest.approx(0.3)  # everyone spends 8
+    assert res["oracle_gap"] is None and res["fault_check"]["oracle"] is None
+    c = res["comparisons"][0]
+    assert c["test_at_best"]["verdict"] == "higher on every seed (3)"
+    assert c["test_at_best"]["bootstrap"] is None  # no per-task scores in these rows
+    md = rep.markdown.read_text()
+    assert "rubric version 0 (no gold rubrics in these runs)" in md
+    assert "## Test score per family" not in md and "## Oracle gap" not in md and "Fault check" not in md
+    assert all(p.is_file() and p.stat().st_size > 5000 for p in rep.plots.values())
+
+
+def test_a_run_that_just_started_adds_no_false_notes(tmp_path):
+    """A live bench: a seed's run has written config.yaml and nothing else yet."""
+    root = tmp_path / "bench"
+    train = _train_file(tmp_path)
+    make_gold_run(root, train, "fixed", 0)
+    make_gold_run(root, train, "oracle", 0)
+    started = root / "oracle" / "seed1"
+    started.mkdir(parents=True)
+    (started / "config.yaml").write_text(yaml.safe_dump({"method": "oracle", "seed": 1}))
+    # its first step's groups are recorded, the step's metrics line not yet
+    _jsonl(started / "steps.jsonl", [{"step": 1, "task_id": "a1", "rewards": [0.0] * 4, "flat": True, "mean": 0.0}])
+    res = write_bench_report(root, plots=False).results
+    notes = " ".join(res["notes"])
+    assert "one held-out set" not in notes and "do not log rollouts/generated" not in notes
+    assert "oracle/seed1 (incomplete)" in notes
+    started_fig = next(f for f in res["runs"] if f["method"] == "oracle" and f["seed"] == 1)
+    assert started_fig["rollouts_spent"] == 4 and started_fig["test_at_equal_rollouts"] is None  # not evaluated yet

@@ -1,0 +1,119 @@
+"""Each interface's remedies live in the interface: ``suggest`` builds its own candidates with its own update
+model from a typed evidence bundle, and the rule-based agent only orders and calls them."""
+
+from __future__ import annotations
+
+from harnessrl.interfaces import (
+    EditRubric,
+    ProposalEvidence,
+    ReweightTasks,
+    RolloutGuidance,
+    RubricCriteria,
+    SetGuidance,
+    Suggestion,
+    TaskSampling,
+)
+from harnessrl.interfaces.base import suggestions
+from harnessrl.interfaces.evidence import Attempt, FailureView, RolloutList, RolloutView, TaskView, TrialView
+
+RUBRIC = [
+    {"id": "c1", "text": "Explains photosynthesis", "weight": 2, "kind": "judged"},
+    {
+        "id": "c2",
+        "text": "Says 'light'",
+        "weight": 1,
+        "kind": "programmatic",
+        "check": {"type": "contains", "phrases": ["light"]},
+    },
+]
+REFERENCE = "Plants use sunlight to make sugar from water and carbon dioxide in their leaves."
+
+
+def _evidence(kind: str, verdicts=(1.0, 1.0), words=(30, 40, 50, 60), **fields) -> ProposalEvidence:
+    failure = FailureView(
+        failure_id=f"3:t:{kind}",
+        kind=kind,
+        step=3,
+        task_id="t",
+        domain="science",
+        summary=f"{kind} on t",
+        evidence=fields.pop("evidence", {}),
+        interface_hint="rubric_criteria",
+    )
+    rollouts = RolloutList(
+        task_id="t",
+        rubric=RUBRIC,
+        reference_answer=REFERENCE,
+        rollouts=[
+            RolloutView(
+                step=3,
+                member=k,
+                guided=False,
+                reward=0.5,
+                length_tokens=n,
+                length_words=n,
+                completion="x " * n,
+                verdicts={"c1": verdicts[0], "c2": verdicts[1]},
+            )
+            for k, n in enumerate(words)
+        ],
+    )
+    return ProposalEvidence.parse(failure, rollouts, TaskView(task_id="t", domain="science"), **fields)
+
+
+def test_the_evidence_is_typed():
+    e = _evidence("spurious_length")
+    assert [c.id for c in e.rubric] == ["c1", "c2"] and e.rubric[1].check is not None
+    assert e.sum_pos == 3.0 and e.max_pos == 2.0 and e.ref_words == 14
+    assert e.criterion_means() == {"c1": 1.0, "c2": 1.0} and e.policy_words() == [30, 40, 50, 60]
+
+
+def test_the_rubric_interface_proposes_its_own_edits():
+    (first, revise, padding) = RubricCriteria.suggest(_evidence("spurious_length", evidence={"rho": 0.8, "n": 8}))
+    assert [first.tag, revise.tag, padding.tag] == ["length_pitfall", "length_revise", "padding_pitfall"]
+    assert isinstance(first.update, EditRubric)
+    (pitfall,) = first.update.add
+    assert pitfall.weight == -1.5 and pitfall.check.type == "word_count" and pitfall.check.min == 18  # 1.2 x 14 + 1
+    # the builder's arguments are what the remedy set (the tool implies the interface)
+    args = first.builder_arguments()
+    assert "interface" not in args and args["add"][0] == {
+        "id": "length_pitfall",
+        "text": "The response is longer than 17 words (padding instead of substance).",
+        "weight": -1.5,
+        "kind": "programmatic",
+        "check": {"type": "word_count", "min": 18},
+    }
+    high = RubricCriteria.suggest(_evidence("non_discriminative_high"))
+    assert [s.tag for s in high] == ["stricter", "stricter_more"] and high[1].update.remove == ["c1"]
+
+
+def test_a_revision_reads_the_earlier_attempt_and_the_trial():
+    first = RubricCriteria.suggest(_evidence("spurious_length"))[0]
+    attempt = Attempt(tool="edit_rubric", payload=first.builder_arguments())
+    trial = TrialView(accepted=False, reason="rejected by the reference guard: the reference answer lost score")
+    e = _evidence("spurious_length", attempts=[attempt], trial=trial)
+    revise = next(s for s in RubricCriteria.suggest(e) if s.tag == "length_revise")
+    assert revise.update.add[0].check.min == 23  # looser: ceil(17 x 1.25) + 1
+    guided = RolloutGuidance.suggest(_evidence("non_discriminative_low", verdicts=(0.0, 0.0)))
+    assert [s.tag for s in guided] == ["guide", "guide_more"] and isinstance(guided[0].update, SetGuidance)
+    assert guided[0].update.text.startswith("A good answer must meet each of these: explains photosynthesis")
+
+
+def test_task_sampling_builds_any_of_its_remedies_by_name():
+    e = _evidence("spurious_length")
+    assert [s.tag for s in TaskSampling.suggest(_evidence("non_discriminative_high"))] == ["retire", "demote"]
+    park = TaskSampling.suggestion("park", e)
+    assert isinstance(park.update, ReweightTasks) and park.update.action == "park" and park.update.park_steps == 20
+    assert TaskSampling.suggestion("no such remedy", e) is None
+
+
+def test_a_remedy_that_builds_an_invalid_update_is_left_out(caplog):
+    def broken(e):
+        return EditRubric(task_id=e.task_id)  # changes nothing: invalid
+
+    def fine(e):
+        return EditRubric(task_id=e.task_id, remove=["c1"])
+
+    out = suggestions(_evidence("criterion_saturated"), [("broken", broken), ("none", lambda e: None), ("fine", fine)])
+    assert [s.tag for s in out] == ["fine"] and isinstance(out[0], Suggestion)
+    assert "remedy broken built an invalid update" in caplog.text
