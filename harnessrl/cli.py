@@ -607,6 +607,15 @@ def train_cmd(
     summary = train(cfg, resume=resume, overwrite=overwrite, console=console)
     write_report(summary.run_dir)
     print_summary(summary, console)
+    unscored = [split for split, e in (summary.eval or {}).items() if e.get("final") is None]
+    if unscored:  # trained, but nothing says how well: not a success
+        err_console.print(
+            f"[bold red]error:[/] the final {' and '.join(unscored)} evaluation has no score "
+            f"({summary.eval[unscored[0]].get('final_no_score_reason')}); the run's files are written. Fix the eval "
+            f"judge, then score the run with `harnessrl eval --run-dir {summary.run_dir}`",
+            highlight=False,
+        )
+        raise typer.Exit(1)
 
 
 @app.command("eval")
@@ -647,6 +656,11 @@ def eval_cmd(
             t.add_row(g, *cells(lambda s, g=g, by=by: num(getattr(s, by).get(g))))
         t.add_row("[bold]overall[/]", *(f"[bold]{c}[/]" for c in cells(lambda s: num(s.overall))))
         console.print(t)
+    for split, r in results.items():
+        if r.overall is None:
+            err_console.print(f"[bold red]{split}: no score[/] ({escape(str(r.no_score_reason))})", highlight=False)
+    if any(r.overall is None for r in results.values()):
+        raise typer.Exit(1)
 
 
 @app.command("report")
@@ -679,10 +693,14 @@ def evolver_cmd(
     from harnessrl.trainer.train_config import load_train_config
 
     if run_dir is not None:
+        from harnessrl.records.run_dir import read_json_file
+
         info_path = run_dir / "tool_server.json"
-        if not info_path.exists():
+        info = read_json_file(info_path)
+        if info is None:
             raise HarnessRLError(f"{info_path} not found: is a run with the evolver enabled training in {run_dir}?")
-        info = json.loads(info_path.read_text())
+        if not isinstance(info, dict) or not info.get("url") or not info.get("token"):
+            raise HarnessRLError(f"{info_path} has no url and token: is the run in {run_dir} still starting?")
         url, token = url or info["url"], token or info["token"]
     token = token or os.environ.get("HARNESSRL_TOOL_TOKEN")
     if not url or not token:
@@ -693,16 +711,24 @@ def evolver_cmd(
     def on_event(kind: str, payload: dict) -> None:
         console.print(f"[bold]{kind}[/] {json.dumps(payload, default=str)[:300]}", highlight=False)
 
+    # no since_step: the trainer leaves out every failure an evolution point (this one, an earlier one, or
+    # an in-process one) has handled already, and offers a failure again only when it recurs after that
     while True:
         point = run_evolution_point(
             url, token, model, settings.graph, on_event, hold_s=settings.hold_s, run_dir=run_dir
         )
         state = asyncio.run(point)
-        outcomes = state.get("outcomes", []) if isinstance(state, dict) else []
-        console.print(
-            f"evolution point done: {len(outcomes)} failure(s) handled, "
-            f"{sum(o.status == 'committed' for o in outcomes)} committed"
-        )
+        if isinstance(state, dict) and state.get("held") is False:
+            message = f"no evolution point: {state.get('stop_reason')}"
+            if watch is None:
+                raise HarnessRLError(f"{message}; is the run still training? (see its run directory)")
+            err_console.print(message, highlight=False)
+        else:
+            outcomes = state.get("outcomes", []) if isinstance(state, dict) else []
+            console.print(
+                f"evolution point done: {len(outcomes)} failure(s) handled, "
+                f"{sum(o.status == 'committed' for o in outcomes)} committed"
+            )
         if watch is None:
             return
         time.sleep(watch)

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -266,6 +267,39 @@ TINY_POLICY_TASKS = [
          "check": {"type": "regex", "pattern": "\\A\\W*[n-zN-Z]", "multiline": False}}]},
 ]  # fmt: skip
 """Training data (rows) for a tiny random policy's run: one task it never meets, two that give signal."""
+
+
+# ------------------------------------------------------------------------------------------ hangs
+
+
+def thread_stacks() -> str:
+    """Every live thread's stack, for a test that found something hung."""
+    names = {t.ident: t.name for t in threading.enumerate()}
+    return "\n".join(
+        f"--- thread {names.get(ident, ident)}:\n{''.join(traceback.format_stack(frame))}"
+        for ident, frame in sys._current_frames().items()
+    )
+
+
+def returns_within(timeout_s: float, fn: Callable[[], Any], what: str) -> Any:
+    """``fn()`` run in a daemon thread, its result (or exception) returned (raised) here; fails the test with
+    every thread's stack when it has not returned within ``timeout_s`` (a deadlock fails, it never hangs CI)."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["result"] = fn()
+        except BaseException as e:  # re-raised in the test's thread
+            box["error"] = e
+
+    worker = threading.Thread(target=target, name=f"watched: {what}", daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    if worker.is_alive():
+        pytest.fail(f"{what} did not return within {timeout_s:g} s (hung); the threads:\n{thread_stacks()}")
+    if "error" in box:
+        raise box["error"]
+    return box.get("result")
 
 
 # ------------------------------------------------------------------------------------------ servers on loopback

@@ -6,6 +6,7 @@ No model is loaded: a guard makes any build_judge call for a real backend fail t
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -332,3 +333,53 @@ def test_judge_text_responses_and_config(good_file, tmp_path):
     v = {x["criterion_id"]: x["value"] for x in res["verdicts"]}
     assert v == {"snow": 1.0, "lower": 0.0}  # "\n" in a text line is a newline; upper case fails
     assert res["reward"] == pytest.approx(0.5)
+
+
+# ----------------------------------------------------------------------------- run directories (issue 20)
+def _harnessrl(*args: str) -> subprocess.CompletedProcess:
+    code = "import sys; from harnessrl.cli import main; sys.argv = ['harnessrl', *sys.argv[1:]]; main()"
+    env = {**os.environ, "COLUMNS": "400"}  # one message, one line
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120, env=env)
+
+
+@pytest.mark.parametrize("name", ["harness.json", "summary.json", "best.json"])
+def test_a_corrupt_run_file_is_a_one_line_error_naming_it(tmp_path, name):
+    from harnessrl.records.run_dir import RunDir
+
+    run = RunDir(tmp_path / "run").path
+    (run / name).write_text('{"versions": {"task_sam', encoding="utf-8")  # cut short
+    proc = _harnessrl("report", "--run-dir", str(run))
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    (said,) = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert said.startswith(f"error: {run / name}: cannot be read as JSON") and "damaged" in said
+
+
+def test_a_bad_setting_names_where_it_came_from(tmp_path):
+    from harnessrl.trainer.train_config import load_train_config
+
+    path = tmp_path / "c.yaml"
+    path.write_text("grpo:\n  max_stepz: 3\n", encoding="utf-8")
+    with pytest.raises(HarnessRLError) as e:
+        load_train_config(path, ["grpo.learning_rate=fast", "seed=1"])
+    said = str(e.value)
+    assert f"invalid settings (in {path} and -s)" in said
+    assert "grpo.learning_rate (from -s grpo.learning_rate=fast)" in said
+    assert f"grpo.max_stepz (from {path}): unknown setting" in said
+    with pytest.raises(HarnessRLError, match=r"grpo.num_generations \(from -s grpo=\{num_generations: 1\}\)"):
+        load_train_config(None, ["grpo={num_generations: 1}"])
+
+
+def test_train_ends_non_zero_when_the_final_evaluation_has_no_score(tmp_path, monkeypatch):
+    import harnessrl.trainer.run as run_module
+    from harnessrl.records.run_dir import RunDir
+
+    RunDir(tmp_path / "run")
+    unscored = "no task of 2 could be scored: every completion's reward is missing"
+    summary = run_module.RunSummary(
+        tmp_path / "run", 2, 1.0, {}, None, None, None, None, None,
+        eval={"test": {"before": None, "final": None, "final_step": 2, "final_no_score_reason": unscored}},
+    )  # fmt: skip
+    monkeypatch.setattr(run_module, "train", lambda config, **kw: summary)
+    out = runner.invoke(app, ["train", "-s", f"run_dir={tmp_path / 'run'}"])
+    assert out.exit_code == 1
+    assert "the final test evaluation has no score" in flat(out.output) and unscored in flat(out.output)

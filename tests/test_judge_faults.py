@@ -549,13 +549,14 @@ def test_a_skipped_update_moves_no_weight():
 
 
 class ScriptedJudgeServer:
-    """Step 1 ("partial"): the first rollout it sees gets HTTP 500 every time (its reward goes missing); of
+    """Before training ("preflight"): every criterion passes (the judge's check before the first step).
+    Step 1 ("partial"): the first rollout it sees gets HTTP 500 every time (its reward goes missing); of
     each prompt's other responses the first one to arrive passes, the rest fail, so every group has a
     spread. Step 2 ("down"): HTTP 500 for everything."""
 
     def __init__(self, server: FakeChatServer):
         self.server = server
-        self.phase = "partial"
+        self.phase = "preflight"
         self.doomed: str | None = None
         self.winners: dict[str, str] = {}
         self._lock = threading.Lock()
@@ -564,6 +565,8 @@ class ScriptedJudgeServer:
     def act(self, body: dict) -> Response:
         response, prompt = _response_of(body), _prompt_of(body)
         with self._lock:
+            if self.phase == "preflight":
+                return good(body)
             if self.phase == "down":
                 return status(500)(body)
             if self.doomed is None:
@@ -655,6 +658,7 @@ def test_training_run_drops_missing_rewards_and_skips_a_judgeless_step(
             script.phase = "down"  # the judge goes down after step 1
 
     def hook(tr, run):
+        script.phase = "partial"  # the judge answered before training; now the steps' faults begin
         tr.add_callback(Watch())
         scoring = tr._generate_and_score_completions
 
@@ -715,8 +719,87 @@ def test_training_run_drops_missing_rewards_and_skips_a_judgeless_step(
 def test_training_run_stops_when_the_judge_is_down(tiny_model_dir: Path, tmp_path: Path):
     from harnessrl.trainer.run import train
 
-    config = _train_config(tmp_path, tiny_model_dir, free_port_url(), on_too_many_missing="stop")
+    # no check before training (judge.preflight: 0): the judge down from the first step stops the run there
+    config = _train_config(tmp_path, tiny_model_dir, free_port_url(), on_too_many_missing="stop", preflight=0)
     with pytest.raises(JudgeError, match=r"6 of 6 rollouts .*\(judge\.on_too_many_missing: stop\)"):
         train(config)
     groups = [json.loads(line) for line in (tmp_path / "run" / "steps.jsonl").read_text().splitlines()]
     assert {g["step"] for g in groups} == {1} and all(r is None for g in groups for r in g["rewards"])
+
+
+@pytest.mark.usefixtures("one_torch_thread", "quick_retries")
+def test_a_judge_that_does_not_answer_stops_the_run_before_any_step(tiny_model_dir: Path, tmp_path: Path):
+    """Once: a dead judge's run trained its programmatic criteria, skipped its steps and ended "successfully"
+    (the default on_too_many_missing: skip). Now the judge is asked before the first step."""
+    from harnessrl.trainer.run import train
+
+    url = free_port_url()
+    config = _train_config(tmp_path, tiny_model_dir, url)  # the defaults: skip, preflight 3
+    with pytest.raises(JudgeError, match="before training") as e:
+        train(config)
+    said = str(e.value)
+    assert f"server {url}" in said and "APIConnectionError" in said and "Nothing was trained" in said
+    assert "judge.base_url" in said and "harnessrl judge --task alpha --reference" in said
+    run = tmp_path / "run"
+    assert not run.exists()  # nothing written: the lock made the directory, and took it with it
+
+
+def test_the_judge_check_grades_reference_answers_once_and_passes_a_judge_that_answers(harness: Harness):
+    from harnessrl.judges.preflight import preflight_judge
+
+    calls: list[int] = []
+
+    class Backend:
+        name = "counting"
+
+        def grade(self, requests):
+            calls.append(len(requests))
+            return [BackendVerdict(1.0) for _ in requests]
+
+    judge = RubricJudge(Backend())
+    tasks = list(harness.tasks.values())
+    checked = preflight_judge(judge, tasks, n=3)
+    assert checked["tasks"] == min(3, len(tasks)) and checked["missing"] == 0 and checked["judged"] >= 1
+    judge.grade([RubricRequest.for_task(t, t.reference_answer) for t in tasks[:3] if t.reference_answer])
+    assert len(calls) == 1  # the reference answers' verdicts are cached: training grades them for free
+    assert preflight_judge(judge, tasks, n=0)["tasks"] == 0
+
+
+class Parrot:
+    """A policy sampler that answers every prompt with the same text ("lost": the judge gives no verdict)."""
+
+    def sample(self, prompts, temperature, max_new_tokens, **settings):
+        return ["lost" for _ in prompts]
+
+
+def test_an_evaluation_the_judge_could_not_grade_has_no_score_and_no_nan_anywhere(harness: Harness, tmp_path):
+    """Once: a dead judge's evaluation scored NaN, eval.jsonl held a literal NaN (not JSON), and a validation
+    score from the programmatic criteria of a few tasks was chosen as the best checkpoint."""
+    from harnessrl.records.run_dir import RunDir
+    from harnessrl.trainer.callbacks import EvalCallback
+    from harnessrl.trainer.evaluation import evaluate_policy
+
+    tasks = list(harness.tasks.values())
+    dead = RubricJudge(LostBackend(), missing_retries=0)
+    res = evaluate_policy(None, None, tasks, dead, step=2, max_new_tokens=4, sampler=Parrot())
+    assert res.overall is None and all(v is None for v in res.per_task.values())
+    assert res.no_score_reason.startswith(f"no task of {len(tasks)} could be scored")
+
+    run = RunDir(tmp_path / "run")
+    cb = EvalCallback(run, {"validation": tasks}, dead, every_steps=None, before_training=False, max_new_tokens=4,
+                      batch_size=4)  # fmt: skip
+    cb.sampler = Parrot()
+    cb._run(None, None, 2)
+    assert cb.best is None and not run.file("best.json").exists()  # no score: never the best
+    run.append("metrics.jsonl", {"step": 2, "loss": float("nan"), "nested": {"x": [float("inf"), 1.0]}})
+    run.write_json("summary.json", {"eval": {"test": {"final": float("nan")}}})
+
+    def strict(text: str):
+        return json.loads(text, parse_constant=lambda c: pytest.fail(f"{c} in a JSON file of the run"))
+
+    for name in ("eval.jsonl", "events.jsonl", "metrics.jsonl"):
+        rows = [strict(line) for line in run.file(name).read_text().splitlines()]
+        assert rows
+    assert strict(run.file("eval.jsonl").read_text())["overall"] is None
+    assert strict(run.file("metrics.jsonl").read_text()) == {"step": 2, "loss": None, "nested": {"x": [None, 1.0]}}
+    assert strict(run.file("summary.json").read_text()) == {"eval": {"test": {"final": None}}}

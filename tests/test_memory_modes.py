@@ -60,11 +60,11 @@ def evolve(service: EvolutionService) -> dict[str, Any]:
 
 
 def assert_handled_and_recorded(point: dict[str, Any], events: list[dict], failure_id: str) -> None:
-    """``get_failures`` listed the failure, the point handled it (committed a measured candidate), and the
-    run's events hold each decision in order."""
+    """The point handled the failure (committed a measured candidate), ``get_failures`` leaves it out since
+    (handled), and the run's events hold each decision in order."""
     listed = point["get_failures"]
     assert "error" not in listed, listed
-    assert [f["failure_id"] for f in listed["failures"]] == [failure_id]
+    assert listed["failures"] == [] and listed["handled"] == 1
     (outcome,) = point["outcomes"]
     assert outcome["failure_id"] == failure_id
     assert outcome["status"] == "committed", outcome  # a first guidance rejected, its revision (hotter) accepted
@@ -79,6 +79,7 @@ def assert_handled_and_recorded(point: dict[str, Any], events: list[dict], failu
         ("trial", None),
         ("verdict", "accepted"),
         ("commit", None),
+        ("failure_handled", None),
     ]
     assert next(e for e in events if e["kind"] == "commit")["candidate_id"] == outcome["candidate_id"]
 
@@ -157,7 +158,7 @@ def test_memory_off_without_chromadb(tmp_path):
 
     point = child["point"]
     world_events = [json.loads(line) for line in (run_path / "events.jsonl").read_text().splitlines()]
-    failure_id = point["get_failures"]["failures"][0]["failure_id"]
+    failure_id = point["outcomes"][0]["failure_id"]
     assert_handled_and_recorded(point, world_events, failure_id)
     # the memory tool answers, empty, and says why; the evolver decided from the failure alone
     for mode in ("task_history", "what_worked"):

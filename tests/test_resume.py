@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from harnessrl.data import Task
 from harnessrl.interfaces import Harness, ReweightTasks
 from harnessrl.records.run_dir import RunDir
@@ -69,3 +71,60 @@ def test_a_commit_cut_off_before_its_event_is_written_at_resume(tmp_path):
     (event,) = [e for e in run.read("events.jsonl") if e.get("recovered_at_resume")]
     assert (event["step"], event["applies_from_step"], event["version"]) == (8, 9, 2)
     assert reconcile_commits(run, harness) == []
+
+
+# --------------------------------------------------------------------------------------------- a real run, resumed
+
+
+@pytest.mark.usefixtures("one_torch_thread")
+def test_the_summary_of_a_resumed_run_covers_every_process(tmp_path, tiny_model_dir):
+    """Once: after a resume, the summary counted the last process only (its failures, evolution points and
+    trial seconds), while the accounting counters carried on."""
+    from helpers import TINY_POLICY_TASKS
+
+    from harnessrl.trainer.run import train
+    from harnessrl.trainer.train_config import TrainConfig
+
+    data = tmp_path / "train.jsonl"
+    data.write_text("".join(json.dumps(t) + "\n" for t in TINY_POLICY_TASKS))
+    config = TrainConfig.model_validate(
+        {
+            "run_dir": str(tmp_path / "run"), "model": str(tiny_model_dir), "device": "cpu", "method": "harnessrl",
+            "data": {"train": str(data), "validation": None, "test": None},
+            "grpo": {"num_generations": 2, "tasks_per_step": 3, "max_completion_length": 4, "max_steps": 4,
+                     "save_steps": 2, "learning_rate": 1e-3},
+            "eval": {"every_steps": None, "before_training": False},
+            "harness": {"memory": {"enabled": False}},
+            "evolver": {"every_steps": 1, "trials": {"rollouts_per_arm": 2, "max_rollouts": 4, "max_new_tokens": 4}},
+        }
+    )  # fmt: skip
+
+    def killed_at_step_3(trainer, run):
+        def kill(record):
+            if record.step == 3:
+                raise RuntimeError("killed")
+
+        trainer.step_listeners.append(kill)
+
+    with pytest.raises(RuntimeError, match="killed"):
+        train(config, trainer_hook=killed_at_step_3)
+    run = RunDir(tmp_path / "run", create=False)
+    first = run.read("events.jsonl")
+    summary = train(config, resume=True)
+    events = run.read("events.jsonl")
+    later = events[len(first) :]
+
+    failures = {(e["step"], e["task_id"], e["failure"]) for e in events if e["kind"] == "failure"}
+    assert {s for s, _, _ in failures} >= {1, 2, 3, 4}  # every step's, the first process's included
+    assert sum(summary.extra["failures"].values()) == len(failures)  # step 3 detected twice, counted once
+    points = [e for e in events if e["kind"] == "evolution_point"]
+    assert len(points) > len([e for e in later if e["kind"] == "evolution_point"])
+    assert summary.extra["evolver"]["points"] == len(points)
+    assert summary.extra["evolver"]["seconds"] == pytest.approx(sum(p["seconds"] for p in points))
+    trials = sum(e.get("seconds", 0) for e in events if e["kind"] == "trial")
+    assert summary.accounting["trial_seconds"] == pytest.approx(trials)
+    attributed = sum(1 for e in events if e["kind"] == "attribution")
+    assert sum(v for k, v in summary.extra["evolver"].items() if k.startswith("evolver/attributed/")) == attributed
+    assert summary.accounting["processes"] == 2
+    starts = [e["time"] for e in events if e["kind"] == "run_start"]
+    assert summary.wall_seconds >= max(e["time"] for e in first) - starts[0]

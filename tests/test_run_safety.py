@@ -568,3 +568,99 @@ def test_write_atomic_leaves_no_temp_file_when_the_writer_raises(tmp_path):
     with pytest.raises(ValueError, match="not serializable"):  # not an OSError: raised as it is
         write_atomic(path, boom)
     assert path.read_text() == "old" and _no_temp_files(tmp_path)
+
+
+# --------------------------------------------------------------------------------------------- --overwrite, --resume
+
+
+class SilentJudge:
+    """A judge backend that answers nothing (a server that is down, a wrong model name)."""
+
+    name = "silent"
+
+    @classmethod
+    def from_config(cls, config):
+        return cls()
+
+    def grade(self, requests):
+        return [None] * len(requests)
+
+
+def _files(path: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+def _earlier_run(path: Path, data: dict[str, str]) -> dict[str, bytes]:
+    """A run directory as a finished run leaves it (enough of it to miss if it went)."""
+    run = RunDir(path)
+    run.write_config(_config(path, data))
+    run.write_json("summary.json", {"steps": 2})
+    run.event("run_start", step=0)
+    _checkpoint(run.checkpoints, 2)
+    return _files(path)
+
+
+@pytest.mark.usefixtures("one_torch_thread")
+def test_overwrite_deletes_nothing_until_the_model_and_the_judge_are_built_and_answer(tmp_path, data, tiny_model_dir):
+    """Once: --overwrite deleted the previous run, then found the model path wrong, and left a skeleton."""
+    from harnessrl.judges import JudgeConfig
+
+    path = tmp_path / "run"
+    before = _earlier_run(path, data)
+    refused = {
+        "a model path that does not exist": (
+            _config(path, data, model=str(tmp_path / "nonexistent")),
+            "does not exist",
+        ),
+        "a judge that cannot be built": (
+            _config(path, data, model=str(tiny_model_dir)).model_copy(
+                update={"judge": JudgeConfig(backend="no_such_module:Judge")}
+            ),
+            "cannot import",
+        ),
+        "a judge that does not answer": (
+            _config(path, data, model=str(tiny_model_dir)).model_copy(
+                update={"judge": JudgeConfig(backend=f"{__name__}:SilentJudge")}
+            ),
+            "gave no verdict",
+        ),
+    }
+    for what, (config, said) in refused.items():
+        with pytest.raises(HarnessRLError, match=said):
+            train(config, overwrite=True)
+        assert _files(path) == before, f"{what}: the previous run was touched"
+
+
+def test_resume_of_a_run_dir_that_does_not_exist_is_an_error_naming_it(tmp_path, data):
+    """Once: a typo in run_dir with --resume trained a new run from scratch without a word."""
+    typo = tmp_path / "runz"
+    with pytest.raises(HarnessRLError, match=rf"--resume: {typo} holds no run to resume \(no such directory\)"):
+        train(_config(typo, data), resume=True)
+    assert not typo.exists()  # and nothing was made there
+    typo.mkdir()
+    with pytest.raises(HarnessRLError, match=r"no config\.yaml in it"):
+        train(_config(typo, data), resume=True)
+    assert list(typo.iterdir()) == []
+
+
+@pytest.mark.usefixtures("one_torch_thread")
+def test_resume_of_a_finished_run_says_so_and_trains_nothing(tmp_path, data, tiny_model_dir):
+    """Once: --resume on a finished run trained past max_steps (step 3 of 2, a checkpoint-3, a second end)."""
+    from typer.testing import CliRunner
+
+    from harnessrl.cli import app
+
+    path = tmp_path / "run"
+    config = _config(path, {"train": data["train"], "validation": None, "test": None}, model=str(tiny_model_dir))
+    first = train(config)
+    assert first.steps == 2
+    before = _files(path)
+    again = train(config, resume=True)
+    assert again.steps == 2 and again.run_dir == path
+    assert _files(path) == before  # nothing trained, nothing written
+    (path / "c.yaml").write_text(path.joinpath("config.yaml").read_text())
+    out = CliRunner().invoke(app, ["train", "--config", str(path / "c.yaml"), "--resume"])
+    assert out.exit_code == 0, out.output
+    assert "is already finished: trained to step 2" in " ".join(out.output.split())
+    assert not (path / "checkpoints" / "checkpoint-3").exists()
+    assert [e["kind"] for e in RunDir(path, create=False).read("events.jsonl")].count("run_end") == 1

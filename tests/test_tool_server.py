@@ -606,8 +606,14 @@ def test_events_record_every_decision(world):
     svc.on_event("proposal", {"candidate_id": cand.candidate_id})  # already written by the tool: not twice
     svc.on_event("give_up", {"failure_id": fid, "kind": "x", "rounds": 3})
     kinds = [e["kind"] for e in world.events()]
-    assert kinds == ["attribution", "proposal", "trial", "verdict", "commit", "give_up"]
-    att, prop, trial, verdict, commit, give_up = world.events()
+    assert kinds == [
+        "attribution", "proposal", "trial", "verdict", "commit", "failure_handled", "give_up", "failure_handled",
+    ]  # fmt: skip
+    att, prop, trial, verdict, commit, committed, give_up, gave_up = world.events()
+    assert (committed["failure_id"], committed["outcome"], committed["candidate_id"]) == (
+        fid, "committed", cand.candidate_id,
+    )  # fmt: skip
+    assert (gave_up["failure_id"], gave_up["outcome"]) == (fid, "gave_up")
     assert att["task_id"] == "t2" and att["interface"] == "rollout_guidance" and att["evidence"] == {"std": 0.0}
     assert prop["candidate_id"] == cand.candidate_id and prop["update"]["target"] == "t2" and prop["step"] == 2
     assert trial["result"]["accepted"] is True and trial["failure_id"] == fid

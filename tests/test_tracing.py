@@ -126,7 +126,8 @@ def run_point(world, external: bool = False) -> dict[str, Any]:
     then, revised, a guidance candidate that samples hotter (accepted and committed). ``external``: as
     ``harnessrl evolver`` runs it (it holds training first and learns the step from the hold)."""
     service, run_dir, url, token = world
-    fid = service.get_failures().failures[0].failure_id
+    listed = service.get_failures().failures  # none after a first point: it handled the failure
+    fid = listed[0].failure_id if listed else "handled"
     model = ScriptedChatModel(
         responses=[
             tool_call(
@@ -252,7 +253,7 @@ def test_an_unreachable_endpoint_is_one_warning_and_the_point_goes_on(world, lan
     with caplog.at_level(logging.WARNING):
         final = run_point(world)
         assert_decisions_recorded(final, world[1])
-        run_point(world)  # a second point in the same process: no second warning
+        run_point(world)  # a second point in the same process (nothing left to handle, still traced): no second warning
         tracing.flush(timeout=5)
     warnings = [r for r in caplog.records if r.levelno >= logging.WARNING and "LangSmith" in r.getMessage()]
     assert len(warnings) == 1, [r.getMessage() for r in warnings]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,8 @@ from typing import Any
 from harnessrl.graph.state import GraphConfig
 
 __all__ = ["run_evolution_point"]
+
+logger = logging.getLogger(__name__)
 
 
 async def run_evolution_point(
@@ -38,6 +41,9 @@ async def run_evolution_point(
     to ``on_event`` too (e.g. to print it). ``hold_s``: first hold training for a lease of that many
     seconds (an evolver in its own process: the trainer stops at its next step boundary until the point
     ends and releases it); None: the caller already stopped training (an in-process evolution point).
+    When the hold is not granted (the trainer did not reach a step boundary in time) the graph does not run:
+    the result has no outcomes, ``held`` False and the reason in ``stop_reason``; a server where no training
+    runs needs no hold (nothing moves the policy) and the point runs.
     ``run_dir`` and ``step`` (default: the step the hold stopped training at) go into the point's
     LangSmith trace as metadata when tracing is on (:mod:`harnessrl.graph.tracing`)."""
     from langchain_mcp_adapters.client import MultiServerMCPClient
@@ -66,9 +72,16 @@ async def run_evolution_point(
         if hold_s is None or "hold_training" not in by_name:
             return await evolve(deps, run_dir=run_dir, step=step)
         with untraced():  # the plumbing around the point stays out of its trace
-            held = await by_name["hold_training"].ainvoke({"seconds": hold_s, "wait_s": hold_s})
-        if step is None:
-            step = _held_step(held)
+            held = _hold_state(await by_name["hold_training"].ainvoke({"seconds": hold_s, "wait_s": hold_s}))
+        if step is None and isinstance(held.get("step"), int):
+            step = held["step"]
+        if not held.get("held") and held.get("training") is not False:
+            # no frozen policy to measure on: a trial now would race the training step, so the graph does not run
+            reason = f"training was not held ({held.get('note') or 'hold_training did not say held'})"
+            logger.warning("no evolution point: %s", reason)
+            return {"outcomes": [], "stop_reason": f"not held: {reason}", "held": False}
+        if not held.get("held"):  # no training runs there: nothing moves the policy, nothing to release
+            return await evolve(deps, run_dir=run_dir, step=step)
         try:
             return await evolve(deps, run_dir=run_dir, step=step)
         finally:
@@ -76,15 +89,15 @@ async def run_evolution_point(
                 await by_name["release_training"].ainvoke({})
 
 
-def _held_step(result: Any) -> int | None:
-    """The step ``hold_training`` stopped training at (its result comes as MCP content blocks)."""
+def _hold_state(result: Any) -> dict[str, Any]:
+    """``hold_training``'s answer (a HoldState; it comes as MCP content blocks) as a dict ({} if unreadable)."""
     blocks = result if isinstance(result, list) else [result]
     for block in blocks:
         text = block.get("text") if isinstance(block, dict) else block
         try:
-            step = json.loads(text).get("step") if isinstance(text, str) else None
-        except (ValueError, AttributeError):
+            data = json.loads(text) if isinstance(text, str) else None
+        except ValueError:
             continue
-        if isinstance(step, int):
-            return step
-    return None
+        if isinstance(data, dict) and "held" in data:
+            return data
+    return {}

@@ -89,10 +89,11 @@ class EvolutionCallback(TrainerCallback):
         graph_config = self.settings.graph.model_copy(update={"since_step": since})
         t0 = time.perf_counter()
         error = None
+        boundary = None
         try:
             # the graph's steps reach events.jsonl and the memory through the server's record_event tool, the
             # same path as an external `harnessrl evolver`; training is stopped here, so no hold is needed
-            with self.service.at_boundary(step):
+            with self.service.at_boundary(step) as boundary:
                 run_dir = self.run_dir.path if self.run_dir is not None else None
                 point = run_evolution_point(self.url, self.token, self.model, graph_config, run_dir=run_dir, step=step)
                 final = _run(point)
@@ -106,14 +107,15 @@ class EvolutionCallback(TrainerCallback):
         outcomes = final.get("outcomes", []) if isinstance(final, dict) else []
         committed = sum(1 for o in outcomes if getattr(o, "status", None) == "committed")
         if self.run_dir is not None:
+            # the trials' count and seconds as the service saw them; handled and committed as the graph ended
+            stats = {**(boundary.stats if boundary is not None else {}), "mode": "in-process"}
             self.run_dir.event(
                 "evolution_point",
                 step=step,
                 seconds=elapsed,
-                handled=len(outcomes),
-                committed=committed,
                 stop_reason=final.get("stop_reason") if isinstance(final, dict) else None,
                 error=error,
+                **{**stats, "handled": len(outcomes), "committed": committed},
             )
         if self.console is not None:
             self.console.log(

@@ -24,17 +24,32 @@ never fails the tool.
 Thread-safety: the tools run on the tool server's worker threads while the training loop waits at an
 evolution point; one re-entrant lock (:attr:`EvolutionService.lock`) serializes every tool, so a trial
 sees one consistent harness and a commit never interleaves with another.
+
+One lock order, so that no trial, hold or step waits on another in a cycle: a tool takes
+:attr:`EvolutionService.lock`, and a trial then the trainer's policy lock; the training thread never
+takes the service lock (it holds the policy lock through a step, and :meth:`EvolutionService.observe_step`
+only takes a lock of its own, which nothing holds while waiting for another). And a trial or a commit
+runs only while training is stopped at a step boundary (an in-process evolution point, or an external
+evolver's granted hold) or not running at all: one that arrives mid-step is refused with the reason, and a
+hold whose lease runs out during one lets training go on only once that call has ended.
+
+Handled failures: a failure an evolution point committed an update for, or gave up, is recorded
+(a ``failure_handled`` event: which failure, by which point, with what outcome) and left out of
+``get_failures`` from then on; the same failure detected again at a later step is a recurrence and is
+offered again. :meth:`EvolutionService.restore` rebuilds this record, and the evolver's counts, from the
+events of a resumed run.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import secrets
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -180,6 +195,27 @@ def _failure_key(f: Any) -> tuple:
     return f.kind, f.task_id, ev.get("criterion_id") or ev.get("feature")
 
 
+@dataclass
+class _Point:
+    """One evolution point as the trainer side sees it: where training stopped, and what it cost."""
+
+    step: int
+    mode: str  # "in-process" (the trainer stopped itself) or "external" (an evolver's hold)
+    trials: int = 0
+    trial_seconds: float = 0.0
+    handled: int = 0
+    committed: int = 0
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "trials": self.trials,
+            "trial_seconds": round(self.trial_seconds, 3),
+            "handled": self.handled,
+            "committed": self.committed,
+        }
+
+
 class EvolutionService:
     """The evolver's tools over one run's harness, records, memory and trials.
 
@@ -229,11 +265,21 @@ class EvolutionService:
         self._candidates: dict[str, _Candidate] = {}
         self._attributions: dict[str, dict[str, Any]] = {}
         self.outcome_groups, self.outcome_steps = outcome_groups, outcome_steps
+        # the outcomes are fed from the training thread (observe_step): a lock of their own, never the tools'
+        self._outcomes_lock = threading.Lock()
         self._pending_outcomes: dict[str, dict[str, Any]] = {}
+        # failures handled by an evolution point: by id, and by key up to the step of the point that handled it
+        self._handled_ids: set[str] = set()
+        self._handled_through: dict[tuple, int] = {}
+        self._interrupted: set[str] = set()  # failures whose trial or commit was refused for want of a hold
         # an evolver's hold on training (a lease), and the step boundary the trainer waits at while held
         self._hold = threading.Condition()
         self._hold_until: float | None = None
+        self._lease_s = 0.0
         self._paused_at: int | None = None
+        self._busy = 0  # trials and commits in flight: training stays stopped until they end
+        self._point: _Point | None = None
+        self._last_hold: str = "no evolver has held training yet"
         self.training = False  # set by the trainer's evolution callback while training runs
 
     # ------------------------------------------------------------------------------------ plumbing
@@ -326,6 +372,7 @@ class EvolutionService:
             self._task(a.task_id)  # an id that is no training task is an error, not an empty list
         with self.lock:
             groups: dict[tuple, list[Any]] = {}
+            handled: set[tuple] = set()
             for f in self._failures():
                 if a.since_step is not None and f.step < a.since_step:
                     continue
@@ -333,7 +380,11 @@ class EvolutionService:
                     continue
                 if a.task_id is not None and f.task_id != a.task_id:
                     continue
-                groups.setdefault(_failure_key(f), []).append(f)
+                key = _failure_key(f)
+                if self._is_handled(f, key):
+                    handled.add(key)
+                    continue
+                groups.setdefault(key, []).append(f)
             views = []
             for fs in groups.values():
                 latest = max(fs, key=lambda f: f.step)
@@ -353,7 +404,69 @@ class EvolutionService:
                     )
                 )
         views.sort(key=lambda v: (-v.step, v.kind, v.task_id))
-        return FailureList(failures=views[: a.limit], total=len(views))
+        return FailureList(failures=views[: a.limit], total=len(views), handled=len(handled - set(groups)))
+
+    def _is_handled(self, failure: Any, key: tuple) -> bool:
+        """Whether an evolution point handled ``failure`` already (a later recurrence is not handled)."""
+        through = self._handled_through.get(key)
+        return _failure_id(failure) in self._handled_ids or (through is not None and failure.step <= through)
+
+    def _mark_handled(self, failure_id: str, outcome: str, candidate_id: str | None = None, reason: str = "") -> None:
+        """Record that the current evolution point handled ``failure_id`` (a ``failure_handled`` event)."""
+        with self.lock:
+            interrupted = failure_id in self._interrupted
+            self._interrupted.discard(failure_id)
+            if interrupted and outcome != "committed":  # given up for a refused trial or commit: offered again
+                return
+            failure = self._find_failure(failure_id)
+            point = self._point
+            step = point.step if point is not None else self.current_step()
+            self._handled_ids.add(failure_id)
+            key = _failure_key(failure) if failure is not None else None
+            if key is not None:
+                self._handled_through[key] = max(step, self._handled_through.get(key, step))
+            if point is not None:
+                point.handled += 1
+        self._event(
+            "failure_handled",
+            step=step,
+            failure_id=failure_id,
+            task_id=key[1] if key else None,
+            failure_kind=key[0] if key else None,
+            criterion=key[2] if key else None,
+            outcome=outcome,
+            point_step=step,
+            point_mode=point.mode if point is not None else None,
+            candidate_id=candidate_id,
+            reason=reason,
+        )
+
+    def restore(self, events: Iterable[Mapping[str, Any]], through_step: int) -> None:
+        """Rebuild what earlier processes of a resumed run decided, from their ``events``: the evolver's
+        counts (attributed, proposed, accepted, rejected, revisions, committed per interface) and the failures
+        handled by evolution points at or before ``through_step`` (the checkpoint the run goes on from: the
+        steps after it are trained again, and what they show is new)."""
+        with self.lock:
+            for e in events:
+                kind, iface = e.get("kind"), e.get("interface")
+                if kind == "attribution" and iface:
+                    self.counts[f"attributed/{iface}"] += 1
+                elif kind == "proposal" and iface:
+                    self.counts[f"proposed/{iface}"] += 1
+                    if e.get("revision"):
+                        self.counts[f"revisions/{iface}"] += 1
+                elif kind == "verdict" and iface and e.get("verdict") in ("accepted", "rejected"):
+                    self.counts[f"{e['verdict']}/{iface}"] += 1
+                elif kind == "commit" and iface:
+                    self.counts[f"committed/{iface}"] += 1
+                elif kind == "failure_handled" and e.get("failure_id"):
+                    step = e.get("point_step", e.get("step"))
+                    if not isinstance(step, int) or step > through_step:
+                        continue
+                    self._handled_ids.add(str(e["failure_id"]))
+                    if e.get("failure_kind") and e.get("task_id"):
+                        key = (e["failure_kind"], e["task_id"], e.get("criterion"))
+                        self._handled_through[key] = max(step, self._handled_through.get(key, step))
 
     def query_memory(self, args: QueryMemory | Mapping[str, Any] | None = None, /, **kwargs: Any) -> MemoryResult:
         """Within-task history or cross-task evidence from the training memory (see :class:`QueryMemory`)."""
@@ -519,7 +632,7 @@ class EvolutionService:
     def run_frozen_policy_trial(self, args: RunTrial | Mapping[str, Any] | None = None, /, **kwargs: Any) -> Any:
         """Measure a candidate on the frozen policy with the trials object; record and return its result."""
         a = _coerce(RunTrial, args, kwargs)
-        with self.lock:
+        with self._policy_still("run_frozen_policy_trial", a.candidate_id), self.lock:
             cand = self._get(a.candidate_id)
             if cand.status == "committed":
                 raise CandidateError(f"candidate {cand.candidate_id} is already committed (version {cand.version})")
@@ -534,6 +647,9 @@ class EvolutionService:
                 self._event("trial", candidate_id=cand.candidate_id, interface=cand.update.interface, error=str(e))
                 raise
             seconds = time.perf_counter() - t0
+            if self._point is not None:
+                self._point.trials += 1
+                self._point.trial_seconds += seconds
             accepted = bool(result.accepted)
             cand.trials.append(result)
             cand.status = "accepted" if accepted else "rejected"
@@ -568,7 +684,7 @@ class EvolutionService:
     def commit_update(self, args: CommitUpdate | Mapping[str, Any] | None = None, /, **kwargs: Any) -> CommitResult:
         """Apply an accepted candidate from the next step and save the harness; refuse anything unmeasured."""
         a = _coerce(CommitUpdate, args, kwargs)
-        with self.lock:
+        with self._policy_still("commit_update", a.candidate_id), self.lock:
             cand = self._get(a.candidate_id)
             cid = cand.candidate_id
             if cand.status == "committed":
@@ -612,6 +728,8 @@ class EvolutionService:
             cand.status, cand.version, cand.applied_step = "committed", version, applies
             interface = cand.update.interface
             self.counts[f"committed/{interface}"] += 1
+            if self._point is not None:
+                self._point.committed += 1
             self._await_outcome(cand)
             self._remember(
                 f"recording the commit of {cid}",
@@ -629,6 +747,8 @@ class EvolutionService:
                 applies_from_step=applies,
                 update=cand.update.model_dump(mode="json"),
             )
+            if cand.failure_id:
+                self._mark_handled(cand.failure_id, "committed", candidate_id=cid)
             return CommitResult(candidate_id=cid, interface=interface, version=version, applies_from_step=applies)
 
     # ------------------------------------------------------------------------------------ holding training
@@ -637,13 +757,20 @@ class EvolutionService:
         :class:`~harnessrl.interfaces.tools.HoldTraining`); waits up to ``wait_s`` for it to stop."""
         a = _coerce(HoldTraining, args, kwargs)
         if not self.training and self._paused_at is None:
-            return HoldState(held=False, step=self.current_step(), note="no training is running here: nothing to hold")
+            return HoldState(
+                held=False,
+                step=self.current_step(),
+                training=False,
+                note="no training is running here: nothing to hold",
+            )
         with self._hold:
             renewed = self._hold_until is not None
+            self._lease_s = a.seconds
             self._hold_until = time.monotonic() + a.seconds
             self._hold.notify_all()
             held = self._hold.wait_for(lambda: self._paused_at is not None, timeout=a.wait_s)
             step = self._paused_at if held and self._paused_at is not None else self.current_step()
+            left = self._hold_until - time.monotonic() if held and self._hold_until is not None else None
         if not held:
             with self._hold:
                 self._hold_until = None  # no boundary came (training ended?): nothing is left pending
@@ -652,7 +779,7 @@ class EvolutionService:
             )
         if not renewed:
             self._event("training_hold", step=step, action="held", lease_s=a.seconds)
-        return HoldState(held=True, step=step, expires_in_s=a.seconds)
+        return HoldState(held=True, step=step, expires_in_s=round(left, 3) if left is not None else None)
 
     def release_training(self, args: ReleaseTraining | Mapping[str, Any] | None = None, /, **kwargs: Any) -> HoldState:
         """End the hold: the trainer goes on at once."""
@@ -668,38 +795,83 @@ class EvolutionService:
 
     def step_boundary(self, step: int) -> None:
         """The trainer at the end of ``step`` (main process): while an evolver holds training, wait here
-        (the policy stays as it is); a lease that runs out lets training go on, with an event saying so."""
+        (the policy stays as it is); a lease that runs out lets training go on, with an event saying so,
+        once the trial or commit in flight (if any) has ended. The hold is an evolution point of the run:
+        an ``evolution_point`` event records it (mode external) with its held seconds and trials."""
         with self._hold:
             if self._hold_until is None:
                 return
+            t0 = time.monotonic()
+            self._hold_until = t0 + self._lease_s  # the lease runs from the moment training stops
             self._paused_at = step
+            self._point = _Point(step=step, mode="external")
             self._hold.notify_all()
-            while self._hold_until is not None and time.monotonic() < self._hold_until:
-                self._hold.wait(timeout=min(1.0, max(0.01, self._hold_until - time.monotonic())))
+            while self._busy or (self._hold_until is not None and time.monotonic() < self._hold_until):
+                left = self._hold_until - time.monotonic() if self._hold_until is not None else 1.0
+                self._hold.wait(timeout=min(1.0, max(0.01, left)))
             expired = self._hold_until is not None
             self._hold_until = None
             self._paused_at = None
+            point, self._point = self._point, None
+            ended = "expired" if expired else "released"
+            self._last_hold = f"the last hold, at step {step}, {'ran out' if expired else 'was released'}"
+        held_s = time.monotonic() - t0
         if expired:
             logger.warning("the evolver's hold on training expired at step %d (not released); training goes on", step)
             self._event("training_hold", step=step, action="expired")
+        self._event("evolution_point", step=step, seconds=round(held_s, 3), ended=ended, **point.stats())
 
     def at_boundary(self, step: int):
         """A context in which the trainer is stopped at ``step`` (an in-process evolution point): a hold asked
-        meanwhile is granted at once and ends with it."""
+        meanwhile is granted at once and ends with it. Its value, once the context has ended, holds the
+        point's trial count and seconds (:meth:`_Point.stats`)."""
         service = self
 
         class _AtBoundary:
+            def __init__(self):
+                self.stats: dict[str, Any] = {}
+
             def __enter__(self):
                 with service._hold:
                     service._paused_at = step
+                    service._point = _Point(step=step, mode="in-process")
                     service._hold.notify_all()
+                return self
 
             def __exit__(self, *exc):
                 with service._hold:
+                    while service._busy:  # a trial still running (the point timed out): the policy waits
+                        service._hold.wait(timeout=1.0)
                     service._paused_at = None
                     service._hold_until = None
+                    point, service._point = service._point, None
+                self.stats = point.stats() if point is not None else {}
 
         return _AtBoundary()
+
+    @contextlib.contextmanager
+    def _policy_still(self, tool: str, candidate_id: str) -> Iterator[None]:
+        """Run ``tool`` (a trial or a commit) only while the policy cannot move: training stopped at a step
+        boundary, or not running; training stays stopped until it ends. Refused otherwise, with the reason."""
+        with self._hold:
+            if self.training and self._paused_at is None:
+                cand = self._candidates.get(candidate_id)
+                if cand is not None and cand.failure_id:
+                    self._interrupted.add(cand.failure_id)
+                asked = " (a hold was asked for: wait for hold_training to say held)" if self._hold_until else ""
+                raise CandidateError(
+                    f"{tool} refused: training is not held, the trainer is training on from step "
+                    f"{self.current_step()} ({self._last_hold}){asked}. A trial and a commit need the policy "
+                    "frozen: call hold_training and wait until it answers held=true, then call "
+                    f"{tool} while the hold lasts (renew it with hold_training, or ask for a longer lease)"
+                )
+            self._busy += 1
+        try:
+            yield
+        finally:
+            with self._hold:
+                self._busy -= 1
+                self._hold.notify_all()
 
     # ------------------------------------------------------------------------------------ outcomes
     def _await_outcome(self, cand: _Candidate) -> None:
@@ -712,22 +884,26 @@ class EvolutionService:
             tasks = [cand.failure.task_id]
         before = [
             g
-            for record in self.recorder.steps.values()
+            for record in list(self.recorder.steps.values())
             if record.step < (cand.applied_step or 0)
             for g in record.groups
             if g.task_id in tasks
         ][-self.outcome_groups :]
-        self._pending_outcomes[cand.candidate_id] = {
-            "task_ids": tasks,
-            "applied_step": cand.applied_step,
-            "before": before,
-            "after": [],
-        }
+        with self._outcomes_lock:
+            self._pending_outcomes[cand.candidate_id] = {
+                "task_ids": tasks,
+                "applied_step": cand.applied_step,
+                "before": before,
+                "after": [],
+            }
 
     def observe_step(self, record: Any) -> None:
         """A trained step's record (a trainer step listener): feeds the outcomes of committed updates, and
-        writes each to the memory (``what_worked`` ranks by it) and the events once measured."""
-        with self.lock:
+        writes each to the memory (``what_worked`` ranks by it) and the events once measured.
+
+        It runs on the training thread, inside the step (the policy lock held): it takes only the outcomes'
+        own lock, never the tools' lock a trial holds while it waits for the policy."""
+        with self._outcomes_lock:
             done = []
             for cid, p in self._pending_outcomes.items():
                 if record.step < p["applied_step"]:
@@ -735,13 +911,13 @@ class EvolutionService:
                 p["after"].extend(g for g in record.groups if g.task_id in p["task_ids"])
                 if len(p["after"]) >= self.outcome_groups or record.step >= p["applied_step"] + self.outcome_steps:
                     done.append(cid)
-            for cid in done:
-                p = self._pending_outcomes.pop(cid)
-                outcome = _outcome(p["before"], p["after"][: self.outcome_groups], p["applied_step"], record.step)
-                self._remember(
-                    f"recording the outcome of {cid}", self.memory.record_outcome if self.memory else None, cid, outcome
-                )
-                self._event("outcome", step=record.step, candidate_id=cid, task_ids=p["task_ids"], **outcome)
+            finished = [(cid, self._pending_outcomes.pop(cid)) for cid in done]
+        for cid, p in finished:
+            outcome = _outcome(p["before"], p["after"][: self.outcome_groups], p["applied_step"], record.step)
+            self._remember(
+                f"recording the outcome of {cid}", self.memory.record_outcome if self.memory else None, cid, outcome
+            )
+            self._event("outcome", step=record.step, candidate_id=cid, task_ids=p["task_ids"], **outcome)
 
     def _target_state(self, update: InterfaceUpdate) -> str:
         """The part of the harness ``update`` changes, as text: a commit needs it unchanged since the trial."""
@@ -805,3 +981,6 @@ class EvolutionService:
             )
         elif kind not in _WRITTEN_BY_TOOLS:
             self._event(kind, **data)
+            if kind == "give_up" and data.get("failure_id"):
+                reason = str(data.get("reason") or "")
+                self._mark_handled(str(data["failure_id"]), "gave_up", data.get("candidate_id"), reason)

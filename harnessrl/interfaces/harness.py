@@ -26,7 +26,7 @@ from harnessrl.interfaces.guidance import RolloutGuidance
 from harnessrl.interfaces.registry import BUILTIN, failure_hints, interface_classes
 from harnessrl.interfaces.rubric import RubricCriteria
 from harnessrl.interfaces.sampling import TaskSampling
-from harnessrl.records.run_dir import write_atomic
+from harnessrl.records.run_dir import json_safe, write_atomic
 
 __all__ = ["Harness", "parse_update"]
 
@@ -187,8 +187,8 @@ class Harness:
         """Write ``harness.json`` whole or not at all (temp file, fsync, rename): when the write fails, a
         full disk included, the previous file is kept and a :class:`~harnessrl.records.run_dir.RunFileError`
         (an ``OSError`` too) says so."""
-        data = self.to_dict()
-        write_atomic(path, lambda f: json.dump(data, f, indent=1))
+        data = json_safe(self.to_dict())
+        write_atomic(path, lambda f: json.dump(data, f, indent=1, allow_nan=False))
 
     @classmethod
     def load(cls, path: str | Path, tasks: list[Task], **settings: Any) -> Harness:

@@ -137,7 +137,9 @@ class GetFailures(BaseModel):
     once, at its latest step, with how often it occurred. Each has a ``failure_id`` (pass it to the
     candidate you build for it), its kind (e.g. non_discriminative_low: every rollout scored alike and
     low; spurious_length: reward rises with length), the task, a one-line summary with the numbers,
-    the evidence, and ``interface_hint``, the interface most likely to address it (a hint only)."""
+    the evidence, and ``interface_hint``, the interface most likely to address it (a hint only). A failure
+    an evolution point already handled (an update committed for it, or given up) is left out; detected
+    again at a later step, it is listed again."""
 
     model_config = _STRICT
 
@@ -261,7 +263,8 @@ class RunTrial(BaseModel):
     rollouts with the hint; a sampling change probes the tasks it promotes. Returns the baseline and
     candidate values of a metric chosen from the failure kind, a bootstrap interval of the improvement,
     ``accepted`` (the whole interval above zero) and the reason. Only an accepted candidate can be
-    committed; revise a rejected one (build a new candidate) using its measurements."""
+    committed; revise a rejected one (build a new candidate) using its measurements. From an evolver in
+    its own process, call it (and commit_update) only while your hold_training is granted."""
 
     model_config = _STRICT
 
@@ -271,9 +274,10 @@ class RunTrial(BaseModel):
 class HoldTraining(BaseModel):
     """Ask the trainer to stop at its next step boundary and stay stopped while you measure candidates
     and commit them (an evolver in its own process needs this: a trial and its commit must see the same
-    frozen policy). The hold is a lease: it ends after ``seconds`` unless renewed (call again) or
-    released (``release_training``), so an evolver that dies never stalls training. Returns whether the
-    trainer stopped, and at which step."""
+    frozen policy). The hold is a lease: it ends ``seconds`` after the trainer stopped, unless renewed
+    (call again) or released (``release_training``), so an evolver that dies never stalls training; a
+    trial or commit in flight when it runs out still ends first. Returns whether the trainer stopped, and
+    at which step."""
 
     model_config = _STRICT
 
@@ -291,6 +295,10 @@ class HoldState(BaseModel):
     held: bool = Field(description="True: the trainer is stopped at a step boundary, the policy frozen.")
     step: int = Field(description="The step the trainer stopped after (or the current step when not held).")
     expires_in_s: float | None = Field(default=None, description="Seconds left on the lease.")
+    training: bool = Field(
+        default=True,
+        description="False: no training runs at this server, so nothing moves the policy (no hold needed).",
+    )
     note: str = ""
 
 
@@ -333,6 +341,10 @@ class CommitUpdate(BaseModel):
 class FailureList(BaseModel):
     failures: list[FailureView]
     total: int = Field(default=0, description="Distinct failures that matched, before the limit.")
+    handled: int = Field(
+        default=0,
+        description="Distinct failures left out: an evolution point already handled them (committed or gave up).",
+    )
 
 
 class MemoryResult(BaseModel):

@@ -63,6 +63,12 @@ class JudgeConfig(BaseModel):
         description="training: the share of a step's rollouts that may have no reward (judge faults) before "
         "on_too_many_missing applies",
     )
+    preflight: int = Field(
+        default=3,
+        ge=0,
+        description="training: reference answers graded before the first step to check that the judge answers; "
+        "a judge that gives no verdict on any of them stops the run before anything is trained (0: no check)",
+    )
     on_too_many_missing: Literal["skip", "stop"] = Field(
         default="skip",
         description="training, when a step's missing share is above max_missing_share: skip (the step trains on "

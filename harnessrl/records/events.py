@@ -38,6 +38,7 @@ EventKind = Literal[
     "evolution_point",
     "outcome",
     "training_hold",
+    "failure_handled",
 ]
 EVENT_KINDS: tuple[str, ...] = get_args(EvolverEventKind)
 """The kinds the evolver graph reports through its :data:`EventCallback`."""

@@ -14,7 +14,9 @@
       plots/, report.html, summary.json
 
 JSONL files are appended line by line and flushed, so a killed process loses at most the line in
-flight; readers skip a torn last line instead of failing. Whole files (``harness.json``, ``config.yaml``,
+flight; readers skip a torn last line instead of failing. Every JSON file holds JSON: a value that is not a
+finite number (NaN, infinity) is written as null (:func:`json_safe`), and a whole file that does not parse
+is an error naming the file (:meth:`RunDir.read_json`). Whole files (``harness.json``, ``config.yaml``,
 ``summary.json``, ...) are written whole or not at all (:func:`write_atomic`): a full disk mid-write leaves
 the previous version in place and says so (:class:`RunFileError`).
 
@@ -31,6 +33,7 @@ import errno
 import fcntl
 import json
 import logging
+import math
 import os
 import shutil
 import socket
@@ -54,8 +57,10 @@ __all__ = [
     "RunFileError",
     "clear_run_dir",
     "is_disk_full",
+    "json_safe",
     "lock_run_dir",
     "open_append",
+    "read_json_file",
     "read_jsonl",
     "write_atomic",
 ]
@@ -88,6 +93,18 @@ class RunFileError(HarnessRLError, OSError):
 
 class RunDirInUseError(HarnessRLError):
     """Another live process holds the run directory's lock."""
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with every float that is not finite (NaN, infinity: not JSON) replaced by None, in nested
+    dicts, lists and tuples too; anything else as it is."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    return value
 
 
 def write_atomic(path: str | Path, write: Callable[[IO[str]], None]) -> None:
@@ -344,7 +361,7 @@ class RunDir:
 
     def append(self, name: str, row: dict[str, Any], sync: bool = False) -> None:
         with open_append(self.path / name) as f:
-            f.write(json.dumps(row, default=str) + "\n")
+            f.write(json.dumps(json_safe(row), default=str, allow_nan=False) + "\n")
             f.flush()
             if sync:
                 os.fsync(f.fileno())
@@ -362,12 +379,30 @@ class RunDir:
 
     def write_json(self, name: str, data: Any) -> None:
         """Write ``name`` whole or not at all (:func:`write_atomic`)."""
-        write_atomic(self.path / name, lambda f: json.dump(data, f, indent=1, default=str))
+        safe = json_safe(data)
+        write_atomic(self.path / name, lambda f: json.dump(safe, f, indent=1, default=str, allow_nan=False))
 
     # reading
     def read(self, name: str) -> list[dict[str, Any]]:
         return read_jsonl(self.path / name)
 
     def read_json(self, name: str) -> Any:
-        path = self.path / name
-        return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+        """A whole JSON file of the run (None when it does not exist); one that does not parse raises
+        :class:`~harnessrl.errors.HarnessRLError` naming it."""
+        return read_json_file(self.path / name)
+
+
+def read_json_file(path: str | Path) -> Any:
+    """A run's whole JSON file (``summary.json``, ``harness.json``, ``tool_server.json``, ...), or None when it
+    does not exist; raises :class:`~harnessrl.errors.HarnessRLError` naming the file when it cannot be read
+    or is not JSON (a damaged run directory), never a traceback's worth of decoder internals."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise HarnessRLError(
+            f"{path}: cannot be read as JSON ({e}); the file is damaged. Restore it (e.g. from a copy of the run), "
+            "or move it away if the command can do without it"
+        ) from None

@@ -116,7 +116,7 @@ def write_plots(run: RunDir) -> list[Path]:
             rows = [e for e in evals if e.get("split") == split]
             ax.plot(
                 [e["step"] for e in rows],
-                [e["overall"] for e in rows],
+                [float("nan") if e["overall"] is None else e["overall"] for e in rows],  # None: no score
                 marker="o",
                 label=f"{split or 'held-out'} overall",
                 linewidth=2,
@@ -411,7 +411,7 @@ def write_report(run_dir: str | Path) -> Path:
             [
                 e["step"],
                 e.get("split") or "held-out",
-                f"{e['overall']:.3f}",
+                _number(e["overall"]),
                 *[f"{e['per_domain'].get(d, float('nan')):.3f}" for d in domains],
             ]
             for e in evals

@@ -23,7 +23,7 @@ import re
 import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ from harnessrl.errors import ConfigError, HarnessRLError
 from harnessrl.interfaces.harness import Harness
 from harnessrl.judges.config import JudgeConfig
 from harnessrl.records.run_dir import LOCK_NAME, RunDir, clear_run_dir, is_disk_full, lock_run_dir
+from harnessrl.trainer.totals import run_totals
 from harnessrl.trainer.train_config import TrainConfig
 
 __all__ = [
@@ -395,6 +396,8 @@ def _start_evolver(config, trainer, harness, recorder, judge, tokenizer, memory,
         step=lambda: trainer.state.global_step,
         max_trial_age_steps=config.evolver.max_trial_age_steps,
     )
+    # training is about to run: a hold asked for from now on waits for the first step boundary
+    service.training = True
     trainer.step_listeners.append(service.observe_step)  # committed updates' outcomes, into the memory
     server = ToolServer(service)
     url, token = server.start()
@@ -482,9 +485,42 @@ def train(
 
     The main process holds the run directory's lock from start to end (:func:`lock_run_dir`): a second
     live process training into the same directory, or resuming it, is refused before anything is written."""
-    lock = lock_run_dir(config.run_dir) if _is_main_process() else contextlib.nullcontext()
-    with lock:
+    run_path = Path(config.run_dir)
+    existed = run_path.exists()
+    lock = lock_run_dir(run_path) if _is_main_process() else contextlib.nullcontext()
+    with lock:  # a directory the lock made for a refused resume goes with it
+        if resume and not (run_path / "config.yaml").is_file():
+            what = "no such directory" if not existed else "no config.yaml in it: no run was started there"
+            raise HarnessRLError(
+                f"--resume: {run_path} holds no run to resume ({what}). Check run_dir for a typo, or drop --resume "
+                "to start a new run there"
+            )
         return _train(config, resume=resume, overwrite=overwrite, console=console, trainer_hook=trainer_hook)
+
+
+def _finished(config: TrainConfig, run_path: Path) -> RunSummary | None:
+    """A run directory whose training already reached ``grpo.max_steps``: its summary (as saved, when it has
+    one), or None when there is training left to do."""
+    from harnessrl.trainer.resume import checkpoint_step
+
+    run = RunDir(run_path, create=False)
+    step = checkpoint_step(_last_checkpoint(run))
+    if step < config.grpo.max_steps:
+        return None
+    saved = run.read_json("summary.json")
+    if not isinstance(saved, dict):
+        logger.warning(
+            "%s trained to its last step but has no summary.json (the run was stopped while it ended): "
+            "`harnessrl eval --run-dir %s` scores its checkpoint, `harnessrl report --run-dir %s` writes its report",
+            run_path,
+            run_path,
+            run_path,
+        )
+        return RunSummary(run_path, step, 0.0, {}, None, None, None, None, None, method=config.method)
+    known = {f.name for f in fields(RunSummary)}
+    summary = RunSummary(**{k: v for k, v in saved.items() if k in known})
+    summary.run_dir = run_path
+    return summary
 
 
 def _train(
@@ -500,6 +536,7 @@ def _train(
 
     from harnessrl.detection.monitor import StepMonitor
     from harnessrl.judges import build_judge
+    from harnessrl.judges.preflight import preflight_judge
     from harnessrl.models import load_causal_lm
     from harnessrl.records.steps import Recorder
     from harnessrl.trainer.callbacks import EvalCallback, MetricsCallback, ProgressCallback
@@ -511,7 +548,8 @@ def _train(
 
     console = console or Console()
     t_start = time.perf_counter()
-    # everything that can be refused is checked before anything on disk changes
+    # everything that can be refused is checked, and the model and the judges are built and asked, before
+    # anything on disk changes (--overwrite deletes the previous run only then)
     tasks = load_run_tasks(config)
     train_tasks, eval_splits = tasks.train, tasks.eval_splits
     grade_with = resolve_grade_with(config.eval.grade_with, eval_splits)
@@ -526,11 +564,15 @@ def _train(
         raise HarnessRLError("--resume and --overwrite contradict each other: choose one")
     build_grpo_config(config, run_path / "checkpoints", device, _num_processes())
     main = _is_main_process()
-    if overwrite and run_path.exists() and main:
-        clear_run_dir(run_path)  # all but the lock this process holds
-    run = RunDir(run_path)
-    if main:
-        run.write_config(config)
+    if resume:
+        finished = _finished(config, run_path)
+        if finished is not None:
+            console.log(
+                f"{run_path} is already finished: trained to step {finished.steps} (grpo.max_steps "
+                f"{config.grpo.max_steps}); nothing to train. Raise grpo.max_steps to train on, or use --overwrite "
+                "to start again"
+            )
+            return finished
 
     with console.status(f"loading {config.model} on {device}..."):
         model, tokenizer = load_causal_lm(config.model, device=device)
@@ -547,6 +589,21 @@ def _train(
     with console.status(f"loading the {config.judge.backend} judge on {devices['judge']}..."):
         judge = build_judge(judge_config)
         eval_judge = build_judge(eval_judge_config) if eval_splits else None
+    with console.status("checking that the judge answers..."):  # a dead judge stops the run before any step
+        preflight = {"judge": preflight_judge(judge, train_tasks, n=config.judge.preflight, where=devices["judge"])}
+        if eval_judge is not None and config.eval.judge is not None:  # a judge of its own for evaluation
+            preflight["eval_judge"] = preflight_judge(
+                eval_judge,
+                [t for split in eval_splits.values() for t in split],
+                n=config.eval.judge.preflight,
+                setting="eval.judge",
+                where=devices["eval_judge"] or "",
+            )
+    if overwrite and run_path.exists() and main:
+        clear_run_dir(run_path)  # all but the lock this process holds
+    run = RunDir(run_path)
+    if main:
+        run.write_config(config)
 
     harness_settings = {
         "sampling_floor": config.harness.sampling_floor,
@@ -653,6 +710,8 @@ def _train(
         server, evolution_cb = _start_evolver(
             config, trainer, harness, recorder, judge, tokenizer, memory, run, monitor
         )
+        if resume:  # what earlier processes' evolution points decided (handled failures, counts) goes on
+            evolution_cb.service.restore(run.read("events.jsonl"), through_step=checkpoint_step(checkpoint))
         evolution_cb.console = console
         console.log(f"harness tools served at {server.url} (evolver: {config.evolver.backend}, {config.evolver.mode})")
     if trainer_hook is not None:
@@ -674,6 +733,7 @@ def _train(
             eval_graded_with=grade_with if eval_splits else None,
             judge=judge.name,
             devices=devices,
+            judge_preflight=preflight,
             resume=resume,
             **(
                 {
@@ -706,27 +766,30 @@ def _train(
         )
     harness.save(run.harness)
 
-    wall = time.perf_counter() - t_start
+    # the whole run's totals, every earlier process of a resumed run included (read back from its records)
+    totals = run_totals(run)
+    wall = time.perf_counter() - t_start + totals.earlier_wall_seconds
     metrics = run.read("metrics.jsonl")
     rewards = [m["reward"] for m in metrics if m.get("reward") is not None]
     # the reported curve is the test split's (validation's when a run has no test split)
     reported = "test" if tasks.test else "validation"
     evals = eval_cb.split_results(reported) if eval_cb else []  # type: ignore[arg-type]
     best = eval_cb.best if eval_cb else None
-    evolver_seconds = evolution_cb.seconds if evolution_cb else 0.0
-    overhead = evolver_seconds + sum(monitor.seconds.values())
+    monitor_seconds = {k: v + totals.earlier_monitor_seconds.get(k, 0.0) for k, v in monitor.seconds.items()}
+    overhead = totals.evolver_seconds + sum(monitor_seconds.values())
     groups = [g for m in metrics for g in [m.get("effective_group_ratio")] if g is not None]
     accounting = {
         **{k.replace("/", "_"): v for k, v in trainer.accounting_metrics().items()},
         "judge_calls": trainer.accounting_metrics()["judge/calls_total"],
         "effective_group_ratio": sum(groups) / len(groups) if groups else None,
         "wall_seconds": wall,
-        "evolver_seconds": evolver_seconds,
-        "trial_seconds": trainer.timings.get("trials", 0.0),
-        "detector_seconds": monitor.seconds.get("detectors", 0.0),
-        "memory_seconds": monitor.seconds.get("memory", 0.0),
+        "evolver_seconds": totals.evolver_seconds,
+        "trial_seconds": totals.trial_seconds,
+        "detector_seconds": monitor_seconds.get("detectors", 0.0),
+        "memory_seconds": monitor_seconds.get("memory", 0.0),
         "harness_overhead_seconds": overhead,
         "harness_overhead_share": overhead / wall if wall else None,
+        "processes": totals.processes,
     }
     summary = RunSummary(
         run_dir=run.path,
@@ -745,12 +808,13 @@ def _train(
         accounting=accounting,
         extra={
             "devices": devices,
-            "failures": dict(Counter(f.kind for f in monitor.failures)),
-            "monitor_seconds": monitor.seconds,
+            "failures": totals.failures,
+            "monitor_seconds": monitor_seconds,
             "memory_records": memory_counts,
             "evolver": {
-                "points": evolution_cb.points if evolution_cb else 0,
-                "seconds": evolution_cb.seconds if evolution_cb else 0.0,
+                "points": totals.evolution_points,
+                "points_by_mode": totals.points_by_mode,
+                "seconds": totals.evolver_seconds,
                 **(evolution_cb.service.metrics() if evolution_cb else {}),
             },
         },
@@ -761,6 +825,9 @@ def _train(
         row[k] = accounting[k]
     run.write_json("summary.json", row)
     run.event("run_end", step=summary.steps, wall_seconds=wall)
+    for split, entry in summary.eval.items():
+        if entry.get("final") is None and "final" in entry:
+            logger.error("the run's final %s evaluation has no score: %s", split, entry.get("final_no_score_reason"))
     return summary
 
 

@@ -394,28 +394,43 @@ class TrainConfig(_Section):
         return 2 * self.grpo.tasks_per_step if self.dapo.max_extra_groups is None else self.dapo.max_extra_groups
 
 
-def _explain(err: ValidationError) -> str:
+def _explain(err: ValidationError, path: str | Path | None, overrides: dict[str, str]) -> str:
+    """The errors, one a line, each naming where the bad setting came from: an override (``-s key=value``),
+    the file, or the defaults."""
     lines = []
     for e in err.errors(include_url=False):
-        where = ".".join(str(p) for p in e["loc"]) or "config"
+        loc = [str(p) for p in e["loc"]]
+        where = ".".join(loc) or "config"
+        # the -s that set this key or a section above it (the last one wins, as it did when applied)
+        given = [item for key, item in overrides.items() if loc[: len(key.split("."))] == key.split(".")]
+        source = f"-s {given[-1]}" if given else str(path) if path else "the defaults"
         if e["type"] == "extra_forbidden":
-            lines.append(f"  {where}: unknown setting (check the spelling; see configs/demo.yaml)")
+            lines.append(f"  {where} (from {source}): unknown setting (check the spelling; see configs/demo.yaml)")
         else:
-            lines.append(f"  {where}: {e['msg'].removeprefix('Value error, ')}")
+            lines.append(f"  {where} (from {source}): {e['msg'].removeprefix('Value error, ')}")
     return "\n".join(lines)
 
 
 def load_train_config(path: str | Path | None = None, overrides: list[str] | None = None) -> TrainConfig:
-    """Read a YAML config and apply ``key.sub=value`` overrides (values parsed as YAML)."""
+    """Read a YAML config and apply ``key.sub=value`` overrides (values parsed as YAML). An invalid setting
+    is a :class:`ConfigError` that names where it came from (the file, or the ``-s key=value``)."""
     import yaml
 
     data: dict[str, Any] = load_yaml(path) if path else {}
+    given: dict[str, str] = {}
     for item in overrides or []:
         if "=" not in item:
             raise ConfigError(f"override {item!r} must look like key.sub=value, e.g. grpo.max_steps=10")
         key, raw = item.split("=", 1)
-        data = apply_overrides(data, {key.strip(): yaml.safe_load(raw)})
+        try:
+            value = yaml.safe_load(raw)
+        except yaml.YAMLError as e:
+            raise ConfigError(f"-s {item}: the value is not valid YAML ({getattr(e, 'problem', e)})") from None
+        data = apply_overrides(data, {key.strip(): value})
+        given.pop(key.strip(), None)
+        given[key.strip()] = item
     try:
         return TrainConfig.model_validate(data)
     except ValidationError as e:
-        raise ConfigError(f"{path or 'config'} has invalid settings:\n{_explain(e)}") from None
+        sources = " and ".join(x for x in (str(path) if path else "", "-s" if given else "") if x) or "the config"
+        raise ConfigError(f"invalid settings (in {sources}):\n{_explain(e, path, given)}") from None
