@@ -594,6 +594,7 @@ def _gen_trainer(temps, logprobs=False, vllm=False, settings=None):
     tr.temperature = 1.0
     tr.generation_config = SimpleNamespace(temperature=1.0, top_p=1.0, max_new_tokens=48)
     tr.return_logprobs = logprobs
+    tr.generation_autocast = "forward"  # TRL's own path: a bare trainer has no accelerator to unwrap the model with
     if vllm:
         tr.vllm_generation = SimpleNamespace(temperature=1.0)
     return tr

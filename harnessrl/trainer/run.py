@@ -34,6 +34,7 @@ from harnessrl.errors import ConfigError, HarnessRLError
 from harnessrl.interfaces.harness import Harness
 from harnessrl.judges.config import JudgeConfig
 from harnessrl.records.run_dir import LOCK_NAME, RunDir, clear_run_dir, is_disk_full, lock_run_dir
+from harnessrl.trainer.methods import method_spec
 from harnessrl.trainer.totals import run_totals
 from harnessrl.trainer.train_config import TrainConfig
 
@@ -167,39 +168,11 @@ def training_view(tasks: Sequence[Task], train_rubric: str = "rubric") -> list[T
 
 def _method_settings(config: TrainConfig) -> dict[str, Any]:
     """The resolved settings of the run's method (for run_start)."""
-    if config.method == "dapo":
-        return {"eps": config.dapo_eps, "max_extra_groups": config.dapo_max_extra_groups}
-    if config.method == "odf":
-        return config.odf.model_dump()
-    if config.method == "harnessrl":
-        return {
-            "backend": config.evolver.backend,
-            "mode": config.evolver.mode,
-            "every_steps": config.evolver.every_steps,
-        }
-    if config.method == "oracle":
-        return {"train_rubric": config.data.train_rubric}
-    return {}
+    return method_spec(config.method).settings(config)
 
 
 def _describe_method(config: TrainConfig) -> str:
-    s = _method_settings(config)
-    if config.method == "dapo":
-        return (
-            f"plain GRPO with DAPO dynamic sampling (drop groups with reward std < {s['eps']}, "
-            f"refill with up to {s['max_extra_groups']} extra groups a step); the harness never changes"
-        )
-    if config.method == "odf":
-        return (
-            f"plain GRPO with online difficulty filtering (train on tasks whose mean reward over their last "
-            f"{s['window']} groups is in [{s['low']}, {s['high']}]; re-probe skipped ones after "
-            f"{s['reprobe_after']} steps); the harness never changes"
-        )
-    if config.method == "fixed":
-        return "plain GRPO; the harness never changes (detectors and memory stay on)"
-    if config.method == "oracle":
-        return "plain GRPO on the gold rubrics (the upper bound of any rubric repair); the harness never changes"
-    return f"the evolving harness ({s['backend']} evolver, {s['mode']}, every {s['every_steps']} steps)"
+    return method_spec(config.method).describe(_method_settings(config))
 
 
 class _DifficultyFeed:
@@ -523,6 +496,44 @@ def _finished(config: TrainConfig, run_path: Path) -> RunSummary | None:
     return summary
 
 
+@dataclass
+class _Run:
+    """One training run as its stages build it (each stage fills in its part)."""
+
+    config: TrainConfig
+    resume: bool
+    overwrite: bool
+    console: Console
+    trainer_hook: Any
+    t_start: float = field(default_factory=time.perf_counter)
+    main: bool = True
+    # checked before anything is loaded or written
+    tasks: RunTasks | None = None
+    grade_with: str = "rubric"
+    device: str = "cpu"
+    run_path: Path = Path()
+    # models and judges
+    model: Any = None
+    tokenizer: Any = None
+    judge: Any = None
+    eval_judge: Any = None
+    devices: dict[str, Any] = field(default_factory=dict)
+    preflight: dict[str, Any] = field(default_factory=dict)
+    # the run directory and the harness
+    run: RunDir | None = None
+    harness: Harness | None = None
+    recorder: Any = None
+    checkpoint: str | None = None
+    rolled_back: list[int] = field(default_factory=list)
+    # the trainer and what listens to it
+    trainer: Any = None
+    eval_cb: Any = None
+    memory: Any = None
+    monitor: Any = None
+    server: Any = None
+    evolution_cb: Any = None
+
+
 def _train(
     config: TrainConfig,
     *,
@@ -531,80 +542,105 @@ def _train(
     console: Console | None,
     trainer_hook,
 ) -> RunSummary:
-    from datasets import Dataset
-    from transformers import PrinterCallback
+    """The stages of a run: everything that can be refused is checked, and the model and the judges are built
+    and asked, before anything on disk changes (--overwrite deletes the previous run only then)."""
+    r = _Run(config, resume, overwrite, console or Console(), trainer_hook, main=_is_main_process())
+    finished = _check_settings(r)
+    if finished is not None:
+        return finished
+    _load_models_and_judges(r)
+    _open_run_dir(r)
+    _build_harness(r)
+    _build_trainer(r)
+    _attach_listeners(r)
+    if r.main:
+        _write_start_event(r)
+    _run_training(r)
+    return _finish(r)
 
-    from harnessrl.detection.monitor import StepMonitor
+
+def _check_settings(r: _Run) -> RunSummary | None:
+    """Data, splits, grading, device and the GRPO config, validated; a finished run's summary on --resume."""
+    from harnessrl.trainer.evaluation import resolve_grade_with
+
+    config = r.config
+    r.tasks = load_run_tasks(config)
+    r.grade_with = resolve_grade_with(config.eval.grade_with, r.tasks.eval_splits)
+    r.device = _device(config)
+    r.run_path = Path(config.run_dir)
+    if r.run_path.exists() and any(p.name != LOCK_NAME for p in r.run_path.iterdir()) and not (r.resume or r.overwrite):
+        raise HarnessRLError(
+            f"{r.run_path} already holds a run: pass --resume to continue it or --overwrite to start again "
+            "(or choose another run_dir)"
+        )
+    if r.resume and r.overwrite:
+        raise HarnessRLError("--resume and --overwrite contradict each other: choose one")
+    build_grpo_config(config, r.run_path / "checkpoints", r.device, _num_processes())
+    if not r.resume:
+        return None
+    finished = _finished(config, r.run_path)
+    if finished is not None:
+        r.console.log(
+            f"{r.run_path} is already finished: trained to step {finished.steps} (grpo.max_steps "
+            f"{config.grpo.max_steps}); nothing to train. Raise grpo.max_steps to train on, or use --overwrite "
+            "to start again"
+        )
+    return finished
+
+
+def _load_models_and_judges(r: _Run) -> None:
+    """The policy, the judges on their devices, and the judges' check before training."""
     from harnessrl.judges import build_judge
     from harnessrl.judges.preflight import preflight_judge
     from harnessrl.models import load_causal_lm
-    from harnessrl.records.steps import Recorder
-    from harnessrl.trainer.callbacks import EvalCallback, MetricsCallback, ProgressCallback
-    from harnessrl.trainer.evaluation import eval_decoding, resolve_grade_with
-    from harnessrl.trainer.grpo_trainer import HarnessGRPOTrainer
-    from harnessrl.trainer.policy_sampling import check_main_process_sampling, engine_sampler, sampling_place
-    from harnessrl.trainer.resume import checkpoint_step, reconcile_commits, replay, roll_back
-    from harnessrl.trainer.rewards import RubricReward
 
-    console = console or Console()
-    t_start = time.perf_counter()
-    # everything that can be refused is checked, and the model and the judges are built and asked, before
-    # anything on disk changes (--overwrite deletes the previous run only then)
-    tasks = load_run_tasks(config)
-    train_tasks, eval_splits = tasks.train, tasks.eval_splits
-    grade_with = resolve_grade_with(config.eval.grade_with, eval_splits)
-    device = _device(config)
-    run_path = Path(config.run_dir)
-    if run_path.exists() and any(p.name != LOCK_NAME for p in run_path.iterdir()) and not (resume or overwrite):
-        raise HarnessRLError(
-            f"{run_path} already holds a run: pass --resume to continue it or --overwrite to start again "
-            "(or choose another run_dir)"
-        )
-    if resume and overwrite:
-        raise HarnessRLError("--resume and --overwrite contradict each other: choose one")
-    build_grpo_config(config, run_path / "checkpoints", device, _num_processes())
-    main = _is_main_process()
-    if resume:
-        finished = _finished(config, run_path)
-        if finished is not None:
-            console.log(
-                f"{run_path} is already finished: trained to step {finished.steps} (grpo.max_steps "
-                f"{config.grpo.max_steps}); nothing to train. Raise grpo.max_steps to train on, or use --overwrite "
-                "to start again"
-            )
-            return finished
-
+    config, console, device = r.config, r.console, r.device
+    eval_splits = r.tasks.eval_splits  # type: ignore[union-attr]
     with console.status(f"loading {config.model} on {device}..."):
-        model, tokenizer = load_causal_lm(config.model, device=device)
-        model.train()
+        r.model, r.tokenizer = load_causal_lm(config.model, device=device)
+        r.model.train()
     # every model-bearing part follows the run's device unless its own setting says otherwise
     judge_config, eval_judge_config = _on_device(config.judge, device), _on_device(config.eval_judge, device)
-    devices = {
+    r.devices = {
         "policy": device,
         "critic_trials": device,  # fresh rollouts of the policy itself (vLLM's engine: set once the trainer exists)
         "evaluation": device,
         "judge": judge_config.where(),  # the reward, and the reference answers' grading
         "eval_judge": eval_judge_config.where() if eval_splits else None,
     }
-    with console.status(f"loading the {config.judge.backend} judge on {devices['judge']}..."):
-        judge = build_judge(judge_config)
-        eval_judge = build_judge(eval_judge_config) if eval_splits else None
+    with console.status(f"loading the {config.judge.backend} judge on {r.devices['judge']}..."):
+        r.judge = build_judge(judge_config)
+        r.eval_judge = build_judge(eval_judge_config) if eval_splits else None
     with console.status("checking that the judge answers..."):  # a dead judge stops the run before any step
-        preflight = {"judge": preflight_judge(judge, train_tasks, n=config.judge.preflight, where=devices["judge"])}
-        if eval_judge is not None and config.eval.judge is not None:  # a judge of its own for evaluation
-            preflight["eval_judge"] = preflight_judge(
-                eval_judge,
+        train_tasks = r.tasks.train  # type: ignore[union-attr]
+        n = config.judge.preflight
+        r.preflight = {"judge": preflight_judge(r.judge, train_tasks, n=n, where=r.devices["judge"])}
+        if r.eval_judge is not None and config.eval.judge is not None:  # a judge of its own for evaluation
+            r.preflight["eval_judge"] = preflight_judge(
+                r.eval_judge,
                 [t for split in eval_splits.values() for t in split],
                 n=config.eval.judge.preflight,
                 setting="eval.judge",
-                where=devices["eval_judge"] or "",
+                where=r.devices["eval_judge"] or "",
             )
-    if overwrite and run_path.exists() and main:
-        clear_run_dir(run_path)  # all but the lock this process holds
-    run = RunDir(run_path)
-    if main:
-        run.write_config(config)
 
+
+def _open_run_dir(r: _Run) -> None:
+    """The run directory: the previous run cleared (--overwrite), the resolved config written."""
+    if r.overwrite and r.run_path.exists() and r.main:
+        clear_run_dir(r.run_path)  # all but the lock this process holds
+    r.run = RunDir(r.run_path)
+    if r.main:
+        r.run.write_config(r.config)
+
+
+def _build_harness(r: _Run) -> None:
+    """The harness (resumed from harness.json), the step recorder, and a resumed run's records rolled back."""
+    from harnessrl.records.steps import Recorder
+    from harnessrl.trainer.resume import checkpoint_step, reconcile_commits, roll_back
+
+    config, run, console = r.config, r.run, r.console
+    assert run is not None
     harness_settings = {
         "sampling_floor": config.harness.sampling_floor,
         "seed": config.seed,
@@ -612,16 +648,17 @@ def _train(
         "interfaces": config.harness.interfaces,
         "settings": config.harness.interface_settings,
     }
-    if resume and run.harness.exists():
-        harness = Harness.load(run.harness, train_tasks, **harness_settings)
-        console.log(f"resumed harness versions {harness.versions}")
+    train_tasks = r.tasks.train  # type: ignore[union-attr]
+    if r.resume and run.harness.exists():
+        r.harness = Harness.load(run.harness, train_tasks, **harness_settings)
+        console.log(f"resumed harness versions {r.harness.versions}")
     else:
-        harness = Harness(train_tasks, **harness_settings)
+        r.harness = Harness(train_tasks, **harness_settings)
     # online difficulty filtering is a fixed policy of the task-sampling interface (its history persists
     # in harness.json); every other method samples without it
-    harness.sampling.set_difficulty_filter(config.odf if config.method == "odf" else None)
-    if main:
-        harness.save(run.harness)
+    r.harness.sampling.set_difficulty_filter(config.odf if method_spec(config.method).difficulty_filter else None)
+    if r.main:
+        r.harness.save(run.harness)
     keep_steps = rollout_steps_kept(config)
     if keep_steps != config.harness.keep_rollout_steps:
         console.log(
@@ -629,48 +666,59 @@ def _train(
             f"{config.harness.keep_rollout_steps} < evolver.every_steps), so that every failure an evolution "
             "point handles still has its rollouts for the critic to re-grade"
         )
-    recorder = Recorder(run.path, keep_steps=keep_steps)
+    r.recorder = Recorder(run.path, keep_steps=keep_steps)
     # a resumed run goes on from its last complete checkpoint: the records of the steps after it move aside
     # (they are trained again, and recorded once), and a commit whose event a kill cut off is written
-    checkpoint = _last_checkpoint(run) if resume else None
-    rolled_back: list[int] = []
-    if resume:
-        if main:
-            rolled_back = roll_back(run, checkpoint_step(checkpoint))
-            reconcile_commits(run, harness)
-        recorder.load_rollouts()
-    reward = RubricReward(judge, harness)
+    r.checkpoint = _last_checkpoint(run) if r.resume else None
+    if r.resume:
+        if r.main:
+            r.rolled_back = roll_back(run, checkpoint_step(r.checkpoint))
+            reconcile_commits(run, r.harness)
+        r.recorder.load_rollouts()
 
-    dataset = Dataset.from_list([{"prompt": t.messages(), "task_id": t.id} for t in train_tasks])
-    callbacks: list = [MetricsCallback(run), ProgressCallback(console)]
-    eval_cb = None
-    if eval_splits:
-        eval_cb = EvalCallback(
+
+def _build_trainer(r: _Run) -> None:
+    """TRL's trainer with the harness, the rubric reward and the callbacks (evaluation among them)."""
+    from datasets import Dataset
+    from transformers import PrinterCallback
+
+    from harnessrl.trainer.callbacks import EvalCallback, MetricsCallback, ProgressCallback
+    from harnessrl.trainer.evaluation import eval_decoding
+    from harnessrl.trainer.grpo_trainer import HarnessGRPOTrainer
+    from harnessrl.trainer.policy_sampling import check_main_process_sampling, engine_sampler, sampling_place
+    from harnessrl.trainer.rewards import RubricReward
+
+    config, run = r.config, r.run
+    assert run is not None and r.tasks is not None
+    dataset = Dataset.from_list([{"prompt": t.messages(), "task_id": t.id} for t in r.tasks.train])
+    callbacks: list = [MetricsCallback(run), ProgressCallback(r.console)]
+    if r.tasks.eval_splits:
+        r.eval_cb = EvalCallback(
             run,
-            eval_splits,
-            eval_judge,
+            r.tasks.eval_splits,
+            r.eval_judge,
             every_steps=config.eval.every_steps,
             before_training=config.eval.before_training,
-            console=console,
-            grade_with=grade_with,
+            console=r.console,
+            grade_with=r.grade_with,  # type: ignore[arg-type]
             base_cache=config.eval.base_cache,
             # what the untrained policy is: the model (and its LoRA adapter, whose start leaves it unchanged)
             policy_identity={"model": config.model, "lora": config.lora is not None, "bf16": config.bf16},
             **eval_decoding(config),
         )
-        callbacks.append(eval_cb)
-    trainer = HarnessGRPOTrainer(
-        model=model,
-        args=build_grpo_config(config, run.checkpoints, device, _num_processes()),
+        callbacks.append(r.eval_cb)
+    r.trainer = trainer = HarnessGRPOTrainer(
+        model=r.model,
+        args=build_grpo_config(config, run.checkpoints, r.device, _num_processes()),
         train_dataset=dataset,
-        processing_class=tokenizer,
-        harness=harness,
-        rubric_reward=reward,
-        recorder=recorder,
+        processing_class=r.tokenizer,
+        harness=r.harness,
+        rubric_reward=RubricReward(r.judge, r.harness),
+        recorder=r.recorder,
         zero_std_eps=config.harness.detectors.eps,
         flat_low=config.harness.detectors.low,
         flat_high=config.harness.detectors.high,
-        dapo_eps=config.dapo_eps if config.method == "dapo" else None,
+        dapo_eps=config.dapo_eps if method_spec(config.method).dynamic_sampling else None,
         dapo_max_extra_groups=config.dapo_max_extra_groups,
         max_missing_share=config.judge.max_missing_share,
         on_too_many_missing=config.judge.on_too_many_missing,
@@ -679,101 +727,143 @@ def _train(
         callbacks=callbacks,
         peft_config=_peft_config(config),
     )
-    if resume:  # the cumulative counters go on from where the run stopped
+    if r.resume:  # the cumulative counters go on from where the run stopped
         last = next((m for m in reversed(run.read("metrics.jsonl")) if "rollouts/generated" in m), {})
         for k in trainer.accounting:
             trainer.accounting[k] = last.get(k) or 0
     trainer.remove_callback(PrinterCallback)
-    if config.evolver.enabled or eval_cb is not None:
+    if config.evolver.enabled or r.eval_cb is not None:
         check_main_process_sampling(trainer)  # on every process, so that all of them stop
-    if eval_cb is not None:
-        eval_cb.trainer = trainer
+    if r.eval_cb is not None:
+        r.eval_cb.trainer = trainer
         # through the run's vLLM engine when it has one (None: transformers), every checkpoint on the same draws
-        eval_cb.sampler = engine_sampler(trainer, tokenizer, seed=config.eval.seed, same_draws_each_call=True)
-    devices["critic_trials"] = devices["evaluation"] = sampling_place(trainer, device)
-    memory = None
+        r.eval_cb.sampler = engine_sampler(trainer, r.tokenizer, seed=config.eval.seed, same_draws_each_call=True)
+    r.devices["critic_trials"] = r.devices["evaluation"] = sampling_place(trainer, r.device)
+
+
+def _attach_listeners(r: _Run) -> None:
+    """What listens to each step: the memory, the detectors, ODF's feed, the evolver and its tool server."""
+    from harnessrl.detection.monitor import StepMonitor
+    from harnessrl.trainer.resume import checkpoint_step, replay
+
+    config, run, trainer, main = r.config, r.run, r.trainer, r.main
+    assert run is not None and r.harness is not None
     if main and config.harness.memory.enabled:
         from harnessrl.memory.store import TrainingMemory
 
-        with console.status("opening the training memory..."):
-            memory = TrainingMemory(run.path, url=config.harness.memory.url)
-    monitor = StepMonitor(
-        trainer, config.harness.detectors, memory, run if main else None, regrade=_second_opinion(judge, harness)
+        with r.console.status("opening the training memory..."):
+            r.memory = TrainingMemory(run.path, url=config.harness.memory.url)
+    r.monitor = StepMonitor(
+        trainer, config.harness.detectors, r.memory, run if main else None, regrade=_second_opinion(r.judge, r.harness)
     )
-    trainer.step_listeners.append(monitor)
-    if resume:  # the detectors' windows and the critic's step records go on where they were
-        replay(run, recorder, monitor.detector.observe if main else None, window=config.harness.detectors.window * 4)
-    if config.method == "odf":
-        trainer.step_listeners.append(_DifficultyFeed(harness, run if main else None))
-    server = evolution_cb = None
+    trainer.step_listeners.append(r.monitor)
+    if r.resume:  # the detectors' windows and the critic's step records go on where they were
+        window = config.harness.detectors.window * 4
+        replay(run, r.recorder, r.monitor.detector.observe if main else None, window=window)
+    if method_spec(config.method).difficulty_filter:
+        trainer.step_listeners.append(_DifficultyFeed(r.harness, run if main else None))
     if main and config.evolver.enabled:
-        server, evolution_cb = _start_evolver(
-            config, trainer, harness, recorder, judge, tokenizer, memory, run, monitor
+        r.server, r.evolution_cb = _start_evolver(
+            config, trainer, r.harness, r.recorder, r.judge, r.tokenizer, r.memory, run, r.monitor
         )
-        if resume:  # what earlier processes' evolution points decided (handled failures, counts) goes on
-            evolution_cb.service.restore(run.read("events.jsonl"), through_step=checkpoint_step(checkpoint))
-        evolution_cb.console = console
-        console.log(f"harness tools served at {server.url} (evolver: {config.evolver.backend}, {config.evolver.mode})")
-    if trainer_hook is not None:
-        trainer_hook(trainer, run)
+        if r.resume:  # what earlier processes' evolution points decided (handled failures, counts) goes on
+            r.evolution_cb.service.restore(run.read("events.jsonl"), through_step=checkpoint_step(r.checkpoint))
+        r.evolution_cb.console = r.console
+        r.console.log(
+            f"harness tools served at {r.server.url} (evolver: {config.evolver.backend}, {config.evolver.mode})"
+        )
+    if r.trainer_hook is not None:
+        r.trainer_hook(trainer, run)
 
-    if main:
-        run.event(
-            "run_start",
-            step=0,
-            method=config.method,
-            evolver=config.evolver.enabled,
-            method_settings=_method_settings(config),
-            model=config.model,
-            device=device,
-            train_tasks=len(train_tasks),
-            validation_tasks=len(tasks.validation),
-            test_tasks=len(tasks.test),
-            train_rubric=config.data.train_rubric,
-            eval_graded_with=grade_with if eval_splits else None,
-            judge=judge.name,
-            devices=devices,
-            judge_preflight=preflight,
-            resume=resume,
-            **(
-                {
-                    "resumed_from_step": checkpoint_step(checkpoint),
-                    "rolled_back_steps": rolled_back,
-                    "harness_versions": harness.versions,
-                }
-                if resume
-                else {}
-            ),
-        )
-        console.log(f"method {config.method}: {_describe_method(config)}")
+
+def _write_start_event(r: _Run) -> None:
+    from harnessrl.trainer.resume import checkpoint_step
+
+    config, run, tasks = r.config, r.run, r.tasks
+    assert run is not None and tasks is not None and r.harness is not None
+    run.event(
+        "run_start",
+        step=0,
+        method=config.method,
+        evolver=config.evolver.enabled,
+        method_settings=_method_settings(config),
+        model=config.model,
+        device=r.device,
+        train_tasks=len(tasks.train),
+        validation_tasks=len(tasks.validation),
+        test_tasks=len(tasks.test),
+        train_rubric=config.data.train_rubric,
+        eval_graded_with=r.grade_with if tasks.eval_splits else None,
+        judge=r.judge.name,
+        devices=r.devices,
+        judge_preflight=r.preflight,
+        resume=r.resume,
+        **(
+            {
+                "resumed_from_step": checkpoint_step(r.checkpoint),
+                "rolled_back_steps": r.rolled_back,
+                "harness_versions": r.harness.versions,
+            }
+            if r.resume
+            else {}
+        ),
+    )
+    r.console.log(f"method {config.method}: {_describe_method(config)}")
+
+
+def _run_training(r: _Run) -> None:
+    """TRL's training loop (the tool server stops with it, whatever happens); the final model saved."""
+    run, trainer = r.run, r.trainer
+    assert run is not None
     try:
-        trainer.train(resume_from_checkpoint=checkpoint)
+        trainer.train(resume_from_checkpoint=r.checkpoint)
     except OSError as e:
         if is_disk_full(e) and not isinstance(e, HarnessRLError):  # a run file's own error says it already
             raise _disk_full_while_training(run, trainer.state.global_step) from e
         raise
     finally:
-        if server is not None:
-            server.stop()
+        if r.server is not None:
+            r.server.stop()
             run.file("tool_server.json").unlink(missing_ok=True)
     trainer.save_model(str(run.checkpoints / "final"))
-    memory_counts = memory.counts() if memory is not None else {}
-    if memory is not None:
-        memory.close()
-    if not main:
-        return RunSummary(
-            run.path, trainer.state.global_step, time.perf_counter() - t_start, {}, None, None, None, None, None
-        )
-    harness.save(run.harness)
 
-    # the whole run's totals, every earlier process of a resumed run included (read back from its records)
+
+def _finish(r: _Run) -> RunSummary:
+    """The memory closed, the harness saved, and the whole run's summary written (summary.json, run_end)."""
+    run, trainer = r.run, r.trainer
+    assert run is not None and r.harness is not None
+    memory_counts = r.memory.counts() if r.memory is not None else {}
+    if r.memory is not None:
+        r.memory.close()
+    if not r.main:
+        return RunSummary(
+            run.path, trainer.state.global_step, time.perf_counter() - r.t_start, {}, None, None, None, None, None
+        )
+    r.harness.save(run.harness)
+    summary = _summary(r, memory_counts)
+    row = {k: (str(v) if isinstance(v, Path) else v) for k, v in summary.__dict__.items()}
+    # the accounting's totals also at the top level, where `harnessrl bench report` looks first
+    for k in ("rollouts_generated", "rollouts_discarded", "rollouts_trial", "judge_calls", "harness_overhead_seconds"):
+        row[k] = summary.accounting[k]
+    run.write_json("summary.json", row)
+    run.event("run_end", step=summary.steps, wall_seconds=summary.wall_seconds)
+    for split, entry in summary.eval.items():
+        if entry.get("final") is None and "final" in entry:
+            logger.error("the run's final %s evaluation has no score: %s", split, entry.get("final_no_score_reason"))
+    return summary
+
+
+def _summary(r: _Run, memory_counts: dict[str, Any]) -> RunSummary:
+    """The whole run's totals, every earlier process of a resumed run included (read back from its records)."""
+    config, run, trainer, eval_cb, monitor = r.config, r.run, r.trainer, r.eval_cb, r.monitor
+    assert run is not None and r.tasks is not None
     totals = run_totals(run)
-    wall = time.perf_counter() - t_start + totals.earlier_wall_seconds
+    wall = time.perf_counter() - r.t_start + totals.earlier_wall_seconds
     metrics = run.read("metrics.jsonl")
     rewards = [m["reward"] for m in metrics if m.get("reward") is not None]
     # the reported curve is the test split's (validation's when a run has no test split)
-    reported = "test" if tasks.test else "validation"
-    evals = eval_cb.split_results(reported) if eval_cb else []  # type: ignore[arg-type]
+    reported = "test" if r.tasks.test else "validation"
+    evals = eval_cb.split_results(reported) if eval_cb else []
     best = eval_cb.best if eval_cb else None
     monitor_seconds = {k: v + totals.earlier_monitor_seconds.get(k, 0.0) for k, v in monitor.seconds.items()}
     overhead = totals.evolver_seconds + sum(monitor_seconds.values())
@@ -791,7 +881,7 @@ def _train(
         "harness_overhead_share": overhead / wall if wall else None,
         "processes": totals.processes,
     }
-    summary = RunSummary(
+    return RunSummary(
         run_dir=run.path,
         steps=trainer.state.global_step,
         wall_seconds=wall,
@@ -807,7 +897,7 @@ def _train(
         eval=_eval_summary(eval_cb, best) if eval_cb else {},
         accounting=accounting,
         extra={
-            "devices": devices,
+            "devices": r.devices,
             "failures": totals.failures,
             "monitor_seconds": monitor_seconds,
             "memory_records": memory_counts,
@@ -815,20 +905,10 @@ def _train(
                 "points": totals.evolution_points,
                 "points_by_mode": totals.points_by_mode,
                 "seconds": totals.evolver_seconds,
-                **(evolution_cb.service.metrics() if evolution_cb else {}),
+                **(r.evolution_cb.service.metrics() if r.evolution_cb else {}),
             },
         },
     )
-    row = {k: (str(v) if isinstance(v, Path) else v) for k, v in summary.__dict__.items()}
-    # the accounting's totals also at the top level, where `harnessrl bench report` looks first
-    for k in ("rollouts_generated", "rollouts_discarded", "rollouts_trial", "judge_calls", "harness_overhead_seconds"):
-        row[k] = accounting[k]
-    run.write_json("summary.json", row)
-    run.event("run_end", step=summary.steps, wall_seconds=wall)
-    for split, entry in summary.eval.items():
-        if entry.get("final") is None and "final" in entry:
-            logger.error("the run's final %s evaluation has no score: %s", split, entry.get("final_no_score_reason"))
-    return summary
 
 
 def evaluate_run(run_dir: str | Path, checkpoint: str | None = None) -> dict[str, Any]:

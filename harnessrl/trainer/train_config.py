@@ -21,6 +21,7 @@ from harnessrl.graph.state import GraphConfig, LLMConfig
 from harnessrl.interfaces.registry import interface_classes
 from harnessrl.interfaces.sampling import DifficultyFilterSettings
 from harnessrl.judges.config import JudgeConfig
+from harnessrl.trainer.methods import METHOD_NAMES, method_spec
 
 __all__ = [
     "METHODS",
@@ -37,8 +38,8 @@ __all__ = [
     "load_train_config",
 ]
 
-Method = Literal["harnessrl", "fixed", "dapo", "odf", "oracle"]
-METHODS: tuple[str, ...] = ("harnessrl", "fixed", "dapo", "odf", "oracle")
+Method = Literal[METHOD_NAMES]  # type: ignore[valid-type]
+METHODS: tuple[str, ...] = METHOD_NAMES
 """Training methods, one setting apart (``method``): the evolving harness, and baselines that never run
 the evolver (detectors and memory stay on): plain GRPO with a fixed harness, DAPO dynamic sampling,
 online difficulty filtering (a fixed task-sampling policy), and the oracle: plain GRPO trained on each
@@ -355,15 +356,16 @@ class TrainConfig(_Section):
 
     @model_validator(mode="after")
     def _resolve_method(self):
-        if self.method == "oracle":  # plain GRPO on the gold rubrics
-            if "train_rubric" in self.data.model_fields_set and self.data.train_rubric != "gold":
+        spec = method_spec(self.method)
+        if spec.train_rubric is not None:  # the oracle: plain GRPO on the gold rubrics
+            if "train_rubric" in self.data.model_fields_set and self.data.train_rubric != spec.train_rubric:
                 raise ValueError(
-                    "method 'oracle' trains on the gold rubrics, but data.train_rubric is 'rubric': drop "
-                    "data.train_rubric, or use method 'fixed'"
+                    f"method {self.method!r} trains on the {spec.train_rubric} rubrics, but data.train_rubric is "
+                    f"{self.data.train_rubric!r}: drop data.train_rubric, or use method 'fixed'"
                 )
-            self.data = self.data.model_copy(update={"train_rubric": "gold"})
-        # one source of truth after validation: evolver.enabled is true exactly for method harnessrl
-        if self.method == "harnessrl":
+            self.data = self.data.model_copy(update={"train_rubric": spec.train_rubric})
+        # one source of truth after validation: evolver.enabled is true exactly for the method that runs it
+        if spec.evolver:
             if not self.evolver.enabled:  # the older way to ask for a fixed harness
                 if "method" in self.model_fields_set:
                     raise ValueError(
