@@ -5,7 +5,9 @@ The critic is deterministic code, not a model: the measurement decides, and it i
 node only routes on it. It calls
 ``run_frozen_policy_trial(candidate_id)`` (the trial runs the noise-aware test — a bootstrap interval
 of the improvement entirely above zero — on the current, frozen policy and says ``accepted`` with a
-reason and its measurements) and records the decision in the state. An accepted candidate goes to
+reason and its measurements), parses its answer once into the tool contract's
+:class:`~harnessrl.records.trials.TrialResult` and records the decision
+(:class:`~harnessrl.graph.state.CriticDecision`, which holds that result) in the state. An accepted candidate goes to
 ``commit`` (``commit_update``, which refuses any candidate whose latest trial was not accepted); a
 rejected one goes back to the proposer with the measurements for a revision, at most
 ``max_revisions`` times, after which the failure is given up and the reason recorded.
@@ -15,19 +17,30 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
+from pydantic import ValidationError
 
 from harnessrl.agents.tool_loop import call_tool, result_json, result_text
 from harnessrl.graph.state import CriticDecision, EvolverState, FailureOutcome, get_deps
+from harnessrl.records.trials import TrialResult
 
 __all__ = ["commit", "critic"]
 
-_TRIAL_FIELDS = ("metric", "baseline", "candidate", "improvement", "ci_low", "ci_high")
 
-
-def _number(x: Any) -> float | None:
-    return float(x) if isinstance(x, int | float) and not isinstance(x, bool) else None
+def _decision(message: ToolMessage, failure_id: str, candidate_id: str, revision: int) -> CriticDecision:
+    """The trial tool's answer, parsed once into the contract's :class:`~harnessrl.records.trials.TrialResult`;
+    an error, or an answer that is no trial result, is a decision without a trial (rejected, with the reason)."""
+    fields: dict[str, Any] = {"failure_id": failure_id, "candidate_id": candidate_id, "revision": revision}
+    if message.status == "error":
+        return CriticDecision(**fields, error=f"the trial failed: {result_text(message)}")
+    data = result_json(message)
+    try:
+        trial = TrialResult.model_validate(data)
+    except ValidationError:
+        return CriticDecision(**fields, error=f"unreadable trial result: {data!r}")
+    return CriticDecision(**fields, trial=trial)
 
 
 async def critic(state: EvolverState, config: RunnableConfig) -> Command[Literal["commit", "proposer", "give_up"]]:
@@ -40,29 +53,10 @@ async def critic(state: EvolverState, config: RunnableConfig) -> Command[Literal
     revision = state.get("revision", 0)
     candidate_id = str(candidate.get("candidate_id"))
     message = await call_tool(deps.require_tool("run_frozen_policy_trial"), {"candidate_id": candidate_id})
-    if message.status == "error":
-        trial: dict[str, Any] = {
-            "candidate_id": candidate_id,
-            "accepted": False,
-            "reason": f"the trial failed: {result_text(message)}",
-            "measurements": {},
-        }
-    else:
-        data = result_json(message)
-        trial = data if isinstance(data, dict) else {"accepted": False, "reason": f"unreadable trial result: {data!r}"}
+    decision = _decision(message, str(failure.get("failure_id")), candidate_id, revision)
+    trial = decision.trial_json()
     await deps.emit("trial", {"failure_id": failure.get("failure_id"), "revision": revision, **trial})
-    measurements = trial.get("measurements")
-    decision = CriticDecision(
-        failure_id=str(failure.get("failure_id")),
-        candidate_id=candidate_id,
-        accepted=trial.get("accepted") is True,
-        reason=str(trial.get("reason") or ("accepted" if trial.get("accepted") is True else "rejected")),
-        measurements=measurements if isinstance(measurements, dict) else {},
-        metric=trial.get("metric") if isinstance(trial.get("metric"), str) else None,
-        revision=revision,
-        **{k: _number(trial.get(k)) for k in _TRIAL_FIELDS if k != "metric"},
-    )
-    await deps.emit("verdict", decision.model_dump())
+    await deps.emit("verdict", decision.verdict_event())
     update: dict[str, Any] = {"trials": [trial], "decisions": [decision]}
     if decision.accepted:
         return Command(goto="commit", update=update)
@@ -72,7 +66,7 @@ async def critic(state: EvolverState, config: RunnableConfig) -> Command[Literal
         "interface": proposal.interface if proposal else candidate.get("interface"),
         "tool": proposal.tool if proposal else None,
         "payload": proposal.payload if proposal else candidate.get("payload"),
-        "trial": {k: trial.get(k) for k in ("accepted", "reason", *_TRIAL_FIELDS, "measurements") if k in trial},
+        "trial": decision.view().model_dump(exclude_unset=True),
     }
     update["attempts"] = [*(state.get("attempts") or []), attempt]
     if revision >= cfg.max_revisions:

@@ -60,6 +60,7 @@ from pydantic import BaseModel
 
 from harnessrl.errors import HarnessRLError
 from harnessrl.interfaces.tools import ToolSpec, flat_parameters
+from harnessrl.records.trials import TrialResult
 
 if TYPE_CHECKING:
     from mcp.server.auth.provider import AccessToken
@@ -126,23 +127,15 @@ class _TokenVerifier:
         return None
 
 
-def _trial_result_model() -> type[BaseModel]:
-    from harnessrl.critic.trials import TrialResult
-
-    return TrialResult
-
-
-def _tool_function(spec: ToolSpec, impl: Callable[[Any], Any], result: type[BaseModel]) -> Callable[..., Any]:
+def _tool_function(spec: ToolSpec, impl: Callable[[Any], BaseModel], result: type[BaseModel]) -> Callable[..., Any]:
     """An async tool function whose signature is ``spec.args``'s fields and whose return type is ``result``."""
     import anyio.to_thread
 
     args_model = spec.args
 
-    async def call(**kwargs: Any) -> Any:
+    async def call(**kwargs: Any) -> BaseModel:
         args = args_model.model_validate(kwargs)  # the whole model: its cross-field rules too
-        out = await anyio.to_thread.run_sync(impl, args)
-        # a TrialResult-like model of another class (a test double) is re-validated as the declared one
-        return out if isinstance(out, result) else result.model_validate(out.model_dump(mode="json"))
+        return await anyio.to_thread.run_sync(impl, args)
 
     call.__name__ = call.__qualname__ = spec.name
     call.__doc__ = spec.description
@@ -216,7 +209,7 @@ class ToolServer:
             )
         impls = self.service.tool_methods()
         for spec in self.service.tools().values():
-            result = spec.result or _trial_result_model()
+            result = spec.result or TrialResult  # the trial tool's result: the critic's, from the records
             mcp.add_tool(
                 _tool_function(spec, impls[spec.name], result),
                 name=spec.name,

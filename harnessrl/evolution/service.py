@@ -61,7 +61,6 @@ from harnessrl.interfaces.rubric import criteria_view
 from harnessrl.interfaces.tools import (
     BuilderArgs,
     Candidate,
-    CandidateStatus,
     CommitResult,
     CommitUpdate,
     EventRecorded,
@@ -85,12 +84,14 @@ from harnessrl.interfaces.tools import (
     tool_table,
 )
 from harnessrl.records.failures import failure_id as _failure_id
+from harnessrl.records.trials import TrialResult
 
 if TYPE_CHECKING:
     from harnessrl.memory.store import TrainingMemory
     from harnessrl.records.failures import Failure
     from harnessrl.records.run_dir import RunDir
     from harnessrl.records.steps import Recorder, RolloutRecord
+    from harnessrl.records.trials import CandidateStatus
 
 __all__ = ["CandidateError", "EvolutionService", "TrialRunner"]
 
@@ -109,9 +110,9 @@ class CandidateError(HarnessRLError):
 
 class TrialRunner(Protocol):
     """What the service needs from the critic's trials: measure ``update`` on the frozen policy and
-    return a ``TrialResult`` (a pydantic model with at least ``accepted`` and ``reason``)."""
+    return its :class:`~harnessrl.records.trials.TrialResult`."""
 
-    def run(self, update: InterfaceUpdate, candidate_id: str, failure: Failure | None = None) -> Any: ...
+    def run(self, update: InterfaceUpdate, candidate_id: str, failure: Failure | None = None) -> TrialResult: ...
 
 
 @dataclass
@@ -119,13 +120,13 @@ class _Candidate:
     candidate_id: str
     update: InterfaceUpdate
     failure_id: str | None
-    failure: Any
+    failure: Failure | None
     step: int
     preview: dict[str, Any]
     revision: int = 0
     parent_id: str | None = None
     status: CandidateStatus = "proposed"
-    trials: list[Any] = field(default_factory=list)
+    trials: list[TrialResult] = field(default_factory=list)
     trial_step: int | None = None
     trial_target: str | None = None
     version: int | None = None
@@ -224,7 +225,8 @@ class EvolutionService:
         recorder: the trainer's :class:`~harnessrl.records.steps.Recorder` (kept rollouts).
         memory: the :class:`~harnessrl.memory.store.TrainingMemory`, or None (``query_memory`` then
             answers with an empty result and says why).
-        trials: anything with ``run(update, candidate_id, failure) -> TrialResult`` (:class:`TrialRunner`).
+        trials: anything with ``run(update, candidate_id, failure) -> TrialResult`` (:class:`TrialRunner`),
+            or None (a trial then says this run has none).
         run_dir: where ``harness.json`` and events are written, or None (nothing written).
         failures: returns the failures detected so far, e.g. ``lambda: monitor.failures``.
         step: returns the current training step (the last one trained); commits apply from the next.
@@ -241,7 +243,7 @@ class EvolutionService:
         harness: Harness,
         recorder: Recorder,
         memory: TrainingMemory | None,
-        trials: TrialRunner,
+        trials: TrialRunner | None,
         run_dir: RunDir | None,
         failures: Callable[[], Sequence[Failure]],
         step: Callable[[], int],
@@ -358,7 +360,7 @@ class EvolutionService:
             )
         return cand
 
-    def _find_failure(self, failure_id: str) -> Any:
+    def _find_failure(self, failure_id: str) -> Failure | None:
         for f in reversed(list(self._failures())):
             if _failure_id(f) == failure_id:
                 return f
@@ -629,7 +631,9 @@ class EvolutionService:
         return cand.view()
 
     # ------------------------------------------------------------------------------------ critic, commit
-    def run_frozen_policy_trial(self, args: RunTrial | Mapping[str, Any] | None = None, /, **kwargs: Any) -> Any:
+    def run_frozen_policy_trial(
+        self, args: RunTrial | Mapping[str, Any] | None = None, /, **kwargs: Any
+    ) -> TrialResult:
         """Measure a candidate on the frozen policy with the trials object; record and return its result."""
         a = _coerce(RunTrial, args, kwargs)
         with self._policy_still("run_frozen_policy_trial", a.candidate_id), self.lock:
@@ -650,7 +654,7 @@ class EvolutionService:
             if self._point is not None:
                 self._point.trials += 1
                 self._point.trial_seconds += seconds
-            accepted = bool(result.accepted)
+            accepted = result.accepted
             cand.trials.append(result)
             cand.status = "accepted" if accepted else "rejected"
             cand.trial_step, cand.trial_target = step, target
@@ -661,14 +665,14 @@ class EvolutionService:
                 self.memory.update_candidate if self.memory else None,
                 cand.candidate_id,
                 verdict=cand.status,
-                trials=[_dump(t) for t in cand.trials],
+                trials=[t.model_dump(mode="json") for t in cand.trials],
             )
             self._event(
                 "trial",
                 candidate_id=cand.candidate_id,
                 interface=interface,
                 failure_id=cand.failure_id,
-                result=_dump(result),
+                result=result.model_dump(mode="json"),
                 seconds=round(seconds, 3),
             )
             self._event(
@@ -677,7 +681,7 @@ class EvolutionService:
                 interface=interface,
                 failure_id=cand.failure_id,
                 verdict=cand.status,
-                reason=getattr(result, "reason", ""),
+                reason=result.reason,
             )
             return result
 
@@ -699,7 +703,7 @@ class EvolutionService:
             last = cand.trials[-1]
             if not last.accepted:
                 raise CandidateError(
-                    f"candidate {cid} was rejected by its latest trial ({getattr(last, 'reason', '')}): it cannot be "
+                    f"candidate {cid} was rejected by its latest trial ({last.reason}): it cannot be "
                     "committed. Revise it (build a new candidate using the trial's measurements) and run a trial on "
                     "the new candidate"
                 )

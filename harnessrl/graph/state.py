@@ -26,13 +26,15 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AnyMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 from pydantic_core import to_jsonable_python
 
 from harnessrl.errors import ConfigError
+from harnessrl.interfaces.evidence import TrialView
 from harnessrl.interfaces.registry import interface_classes
 from harnessrl.interfaces.sampling import TaskSampling
 from harnessrl.records.events import EventCallback
+from harnessrl.records.trials import TrialResult
 
 __all__ = [
     "DEPS_KEY",
@@ -89,20 +91,58 @@ class ProposalRecord(BaseModel):
 
 
 class CriticDecision(BaseModel):
-    """The critic's verdict on one candidate, from its trial on the frozen policy."""
+    """The critic's verdict on one candidate: its trial on the frozen policy as ``run_frozen_policy_trial``
+    returned it (``trial``), or why there is none (``error``: the tool failed, or answered no trial result).
+    Accepted only on a trial that accepted the candidate."""
 
     failure_id: str
     candidate_id: str
-    accepted: bool
-    reason: str
-    measurements: dict[str, Any] = Field(default_factory=dict)
-    metric: str | None = None
-    baseline: float | None = None
-    candidate: float | None = None
-    improvement: float | None = None
-    ci_low: float | None = None
-    ci_high: float | None = None
     revision: int = 0
+    trial: TrialResult | None = None
+    error: str | None = Field(default=None, description="Why there is no trial result (None: there is one).")
+
+    @computed_field
+    @property
+    def accepted(self) -> bool:
+        return self.trial is not None and self.trial.accepted
+
+    @computed_field
+    @property
+    def reason(self) -> str:
+        """The trial's reason (or the error): what a revision and the give-up record say."""
+        if self.trial is None:
+            return self.error or "rejected"
+        return self.trial.reason or ("accepted" if self.trial.accepted else "rejected")
+
+    def trial_json(self) -> dict[str, Any]:
+        """The trial as the graph keeps and reports it: the tool's result as JSON, or for a failed trial its
+        candidate, verdict and reason."""
+        if self.trial is not None:
+            return self.trial.model_dump(mode="json")
+        return {"candidate_id": self.candidate_id, "accepted": False, "reason": self.reason, "measurements": {}}
+
+    def view(self) -> TrialView:
+        """The trial as the proposer is told it when it revises (what was set of the interfaces' view)."""
+        if self.trial is None:
+            return TrialView(accepted=False, reason=self.reason, measurements={})
+        return TrialView.model_validate(self.trial.model_dump(include=set(TrialView.model_fields)))
+
+    def verdict_event(self) -> dict[str, Any]:
+        """The ``verdict`` step the graph reports: the decision, and its trial's metric, numbers and measurements."""
+        numbers = self.trial.model_dump(include=set(_NUMBERS)) if self.trial else dict.fromkeys(_NUMBERS)
+        return {
+            "failure_id": self.failure_id,
+            "candidate_id": self.candidate_id,
+            "accepted": self.accepted,
+            "reason": self.reason,
+            "measurements": self.trial.measurements if self.trial else {},
+            **{k: numbers[k] for k in _NUMBERS},
+            "revision": self.revision,
+        }
+
+
+_NUMBERS = ("metric", "baseline", "candidate", "improvement", "ci_low", "ci_high")
+"""The trial's metric and its numbers, as a verdict reports them."""
 
 
 class FailureOutcome(BaseModel):

@@ -247,9 +247,10 @@ def _update_annotations(update: Any) -> dict[str, Any]:
         meta.update(candidate_id=proposal.get("candidate_id"), interface=proposal.get("interface"))
         meta.update(revision=proposal.get("revision"), builder_tool=proposal.get("tool"))
     if decision := _last(update.get("decisions")):
+        trial = decision.get("trial") or {}
         meta["verdict"] = "accepted" if decision.get("accepted") else "rejected"
         meta["verdict_reason"] = decision.get("reason")
-        meta.update({f"trial_{k}": decision.get(k) for k in ("metric", "baseline", "candidate", "improvement")})
+        meta.update({f"trial_{k}": trial.get(k) for k in ("metric", "baseline", "candidate", "improvement")})
     if trial := _last(update.get("trials")):
         cost = trial.get("cost") if isinstance(trial.get("cost"), Mapping) else {}
         meta.update({f"trial_{k}": cost.get(k) for k in ("rollouts", "judge_calls", "seconds")})

@@ -45,6 +45,7 @@ from harnessrl.interfaces.base import Interface, InterfaceUpdate
 from harnessrl.interfaces.evidence import FailureView, RolloutList, RolloutView, TaskView
 from harnessrl.interfaces.registry import interface_classes
 from harnessrl.records.events import EvolverEventKind
+from harnessrl.records.trials import CandidateStatus
 
 __all__ = [
     "MAX_EVENT_PAYLOAD_CHARS",
@@ -54,7 +55,6 @@ __all__ = [
     "READ_TOOLS",
     "BuilderArgs",
     "Candidate",
-    "CandidateStatus",
     "CommitResult",
     "CommitUpdate",
     "EventRecorded",
@@ -83,9 +83,6 @@ __all__ = [
 
 READ_TOOLS: tuple[str, ...] = ("get_failures", "query_memory", "inspect_rollouts", "get_harness_state")
 """The tools that only read: the attributor gets these, the proposer gets them besides its builder."""
-
-CandidateStatus = Literal["proposed", "accepted", "rejected", "committed"]
-"""Proposed (built, not judged), accepted or rejected by its latest trial, committed (applied)."""
 
 _STRICT = ConfigDict(extra="forbid")
 

@@ -34,7 +34,7 @@ import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlparse
 
 import numpy as np
@@ -45,6 +45,7 @@ from pydantic import BaseModel, Field
 from harnessrl.errors import ConfigError, HarnessRLError
 from harnessrl.records.failures import failure_id as _failure_id
 from harnessrl.records.steps import GroupRecord, StepRecord
+from harnessrl.records.trials import CandidateStatus
 
 __all__ = [
     "CandidateEntry",
@@ -52,13 +53,9 @@ __all__ = [
     "MiniLMEmbeddingFunction",
     "StepEntry",
     "TrainingMemory",
-    "Verdict",
 ]
 
 logger = logging.getLogger(__name__)
-
-Verdict = Literal["proposed", "accepted", "rejected", "committed"]
-"""A candidate's state: proposed (not judged yet), accepted or rejected by the critic, committed (applied)."""
 
 COLLECTIONS = ("steps", "failures", "updates")
 _WORKED = ["accepted", "committed"]
@@ -173,7 +170,7 @@ class CandidateEntry(BaseModel):
     id: str
     step: int
     interface: str
-    verdict: Verdict
+    verdict: CandidateStatus
     task_id: str | None = None
     domain: str | None = None
     failure_kind: str | None = None
@@ -774,7 +771,7 @@ class TrainingMemory:
         attribution: str = "",
         rationale: str | None = None,
         trials: Any = None,
-        verdict: Verdict = "proposed",
+        verdict: CandidateStatus = "proposed",
         revision: int = 0,
         parent_id: str | None = None,
         applied_step: int | None = None,
@@ -834,7 +831,7 @@ class TrainingMemory:
         self,
         candidate_id: str,
         *,
-        verdict: Verdict | None = None,
+        verdict: CandidateStatus | None = None,
         trials: Any = None,
         outcome: Mapping[str, Any] | None = None,
         applied_step: int | None = None,
@@ -898,7 +895,7 @@ class TrainingMemory:
         self,
         task_id: str | None = None,
         interface: str | None = None,
-        verdict: Verdict | Sequence[Verdict] | None = None,
+        verdict: CandidateStatus | Sequence[CandidateStatus] | None = None,
     ) -> list[CandidateEntry]:
         """Stored candidates matching every given filter, oldest first."""
         verdicts = [verdict] if isinstance(verdict, str) else list(verdict or [])

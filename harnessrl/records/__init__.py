@@ -4,11 +4,12 @@ from harnessrl.records.events import EVENT_KINDS, EventCallback
 from harnessrl.records.failures import FAILURE_KINDS, Failure, FailureKind
 from harnessrl.records.run_dir import RunDir, open_append, read_jsonl
 from harnessrl.records.steps import GroupRecord, Recorder, RolloutRecord, StepRecord, group_stats
-from harnessrl.records.trials import TrialCost, TrialResult
+from harnessrl.records.trials import CandidateStatus, TrialCost, TrialResult
 
 __all__ = [
     "EVENT_KINDS",
     "FAILURE_KINDS",
+    "CandidateStatus",
     "EventCallback",
     "Failure",
     "FailureKind",

@@ -1,4 +1,5 @@
-"""What a critic trial returns: the measurement of one candidate harness update on the frozen policy, and its cost.
+"""What a critic trial returns: the measurement of one candidate harness update on the frozen policy, its cost,
+and the status a candidate takes from it.
 
 The critic (:mod:`harnessrl.critic.trials`) produces these; the tool service sends them over MCP, the
 evolver's graph routes on them, the memory stores them with the candidate. They sit at the bottom with the
@@ -8,11 +9,16 @@ training stack it reaches).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
-__all__ = ["TrialCost", "TrialResult"]
+__all__ = ["CandidateStatus", "TrialCost", "TrialResult"]
+
+CandidateStatus = Literal["proposed", "accepted", "rejected", "committed"]
+"""A candidate harness update's status: proposed (built, not measured yet), accepted or rejected by its latest
+trial, committed (applied). The tool contract's ``Candidate.status``, and the training memory's ``verdict`` of
+a candidate."""
 
 
 class TrialCost(BaseModel):

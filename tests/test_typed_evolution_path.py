@@ -1,0 +1,81 @@
+"""The evolution path keeps its types: one candidate status, the trial tool's result parsed once into the
+contract's TrialResult, and a critic decision that holds that result instead of copying its fields."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import typing
+
+from langchain_core.messages import ToolMessage
+
+from harnessrl.agents.critic import _decision
+from harnessrl.evolution.service import EvolutionService, TrialRunner
+from harnessrl.graph.state import CriticDecision
+from harnessrl.interfaces.tools import Candidate
+from harnessrl.records.trials import CandidateStatus, TrialCost, TrialResult
+
+
+def _trial(accepted: bool = True, reason: str = "interval above 0") -> TrialResult:
+    return TrialResult(
+        candidate_id="c1-00000000",
+        interface="rollout_guidance",
+        metric="signal_share",
+        baseline=0.0,
+        candidate=0.5,
+        improvement=0.5,
+        ci_low=0.1,
+        ci_high=0.9,
+        accepted=accepted,
+        reason=reason,
+        measurements={"n": 8},
+        cost=TrialCost(rollouts=16, judge_calls=2, seconds=0.1),
+    )
+
+
+def _answer(content: str, status: str = "success") -> ToolMessage:
+    return ToolMessage(content=content, tool_call_id="t1", name="run_frozen_policy_trial", status=status)
+
+
+def test_one_candidate_status_for_the_tools_and_the_memory():
+    from harnessrl.memory.store import CandidateEntry
+
+    assert Candidate.model_fields["status"].annotation is CandidateStatus
+    assert CandidateEntry.model_fields["verdict"].annotation is CandidateStatus
+    assert typing.get_args(CandidateStatus) == ("proposed", "accepted", "rejected", "committed")
+
+
+def test_the_trial_tool_and_its_runner_are_typed_with_the_records_trial_result():
+    from harnessrl.evolution import mcp_server, service
+
+    for fn in (EvolutionService.run_frozen_policy_trial, TrialRunner.run):
+        assert eval(inspect.signature(fn).return_annotation, vars(service)) is TrialResult
+    assert mcp_server.TrialResult is TrialResult
+
+
+def test_a_decision_holds_its_trial_and_declares_none_of_its_fields():
+    assert set(CriticDecision.model_fields) & set(TrialResult.model_fields) <= {"candidate_id"}
+    trial = _trial()
+    decision = _decision(_answer(trial.model_dump_json()), "f1", trial.candidate_id, revision=1)
+    assert decision.trial == trial and decision.accepted and decision.reason == trial.reason
+    assert decision.trial_json() == trial.model_dump(mode="json")
+    verdict = decision.verdict_event()
+    assert list(verdict) == [
+        "failure_id", "candidate_id", "accepted", "reason", "measurements",
+        "metric", "baseline", "candidate", "improvement", "ci_low", "ci_high", "revision",
+    ]  # fmt: skip
+    assert (verdict["metric"], verdict["improvement"], verdict["revision"]) == ("signal_share", 0.5, 1)
+    assert decision.view().model_dump(exclude_unset=True) == {
+        k: v for k, v in trial.model_dump().items() if k in ("accepted", "reason", "metric", "baseline", "candidate",
+                                                             "improvement", "ci_low", "ci_high", "measurements")
+    }  # fmt: skip
+
+
+def test_a_failed_or_unreadable_trial_is_a_rejection_with_the_reason():
+    failed = _decision(_answer("the policy fell over", status="error"), "f1", "c1", revision=0)
+    assert failed.trial is None and not failed.accepted
+    assert failed.reason == "the trial failed: the policy fell over"
+    assert failed.trial_json() == {"candidate_id": "c1", "accepted": False, "reason": failed.reason, "measurements": {}}
+    assert failed.verdict_event()["metric"] is None and failed.verdict_event()["measurements"] == {}
+    partial = _decision(_answer(json.dumps({"accepted": True})), "f1", "c1", revision=0)
+    assert not partial.accepted and partial.reason.startswith("unreadable trial result: {'accepted': True}")
