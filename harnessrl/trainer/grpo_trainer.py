@@ -11,6 +11,14 @@ Hook points, and what each does:
   the group's temperature; a plug-in may set other sampling settings), and adds ``task_id`` /
   ``member`` / ``guided`` / ``rubric_version`` / ``temperature`` / ``generation`` columns, which TRL
   hands to the reward function as keyword arguments. After scoring it builds the step's records.
+- ``_generate`` (generation): with ``guidance_train_on="plain"`` (the default), a guided member's
+  completion is generated with the hint and enters the loss under the *unguided* prompt: its prompt ids
+  are replaced by the plain prompt's before TRL computes anything from them (the loss, and the old
+  log-probabilities where TRL computes them), as RuscaRL strips its scaffold before the update; so a
+  successful guided completion teaches the plain prompt. The off-policy gap this opens (the completion
+  was sampled under the hint) is measured every step as ``guidance/plain_minus_hinted_logp``, the mean
+  per-token log importance weight log pi(y|x) - log pi(y|x, hint) of the guided completions; vLLM's
+  importance-sampling correction, when on, caps that weight. ``"hinted"``: the guided prompt is trained on.
 - ``_generate_single_turn`` (generation): applies each row's sampling settings (temperature, top_p,
   max_new_tokens, ...) by generating the rows of each setting apart. The loss still scores tokens at
   the run's temperature (TRL's ``args.temperature``), the usual approximation for exploration boosts.
@@ -102,6 +110,8 @@ class HarnessGRPOTrainer(DynamicSampling, GRPOTrainer):
     on_too_many_missing: Literal["skip", "stop"] = "skip"
     _generation_skipped: bool = False
     generation_autocast: str = "generate"  # as __init__ (and generation.autocast): one default
+    guidance_train_on: Literal["plain", "hinted"] = "plain"  # as __init__ (and harness.guidance.train_on)
+    _plain_prompts: list[list[dict[str, str]] | None] | None = None
     _update_has_signal: bool = False
 
     def __init__(
@@ -119,6 +129,7 @@ class HarnessGRPOTrainer(DynamicSampling, GRPOTrainer):
         on_too_many_missing: Literal["skip", "stop"] = "skip",
         generation_autocast: str = "generate",
         compile_generation: bool = False,
+        guidance_train_on: Literal["plain", "hinted"] = "plain",
         **kwargs: Any,
     ):
         if on_too_many_missing not in ("skip", "stop"):
@@ -142,6 +153,9 @@ class HarnessGRPOTrainer(DynamicSampling, GRPOTrainer):
         # held while the weights change: frozen-policy trials from another thread wait for it
         self.policy_lock = threading.Lock()
         self.generation_autocast = generation_autocast
+        if guidance_train_on not in ("plain", "hinted"):
+            raise ConfigError(f"harness.guidance.train_on is 'plain' or 'hinted', not {guidance_train_on!r}")
+        self.guidance_train_on = guidance_train_on
         super().__init__(*args, reward_funcs=[rubric_reward], **kwargs)
         if compile_generation and not self.use_vllm:
             if self.args.cache_implementation != "static":
@@ -245,14 +259,67 @@ class HarnessGRPOTrainer(DynamicSampling, GRPOTrainer):
         return self._without_rows(out, [True] * len(missing) if skipped else missing)
 
     def _score_rows(self, rows: list[dict[str, Any]]) -> dict[str, Any]:
-        """TRL's generation and scoring of ``rows`` (this process's), with each row's sampling settings."""
+        """TRL's generation and scoring of ``rows`` (this process's), with each row's sampling settings; a
+        guided row trains under its task's plain prompt unless ``guidance_train_on`` is ``"hinted"``."""
         self._row_generation = [tuple(sorted(r["generation"].items())) for r in rows]
+        plain = self.guidance_train_on == "plain"
+        self._plain_prompts = [
+            self.harness.tasks[r["task_id"]].messages() if plain and r["guided"] else None for r in rows
+        ]
         try:
             out = super()._generate_and_score_completions(rows)
         finally:
-            self._row_generation = None
+            self._row_generation = self._plain_prompts = None
         self.accounting["rollouts/generated"] += len(rows) * self.accelerator.num_processes
         return out
+
+    # ------------------------------------------------------------------ guided completions, plain prompts
+    def _generate(self, prompts: list):
+        out = super()._generate(prompts)
+        plain = self._plain_prompts
+        if not plain or len(plain) != len(out[0]) or all(p is None for p in plain):
+            return out
+        idx = [i for i, p in enumerate(plain) if p is not None]
+        plain_ids = self._tokenize_prompts([plain[i] for i in idx])[0]
+        prompt_ids = list(out[0])
+        gap = self._plain_minus_hinted_logp([prompt_ids[i] for i in idx], plain_ids, [out[1][i] for i in idx])
+        if gap is not None:
+            self.record_metrics({"guidance/plain_minus_hinted_logp": gap, "guidance/trained_plain": float(len(idx))})
+        for j, i in enumerate(idx):
+            prompt_ids[i] = list(plain_ids[j])
+        return (prompt_ids, *out[1:])
+
+    def _plain_minus_hinted_logp(self, hinted: list, plain: list, completions: list) -> float | None:
+        """Mean per-token log pi(y | plain prompt) - log pi(y | hinted prompt) of the guided completions ``y``
+        (the log importance weight of training them under the plain prompt), from the policy as it generated
+        them; None when it cannot be computed here (logged once)."""
+        import torch
+
+        try:
+            model = self.accelerator.unwrap_model(self.model_wrapped)
+            device = next(model.parameters()).device
+            gaps = []
+            with torch.no_grad():
+                for h, p, c in zip(hinted, plain, completions, strict=True):
+                    c = list(c)
+                    if not c:
+                        continue
+                    lp = [self._completion_logp(model, list(x), c, device) for x in (p, h)]
+                    gaps.append((lp[0] - lp[1]) / len(c))
+            return float(sum(gaps) / len(gaps)) if gaps else None
+        except Exception as e:  # a measurement, never a reason to lose the step
+            if not getattr(self, "_logp_gap_warned", False):
+                logger.warning("guidance/plain_minus_hinted_logp is not measured on this setup: %s", e)
+                self._logp_gap_warned = True
+            return None
+
+    def _completion_logp(self, model, prompt: list[int], completion: list[int], device) -> float:
+        import torch
+
+        ids = torch.tensor([prompt + completion], device=device)
+        logits = model(input_ids=ids).logits[0, len(prompt) - 1 : -1].float() / max(float(self.temperature), 1e-6)
+        target = torch.tensor(completion, device=device)
+        return float(torch.log_softmax(logits, dim=-1).gather(1, target[:, None]).sum())
 
     # ------------------------------------------------------------------ per-row sampling settings
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):

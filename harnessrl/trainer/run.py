@@ -724,6 +724,7 @@ def _build_trainer(r: _Run) -> None:
         on_too_many_missing=config.judge.on_too_many_missing,
         generation_autocast=config.generation.autocast,
         compile_generation=config.generation.compile,
+        guidance_train_on=config.harness.guidance.train_on,
         callbacks=callbacks,
         peft_config=_peft_config(config),
     )

@@ -31,6 +31,7 @@ __all__ = [
     "EvolverSettings",
     "GRPOSettings",
     "GenerationConfig",
+    "GuidanceTraining",
     "HarnessConfig",
     "LoraSettings",
     "Method",
@@ -175,6 +176,17 @@ class MemoryConfig(_Section):
     url: str | None = Field(default=None, description="A Chroma server, e.g. http://127.0.0.1:8000; null: embedded.")
 
 
+class GuidanceTraining(_Section):
+    """How a guided rollout (generated with a hint for part of its group) enters the loss."""
+
+    train_on: Literal["plain", "hinted"] = Field(
+        default="plain",
+        description="plain: a guided completion is trained under the task's unguided prompt (the hint is seen "
+        "while generating only, as RuscaRL strips its scaffold before the update), so it teaches the plain prompt; "
+        "the off-policy gap is logged as guidance/plain_minus_hinted_logp. hinted: under the guided prompt.",
+    )
+
+
 class HarnessConfig(_Section):
     """How the harness reads the rewards (thresholds the metrics and the detectors share)."""
 
@@ -183,6 +195,7 @@ class HarnessConfig(_Section):
         default_factory=DetectorConfig, description="Reward-failure detectors; detectors.eps also defines a flat group."
     )
     memory: MemoryConfig = Field(default_factory=lambda: MemoryConfig())
+    guidance: GuidanceTraining = Field(default_factory=lambda: GuidanceTraining())
     keep_rollout_steps: int = Field(
         default=4,
         ge=1,
