@@ -1,6 +1,8 @@
 """Where training meets the evolver: the tool service, its MCP server, the evolution point and the evolver's client.
 
-``service`` implements the evolver's tools on the trainer's state, ``mcp_server`` serves them over MCP,
+``service`` implements the evolver's tools on the trainer's state (with its parts: ``hold``, the training
+hold and its lease; ``outcomes``, what committed updates did; ``handled``, the failures evolution points
+handled; ``candidates``, the candidates the tools keep), ``mcp_server`` serves them over MCP,
 ``point`` pauses training for an evolution point, ``client`` runs the evolver graph against a tool
 server (in-process, or as the external ``harnessrl evolver``). The submodules differ in weight
 (``point`` imports transformers, ``client`` nothing of the training stack): import what you need from

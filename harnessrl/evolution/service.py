@@ -4,6 +4,10 @@ commit harness update candidates.
 :class:`EvolutionService` implements every tool of :func:`harnessrl.interfaces.tools.tool_table` as a plain method
 that takes the tool's argument model (or its fields as keywords) and returns its result model, so the
 same code serves the graph in-process and over MCP (:class:`~harnessrl.evolution.mcp_server.ToolServer`).
+It is the one object the trainer and the tool server use; its parts live beside it: the training hold and
+its lease (:mod:`harnessrl.evolution.hold`), the outcomes of committed updates
+(:mod:`harnessrl.evolution.outcomes`), the failures evolution points handled
+(:mod:`harnessrl.evolution.handled`) and the candidates (:mod:`harnessrl.evolution.candidates`).
 
 The rule it enforces: **nothing reaches training unmeasured.** The candidate builders (one per
 registered interface, e.g. ``reweight_tasks``, ``set_guidance``, ``edit_rubric``; all one method,
@@ -28,10 +32,13 @@ sees one consistent harness and a commit never interleaves with another.
 One lock order, so that no trial, hold or step waits on another in a cycle: a tool takes
 :attr:`EvolutionService.lock`, and a trial then the trainer's policy lock; the training thread never
 takes the service lock (it holds the policy lock through a step, and :meth:`EvolutionService.observe_step`
-only takes a lock of its own, which nothing holds while waiting for another). And a trial or a commit
-runs only while training is stopped at a step boundary (an in-process evolution point, or an external
-evolver's granted hold) or not running at all: one that arrives mid-step is refused with the reason, and a
-hold whose lease runs out during one lets training go on only once that call has ended.
+only takes the outcome tracker's own lock, which nothing holds while waiting for another). The training
+hold's condition and the outcome tracker's lock are leaves: nothing else is taken while either is held (a
+trial or a commit passes the hold's check before it takes the service lock, and lets the hold know it
+ended after it let the service lock go). And a trial or a commit runs only while training is stopped at a
+step boundary (an in-process evolution point, or an external evolver's granted hold) or not running at
+all: one that arrives mid-step is refused with the reason, and a hold whose lease runs out during one lets
+training go on only once that call has ended.
 
 Handled failures: a failure an evolution point committed an update for, or gave up, is recorded
 (a ``failure_handled`` event: which failure, by which point, with what outcome) and left out of
@@ -42,20 +49,22 @@ events of a resumed run.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import secrets
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from pydantic import BaseModel
 
 from harnessrl.errors import HarnessRLError
+from harnessrl.evolution.candidates import CandidateError, CandidateRecord
+from harnessrl.evolution.handled import HandledFailures
+from harnessrl.evolution.hold import TrainingHold
+from harnessrl.evolution.outcomes import OutcomeTracker
 from harnessrl.interfaces import Harness, InterfaceUpdate
 from harnessrl.interfaces.rubric import criteria_view
 from harnessrl.interfaces.tools import (
@@ -80,18 +89,18 @@ from harnessrl.interfaces.tools import (
     RolloutView,
     RunTrial,
     TaskView,
+    ToolSpec,
     builder_args,
     tool_table,
 )
-from harnessrl.records.failures import failure_id as _failure_id
 from harnessrl.records.trials import TrialResult
 
 if TYPE_CHECKING:
+    from harnessrl.evolution.hold import AtBoundary
     from harnessrl.memory.store import TrainingMemory
     from harnessrl.records.failures import Failure
     from harnessrl.records.run_dir import RunDir
-    from harnessrl.records.steps import Recorder, RolloutRecord
-    from harnessrl.records.trials import CandidateStatus
+    from harnessrl.records.steps import Recorder, RolloutRecord, StepRecord
 
 __all__ = ["CandidateError", "EvolutionService", "TrialRunner"]
 
@@ -103,46 +112,11 @@ M = TypeVar("M", bound=BaseModel)
 _WRITTEN_BY_TOOLS = frozenset({"proposal", "trial", "verdict", "commit"})
 
 
-class CandidateError(HarnessRLError):
-    """A tool call the evolver must change: an invalid candidate, an unknown id, a refused commit.
-    The message says what to do instead (it is what the LLM reads)."""
-
-
 class TrialRunner(Protocol):
     """What the service needs from the critic's trials: measure ``update`` on the frozen policy and
     return its :class:`~harnessrl.records.trials.TrialResult`."""
 
     def run(self, update: InterfaceUpdate, candidate_id: str, failure: Failure | None = None) -> TrialResult: ...
-
-
-@dataclass
-class _Candidate:
-    candidate_id: str
-    update: InterfaceUpdate
-    failure_id: str | None
-    failure: Failure | None
-    step: int
-    preview: dict[str, Any]
-    revision: int = 0
-    parent_id: str | None = None
-    status: CandidateStatus = "proposed"
-    trials: list[TrialResult] = field(default_factory=list)
-    trial_step: int | None = None
-    trial_target: str | None = None
-    version: int | None = None
-    applied_step: int | None = None
-
-    def view(self) -> Candidate:
-        return Candidate(
-            candidate_id=self.candidate_id,
-            interface=self.update.interface,
-            payload=self.update.model_dump(mode="json"),
-            failure_id=self.failure_id,
-            status=self.status,
-            preview=self.preview,
-            revision=self.revision,
-            parent_id=self.parent_id,
-        )
 
 
 def _coerce(model: type[M], args: Any, kwargs: Mapping[str, Any]) -> M:
@@ -158,63 +132,8 @@ def _coerce(model: type[M], args: Any, kwargs: Mapping[str, Any]) -> M:
     return model.model_validate({**args, **kwargs})
 
 
-def _outcome(before: Sequence[Any], after: Sequence[Any], applied: int, step: int) -> dict[str, Any]:
-    """What a committed update did to its tasks' learning signal: the share of their groups that give
-    signal (reward std at or above the trainer's flat eps) and their mean reward std, after vs before.
-    ``recovered``: more groups give signal than before (None: no group came after, e.g. a parked task)."""
-
-    def share(groups: Sequence[Any]) -> float | None:
-        return round(sum(not g.flat and g.std is not None for g in groups) / len(groups), 4) if groups else None
-
-    def std(groups: Sequence[Any]) -> float | None:
-        vals = [g.std for g in groups if g.std is not None]
-        return round(sum(vals) / len(vals), 4) if vals else None
-
-    b, a = share(before), share(after)
-    return {
-        "applied_step": applied,
-        "measured_at_step": step,
-        "groups_before": len(before),
-        "groups_after": len(after),
-        "signal_share_before": b,
-        "signal_share_after": a,
-        "reward_std_before": std(before),
-        "reward_std_after": std(after),
-        "recovered": None if a is None else a > (b or 0.0),
-    }
-
-
 def _dump(x: Any) -> Any:
     return x.model_dump(mode="json") if isinstance(x, BaseModel) else x
-
-
-def _failure_key(f: Any) -> tuple:
-    key = getattr(f, "key", None)
-    if key is not None:
-        return tuple(key)
-    ev = getattr(f, "evidence", None) or {}
-    return f.kind, f.task_id, ev.get("criterion_id") or ev.get("feature")
-
-
-@dataclass
-class _Point:
-    """One evolution point as the trainer side sees it: where training stopped, and what it cost."""
-
-    step: int
-    mode: str  # "in-process" (the trainer stopped itself) or "external" (an evolver's hold)
-    trials: int = 0
-    trial_seconds: float = 0.0
-    handled: int = 0
-    committed: int = 0
-
-    def stats(self) -> dict[str, Any]:
-        return {
-            "mode": self.mode,
-            "trials": self.trials,
-            "trial_seconds": round(self.trial_seconds, 3),
-            "handled": self.handled,
-            "committed": self.committed,
-        }
 
 
 class EvolutionService:
@@ -263,29 +182,25 @@ class EvolutionService:
         self.max_trial_age_steps = max_trial_age_steps
         self.completion_chars = completion_chars
         self.lock = threading.RLock()
+        """The tools' lock (see the module docstring for the one lock order)."""
         self.counts: Counter[str] = Counter()
-        self._candidates: dict[str, _Candidate] = {}
+        self._candidates: dict[str, CandidateRecord] = {}
         self._attributions: dict[str, dict[str, Any]] = {}
-        self.outcome_groups, self.outcome_steps = outcome_groups, outcome_steps
-        # the outcomes are fed from the training thread (observe_step): a lock of their own, never the tools'
-        self._outcomes_lock = threading.Lock()
-        self._pending_outcomes: dict[str, dict[str, Any]] = {}
-        # failures handled by an evolution point: by id, and by key up to the step of the point that handled it
-        self._handled_ids: set[str] = set()
-        self._handled_through: dict[tuple, int] = {}
-        self._interrupted: set[str] = set()  # failures whose trial or commit was refused for want of a hold
-        # an evolver's hold on training (a lease), and the step boundary the trainer waits at while held
-        self._hold = threading.Condition()
-        self._hold_until: float | None = None
-        self._lease_s = 0.0
-        self._paused_at: int | None = None
-        self._busy = 0  # trials and commits in flight: training stays stopped until they end
-        self._point: _Point | None = None
-        self._last_hold: str = "no evolver has held training yet"
-        self.training = False  # set by the trainer's evolution callback while training runs
+        self.hold = TrainingHold(self.current_step, self._event)
+        self.outcomes = OutcomeTracker(recorder, outcome_groups, outcome_steps)
+        self.handled = HandledFailures()
+
+    @property
+    def training(self) -> bool:
+        """Whether training runs (set by the trainer's evolution callback): a trial then needs a hold."""
+        return self.hold.training
+
+    @training.setter
+    def training(self, value: bool) -> None:
+        self.hold.training = value
 
     # ------------------------------------------------------------------------------------ plumbing
-    def tools(self) -> dict[str, Any]:
+    def tools(self) -> dict[str, ToolSpec]:
         """Every tool this service serves by name (:class:`~harnessrl.interfaces.tools.ToolSpec`): one
         builder per interface of its harness."""
         return tool_table(self.harness.extra)
@@ -334,8 +249,8 @@ class EvolutionService:
         except Exception:  # the decision trace must not turn an applied commit into a tool error
             logger.exception("could not write the %r event to %s", kind, self.run_dir.path)
 
-    def _remember(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
-        if self.memory is None:
+    def _remember(self, what: str, fn: Callable[..., Any] | None, *args: Any, **kwargs: Any) -> None:
+        if self.memory is None or fn is None:
             return
         try:
             fn(*args, **kwargs)
@@ -350,7 +265,7 @@ class EvolutionService:
             raise CandidateError(f"unknown task id {task_id!r}; training task ids include {known[:10]}{more}")
         return task
 
-    def _get(self, candidate_id: str) -> _Candidate:
+    def _get(self, candidate_id: str) -> CandidateRecord:
         cand = self._candidates.get(candidate_id)
         if cand is None:
             tools = ", ".join(i.builder_tool for i in self.harness.interfaces.values())
@@ -362,7 +277,7 @@ class EvolutionService:
 
     def _find_failure(self, failure_id: str) -> Failure | None:
         for f in reversed(list(self._failures())):
-            if _failure_id(f) == failure_id:
+            if f.id == failure_id:
                 return f
         return None
 
@@ -373,7 +288,7 @@ class EvolutionService:
         if a.task_id is not None:
             self._task(a.task_id)  # an id that is no training task is an error, not an empty list
         with self.lock:
-            groups: dict[tuple, list[Any]] = {}
+            groups: dict[tuple, list[Failure]] = {}
             handled: set[tuple] = set()
             for f in self._failures():
                 if a.since_step is not None and f.step < a.since_step:
@@ -382,93 +297,31 @@ class EvolutionService:
                     continue
                 if a.task_id is not None and f.task_id != a.task_id:
                     continue
-                key = _failure_key(f)
-                if self._is_handled(f, key):
-                    handled.add(key)
+                if self.handled.is_handled(f):
+                    handled.add(f.key)
                     continue
-                groups.setdefault(key, []).append(f)
-            views = []
-            for fs in groups.values():
-                latest = max(fs, key=lambda f: f.step)
-                views.append(
-                    FailureView(
-                        failure_id=_failure_id(latest),
-                        kind=latest.kind,
-                        step=latest.step,
-                        task_id=latest.task_id,
-                        domain=latest.domain,
-                        summary=latest.summary,
-                        evidence=_dump(dict(latest.evidence or {})),
-                        interface_hint=latest.interface_hint,
-                        rubric_version=getattr(latest, "rubric_version", None),
-                        occurrences=len({f.step for f in fs}),
-                        first_step=min(f.step for f in fs),
-                    )
-                )
+                groups.setdefault(f.key, []).append(f)
+            views = [self._failure_view(fs) for fs in groups.values()]
         views.sort(key=lambda v: (-v.step, v.kind, v.task_id))
         return FailureList(failures=views[: a.limit], total=len(views), handled=len(handled - set(groups)))
 
-    def _is_handled(self, failure: Any, key: tuple) -> bool:
-        """Whether an evolution point handled ``failure`` already (a later recurrence is not handled)."""
-        through = self._handled_through.get(key)
-        return _failure_id(failure) in self._handled_ids or (through is not None and failure.step <= through)
-
-    def _mark_handled(self, failure_id: str, outcome: str, candidate_id: str | None = None, reason: str = "") -> None:
-        """Record that the current evolution point handled ``failure_id`` (a ``failure_handled`` event)."""
-        with self.lock:
-            interrupted = failure_id in self._interrupted
-            self._interrupted.discard(failure_id)
-            if interrupted and outcome != "committed":  # given up for a refused trial or commit: offered again
-                return
-            failure = self._find_failure(failure_id)
-            point = self._point
-            step = point.step if point is not None else self.current_step()
-            self._handled_ids.add(failure_id)
-            key = _failure_key(failure) if failure is not None else None
-            if key is not None:
-                self._handled_through[key] = max(step, self._handled_through.get(key, step))
-            if point is not None:
-                point.handled += 1
-        self._event(
-            "failure_handled",
-            step=step,
-            failure_id=failure_id,
-            task_id=key[1] if key else None,
-            failure_kind=key[0] if key else None,
-            criterion=key[2] if key else None,
-            outcome=outcome,
-            point_step=step,
-            point_mode=point.mode if point is not None else None,
-            candidate_id=candidate_id,
-            reason=reason,
+    @staticmethod
+    def _failure_view(reports: Sequence[Failure]) -> FailureView:
+        """One persisting failure as ``get_failures`` lists it: its latest report, with how often it came."""
+        latest = max(reports, key=lambda f: f.step)
+        return FailureView(
+            failure_id=latest.id,
+            kind=latest.kind,
+            step=latest.step,
+            task_id=latest.task_id,
+            domain=latest.domain,
+            summary=latest.summary,
+            evidence=_dump(dict(latest.evidence or {})),
+            interface_hint=latest.interface_hint,
+            rubric_version=latest.rubric_version,
+            occurrences=len({f.step for f in reports}),
+            first_step=min(f.step for f in reports),
         )
-
-    def restore(self, events: Iterable[Mapping[str, Any]], through_step: int) -> None:
-        """Rebuild what earlier processes of a resumed run decided, from their ``events``: the evolver's
-        counts (attributed, proposed, accepted, rejected, revisions, committed per interface) and the failures
-        handled by evolution points at or before ``through_step`` (the checkpoint the run goes on from: the
-        steps after it are trained again, and what they show is new)."""
-        with self.lock:
-            for e in events:
-                kind, iface = e.get("kind"), e.get("interface")
-                if kind == "attribution" and iface:
-                    self.counts[f"attributed/{iface}"] += 1
-                elif kind == "proposal" and iface:
-                    self.counts[f"proposed/{iface}"] += 1
-                    if e.get("revision"):
-                        self.counts[f"revisions/{iface}"] += 1
-                elif kind == "verdict" and iface and e.get("verdict") in ("accepted", "rejected"):
-                    self.counts[f"{e['verdict']}/{iface}"] += 1
-                elif kind == "commit" and iface:
-                    self.counts[f"committed/{iface}"] += 1
-                elif kind == "failure_handled" and e.get("failure_id"):
-                    step = e.get("point_step", e.get("step"))
-                    if not isinstance(step, int) or step > through_step:
-                        continue
-                    self._handled_ids.add(str(e["failure_id"]))
-                    if e.get("failure_kind") and e.get("task_id"):
-                        key = (e["failure_kind"], e["task_id"], e.get("criterion"))
-                        self._handled_through[key] = max(step, self._handled_through.get(key, step))
 
     def query_memory(self, args: QueryMemory | Mapping[str, Any] | None = None, /, **kwargs: Any) -> MemoryResult:
         """Within-task history or cross-task evidence from the training memory (see :class:`QueryMemory`)."""
@@ -593,7 +446,7 @@ class EvolutionService:
         step = self.current_step()
         earlier = [c for c in self._candidates.values() if failure_id and c.failure_id == failure_id]
         cid = f"c{step}-{secrets.token_hex(4)}"
-        cand = _Candidate(
+        cand = CandidateRecord(
             candidate_id=cid,
             update=update,
             failure_id=failure_id,
@@ -651,39 +504,42 @@ class EvolutionService:
                 self._event("trial", candidate_id=cand.candidate_id, interface=cand.update.interface, error=str(e))
                 raise
             seconds = time.perf_counter() - t0
-            if self._point is not None:
-                self._point.trials += 1
-                self._point.trial_seconds += seconds
-            accepted = result.accepted
+            if (point := self.hold.point) is not None:
+                point.trials += 1
+                point.trial_seconds += seconds
             cand.trials.append(result)
-            cand.status = "accepted" if accepted else "rejected"
+            cand.status = "accepted" if result.accepted else "rejected"
             cand.trial_step, cand.trial_target = step, target
-            interface = cand.update.interface
-            self.counts[f"{cand.status}/{interface}"] += 1
-            self._remember(
-                f"recording the trial of {cand.candidate_id}",
-                self.memory.update_candidate if self.memory else None,
-                cand.candidate_id,
-                verdict=cand.status,
-                trials=[t.model_dump(mode="json") for t in cand.trials],
-            )
-            self._event(
-                "trial",
-                candidate_id=cand.candidate_id,
-                interface=interface,
-                failure_id=cand.failure_id,
-                result=result.model_dump(mode="json"),
-                seconds=round(seconds, 3),
-            )
-            self._event(
-                "verdict",
-                candidate_id=cand.candidate_id,
-                interface=interface,
-                failure_id=cand.failure_id,
-                verdict=cand.status,
-                reason=result.reason,
-            )
+            self.counts[f"{cand.status}/{cand.update.interface}"] += 1
+            self._record_trial(cand, result, seconds)
             return result
+
+    def _record_trial(self, cand: CandidateRecord, result: TrialResult, seconds: float) -> None:
+        """A trial's result in the memory (the candidate's trials and verdict) and the events (trial, verdict)."""
+        cid, interface = cand.candidate_id, cand.update.interface
+        self._remember(
+            f"recording the trial of {cid}",
+            self.memory.update_candidate if self.memory else None,
+            cid,
+            verdict=cand.status,
+            trials=[t.model_dump(mode="json") for t in cand.trials],
+        )
+        self._event(
+            "trial",
+            candidate_id=cid,
+            interface=interface,
+            failure_id=cand.failure_id,
+            result=result.model_dump(mode="json"),
+            seconds=round(seconds, 3),
+        )
+        self._event(
+            "verdict",
+            candidate_id=cid,
+            interface=interface,
+            failure_id=cand.failure_id,
+            verdict=cand.status,
+            reason=result.reason,
+        )
 
     def commit_update(self, args: CommitUpdate | Mapping[str, Any] | None = None, /, **kwargs: Any) -> CommitResult:
         """Apply an accepted candidate from the next step and save the harness; refuse anything unmeasured."""
@@ -691,33 +547,8 @@ class EvolutionService:
         with self._policy_still("commit_update", a.candidate_id), self.lock:
             cand = self._get(a.candidate_id)
             cid = cand.candidate_id
-            if cand.status == "committed":
-                raise CandidateError(
-                    f"candidate {cid} is already committed (version {cand.version}, from step {cand.applied_step})"
-                )
-            if not cand.trials:
-                raise CandidateError(
-                    f"candidate {cid} has not been measured: call run_frozen_policy_trial on it first; only a "
-                    "candidate whose trial accepted it can be committed"
-                )
-            last = cand.trials[-1]
-            if not last.accepted:
-                raise CandidateError(
-                    f"candidate {cid} was rejected by its latest trial ({last.reason}): it cannot be "
-                    "committed. Revise it (build a new candidate using the trial's measurements) and run a trial on "
-                    "the new candidate"
-                )
             step = self.current_step()
-            if self._target_state(cand.update) != cand.trial_target:
-                raise CandidateError(
-                    f"the harness state candidate {cid} changes was updated after its trial: run "
-                    "run_frozen_policy_trial on it again (or rebuild it on the current state)"
-                )
-            if cand.trial_step is not None and step - cand.trial_step > self.max_trial_age_steps:
-                raise CandidateError(
-                    f"candidate {cid} was measured at step {cand.trial_step} and the policy has trained to step "
-                    f"{step} since: run run_frozen_policy_trial on it again"
-                )
+            self._check_committable(cand, step)
             applies = step + 1
             saved = self.run_dir.harness if self.run_dir is not None else None
             try:  # all or nothing: harness.json is written before the live harness changes
@@ -732,9 +563,9 @@ class EvolutionService:
             cand.status, cand.version, cand.applied_step = "committed", version, applies
             interface = cand.update.interface
             self.counts[f"committed/{interface}"] += 1
-            if self._point is not None:
-                self._point.committed += 1
-            self._await_outcome(cand)
+            if (point := self.hold.point) is not None:
+                point.committed += 1
+            self.outcomes.expect(cid, self._outcome_tasks(cand), applies)
             self._remember(
                 f"recording the commit of {cid}",
                 self.memory.update_candidate if self.memory else None,
@@ -755,177 +586,149 @@ class EvolutionService:
                 self._mark_handled(cand.failure_id, "committed", candidate_id=cid)
             return CommitResult(candidate_id=cid, interface=interface, version=version, applies_from_step=applies)
 
+    def _check_committable(self, cand: CandidateRecord, step: int) -> None:
+        """Refuse (:class:`CandidateError`) a commit of ``cand`` at ``step``: already committed, never measured,
+        rejected by its latest trial, its harness state changed since, or its trial older than allowed."""
+        cid = cand.candidate_id
+        if cand.status == "committed":
+            raise CandidateError(
+                f"candidate {cid} is already committed (version {cand.version}, from step {cand.applied_step})"
+            )
+        if not cand.trials:
+            raise CandidateError(
+                f"candidate {cid} has not been measured: call run_frozen_policy_trial on it first; only a "
+                "candidate whose trial accepted it can be committed"
+            )
+        last = cand.trials[-1]
+        if not last.accepted:
+            raise CandidateError(
+                f"candidate {cid} was rejected by its latest trial ({last.reason}): it cannot be "
+                "committed. Revise it (build a new candidate using the trial's measurements) and run a trial on "
+                "the new candidate"
+            )
+        if self._target_state(cand.update) != cand.trial_target:
+            raise CandidateError(
+                f"the harness state candidate {cid} changes was updated after its trial: run "
+                "run_frozen_policy_trial on it again (or rebuild it on the current state)"
+            )
+        if cand.trial_step is not None and step - cand.trial_step > self.max_trial_age_steps:
+            raise CandidateError(
+                f"candidate {cid} was measured at step {cand.trial_step} and the policy has trained to step "
+                f"{step} since: run run_frozen_policy_trial on it again"
+            )
+
+    def _target_state(self, update: InterfaceUpdate) -> str:
+        """The part of the harness ``update`` changes, as text: a commit needs it unchanged since the trial."""
+        return json.dumps(self.harness.interface(update).target_state(update), sort_keys=True, default=str)
+
     # ------------------------------------------------------------------------------------ holding training
     def hold_training(self, args: HoldTraining | Mapping[str, Any] | None = None, /, **kwargs: Any) -> HoldState:
         """Ask the trainer to stop at its next step boundary, for a lease of ``seconds`` (see
         :class:`~harnessrl.interfaces.tools.HoldTraining`); waits up to ``wait_s`` for it to stop."""
         a = _coerce(HoldTraining, args, kwargs)
-        if not self.training and self._paused_at is None:
-            return HoldState(
-                held=False,
-                step=self.current_step(),
-                training=False,
-                note="no training is running here: nothing to hold",
-            )
-        with self._hold:
-            renewed = self._hold_until is not None
-            self._lease_s = a.seconds
-            self._hold_until = time.monotonic() + a.seconds
-            self._hold.notify_all()
-            held = self._hold.wait_for(lambda: self._paused_at is not None, timeout=a.wait_s)
-            step = self._paused_at if held and self._paused_at is not None else self.current_step()
-            left = self._hold_until - time.monotonic() if held and self._hold_until is not None else None
-        if not held:
-            with self._hold:
-                self._hold_until = None  # no boundary came (training ended?): nothing is left pending
-            return HoldState(
-                held=False, step=step, note=f"the trainer did not reach a step boundary within {a.wait_s:g} s"
-            )
-        if not renewed:
-            self._event("training_hold", step=step, action="held", lease_s=a.seconds)
-        return HoldState(held=True, step=step, expires_in_s=round(left, 3) if left is not None else None)
+        return self.hold.hold(a.seconds, a.wait_s)
 
     def release_training(self, args: ReleaseTraining | Mapping[str, Any] | None = None, /, **kwargs: Any) -> HoldState:
         """End the hold: the trainer goes on at once."""
         _coerce(ReleaseTraining, args, kwargs)
-        with self._hold:
-            was = self._hold_until is not None
-            self._hold_until = None
-            self._hold.notify_all()
-            step = self._paused_at if self._paused_at is not None else self.current_step()
-        if was:
-            self._event("training_hold", step=step, action="released")
-        return HoldState(held=False, step=step, note="released" if was else "there was no hold")
+        return self.hold.release()
 
     def step_boundary(self, step: int) -> None:
         """The trainer at the end of ``step`` (main process): while an evolver holds training, wait here
         (the policy stays as it is); a lease that runs out lets training go on, with an event saying so,
         once the trial or commit in flight (if any) has ended. The hold is an evolution point of the run:
         an ``evolution_point`` event records it (mode external) with its held seconds and trials."""
-        with self._hold:
-            if self._hold_until is None:
-                return
-            t0 = time.monotonic()
-            self._hold_until = t0 + self._lease_s  # the lease runs from the moment training stops
-            self._paused_at = step
-            self._point = _Point(step=step, mode="external")
-            self._hold.notify_all()
-            while self._busy or (self._hold_until is not None and time.monotonic() < self._hold_until):
-                left = self._hold_until - time.monotonic() if self._hold_until is not None else 1.0
-                self._hold.wait(timeout=min(1.0, max(0.01, left)))
-            expired = self._hold_until is not None
-            self._hold_until = None
-            self._paused_at = None
-            point, self._point = self._point, None
-            ended = "expired" if expired else "released"
-            self._last_hold = f"the last hold, at step {step}, {'ran out' if expired else 'was released'}"
-        held_s = time.monotonic() - t0
-        if expired:
-            logger.warning("the evolver's hold on training expired at step %d (not released); training goes on", step)
-            self._event("training_hold", step=step, action="expired")
-        self._event("evolution_point", step=step, seconds=round(held_s, 3), ended=ended, **point.stats())
+        self.hold.step_boundary(step)
 
-    def at_boundary(self, step: int):
+    def at_boundary(self, step: int) -> AtBoundary:
         """A context in which the trainer is stopped at ``step`` (an in-process evolution point): a hold asked
         meanwhile is granted at once and ends with it. Its value, once the context has ended, holds the
-        point's trial count and seconds (:meth:`_Point.stats`)."""
-        service = self
+        point's trial count and seconds (:meth:`~harnessrl.evolution.hold.Point.stats`)."""
+        return self.hold.at_boundary(step)
 
-        class _AtBoundary:
-            def __init__(self):
-                self.stats: dict[str, Any] = {}
+    def _policy_still(self, tool: str, candidate_id: str):
+        """:meth:`TrainingHold.policy_still <harnessrl.evolution.hold.TrainingHold.policy_still>` for ``tool``
+        on ``candidate_id``: a refusal leaves the candidate's failure to be offered again."""
 
-            def __enter__(self):
-                with service._hold:
-                    service._paused_at = step
-                    service._point = _Point(step=step, mode="in-process")
-                    service._hold.notify_all()
-                return self
+        def refused() -> None:  # under the hold's condition: no lock taken here
+            cand = self._candidates.get(candidate_id)
+            if cand is not None and cand.failure_id:
+                self.handled.interrupt(cand.failure_id)
 
-            def __exit__(self, *exc):
-                with service._hold:
-                    while service._busy:  # a trial still running (the point timed out): the policy waits
-                        service._hold.wait(timeout=1.0)
-                    service._paused_at = None
-                    service._hold_until = None
-                    point, service._point = service._point, None
-                self.stats = point.stats() if point is not None else {}
-
-        return _AtBoundary()
-
-    @contextlib.contextmanager
-    def _policy_still(self, tool: str, candidate_id: str) -> Iterator[None]:
-        """Run ``tool`` (a trial or a commit) only while the policy cannot move: training stopped at a step
-        boundary, or not running; training stays stopped until it ends. Refused otherwise, with the reason."""
-        with self._hold:
-            if self.training and self._paused_at is None:
-                cand = self._candidates.get(candidate_id)
-                if cand is not None and cand.failure_id:
-                    self._interrupted.add(cand.failure_id)
-                asked = " (a hold was asked for: wait for hold_training to say held)" if self._hold_until else ""
-                raise CandidateError(
-                    f"{tool} refused: training is not held, the trainer is training on from step "
-                    f"{self.current_step()} ({self._last_hold}){asked}. A trial and a commit need the policy "
-                    "frozen: call hold_training and wait until it answers held=true, then call "
-                    f"{tool} while the hold lasts (renew it with hold_training, or ask for a longer lease)"
-                )
-            self._busy += 1
-        try:
-            yield
-        finally:
-            with self._hold:
-                self._busy -= 1
-                self._hold.notify_all()
+        return self.hold.policy_still(tool, refused)
 
     # ------------------------------------------------------------------------------------ outcomes
-    def _await_outcome(self, cand: _Candidate) -> None:
-        """Start measuring a committed update's outcome: the changed tasks' groups before it, now."""
+    def _outcome_tasks(self, cand: CandidateRecord) -> list[str]:
+        """The tasks whose learning signal a committed update's outcome is measured on: those it changes (else
+        its failure's task)."""
         try:
             tasks = [t.id for t in self.harness.interface(cand.update).targets(cand.update)]
         except ValueError:
             tasks = []
         if not tasks and cand.failure is not None:
             tasks = [cand.failure.task_id]
-        before = [
-            g
-            for record in list(self.recorder.steps.values())
-            if record.step < (cand.applied_step or 0)
-            for g in record.groups
-            if g.task_id in tasks
-        ][-self.outcome_groups :]
-        with self._outcomes_lock:
-            self._pending_outcomes[cand.candidate_id] = {
-                "task_ids": tasks,
-                "applied_step": cand.applied_step,
-                "before": before,
-                "after": [],
-            }
+        return tasks
 
-    def observe_step(self, record: Any) -> None:
+    def observe_step(self, record: StepRecord) -> None:
         """A trained step's record (a trainer step listener): feeds the outcomes of committed updates, and
         writes each to the memory (``what_worked`` ranks by it) and the events once measured.
 
-        It runs on the training thread, inside the step (the policy lock held): it takes only the outcomes'
-        own lock, never the tools' lock a trial holds while it waits for the policy."""
-        with self._outcomes_lock:
-            done = []
-            for cid, p in self._pending_outcomes.items():
-                if record.step < p["applied_step"]:
-                    continue
-                p["after"].extend(g for g in record.groups if g.task_id in p["task_ids"])
-                if len(p["after"]) >= self.outcome_groups or record.step >= p["applied_step"] + self.outcome_steps:
-                    done.append(cid)
-            finished = [(cid, self._pending_outcomes.pop(cid)) for cid in done]
-        for cid, p in finished:
-            outcome = _outcome(p["before"], p["after"][: self.outcome_groups], p["applied_step"], record.step)
+        It runs on the training thread, inside the step (the policy lock held): it takes only the outcome
+        tracker's own lock, never the tools' lock a trial holds while it waits for the policy."""
+        for m in self.outcomes.observe(record):
+            cid = m.candidate_id
             self._remember(
-                f"recording the outcome of {cid}", self.memory.record_outcome if self.memory else None, cid, outcome
+                f"recording the outcome of {cid}", self.memory.record_outcome if self.memory else None, cid, m.fields
             )
-            self._event("outcome", step=record.step, candidate_id=cid, task_ids=p["task_ids"], **outcome)
+            self._event("outcome", step=m.step, candidate_id=cid, task_ids=m.task_ids, **m.fields)
 
-    def _target_state(self, update: InterfaceUpdate) -> str:
-        """The part of the harness ``update`` changes, as text: a commit needs it unchanged since the trial."""
-        return json.dumps(self.harness.interface(update).target_state(update), sort_keys=True, default=str)
+    # ------------------------------------------------------------------------------------ handled failures
+    def _mark_handled(self, failure_id: str, outcome: str, candidate_id: str | None = None, reason: str = "") -> None:
+        """Record that the current evolution point handled ``failure_id`` (a ``failure_handled`` event)."""
+        with self.lock:
+            if self.handled.offered_again(failure_id, outcome):  # given up for a refused trial or commit
+                return
+            failure = self._find_failure(failure_id)
+            point = self.hold.point
+            step = point.step if point is not None else self.current_step()
+            key = failure.key if failure is not None else None
+            self.handled.add(failure_id, key, step)
+            if point is not None:
+                point.handled += 1
+        self._event(
+            "failure_handled",
+            step=step,
+            failure_id=failure_id,
+            task_id=key[1] if key else None,
+            failure_kind=key[0] if key else None,
+            criterion=key[2] if key else None,
+            outcome=outcome,
+            point_step=step,
+            point_mode=point.mode if point is not None else None,
+            candidate_id=candidate_id,
+            reason=reason,
+        )
+
+    def restore(self, events: Iterable[Mapping[str, Any]], through_step: int) -> None:
+        """Rebuild what earlier processes of a resumed run decided, from their ``events``: the evolver's
+        counts (attributed, proposed, accepted, rejected, revisions, committed per interface) and the failures
+        handled by evolution points at or before ``through_step`` (the checkpoint the run goes on from: the
+        steps after it are trained again, and what they show is new)."""
+        with self.lock:
+            for e in events:
+                kind, iface = e.get("kind"), e.get("interface")
+                if kind == "attribution" and iface:
+                    self.counts[f"attributed/{iface}"] += 1
+                elif kind == "proposal" and iface:
+                    self.counts[f"proposed/{iface}"] += 1
+                    if e.get("revision"):
+                        self.counts[f"revisions/{iface}"] += 1
+                elif kind == "verdict" and iface and e.get("verdict") in ("accepted", "rejected"):
+                    self.counts[f"{e['verdict']}/{iface}"] += 1
+                elif kind == "commit" and iface:
+                    self.counts[f"committed/{iface}"] += 1
+                else:
+                    self.handled.restore(e, through_step)
 
     # ------------------------------------------------------------------------------------ graph events
     def record_attribution(
