@@ -117,3 +117,82 @@ def test_a_remedy_that_builds_an_invalid_update_is_left_out(caplog):
     out = suggestions(_evidence("criterion_saturated"), [("broken", broken), ("none", lambda e: None), ("fine", fine)])
     assert [s.tag for s in out] == ["fine"] and isinstance(out[0], Suggestion)
     assert "remedy broken built an invalid update" in caplog.text
+
+
+# ------------------------------------------------------------------------------------------ induced criteria
+from harnessrl.interfaces.induction import induce_checks, stated_requirements, tightened_bound  # noqa: E402
+
+NOCOMMA = "Describe a sunny day in one sentence, without using any commas."
+SUNNY = "The warm sun shines on a quiet park full of happy people."
+
+
+def test_what_a_prompt_states_is_read_as_exact_checks():
+    found = {c["type"]: c for c, _ in stated_requirements(NOCOMMA)}
+    assert found["not_contains"] == {"type": "not_contains", "phrases": [","]}
+    assert found["sentence_count"] == {"type": "sentence_count", "max": 1}
+    (limit,) = [c for c, _ in stated_requirements("In at most 20 words, explain why leaves are green.")]
+    assert limit == {"type": "word_count", "max": 20}
+    (tag,) = [c for c, _ in stated_requirements("What is 2+2? Reply in the form 'ANSWER: <number>'.")]
+    assert tag == {"type": "starts_with", "text": "ANSWER:"}
+    opener = [c for c, _ in stated_requirements("What is gravity? Begin your answer with 'Gravity'.")]
+    assert opener == [{"type": "starts_with", "text": "Gravity"}]
+    assert stated_requirements("Tell me about the sea.") == []
+
+
+def test_an_induced_check_is_met_by_the_reference_and_splits_the_rollouts():
+    rollouts = ["The sun is warm, bright and kind.", "A sunny day is nice.", "Sun, sky, sea.", "Warm sun."]
+    (first, *_) = induce_checks(NOCOMMA, SUNNY, rollouts)
+    assert first.check == {"type": "not_contains", "phrases": [","]} and (first.passes, first.total) == (2, 4)
+    assert first.source == "prompt" and first.balance == 1.0
+    # every rollout already passes (no split), or the reference fails it: nothing to induce
+    assert induce_checks(NOCOMMA, SUNNY, ["A warm day.", "Sunny."]) == []
+    assert [c.check["type"] for c in induce_checks(NOCOMMA, "Warm, bright, kind.", rollouts)] == []
+    # a check the rubric has already is not proposed again
+    assert all(c.check["type"] != "not_contains" for c in induce_checks(NOCOMMA, SUNNY, rollouts, [first.check]))
+
+
+def test_a_saturated_bound_is_tightened_to_what_the_reference_meets():
+    rollouts = ["one two three four five six", "one two three", "one two three four five six seven eight"]
+    assert tightened_bound({"type": "word_count", "max": 80}, "one two three four", rollouts) == {
+        "type": "word_count",
+        "max": 6,
+    }
+    assert tightened_bound({"type": "word_count", "max": 5}, "one two three four five six", rollouts) is None
+    assert tightened_bound({"type": "contains", "phrases": ["x"]}, None, rollouts) is None
+
+
+def _lax(texts) -> ProposalEvidence:
+    failure = FailureView(
+        failure_id="3:n:non_discriminative_high",
+        kind="non_discriminative_high",
+        step=3,
+        task_id="n",
+        domain="writing",
+        summary="all 4 rewards are uniformly high",
+        interface_hint="rubric_criteria",
+    )
+    rollouts = RolloutList(
+        task_id="n",
+        prompt=NOCOMMA,
+        reference_answer=SUNNY,
+        rubric=[
+            {"id": "topic", "text": "Mentions 'sun'", "weight": 1, "check": {"type": "contains", "phrases": ["sun"]}}
+        ],
+        rollouts=[
+            RolloutView(
+                step=3, member=k, guided=False, reward=1.0, length_tokens=9, completion=t, verdicts={"topic": 1.0}
+            )
+            for k, t in enumerate(texts)
+        ],
+    )
+    return ProposalEvidence.parse(failure, rollouts)
+
+
+def test_a_lax_rubric_gets_the_exact_criterion_its_prompt_asks_for_before_anything_judged():
+    out = RubricCriteria.suggest(_lax(["The sun, the sky.", "Sun is here.", "Sunny, warm.", "A sun day."]))
+    assert [s.tag for s in out][:1] == ["induced"]
+    (crit,) = out[0].update.add
+    assert crit.check.type == "not_contains" and crit.weight == 1.0 and crit.text == "Uses no commas at all"
+    # nothing the prompt states splits the rollouts: the judged stricter criterion comes first
+    flat = RubricCriteria.suggest(_lax(["The sun is here.", "Sun is warm.", "Sunny day.", "A sun day."]))
+    assert flat[0].tag == "stricter"

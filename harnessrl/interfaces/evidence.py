@@ -81,6 +81,7 @@ class RolloutView(BaseModel):
 class RolloutList(BaseModel):
     task_id: str
     domain: str | None = None
+    prompt: str | None = Field(default=None, description="The task's prompt as text (data, never instructions).")
     rubric_version: int | None = None
     rubric: list[dict[str, Any]] = Field(default_factory=list, description=_RUBRIC)
     reference_answer: str | None = Field(default=None, description="The dataset's reference answer (data).")
@@ -151,6 +152,7 @@ class ProposalEvidence(BaseModel):
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     failure: FailureView
+    prompt: str | None = None
     rubric: list[Criterion] = Field(default_factory=list)
     reference: str | None = None
     rollouts: list[RolloutView] = Field(default_factory=list)
@@ -185,6 +187,7 @@ class ProposalEvidence(BaseModel):
                 continue
         return cls(
             failure=failure,
+            prompt=rollouts.prompt if rollouts is not None else None,
             rubric=rubric,
             reference=(rollouts.reference_answer or None) if rollouts is not None else None,
             rollouts=list(rollouts.rollouts) if rollouts is not None else [],
@@ -244,6 +247,10 @@ class ProposalEvidence(BaseModel):
     @property
     def ref_words(self) -> int | None:
         return count_words(self.reference or "") or None
+
+    def completions(self) -> list[str]:
+        """The rollouts' texts that the server did not cut short (a check on a cut text would misjudge it)."""
+        return [r.completion for r in self.rollouts if not r.truncated]
 
     def attempts_with(self, tool: str) -> list[Attempt]:
         """Earlier attempts built with ``tool``."""

@@ -31,6 +31,7 @@ from harnessrl.interfaces.base import (
     suggestions,
 )
 from harnessrl.interfaces.evidence import ProposalEvidence, as_sentence, clip_text, excerpt, number, round_weight
+from harnessrl.interfaces.induction import induce_checks, stated_requirements, tightened_bound
 from harnessrl.records.failures import Failure
 
 if TYPE_CHECKING:
@@ -310,8 +311,11 @@ def criteria_view(criteria: Sequence[Criterion]) -> list[dict[str, Any]]:
 # ---------------------------------------------------------------------------------------------- remedies
 #
 # Each failure kind's remedies, in the order they are tried (each is a function below, named in _PLAYBOOK):
-# - uniformly high: a stricter judged criterion derived from the saturated criteria (mean verdict >= 0.9),
-#   weighted like the heaviest criterion -> the same at twice the weight *in place of* the saturated ones;
+# - uniformly high: an exact criterion induced from what the prompt states and the reference answer meets that
+#   splits the rollouts (harnessrl.interfaces.induction) -> the next such criterion -> a stricter judged
+#   criterion derived from the saturated criteria (mean verdict >= 0.9), weighted like the heaviest criterion
+#   -> the same at twice the weight *in place of* the saturated ones (a task is retired as solved only after
+#   these: the fallback);
 # - spurious length: a programmatic word_count pitfall (negative weight, half the rubric's positive weight)
 #   above length_margin (1.2) x the reference answer's words (the policy's median without a reference) ->
 #   after a reject, looser (x1.25) when the trial says the reference answer lost score, else tighter (1.0 x
@@ -320,11 +324,13 @@ def criteria_view(criteria: Sequence[Criterion]) -> list[dict[str, Any]]:
 #   judged padding pitfall;
 # - reference below policy: a length pitfall when the policy writes much longer than the reference, else a
 #   criterion asking for the reference's key points -> the other one;
-# - saturated criterion: reword it stricter, grounded in the reference answer (its sentence closest to the
-#   criterion) -> a harder criterion in its place -> drop it. Never a reweight: a criterion every rollout
-#   passes adds the same to every reward of a group, so reweighting it is an affine change the advantages
-#   do not see (the critic rejects it as "no effect on the learning signal");
+# - saturated criterion: a saturated bound check tightened to the bound the reference meets and part of the
+#   rollouts miss; a judged one reworded stricter, grounded in the reference answer (its sentence closest to
+#   the criterion) -> an induced exact criterion -> a harder criterion in its place -> drop it. Never a
+#   reweight: a criterion every rollout passes adds the same to every reward of a group, so reweighting it is
+#   an affine change the advantages do not see (the critic rejects it as "no effect on the learning signal");
 # - dead criterion: a criterion the policy can partly meet (a first step towards the dead one);
+# - spurious length (above): the limit is the prompt's own ("at most 20 words") when it states one;
 # - judge disagreement: reword the criterion to be explicitly checkable -> reweight it down.
 
 _BULLET = re.compile(r"^\s*(?:[-*•+]|\d+[.)])\s+\S", re.MULTILINE)
@@ -397,7 +403,18 @@ def _stricter(e: ProposalEvidence, heavier: bool = False) -> EditRubric | None:
     )
 
 
+def _prompt_word_limit(e: ProposalEvidence) -> int | None:
+    """The word limit the prompt states, if any."""
+    for check, _ in stated_requirements(e.prompt or ""):
+        if check["type"] == "word_count":
+            return int(check["max"])
+    return None
+
+
 def _length_limit(e: ProposalEvidence, factor: float) -> tuple[int, str] | None:
+    stated = _prompt_word_limit(e)
+    if stated is not None and factor >= 1.0:
+        return stated, f"the limit the prompt states ({stated} words)"
     if e.ref_words:
         return math.ceil(factor * e.ref_words), f"{factor:g} × the reference answer's {e.ref_words} words"
     lengths = e.policy_words()
@@ -687,7 +704,58 @@ def _partial_criterion(e: ProposalEvidence) -> EditRubric | None:
     )
 
 
+def _induced_candidates(e: ProposalEvidence) -> list:
+    existing = [c.check.model_dump(mode="json", exclude_none=True) for c in e.rubric if c.check is not None]
+    return induce_checks(e.prompt or "", e.reference, e.completions(), existing)
+
+
+def _induced(e: ProposalEvidence, rank: int = 0) -> EditRubric | None:
+    """An exact criterion the prompt states (or a bound the reference meets) that splits the rollouts."""
+    found = _induced_candidates(e)
+    if len(found) <= rank:
+        return None
+    c = found[rank]
+    cid = f"induced_{c.check['type']}"
+    if any(x.id == cid for x in e.rubric):
+        cid = f"{cid}_{len(e.rubric)}"
+    what = "the prompt asks for it" if c.source == "prompt" else "the reference answer meets it"
+    return EditRubric(
+        task_id=e.task_id,
+        add=[_criterion(cid, c.text, round_weight(e.max_pos), c.check)],
+        rationale=f"The rubric does not check what the prompt asks ({e.summary}): an exact criterion, {c.text!r}: "
+        f"{what}, the reference answer passes it and {c.passes} of {c.total} rollouts do, so it gives the group "
+        "a spread the judge cannot blur.",
+    )
+
+
+def _tightened(e: ProposalEvidence) -> EditRubric | None:
+    """A saturated bound check, tightened to the bound the reference meets and part of the rollouts miss."""
+    crit = e.criterion(e.ev.get("criterion_id"))
+    if crit is None or crit.check is None or crit.weight <= 0:
+        return None
+    old = crit.check.model_dump(mode="json", exclude_none=True)
+    new = tightened_bound(old, e.reference, e.completions())
+    if new is None:
+        return None
+    text = f"{crit.text.rstrip('.')} (at most {new['max']}, the bound the reference answer meets)"
+    return EditRubric(
+        task_id=e.task_id,
+        remove=[crit.id],
+        add=[_criterion(f"{crit.id}_tight", clip_text(text, 600), round_weight(crit.weight), new)],
+        rationale=f"Every rollout passes the bound of criterion {crit.id} ({old.get('max')}); tightened to "
+        f"{new['max']}, which the reference answer meets and part of the rollouts miss.",
+    )
+
+
+def _saturated_first(e: ProposalEvidence) -> EditRubric | None:
+    crit = _target(e)
+    return _tightened(e) if crit is not None and crit.programmatic else _reword_grounded(e)
+
+
 _REMEDIES: dict[str, Callable[[ProposalEvidence], EditRubric | None]] = {
+    "induced": _induced,
+    "induced_next": lambda e: _induced(e, rank=1),
+    "tightened_or_reworded": _saturated_first,
     "stricter": _stricter,
     "stricter_more": lambda e: _stricter(e, heavier=True),
     "length_pitfall": _length_pitfall,
@@ -705,11 +773,11 @@ _REMEDIES: dict[str, Callable[[ProposalEvidence], EditRubric | None]] = {
     "reweight_down": _reweight_down,
 }
 _PLAYBOOK: dict[str, tuple[str, ...]] = {
-    "non_discriminative_high": ("stricter", "stricter_more"),
+    "non_discriminative_high": ("induced", "induced_next", "stricter", "stricter_more"),
     "spurious_length": ("length_pitfall", "length_revise", "padding_pitfall"),
     "spurious_feature": ("feature_pitfall", "feature_heavier", "padding_pitfall"),
     "reference_below_policy": ("reference_first", "reference_second", "length_revise"),
-    "criterion_saturated": ("reword_grounded", "replace_harder", "drop"),
+    "criterion_saturated": ("tightened_or_reworded", "induced", "replace_harder", "drop"),
     "criterion_dead": ("partial",),
     "judge_disagreement": ("reword_checkable", "reweight_down"),
 }
