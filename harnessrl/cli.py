@@ -689,7 +689,7 @@ def evolver_cmd(
     import time
 
     from harnessrl.evolution.client import run_evolution_point
-    from harnessrl.graph import make_evolver_model
+    from harnessrl.graph_builder import make_evolver_model
     from harnessrl.trainer.train_config import load_train_config
 
     if run_dir is not None:

@@ -21,7 +21,9 @@ up. Every step is reported through ``on_event`` and every tool call goes through
 
 :func:`build_graph` is the one place the nodes and their routes are wired, and this module the only one
 that imports :mod:`harnessrl.agents` (the nodes, and the chat models :func:`make_evolver_model` picks);
-nothing is compiled or connected at import time.
+nothing is compiled or connected at import time. It is a layer of its own, above the agents, which build on
+what every node shares (:mod:`harnessrl.graph`: the state, the prompts, the tracing), so neither of those
+imports the other both ways.
 """
 
 from __future__ import annotations

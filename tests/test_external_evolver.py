@@ -156,7 +156,8 @@ def test_the_client_runs_no_graph_without_a_granted_hold(tmp_path):
 
     from harnessrl.evolution.client import run_evolution_point
     from harnessrl.evolution.mcp_server import ToolServer
-    from harnessrl.graph import GraphConfig, make_evolver_model
+    from harnessrl.graph import GraphConfig
+    from harnessrl.graph_builder import make_evolver_model
 
     service = make_service(tmp_path, lambda: 3, trials=AcceptAll())  # training runs, never reaches a boundary
     asked = []
@@ -478,7 +479,7 @@ def _point(world, model) -> dict:
 
 
 def test_two_evolution_points_never_handle_one_failure_twice(tmp_path):
-    from harnessrl.graph import make_evolver_model
+    from harnessrl.graph_builder import make_evolver_model
 
     world = fruit_world(tmp_path / "run")
     model = make_evolver_model()

@@ -29,8 +29,9 @@ from harnessrl.agents.tool_loop import adapt_args
 from harnessrl.data.schema import Task
 from harnessrl.detection.detectors import spearman
 from harnessrl.errors import ConfigError
-from harnessrl.graph import EvolverDeps, GraphConfig, LLMConfig, build_graph, evolve
+from harnessrl.graph import EvolverDeps, GraphConfig, LLMConfig
 from harnessrl.graph.prompts import load_prompt
+from harnessrl.graph_builder import build_graph, evolve
 from harnessrl.interfaces import EditRubric, Harness, ReweightTasks, SetGuidance
 
 # --------------------------------------------------------------------------------------------------
@@ -1143,12 +1144,20 @@ def test_prompts_are_packaged_and_overridable(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "first", ["harnessrl.graph", "harnessrl.agents", "harnessrl.agents.attributor", "harnessrl.agents.rule_based"]
+    "first",
+    [
+        "harnessrl.graph",
+        "harnessrl.graph_builder",
+        "harnessrl.agents",
+        "harnessrl.agents.attributor",
+        "harnessrl.agents.rule_based",
+    ],
 )
 def test_evolver_side_imports_no_heavy_stack(first):
     code = (
         f"import sys, {first}\n"
-        "import harnessrl.graph, harnessrl.agents, harnessrl.agents.critic, harnessrl.agents.testing\n"
+        "import harnessrl.graph, harnessrl.graph_builder, harnessrl.agents, harnessrl.agents.critic\n"
+        "import harnessrl.agents.testing\n"
         "heavy = [m for m in ('torch', 'trl', 'chromadb', 'transformers') if m in sys.modules]\n"
         "assert not heavy, heavy\n"
         "print('ok')\n"
@@ -1159,7 +1168,7 @@ def test_evolver_side_imports_no_heavy_stack(first):
 
 
 def test_a_failure_given_without_an_id_gets_the_memory_id():
-    from harnessrl.graph.builder import _failure_dict
+    from harnessrl.graph_builder import _failure_dict
     from harnessrl.memory.store import TrainingMemory
     from harnessrl.records.failures import Failure
 

@@ -11,8 +11,8 @@ import pytest
 from harnessrl.agents.llm import make_chat_model
 from harnessrl.agents.testing import ScriptedChatModel, tool_call
 from harnessrl.errors import ConfigError
-from harnessrl.graph import make_evolver_model
 from harnessrl.graph.state import LLMConfig
+from harnessrl.graph_builder import make_evolver_model
 from harnessrl.trainer.train_config import TrainConfig
 
 MADE: list[LLMConfig] = []

@@ -49,8 +49,9 @@ async def run_evolution_point(
     from langchain_mcp_adapters.client import MultiServerMCPClient
     from langchain_mcp_adapters.tools import load_mcp_tools
 
-    from harnessrl.graph import EvolverDeps, evolve
+    from harnessrl.graph.state import EvolverDeps
     from harnessrl.graph.tracing import untraced
+    from harnessrl.graph_builder import evolve
 
     client = MultiServerMCPClient(
         {"trainer": {"transport": "streamable_http", "url": url, "headers": {"Authorization": f"Bearer {token}"}}}

@@ -28,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from transformers import TrainerCallback
 
 from harnessrl.evolution.client import run_evolution_point
-from harnessrl.graph.builder import make_evolver_model
+from harnessrl.graph_builder import make_evolver_model
 
 __all__ = ["EvolutionCallback", "write_server_file"]
 

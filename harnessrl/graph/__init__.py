@@ -1,6 +1,9 @@
-"""The harness evolver's LangGraph: its state, settings and structured outputs, ``build_graph(deps)``, its prompts."""
+"""What the evolver graph's nodes share: its state, settings and structured outputs, its prompts and its tracing.
 
-from harnessrl.graph.builder import build_graph, evolve, make_evolver_model
+The agents (:mod:`harnessrl.agents`: the nodes and chat models) build on this package; the graph itself is
+wired in :mod:`harnessrl.graph_builder` (``build_graph(deps)``, ``evolve``, ``make_evolver_model``), above them.
+"""
+
 from harnessrl.graph.state import (
     Attribution,
     CriticDecision,
@@ -21,7 +24,4 @@ __all__ = [
     "GraphConfig",
     "LLMConfig",
     "ProposalRecord",
-    "build_graph",
-    "evolve",
-    "make_evolver_model",
 ]
