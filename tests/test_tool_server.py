@@ -543,6 +543,7 @@ def test_inspect_rollouts_spreads_over_rewards_and_truncates(world):
     long = next(r for r in svc.inspect_rollouts(task_id="t1", steps=1).rollouts if r.member == 0)
     assert long.truncated and "more characters]" in long.completion and len(long.completion) < 700
     assert [c["id"] for c in got.rubric] == ["c1", "c2", "p1"] and got.rubric_version == 0
+    assert got.prompt == svc.harness.tasks["t1"].messages()[-1]["content"]  # what the remedies read requests from
     assert svc.inspect_rollouts(task_id="t3", steps=5).total == 8
 
 

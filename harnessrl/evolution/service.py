@@ -60,6 +60,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from pydantic import BaseModel
 
+from harnessrl.data.schema import prompt_text
 from harnessrl.errors import HarnessRLError
 from harnessrl.evolution.candidates import CandidateError, CandidateRecord
 from harnessrl.evolution.handled import HandledFailures
@@ -379,6 +380,7 @@ class EvolutionService:
         return RolloutList(
             task_id=task.id,
             domain=task.domain,
+            prompt=prompt_text(task.prompt),
             rubric_version=current.version,
             rubric=criteria_view(current.criteria),
             reference_answer=task.reference_answer,
