@@ -6,31 +6,20 @@ from __future__ import annotations
 import inspect
 import json
 import typing
+from types import SimpleNamespace
 
+from helpers import AcceptAll
 from langchain_core.messages import ToolMessage
 
 from harnessrl.agents.critic import _decision
 from harnessrl.evolution.service import EvolutionService, TrialRunner
 from harnessrl.graph.state import CriticDecision
 from harnessrl.interfaces.tools import Candidate
-from harnessrl.records.trials import CandidateStatus, TrialCost, TrialResult
+from harnessrl.records.trials import CandidateStatus, TrialResult
 
 
-def _trial(accepted: bool = True, reason: str = "interval above 0") -> TrialResult:
-    return TrialResult(
-        candidate_id="c1-00000000",
-        interface="rollout_guidance",
-        metric="signal_share",
-        baseline=0.0,
-        candidate=0.5,
-        improvement=0.5,
-        ci_low=0.1,
-        ci_high=0.9,
-        accepted=accepted,
-        reason=reason,
-        measurements={"n": 8},
-        cost=TrialCost(rollouts=16, judge_calls=2, seconds=0.1),
-    )
+def _trial() -> TrialResult:
+    return AcceptAll().run(SimpleNamespace(interface="rollout_guidance"), "c1-00000000")
 
 
 def _answer(content: str, status: str = "success") -> ToolMessage:
@@ -64,7 +53,7 @@ def test_a_decision_holds_its_trial_and_declares_none_of_its_fields():
         "failure_id", "candidate_id", "accepted", "reason", "measurements",
         "metric", "baseline", "candidate", "improvement", "ci_low", "ci_high", "revision",
     ]  # fmt: skip
-    assert (verdict["metric"], verdict["improvement"], verdict["revision"]) == ("signal_share", 0.5, 1)
+    assert (verdict["metric"], verdict["improvement"], verdict["revision"]) == ("signal_share", trial.improvement, 1)
     assert decision.view().model_dump(exclude_unset=True) == {
         k: v for k, v in trial.model_dump().items() if k in ("accepted", "reason", "metric", "baseline", "candidate",
                                                              "improvement", "ci_low", "ci_high", "measurements")
