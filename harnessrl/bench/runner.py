@@ -428,9 +428,6 @@ def _run_planned(
     source: str | None,
     parallel: int,
 ) -> dict[str, Any]:
-    import threading
-    from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
-
     _print_plan(jobs, console)
     if dry_run:
         return {"runs": {j.key: {"action": j.action, "reason": j.reason, "command": j.command} for j in jobs}}
@@ -443,27 +440,73 @@ def _run_planned(
         row["last_action"] = job.action
     manifest.save()
     todo = [j for j in jobs if j.action != "skip"]
-    timeout_s = cfg.timeout_minutes * 60 if cfg.timeout_minutes else None
-    progress = Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[detail]}"),
-        TimeElapsedColumn(),
-        console=console,
-    )
-    lock = threading.Lock()  # the manifest and the progress line, shared by the workers
-    stop = threading.Event()  # Ctrl-C in the main thread: every worker stops its run
-    running: dict[str, str] = {}
+    bench = _Bench(cfg, runner, console, manifest)
+    with bench.progress:
+        bench.overall = bench.progress.add_task("bench", total=len(jobs), completed=len(jobs) - len(todo), detail="")
+        bench.run_all(todo, parallel)
+        bench.progress.update(bench.overall, detail="")
+    return manifest.data
 
-    def show() -> None:
-        progress.update(overall, detail="; ".join(running.values()))
 
-    def run_one(job: RunJob) -> None:
-        if stop.is_set():  # the bench is stopping: this run stays pending
+class _Bench:
+    """The runs of one ``bench run`` in progress: the manifest and the progress line (shared by the workers
+    under one lock), and the stop every worker obeys once Ctrl-C reached the main thread."""
+
+    def __init__(self, cfg: BenchConfig, runner: CommandRunner, console: Console, manifest: _Manifest):
+        import threading
+
+        self.cfg, self.runner, self.manifest = cfg, runner, manifest
+        self.timeout_s = cfg.timeout_minutes * 60 if cfg.timeout_minutes else None
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[detail]}"),
+            TimeElapsedColumn(),
+            console=console,
+        )
+        self.overall: Any = None
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.running: dict[str, str] = {}
+
+    def run_all(self, todo: list[RunJob], parallel: int) -> None:
+        """Every run of ``todo``, ``parallel`` at a time (one: in this thread, so Ctrl-C reaches the run)."""
+        from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+
+        if parallel <= 1:
+            for job in todo:
+                self.run(job)
             return
-        with lock:
-            row = manifest.run(job)
+        pool = ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="bench-run")
+        futures = [pool.submit(self.run, job) for job in todo]
+        try:
+            done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+            for f in done:
+                f.result()  # a worker's own error (not a run's failure, which is recorded) goes up
+        except BaseException:
+            self.stop.set()
+            for f in futures:
+                f.cancel()
+            pool.shutdown(wait=True)
+            raise
+        pool.shutdown(wait=True)
+
+    def _show(self, key: str | None = None, text: str | None = None) -> None:
+        if key is not None:
+            if text is None:
+                self.running.pop(key, None)
+            else:
+                self.running[key] = text
+        self.progress.update(self.overall, detail="; ".join(self.running.values()))
+
+    def run(self, job: RunJob) -> None:
+        """One run: started (its settings written, an attempt recorded), polled, and its outcome recorded."""
+        if self.stop.is_set():  # the bench is stopping: this run stays pending
+            return
+        label = f"{job.method} seed {job.seed}"
+        with self.lock:
+            row = self.manifest.run(job)
             _write_settings(job)
             job.run_dir.parent.mkdir(parents=True, exist_ok=True)
             attempt: dict[str, Any] = {"action": job.action, "started": _now(), "command": job.command}
@@ -471,86 +514,72 @@ def _run_planned(
                 attempt["threads"] = job.threads
             row["attempts"].append(attempt)
             row["status"] = "running"
-            manifest.save()
-            label = f"{job.method} seed {job.seed}"
-            running[job.key] = f"{label}: {job.action}"
-            show()
+            self.manifest.save()
+            self._show(job.key, f"{label}: {job.action}")
 
         def poll() -> None:
-            if stop.is_set():
+            if self.stop.is_set():
                 raise KeyboardInterrupt
             step = _last_step(job.run_dir)
-            with lock:
-                running[job.key] = f"{label}: " + ("starting" if step is None else f"step {step}/{job.max_steps}")
-                show()
+            with self.lock:
+                self._show(job.key, f"{label}: " + ("starting" if step is None else f"step {step}/{job.max_steps}"))
 
         t0 = time.perf_counter()
         launch_error = None
         try:
-            rc = runner(job, poll, timeout_s)
+            rc = self.runner(job, poll, self.timeout_s)
         except KeyboardInterrupt:
-            stop.set()  # before this worker could take the next run
-            with lock:
+            self.stop.set()  # before this worker could take the next run
+            with self.lock:
                 attempt.update(ended=_now(), wall_seconds=round(time.perf_counter() - t0, 1), returncode=None)
                 row["status"], row["error"] = "interrupted", "stopped by Ctrl-C; run the bench again to resume"
-                running.pop(job.key, None)
-                manifest.save()
+                self._show(job.key)
+                self.manifest.save()
             raise
         except Exception as e:  # the run could not even be started: record it and go on with the next
             logger.exception("running %s failed", job.key)
             rc, launch_error = -1, f"{type(e).__name__}: {e}"
-        wall = time.perf_counter() - t0
+        self._record(job, row, attempt, label, rc, time.perf_counter() - t0, launch_error)
+
+    def _record(
+        self,
+        job: RunJob,
+        row: dict[str, Any],
+        attempt: dict[str, Any],
+        label: str,
+        rc: int,
+        wall: float,
+        launch_error: str | None,
+    ) -> None:
         state, why = inspect_run(job.run_dir, job.max_steps)
         freed = 0
-        if rc == 0 and state == "done" and not cfg.keep_resume_checkpoints:
+        if rc == 0 and state == "done" and not self.cfg.keep_resume_checkpoints:
             freed = drop_resume_checkpoints(job.run_dir)
-        with lock:
+        log = self.progress.console.log
+        with self.lock:
             attempt.update(ended=_now(), wall_seconds=round(wall, 1), returncode=rc)
             if rc == 0 and state == "done":
                 row["status"] = "done"
                 row.pop("error", None)
                 row.pop("log_tail", None)
-                progress.console.log(f"[green]✓[/] {label}: {why} in {wall / 60:.1f} min")
+                log(f"[green]✓[/] {label}: {why} in {wall / 60:.1f} min")
                 if freed:
-                    progress.console.log(f"  dropped its resume checkpoints ({freed / 2**30:.1f} GiB)")
+                    log(f"  dropped its resume checkpoints ({freed / 2**30:.1f} GiB)")
             else:
                 if launch_error is not None:
                     problem = f"could not be run ({launch_error})"
-                elif rc == 124 and timeout_s is not None:
-                    problem = f"stopped after timeout_minutes={cfg.timeout_minutes:g}"
+                elif rc == 124 and self.timeout_s is not None:
+                    problem = f"stopped after timeout_minutes={self.cfg.timeout_minutes:g}"
                 elif rc == 0:
                     problem = f"exited 0 but the run is not complete ({why})"
                 else:
                     problem = f"exited with code {rc}"
                 row["status"] = "failed"
                 row["error"], row["log_tail"] = problem, _tail(job.log_path)
-                progress.console.log(f"[red]✗[/] {label}: {problem} (log: {job.log_path})")
-            running.pop(job.key, None)
-            manifest.save()
-            progress.advance(overall)
-            show()
-
-    with progress:
-        overall = progress.add_task("bench", total=len(jobs), completed=len(jobs) - len(todo), detail="")
-        if parallel <= 1:  # in this thread: Ctrl-C reaches the run directly
-            for job in todo:
-                run_one(job)
-        else:
-            pool = ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="bench-run")
-            futures = [pool.submit(run_one, job) for job in todo]
-            try:
-                done, _ = wait(futures, return_when=FIRST_EXCEPTION)
-                for f in done:
-                    f.result()  # a worker's own error (not a run's failure, which is recorded) goes up
-            except BaseException:
-                stop.set()
-                for f in futures:
-                    f.cancel()
-                pool.shutdown(wait=True)
-                raise
-            pool.shutdown(wait=True)
-        progress.update(overall, detail="")
-    return manifest.data
+                log(f"[red]✗[/] {label}: {problem} (log: {job.log_path})")
+            self.manifest.save()
+            self.progress.advance(self.overall)
+            self._show(job.key)
 
 
 def _print_plan(jobs: Sequence[RunJob], console: Console) -> None:
