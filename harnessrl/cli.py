@@ -298,12 +298,9 @@ def bench_judge(
 
     With --labels FILE: agreement and calibration on your own rows only (README: "A judge on your own labels")."""
     _quiet_transformers()
-    import random
-
-    from harnessrl.data import load_bundled, load_judge_labels, load_tasks, prompt_text, validate_labels_file
-    from harnessrl.data.checks import split_sentences
-    from harnessrl.judges import GradeRequest, build_judge
-    from harnessrl.judges.quality import agreement, measure_throughput, reference_vs_poor
+    from harnessrl.data import load_bundled, load_judge_labels, load_tasks, validate_labels_file
+    from harnessrl.judges import build_judge
+    from harnessrl.judges.quality import agreement
 
     if tasks is not None and labels is None:
         raise HarnessRLError("--tasks names the tasks of a labels file: pass --labels FILE too")
@@ -352,68 +349,8 @@ def bench_judge(
         _print_disagreements(rows, ag.verdicts)
 
     if labels is None:
-        with status.status("grading reference and poor answers..."):
-            rvp_tasks = task_list
-            if max_tasks is not None:
-                per_domain: dict[str, list] = {}
-                for task in task_list:
-                    per_domain.setdefault(task.domain, []).append(task)
-                rvp_tasks = [task for group in per_domain.values() for task in group[:max_tasks]]
-            rvp = reference_vs_poor(judge, rvp_tasks)
-        out["reference_vs_poor"] = {
-            "tasks": rvp.tasks,
-            "reference_wins": rvp.reference_wins,
-            "mean_reference": None if rvp.mean_reference != rvp.mean_reference else rvp.mean_reference,
-            "mean_poor": None if rvp.mean_poor != rvp.mean_poor else rvp.mean_poor,
-            "per_domain": {d: {"reference_wins": w, "tasks": n} for d, (w, n) in rvp.per_domain.items()},
-            "losers": rvp.losers,
-        }
-        if not as_json:
-            t = Table(title="Reference answer vs a deliberately poor answer (rubric version 0)", title_justify="left")
-            for col in ("domain", "reference wins", "tasks"):
-                t.add_column(col, justify="right" if col != "domain" else "left")
-            for d, (w, n) in rvp.per_domain.items():
-                t.add_row(d, str(w), str(n))
-            t.add_row("[bold]all[/]", f"[bold]{rvp.reference_wins}[/]", str(rvp.tasks))
-            t.caption = f"mean reward: reference {rvp.mean_reference:.3f}, poor {rvp.mean_poor:.3f}"
-            console.print(t)
-            if rvp.losers:
-                console.print(f"reference not above poor on: {', '.join(rvp.losers)}")
-
-        rng = random.Random(0)
-        texts = [x for task in task_list for x in (task.reference_answer, task.metadata.get("poor_answer")) if x]
-
-        def fresh_requests(tag: str) -> list[GradeRequest]:
-            # as in training: each new response is graded on every judged criterion of its task, and every
-            # sentence is new, so no cache flatters the figure (anchors - prompts, references - recur every
-            # step in training and stay cached here too)
-            reqs: list[GradeRequest] = []
-            while len(reqs) < requests:
-                task = rng.choice(task_list)
-                sents = split_sentences(rng.choice(texts))
-                response = " ".join(f"{s[:-1]} ({tag}.{len(reqs)}.{k}){s[-1]}" for k, s in enumerate(sents))
-                reqs += [
-                    GradeRequest(prompt_text(task.prompt), response, c, task.reference_answer)
-                    for c in task.rubric
-                    if c.check is None
-                ]
-            return reqs[:requests]
-
-        t = Table(
-            title=f"Throughput: {requests} (response, criterion) pairs, whole rubrics per response, "
-            f"{os.cpu_count()} CPU cores",
-            title_justify="left",
-        )
-        for col in ("batch size", "seconds", "criteria / s"):
-            t.add_column(col, justify="right")
-        out["throughput"] = []
-        for bs in [int(b) for b in batch_sizes.split(",") if b.strip()]:
-            with status.status(f"timing batch size {bs}..."):
-                tp = measure_throughput(judge.backend, fresh_requests(str(bs)), bs)
-            t.add_row(str(bs), f"{tp.seconds:.2f}", f"{tp.per_second:.1f}")
-            out["throughput"].append({"batch_size": bs, "seconds": tp.seconds, "per_second": tp.per_second})
-        if not as_json:
-            console.print(t)
+        out["reference_vs_poor"] = _bench_reference_vs_poor(judge, task_list, max_tasks, as_json, status)
+        out["throughput"] = _bench_throughput(judge, task_list, requests, batch_sizes, as_json, status)
 
     if as_json:
         sys.stdout.write(json.dumps(out, indent=2) + "\n")
@@ -425,6 +362,85 @@ def bench_judge(
             "The figures are from those; fix the rows above and run again to measure them all.",
         )
         raise typer.Exit(1)
+
+
+def _bench_reference_vs_poor(judge, task_list, max_tasks: int | None, as_json: bool, status) -> dict:
+    """``bench judge``: the reference answer against the deliberately poor one, per domain (printed unless JSON)."""
+    from harnessrl.judges.quality import reference_vs_poor
+
+    with status.status("grading reference and poor answers..."):
+        rvp_tasks = task_list
+        if max_tasks is not None:
+            per_domain: dict[str, list] = {}
+            for task in task_list:
+                per_domain.setdefault(task.domain, []).append(task)
+            rvp_tasks = [task for group in per_domain.values() for task in group[:max_tasks]]
+        rvp = reference_vs_poor(judge, rvp_tasks)
+    if not as_json:
+        t = Table(title="Reference answer vs a deliberately poor answer (rubric version 0)", title_justify="left")
+        for col in ("domain", "reference wins", "tasks"):
+            t.add_column(col, justify="right" if col != "domain" else "left")
+        for d, (w, n) in rvp.per_domain.items():
+            t.add_row(d, str(w), str(n))
+        t.add_row("[bold]all[/]", f"[bold]{rvp.reference_wins}[/]", str(rvp.tasks))
+        t.caption = f"mean reward: reference {rvp.mean_reference:.3f}, poor {rvp.mean_poor:.3f}"
+        console.print(t)
+        if rvp.losers:
+            console.print(f"reference not above poor on: {', '.join(rvp.losers)}")
+    return {
+        "tasks": rvp.tasks,
+        "reference_wins": rvp.reference_wins,
+        "mean_reference": None if rvp.mean_reference != rvp.mean_reference else rvp.mean_reference,
+        "mean_poor": None if rvp.mean_poor != rvp.mean_poor else rvp.mean_poor,
+        "per_domain": {d: {"reference_wins": w, "tasks": n} for d, (w, n) in rvp.per_domain.items()},
+        "losers": rvp.losers,
+    }
+
+
+def _bench_throughput(judge, task_list, requests: int, batch_sizes: str, as_json: bool, status) -> list[dict]:
+    """``bench judge``: criteria graded per second at each batch size, on responses no cache has seen."""
+    import random
+
+    from harnessrl.data import prompt_text
+    from harnessrl.data.checks import split_sentences
+    from harnessrl.judges import GradeRequest
+    from harnessrl.judges.quality import measure_throughput
+
+    rng = random.Random(0)
+    texts = [x for task in task_list for x in (task.reference_answer, task.metadata.get("poor_answer")) if x]
+
+    def fresh_requests(tag: str) -> list[GradeRequest]:
+        # as in training: each new response is graded on every judged criterion of its task, and every
+        # sentence is new, so no cache flatters the figure (anchors - prompts, references - recur every
+        # step in training and stay cached here too)
+        reqs: list[GradeRequest] = []
+        while len(reqs) < requests:
+            task = rng.choice(task_list)
+            sents = split_sentences(rng.choice(texts))
+            response = " ".join(f"{s[:-1]} ({tag}.{len(reqs)}.{k}){s[-1]}" for k, s in enumerate(sents))
+            reqs += [
+                GradeRequest(prompt_text(task.prompt), response, c, task.reference_answer)
+                for c in task.rubric
+                if c.check is None
+            ]
+        return reqs[:requests]
+
+    t = Table(
+        title=f"Throughput: {requests} (response, criterion) pairs, whole rubrics per response, "
+        f"{os.cpu_count()} CPU cores",
+        title_justify="left",
+    )
+    for col in ("batch size", "seconds", "criteria / s"):
+        t.add_column(col, justify="right")
+    out = []
+    for bs in [int(b) for b in batch_sizes.split(",") if b.strip()]:
+        with status.status(f"timing batch size {bs}..."):
+            tp = measure_throughput(judge.backend, fresh_requests(str(bs)), bs)
+        t.add_row(str(bs), f"{tp.seconds:.2f}", f"{tp.per_second:.1f}")
+        out.append({"batch_size": bs, "seconds": tp.seconds, "per_second": tp.per_second})
+    if not as_json:
+        console.print(t)
+    return out
 
 
 def _fig(x: float | None, fmt: str = ".3f") -> str:
