@@ -122,7 +122,8 @@ class CriticDecision(BaseModel):
         return {"candidate_id": self.candidate_id, "accepted": False, "reason": self.reason, "measurements": {}}
 
     def view(self) -> TrialView:
-        """The trial as the proposer is told it when it revises (what was set of the interfaces' view)."""
+        """The trial as the proposer is told it when it revises: the interfaces' view of a trial result (dumped
+        with ``exclude_unset``, the fields this decision has)."""
         if self.trial is None:
             return TrialView(accepted=False, reason=self.reason, measurements={})
         return TrialView.model_validate(self.trial.model_dump(include=set(TrialView.model_fields)))
