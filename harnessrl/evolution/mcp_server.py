@@ -60,7 +60,6 @@ from pydantic import BaseModel
 
 from harnessrl.errors import HarnessRLError
 from harnessrl.interfaces.tools import ToolSpec, flat_parameters
-from harnessrl.records.trials import TrialResult
 
 if TYPE_CHECKING:
     from mcp.server.auth.provider import AccessToken
@@ -209,7 +208,7 @@ class ToolServer:
             )
         impls = self.service.tool_methods()
         for spec in self.service.tools().values():
-            result = spec.result or TrialResult  # the trial tool's result: the critic's, from the records
+            result = spec.result
             mcp.add_tool(
                 _tool_function(spec, impls[spec.name], result),
                 name=spec.name,

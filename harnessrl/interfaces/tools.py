@@ -25,9 +25,8 @@ every string and container of its update, a plug-in's too), ``record_event``'s p
 :data:`MAX_EVENT_PAYLOAD_CHARS` of JSON. No tool takes a file path.
 
 Results are pydantic models too (MCP structured output: the client gets both the JSON object and its
-text). ``run_frozen_policy_trial`` returns the critic's ``TrialResult`` from
-:mod:`harnessrl.critic.trials`, which lives trainer-side (this module must not import torch, trl or
-chromadb, so that the evolver side imports fast).
+text). ``run_frozen_policy_trial`` returns the critic's ``TrialResult``, defined with its cost in the bottom
+layer (:mod:`harnessrl.records.trials`), so both sides type against it without importing the critic.
 """
 
 from __future__ import annotations
@@ -45,7 +44,7 @@ from harnessrl.interfaces.base import Interface, InterfaceUpdate
 from harnessrl.interfaces.evidence import FailureView, RolloutList, RolloutView, TaskView
 from harnessrl.interfaces.registry import interface_classes
 from harnessrl.records.events import EvolverEventKind
-from harnessrl.records.trials import CandidateStatus
+from harnessrl.records.trials import CandidateStatus, TrialResult
 
 __all__ = [
     "MAX_EVENT_PAYLOAD_CHARS",
@@ -385,12 +384,11 @@ class CommitResult(BaseModel):
 
 @dataclass(frozen=True)
 class ToolSpec:
-    """One tool: its name, argument model (whose docstring is the description) and result model.
-    ``result`` is None for ``run_frozen_policy_trial``, whose ``TrialResult`` lives trainer-side."""
+    """One tool: its name, argument model (whose docstring is the description) and result model."""
 
     name: str
     args: type[BaseModel]
-    result: type[BaseModel] | None
+    result: type[BaseModel]
     read_only: bool = False
 
     @property
@@ -408,7 +406,7 @@ def tool_table(extra: Iterable[str] = ()) -> dict[str, ToolSpec]:
         ToolSpec("inspect_rollouts", InspectRollouts, RolloutList, read_only=True),
         ToolSpec("get_harness_state", GetHarnessState, HarnessView, read_only=True),
         *builders,
-        ToolSpec("run_frozen_policy_trial", RunTrial, None),
+        ToolSpec("run_frozen_policy_trial", RunTrial, TrialResult),
         ToolSpec("commit_update", CommitUpdate, CommitResult),
         ToolSpec("record_event", RecordEvent, EventRecorded),
         ToolSpec("hold_training", HoldTraining, HoldState),

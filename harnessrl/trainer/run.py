@@ -34,6 +34,7 @@ from harnessrl.errors import ConfigError, HarnessRLError
 from harnessrl.interfaces.harness import Harness
 from harnessrl.judges.config import JudgeConfig
 from harnessrl.records.run_dir import LOCK_NAME, RunDir, clear_run_dir, is_disk_full, lock_run_dir
+from harnessrl.records.trials import TrialResult
 from harnessrl.trainer.methods import method_spec
 from harnessrl.trainer.totals import run_totals
 from harnessrl.trainer.train_config import TrainConfig
@@ -305,17 +306,15 @@ class _LockedTrials:
     def __init__(self, trials, trainer):
         self.trials, self.trainer = trials, trainer
 
-    def run(self, *args, **kwargs):
+    def run(self, *args, **kwargs) -> TrialResult:
         t0 = time.perf_counter()
         with self.trainer.policy_lock:
             try:
                 result = self.trials.run(*args, **kwargs)
             finally:
                 self.trainer.timings["trials"] += time.perf_counter() - t0
-        cost = getattr(result, "cost", None)
-        if cost is not None:
-            self.trainer.accounting["rollouts/trial"] += cost.rollouts
-            self.trainer.accounting["judge/calls_trial"] += cost.judge_calls
+        self.trainer.accounting["rollouts/trial"] += result.cost.rollouts
+        self.trainer.accounting["judge/calls_trial"] += result.cost.judge_calls
         return result
 
 
