@@ -722,7 +722,7 @@ def evolver_cmd(
     if not url or not token:
         raise HarnessRLError("give --url and --token (or --run-dir of a live run)")
     settings = load_train_config(config, override).evolver
-    model = make_evolver_model(settings.backend, settings.llm, settings.graph.interfaces)
+    model = make_evolver_model(settings.backend, settings.llm, settings.graph.interfaces, settings.graph.remedies)
 
     def on_event(kind: str, payload: dict) -> None:
         console.print(f"[bold]{kind}[/] {json.dumps(payload, default=str)[:300]}", highlight=False)

@@ -45,6 +45,7 @@ from harnessrl.agents.tool_loop import call_tool, result_json, result_text
 from harnessrl.errors import ConfigError
 from harnessrl.graph.state import DEPS_KEY, EvolverDeps, EvolverState, FailureOutcome, LLMConfig, get_deps
 from harnessrl.graph.tracing import point_config, point_tracing, traced_node
+from harnessrl.interfaces.evidence import SuggestSettings
 
 __all__ = ["build_graph", "evolve", "fetch_failures", "give_up", "select_failure"]
 
@@ -196,10 +197,13 @@ def build_graph(deps: EvolverDeps) -> Runnable:
 
 
 def make_evolver_model(
-    backend: Literal["rule-based", "llm"] = "rule-based", llm: LLMConfig | None = None, interfaces: Sequence[str] = ()
+    backend: Literal["rule-based", "llm"] = "rule-based",
+    llm: LLMConfig | None = None,
+    interfaces: Sequence[str] = (),
+    remedies: SuggestSettings | None = None,
 ):
     """The evolver's chat model: the rule-based one (knowing the registered interfaces plus ``interfaces``
-    dotted paths), or ChatOpenAI on any OpenAI-compatible server."""
+    dotted paths, its remedies set by ``remedies``), or ChatOpenAI on any OpenAI-compatible server."""
     if backend == "llm":
         if llm is None:
             raise ConfigError("evolver.backend is 'llm' but evolver.llm is not set (model, base_url, api_key_env)")
@@ -208,7 +212,7 @@ def make_evolver_model(
         return make_chat_model(llm)
     from harnessrl.agents.rule_based import RuleBasedChatModel
 
-    return RuleBasedChatModel(interfaces=list(interfaces))
+    return RuleBasedChatModel(interfaces=list(interfaces), remedies=remedies or SuggestSettings())
 
 
 async def evolve(

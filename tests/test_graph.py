@@ -33,6 +33,7 @@ from harnessrl.graph import EvolverDeps, GraphConfig, LLMConfig
 from harnessrl.graph.prompts import load_prompt
 from harnessrl.graph_builder import build_graph, evolve
 from harnessrl.interfaces import EditRubric, Harness, ReweightTasks, SetGuidance
+from harnessrl.interfaces.evidence import SuggestSettings
 
 # --------------------------------------------------------------------------------------------------
 # a fake trainer: the contract's tools over a real harness
@@ -863,7 +864,11 @@ def test_rule_based_parks_a_task_when_guidance_already_failed():
     ]
     fake = FakeTrainer([FAIL_LOW], memory={"task_history": history})
     events = Events()
-    run(EvolverDeps(model=RuleBasedChatModel(park_steps=15), tools=fake.tools(), on_event=events))
+    run(
+        EvolverDeps(
+            model=RuleBasedChatModel(remedies=SuggestSettings(park_steps=15)), tools=fake.tools(), on_event=events
+        )
+    )
     att = events.of("attribution")[0]
     assert att["interface"] == "task_sampling"
     assert any("guided rollouts, still flat" in e for e in att["evidence"])

@@ -196,3 +196,14 @@ def test_a_lax_rubric_gets_the_exact_criterion_its_prompt_asks_for_before_anythi
     # nothing the prompt states splits the rollouts: the judged stricter criterion comes first
     flat = RubricCriteria.suggest(_lax(["The sun is here.", "Sun is warm.", "Sunny day.", "A sun day."]))
     assert flat[0].tag == "stricter"
+
+
+def test_induced_criteria_can_be_turned_off_for_an_ablation():
+    from harnessrl.interfaces.evidence import SuggestSettings
+    from harnessrl.trainer.train_config import TrainConfig
+
+    texts = ["The sun, the sky.", "Sun is here.", "Sunny, warm.", "A sun day."]
+    off = _lax(texts).model_copy(update={"settings": SuggestSettings(induced_criteria=False)})
+    assert next(s.tag for s in RubricCriteria.suggest(off)) == "stricter"
+    config = TrainConfig.model_validate({"evolver": {"graph": {"remedies": {"induced_criteria": False}}}})
+    assert config.evolver.graph.remedies.induced_criteria is False

@@ -35,11 +35,13 @@ def test_one_candidate_status_for_the_tools_and_the_memory():
 
 
 def test_the_trial_tool_and_its_runner_are_typed_with_the_records_trial_result():
-    from harnessrl.evolution import mcp_server, service
+    from harnessrl.evolution import service
+    from harnessrl.interfaces.tools import tool_table
 
     for fn in (EvolutionService.run_frozen_policy_trial, TrialRunner.run):
         assert eval(inspect.signature(fn).return_annotation, vars(service)) is TrialResult
-    assert mcp_server.TrialResult is TrialResult
+    # the tool contract names the records' TrialResult as the trial tool's result, and the server serves that
+    assert tool_table()["run_frozen_policy_trial"].result is TrialResult
 
 
 def test_a_decision_holds_its_trial_and_declares_none_of_its_fields():

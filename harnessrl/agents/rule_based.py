@@ -209,14 +209,12 @@ class RuleBasedChatModel(BaseChatModel):
 
     Attributes:
         tool_specs: the tools it is bound to (OpenAI format); set by ``bind_tools``.
-        park_steps: how long a parked task stays parked.
-        length_margin: the word_count pitfall's limit as a multiple of the reference answer's words.
+        remedies: the settings of the interfaces' remedies (park_steps, length_margin, induced_criteria).
     """
 
     tool_specs: list[dict[str, Any]] = Field(default_factory=list)
     interfaces: list[str] = Field(default_factory=list, description="Dotted paths of interfaces beyond the registered.")
-    park_steps: int = Field(default=20, ge=1)
-    length_margin: float = Field(default=1.2, gt=1)
+    remedies: SuggestSettings = Field(default_factory=SuggestSettings)
 
     @property
     def _llm_type(self) -> str:
@@ -425,5 +423,5 @@ class RuleBasedChatModel(BaseChatModel):
             attempts=attempts,
             trial=_parsed(TrialView, h.context.get("trial")),
             notes=[str(n) for n in notes],
-            settings=SuggestSettings(park_steps=self.park_steps, length_margin=self.length_margin),
+            settings=self.remedies,
         )

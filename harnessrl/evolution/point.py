@@ -58,7 +58,9 @@ class EvolutionCallback(TrainerCallback):
         self.settings = settings
         self.run_dir = run_dir
         self.console = console
-        self.model = make_evolver_model(settings.backend, settings.llm, settings.graph.interfaces)
+        self.model = make_evolver_model(
+            settings.backend, settings.llm, settings.graph.interfaces, settings.graph.remedies
+        )
         self.seconds = 0.0
         self.points = 0
         self._seen_failures = 0

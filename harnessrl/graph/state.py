@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validat
 from pydantic_core import to_jsonable_python
 
 from harnessrl.errors import ConfigError
-from harnessrl.interfaces.evidence import TrialView
+from harnessrl.interfaces.evidence import SuggestSettings, TrialView
 from harnessrl.interfaces.registry import interface_classes
 from harnessrl.interfaces.sampling import TaskSampling
 from harnessrl.records.events import EventCallback
@@ -233,6 +233,9 @@ class GraphConfig(BaseModel):
         default=None,
         description="A folder of prompt files (attributor.md, proposer.md, revision.md, ...) overriding the "
         "packaged ones; a missing file falls back to the packaged prompt.",
+    )
+    remedies: SuggestSettings = Field(
+        default_factory=SuggestSettings, description="Settings of the built-in remedies (the rule-based evolver)."
     )
 
     @model_validator(mode="after")

@@ -136,11 +136,19 @@ class Attempt(BaseModel):
 
 
 class SuggestSettings(BaseModel):
-    """Settings of the built-in remedies (the rule-based evolver's ``park_steps`` and ``length_margin``)."""
+    """Settings of the built-in remedies (``evolver.graph.remedies`` of a run config)."""
+
+    model_config = ConfigDict(extra="forbid")
 
     park_steps: int = Field(default=20, ge=1, description="How long a parked task stays parked.")
     length_margin: float = Field(
         default=1.2, gt=1, description="A length pitfall's limit as a multiple of the reference answer's words."
+    )
+    induced_criteria: bool = Field(
+        default=True,
+        description="Exact criteria induced from what the prompt states (and bounds the reference answer meets) for "
+        "a lax rubric, a saturated check or a length the prompt limits; false: the judged stricter criteria "
+        "and reference-based limits alone (an ablation).",
     )
 
 

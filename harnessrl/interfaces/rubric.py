@@ -404,7 +404,9 @@ def _stricter(e: ProposalEvidence, heavier: bool = False) -> EditRubric | None:
 
 
 def _prompt_word_limit(e: ProposalEvidence) -> int | None:
-    """The word limit the prompt states, if any."""
+    """The word limit the prompt states, if any (and induced criteria are on)."""
+    if not e.settings.induced_criteria:
+        return None
     for check, _ in stated_requirements(e.prompt or ""):
         if check["type"] == "word_count":
             return int(check["max"])
@@ -705,6 +707,8 @@ def _partial_criterion(e: ProposalEvidence) -> EditRubric | None:
 
 
 def _induced_candidates(e: ProposalEvidence) -> list:
+    if not e.settings.induced_criteria:
+        return []
     existing = [c.check.model_dump(mode="json", exclude_none=True) for c in e.rubric if c.check is not None]
     return induce_checks(e.prompt or "", e.reference, e.completions(), existing)
 
@@ -731,7 +735,7 @@ def _induced(e: ProposalEvidence, rank: int = 0) -> EditRubric | None:
 def _tightened(e: ProposalEvidence) -> EditRubric | None:
     """A saturated bound check, tightened to the bound the reference meets and part of the rollouts miss."""
     crit = e.criterion(e.ev.get("criterion_id"))
-    if crit is None or crit.check is None or crit.weight <= 0:
+    if not e.settings.induced_criteria or crit is None or crit.check is None or crit.weight <= 0:
         return None
     old = crit.check.model_dump(mode="json", exclude_none=True)
     new = tightened_bound(old, e.reference, e.completions())
