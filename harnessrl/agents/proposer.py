@@ -52,38 +52,7 @@ async def proposer(state: EvolverState, config: RunnableConfig) -> Command[Liter
             update={"give_up_reason": f"proposer: no builder tool ({tool_of[attribution.interface]}) was given"},
         )
     builder_names = [t.name for t in builders]
-    messages = list(state.get("proposer_messages") or [])
-    if not messages:
-        messages = [
-            SystemMessage(content=load_prompt("proposer", cfg.prompts_dir, max_iterations=cfg.max_tool_iterations)),
-            context_message(
-                f"Propose one candidate update for this failure with {' or '.join(builder_names)}.",
-                {
-                    "failure": failure,
-                    "attribution": attribution.model_dump(),
-                    "revision": 0,
-                    "max_revisions": cfg.max_revisions,
-                    "builders": builder_names,
-                },
-            ),
-        ]
-    else:
-        attempts = state.get("attempts") or []
-        last = attempts[-1] if attempts else {}
-        trial = last.get("trial") or {}
-        messages.append(
-            context_message(
-                load_prompt(
-                    "revision",
-                    cfg.prompts_dir,
-                    candidate_id=last.get("candidate_id", "?"),
-                    revision=revision,
-                    max_revisions=cfg.max_revisions,
-                    reason=trial.get("reason") or "no reason given",
-                ),
-                {"revision": revision, "trial": trial, "attempts": attempts, "builders": builder_names},
-            )
-        )
+    messages = _conversation(state, cfg, failure, attribution, revision, builder_names)
 
     def final(name: str, message: ToolMessage) -> dict[str, Any] | None:
         if name not in builder_names:
@@ -110,10 +79,64 @@ async def proposer(state: EvolverState, config: RunnableConfig) -> Command[Liter
                 "proposer_messages": result.messages,
             },
         )
+    record = _record(failure, attribution, revision, result, tool_of)
+    await deps.emit(
+        "proposal", {**record.model_dump(), "candidate": result.final_value, "iterations": result.iterations}
+    )
+    return Command(
+        goto="critic",
+        update={
+            "candidate": result.final_value,
+            "proposal": record,
+            "proposals": [record],
+            "proposer_messages": result.messages,
+        },
+    )
+
+
+def _conversation(state, cfg, failure: dict[str, Any], attribution, revision: int, builder_names: list[str]) -> list:
+    """The proposer's conversation: a new one (the failure, the attribution), or the kept one with the
+    critic's reason and the trial's measurements added for a revision."""
+    messages = list(state.get("proposer_messages") or [])
+    if not messages:
+        return [
+            SystemMessage(content=load_prompt("proposer", cfg.prompts_dir, max_iterations=cfg.max_tool_iterations)),
+            context_message(
+                f"Propose one candidate update for this failure with {' or '.join(builder_names)}.",
+                {
+                    "failure": failure,
+                    "attribution": attribution.model_dump(),
+                    "revision": 0,
+                    "max_revisions": cfg.max_revisions,
+                    "builders": builder_names,
+                },
+            ),
+        ]
+    attempts = state.get("attempts") or []
+    last = attempts[-1] if attempts else {}
+    trial = last.get("trial") or {}
+    messages.append(
+        context_message(
+            load_prompt(
+                "revision",
+                cfg.prompts_dir,
+                candidate_id=last.get("candidate_id", "?"),
+                revision=revision,
+                max_revisions=cfg.max_revisions,
+                reason=trial.get("reason") or "no reason given",
+            ),
+            {"revision": revision, "trial": trial, "attempts": attempts, "builders": builder_names},
+        )
+    )
+    return messages
+
+
+def _record(failure: dict[str, Any], attribution, revision: int, result, tool_of: dict[str, str]) -> ProposalRecord:
+    """What the proposal was: the builder call that made the candidate, as the events record it."""
     candidate: dict[str, Any] = result.final_value
     call = result.final_call or {}
     payload = flat_args(call.get("args") or {})
-    record = ProposalRecord(
+    return ProposalRecord(
         failure_id=str(failure.get("failure_id")),
         task_id=failure.get("task_id"),
         candidate_id=str(candidate["candidate_id"]),
@@ -125,14 +148,4 @@ async def proposer(state: EvolverState, config: RunnableConfig) -> Command[Liter
         payload=payload,
         rationale=str(payload.get("rationale") or ""),
         revision=revision,
-    )
-    await deps.emit("proposal", {**record.model_dump(), "candidate": candidate, "iterations": result.iterations})
-    return Command(
-        goto="critic",
-        update={
-            "candidate": candidate,
-            "proposal": record,
-            "proposals": [record],
-            "proposer_messages": result.messages,
-        },
     )
