@@ -352,104 +352,134 @@ def write_report(run_dir: str | Path) -> Path:
     evals = [e for e in run.read("eval.jsonl") if "source" not in e]  # not `harnessrl eval` rows
     events = run.read("events.jsonl")
     harness = run.read_json("harness.json") or {}
-    parts = [
-        "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
-        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
-        "<title>HarnessRL run report</title><style>"
-        "body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222;line-height:1.4}"
-        "h1{overflow-wrap:anywhere}img{max-width:100%;height:auto}"
-        "table{border-collapse:collapse;margin:1em 0;max-width:100%}"
-        "td,th{border:1px solid #ccc;padding:4px 8px;font-size:13px;text-align:left;vertical-align:top;"
-        "overflow-wrap:break-word}"
-        "th{background:#f3f3f3}pre{background:#f7f7f7;padding:8px;font-size:12px;margin:4px 0;"
-        "white-space:pre-wrap;overflow-wrap:anywhere}"
-        "summary{cursor:pointer;color:#335}details[open]>summary{color:#888}"
-        "</style></head><body>",
-        f"<h1>HarnessRL run: {html.escape(str(run.path))}</h1>",
-    ]
+    parts = [_HEAD, f"<h1>HarnessRL run: {html.escape(str(run.path))}</h1>"]
     if summary:
-        t = summary.get("timings", {})
-        rows = [
-            ["steps", summary.get("steps")],
-            ["wall time (min)", f"{summary.get('wall_seconds', 0) / 60:.1f}"],
-            [
-                "seconds by part of the step",
-                ", ".join(f"{k} {v:.0f}" for k, v in t.items() if k != "step_total")
-                + (f"; whole steps {t['step_total']:.0f}" if "step_total" in t else ""),
-            ],
-            [
-                "train reward first → last",
-                f"{_number(summary.get('reward_first'))} → {_number(summary.get('reward_last'))}",
-            ],
-            ["test before → after", f"{_number(summary.get('eval_before'))} → {_number(summary.get('eval_after'))}"],
-        ]
-        if summary.get("method"):
-            rows.insert(0, ["method", summary["method"]])
-        acc = summary.get("accounting") or {}
-        spent = [k for k in ("generated", "discarded", "trial") if f"rollouts_{k}" in acc]
-        if spent:
-            rows.append([f"rollouts {' / '.join(spent)}", " / ".join(f"{acc[f'rollouts_{k}']:.0f}" for k in spent)])
-        if "judge_calls" in acc:
-            rows.append(["judge calls", f"{acc['judge_calls']:.0f}"])
-        if acc.get("harness_overhead_share") is not None:
-            rows.append(["harness overhead (share of wall time)", f"{acc['harness_overhead_share']:.1%}"])
-        parts.append("<h2>Summary</h2>" + _table(rows, ["", ""]))
+        parts.append("<h2>Summary</h2>" + _table(_summary_rows(summary), ["", ""]))
     if best:
-        test = (best.get("test") or {}).get("overall")
-        parts.append(
-            f"<p>Best {html.escape(best.get('split', 'held-out'))} score <b>{best['overall']:.3f}</b> at step "
-            f"<b>{best['step']}</b>"
-            + (f"; test score there <b>{test:.3f}</b>" if test is not None else "")
-            + (f" (saved in {html.escape(best.get('checkpoint', ''))})" if best.get("checkpoint") else "")
-            + "</p>"
-        )
-    for p in plots:
-        parts.append(f"<img src='plots/{p.name}' alt='training curves ({p.name})'>")
+        parts.append(_best_line(best))
+    parts += [f"<img src='plots/{p.name}' alt='training curves ({p.name})'>" for p in plots]
     if evals:
-        domains = sorted({d for e in evals for d in e["per_domain"]})
-        rows = [
-            [
-                e["step"],
-                e.get("split") or "held-out",
-                _number(e["overall"]),
-                *[f"{e['per_domain'].get(d, float('nan')):.3f}" for d in domains],
-            ]
-            for e in evals
-        ]
-        parts.append(
-            "<h2>Evaluation (validation chooses the best checkpoint; test is only reported)</h2>"
-            + _table(rows, ["step", "split", "overall", *domains])
-        )
+        parts.append(_evaluation_section(evals))
     parts.append(harness_section(harness, events))
     parts.append(update_stories(events, run.read("steps.jsonl")))
-    failures = [e for e in events if e.get("kind") == "failure"]
-    if failures:
-        by_kind: dict[str, list[dict]] = {}
-        for f in failures:
-            by_kind.setdefault(f["failure"], []).append(f)
-        rows = [
-            [
-                k,
-                len(fs),
-                len({f["task_id"] for f in fs}),
-                f"{fs[0]['step']}–{fs[-1]['step']}" if fs[0]["step"] != fs[-1]["step"] else fs[0]["step"],
-                fs[-1]["summary"],
-            ]
-            for k, fs in sorted(by_kind.items())
-        ]
-        parts.append(
-            "<h2>Reward failures detected</h2>" + _table(rows, ["failure", "events", "tasks", "steps", "latest"])
-        )
-        events = [e for e in events if e.get("kind") != "failure"]
-    if events:
-        rows = []
-        for e in events:
-            details = _rounded({k: v for k, v in e.items() if k not in ("time", "kind", "step")})
-            line, whole = _event_line(details)
-            if not whole:
-                line = _fold(json.dumps(details, indent=1, ensure_ascii=False, default=str), label=line)
-            rows.append([e.get("step"), e.get("kind"), line])
-        parts.append("<h2>Events</h2>" + _table(rows, ["step", "event", "details"]))
+    parts.append(_failures_section([e for e in events if e.get("kind") == "failure"]))
+    parts.append(_events_section([e for e in events if e.get("kind") != "failure"]))
     parts.append("</body></html>")
-    run.report.write_text("\n".join(parts), encoding="utf-8")
+    run.report.write_text("\n".join(p for p in parts if p), encoding="utf-8")
     return run.report
+
+
+_HEAD = (
+    "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+    "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+    "<title>HarnessRL run report</title><style>"
+    "body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222;line-height:1.4}"
+    "h1{overflow-wrap:anywhere}img{max-width:100%;height:auto}"
+    "table{border-collapse:collapse;margin:1em 0;max-width:100%}"
+    "td,th{border:1px solid #ccc;padding:4px 8px;font-size:13px;text-align:left;vertical-align:top;"
+    "overflow-wrap:break-word}"
+    "th{background:#f3f3f3}pre{background:#f7f7f7;padding:8px;font-size:12px;margin:4px 0;"
+    "white-space:pre-wrap;overflow-wrap:anywhere}"
+    "summary{cursor:pointer;color:#335}details[open]>summary{color:#888}"
+    "</style></head><body>"
+)
+
+
+def _summary_rows(summary: dict) -> list[list]:
+    t = summary.get("timings", {})
+    graded = ((summary.get("eval") or {}).get("test") or {}).get("graded_with") or "rubric"
+    rows = [
+        ["steps", summary.get("steps")],
+        ["wall time (min)", f"{summary.get('wall_seconds', 0) / 60:.1f}"],
+        [
+            "seconds by part of the step",
+            ", ".join(f"{k} {v:.0f}" for k, v in t.items() if k != "step_total")
+            + (f"; whole steps {t['step_total']:.0f}" if "step_total" in t else ""),
+        ],
+        [
+            "train reward first → last",
+            f"{_number(summary.get('reward_first'))} → {_number(summary.get('reward_last'))}",
+        ],
+        [
+            f"test before → after ({graded})",
+            f"{_number(summary.get('eval_before'))} → {_number(summary.get('eval_after'))}",
+        ],
+    ]
+    if summary.get("method"):
+        rows.insert(0, ["method", summary["method"]])
+    acc = summary.get("accounting") or {}
+    spent = [k for k in ("generated", "discarded", "trial") if f"rollouts_{k}" in acc]
+    if spent:
+        rows.append([f"rollouts {' / '.join(spent)}", " / ".join(f"{acc[f'rollouts_{k}']:.0f}" for k in spent)])
+    if "judge_calls" in acc:
+        rows.append(["judge calls", f"{acc['judge_calls']:.0f}"])
+    if acc.get("harness_overhead_share") is not None:
+        rows.append(["harness overhead (share of wall time)", f"{acc['harness_overhead_share']:.1%}"])
+    return rows
+
+
+def _best_line(best: dict) -> str:
+    test = (best.get("test") or {}).get("overall")
+    graded = html.escape(best.get("graded_with", "rubric"))
+    return (
+        f"<p>Best {html.escape(best.get('split', 'held-out'))} score ({graded}) <b>{_number(best.get('overall'))}</b>"
+        f" at step <b>{best['step']}</b>"
+        + (f"; test score there <b>{test:.3f}</b>" if test is not None else "")
+        + (f" (saved in {html.escape(best.get('checkpoint', ''))})" if best.get("checkpoint") else "")
+        + "</p>"
+    )
+
+
+def _evaluation_section(evals: list[dict]) -> str:
+    """Each evaluation: its grading, the score and the proxy beside a gold one, per family (else per domain)."""
+    by = "per_family" if any(e.get("per_family") for e in evals) else "per_domain"
+    groups = sorted({d for e in evals for d in e.get(by) or {}})
+    rows = [
+        [
+            e["step"],
+            e.get("split") or "held-out",
+            e.get("graded_with", "rubric"),
+            _number(e["overall"]),
+            _number((e.get("proxy") or {}).get("overall")),
+            *[_number((e.get(by) or {}).get(d)) for d in groups],
+        ]
+        for e in evals
+    ]
+    return (
+        "<h2>Evaluation (validation chooses the best checkpoint; test is only reported)</h2>"
+        "<p>Graded with the tasks' gold rubrics where they have them; the proxy is their rubric version 0, what "
+        f"training optimises. Columns after it: {by.replace('_', ' ')}.</p>"
+        + _table(rows, ["step", "split", "graded with", "score", "proxy", *groups])
+    )
+
+
+def _failures_section(failures: list[dict]) -> str:
+    if not failures:
+        return ""
+    by_kind: dict[str, list[dict]] = {}
+    for f in failures:
+        by_kind.setdefault(f["failure"], []).append(f)
+    rows = [
+        [
+            k,
+            len(fs),
+            len({f["task_id"] for f in fs}),
+            f"{fs[0]['step']}–{fs[-1]['step']}" if fs[0]["step"] != fs[-1]["step"] else fs[0]["step"],
+            fs[-1]["summary"],
+        ]
+        for k, fs in sorted(by_kind.items())
+    ]
+    return "<h2>Reward failures detected</h2>" + _table(rows, ["failure", "events", "tasks", "steps", "latest"])
+
+
+def _events_section(events: list[dict]) -> str:
+    if not events:
+        return ""
+    rows = []
+    for e in events:
+        details = _rounded({k: v for k, v in e.items() if k not in ("time", "kind", "step")})
+        line, whole = _event_line(details)
+        if not whole:
+            line = _fold(json.dumps(details, indent=1, ensure_ascii=False, default=str), label=line)
+        rows.append([e.get("step"), e.get("kind"), line])
+    return "<h2>Events</h2>" + _table(rows, ["step", "event", "details"])
