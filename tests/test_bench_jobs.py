@@ -190,3 +190,61 @@ def test_a_setting_the_method_never_reads_does_not_make_a_finished_run_stale(tmp
         "fixed/seed1": "skip",
         "harnessrl/seed1": "restart",
     }
+
+
+def test_what_the_harness_did_is_read_from_the_events_per_family(tmp_path):
+    from harnessrl.bench.results import RunData, harness_decisions
+
+    run = tmp_path / "run"
+    run.mkdir()
+    tasks = tmp_path / "tasks.jsonl"
+    rows = [
+        {
+            "id": t,
+            "domain": "d",
+            "prompt": "q",
+            "rubric": [{"id": "c", "text": "x", "weight": 1}],
+            "metadata": {"family": f},
+        }
+        for t, f in (("a1", "lax"), ("a2", "lax"), ("b1", "hard"))
+    ]
+    tasks.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    (run / "config.yaml").write_text(yaml.safe_dump({"data": {"train": str(tasks)}}), encoding="utf-8")
+    events = [
+        {"kind": "proposal", "candidate_id": "c1", "update": {"task_id": "a1", "rationale": "x [rule-based: induced]"}},
+        {"kind": "verdict", "candidate_id": "c1", "verdict": "accepted", "reason": "accepted: ..."},
+        {
+            "kind": "commit",
+            "candidate_id": "c1",
+            "interface": "rubric_criteria",
+            "update": {"task_id": "a1", "rationale": "x [rule-based: induced]"},
+        },
+        {
+            "kind": "proposal",
+            "candidate_id": "c2",
+            "update": {"task_id": "a2", "rationale": "y [rule-based: stricter]"},
+        },
+        {
+            "kind": "verdict",
+            "candidate_id": "c2",
+            "verdict": "rejected",
+            "reason": "rejected by the reference guard: the reference ...",
+        },
+        {
+            "kind": "commit",
+            "candidate_id": "c3",
+            "interface": "task_sampling",
+            "update": {"task_ids": ["b1"], "action": "park"},
+        },
+        {"kind": "give_up", "task_id": "a2", "failure_kind": "non_discriminative_high"},
+    ]
+    (run / "events.jsonl").write_text("".join(json.dumps({"time": 0, "step": 5, **e}) + "\n" for e in events))
+    got = harness_decisions(RunData.read(run, "harnessrl", 0))
+    assert got == {
+        "hard": {"commits": {"task_sampling:park": 1}, "rejected": {}, "gave_up": 0},
+        "lax": {
+            "commits": {"rubric_criteria:induced": 1},
+            "rejected": {"rejected by the reference guard": 1},
+            "gave_up": 1,
+        },
+    }

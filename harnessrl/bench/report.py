@@ -615,6 +615,36 @@ def _oracle_lines(gap: dict[str, Any] | None, agg: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _decision_lines(agg: dict[str, Any]) -> list[str]:
+    """Per harness arm and family: what it committed (interface and remedy), what the critic refused and why,
+    the failures it gave up; summed over the seeds (read from the runs' events)."""
+    lines: list[str] = []
+    for m, a in agg.items():
+        decisions = a.get("harness_decisions") or {}
+        if not is_harness_arm(m, agg) or not decisions:
+            continue
+        if not lines:
+            lines += [
+                "## What the harness did, per family",
+                "",
+                "Summed over the seeds, from each run's events: the updates committed (interface: remedy), the "
+                "candidates the critic rejected (by the kind of reason), and the failures given up.",
+                "",
+            ]
+        rows = []
+        for fam, d in decisions.items():
+            commits = ", ".join(f"{k} ×{n}" for k, n in sorted(d["commits"].items())) or "none"
+            rejected = ", ".join(f"{k} ×{n}" for k, n in sorted(d["rejected"].items(), key=lambda x: -x[1])) or "none"
+            rows.append([fam, commits, rejected, str(d["gave_up"])])
+        lines += [
+            f"### {m} ({len(a['seeds'])} seed(s))",
+            "",
+            *_table(["family", "committed", "rejected", "given up"], rows),
+            "",
+        ]
+    return lines
+
+
 def _markdown(results: dict[str, Any]) -> str:
     agg, figures = results["methods"], results["runs"]
     lines = [
@@ -643,6 +673,7 @@ def _markdown(results: dict[str, Any]) -> str:
     lines += _fault_lines(results["fault_check"])
     lines += ["## HarnessRL against each baseline", "", *_comparison_lines(results["comparisons"], agg), ""]
     lines += _oracle_lines(results["oracle_gap"], agg)
+    lines += _decision_lines(agg)
     lines += ["## Plots", ""]
     for name, rel in results["plots"].items():
         lines += [f"![{name}]({rel})", ""]

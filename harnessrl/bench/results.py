@@ -29,6 +29,7 @@ import json
 import logging
 import math
 import random
+import re
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -409,6 +410,53 @@ def _training_family_figures(run: RunData) -> dict[str, Any]:
     return {"train_per_family": per_family, "train_clipped_share": clipped}
 
 
+_TAG = re.compile(r"\[rule-based: ([a-z_]+)\]")
+
+
+def _reason_kind(reason: str) -> str:
+    """A rejection's kind: its reason up to the numbers ("rejected by the reference guard", "no effect on the
+    learning signal", "budget", ...)."""
+    head = reason.split(":", 1)[0].strip() or "rejected"
+    if head == "rejected" and ":" in reason:  # "rejected: the improvement is not reliably above 0: ..."
+        head = "rejected: " + reason.split(":", 2)[1].strip()
+    return head[:80]
+
+
+def harness_decisions(run: RunData) -> dict[str, dict[str, Any]]:
+    """What the harness did, per task family (the task's id when it has none), read from the events: commits by
+    interface and remedy ("task_sampling:park", "rubric_criteria:induced", ...; a remedy without a tag is named by
+    the update's action or interface), rejected candidates by the kind of reason, failures given up."""
+    family_of = {tid: str(m.get("family") or tid) for tid, m in run.train_tasks.items()}
+    proposals = {e.get("candidate_id"): e for e in run.events if e.get("kind") == "proposal"}
+    out: dict[str, dict[str, Any]] = {}
+
+    def entry(task_id: Any) -> dict[str, Any]:
+        fam = family_of.get(str(task_id), str(task_id))
+        return out.setdefault(fam, {"commits": {}, "rejected": {}, "gave_up": 0})
+
+    def task_of(e: dict[str, Any]) -> Any:
+        update = e.get("update") or (proposals.get(e.get("candidate_id")) or {}).get("update") or {}
+        if isinstance(update, dict):
+            return update.get("task_id") or update.get("target") or (update.get("task_ids") or [None])[0]
+        return None
+
+    for e in run.events:
+        kind = e.get("kind")
+        if kind == "commit":
+            update = e.get("update") if isinstance(e.get("update"), dict) else {}
+            tags = _TAG.findall(str(update.get("rationale") or ""))
+            name = f"{e.get('interface')}:{tags[-1] if tags else update.get('action') or 'update'}"
+            c = entry(task_of(e))["commits"]
+            c[name] = c.get(name, 0) + 1
+        elif kind == "verdict" and e.get("verdict") == "rejected":
+            r = entry(task_of(e))["rejected"]
+            why = _reason_kind(str(e.get("reason") or ""))
+            r[why] = r.get(why, 0) + 1
+        elif kind == "give_up":
+            entry(e.get("task_id"))["gave_up"] += 1
+    return dict(sorted(out.items()))
+
+
 def run_figures(run: RunData) -> dict[str, Any]:
     """One run's figures (``None`` where the run does not record one)."""
     validation, test = run.eval_rows("validation"), run.eval_rows("test")
@@ -478,6 +526,7 @@ def run_figures(run: RunData) -> dict[str, Any]:
     verdicts = [e for e in run.events if e.get("kind") == "verdict"]
     figures["harness_commits"] = len(commits)
     figures["harness_rejections"] = sum(e.get("verdict") == "rejected" for e in verdicts)
+    figures["harness_decisions"] = harness_decisions(run)
     figures.update(_gold_figures(run, test, best_step, test_at_best))
     figures.update(_training_family_figures(run))
     figures["family_failure"] = {
@@ -619,8 +668,22 @@ def aggregate(runs_figures: Sequence[dict[str, Any]], methods: Sequence[str] | N
             }
             for fam in families
         }
+        agg["harness_decisions"] = _summed_decisions([f.get("harness_decisions") or {} for f in rows])
         out[method] = agg
     return out
+
+
+def _summed_decisions(per_run: Sequence[dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """The runs' :func:`harness_decisions`, summed per family."""
+    out: dict[str, dict[str, Any]] = {}
+    for decisions in per_run:
+        for fam, d in decisions.items():
+            e = out.setdefault(fam, {"commits": {}, "rejected": {}, "gave_up": 0})
+            for part in ("commits", "rejected"):
+                for name, n in (d.get(part) or {}).items():
+                    e[part][name] = e[part].get(name, 0) + n
+            e["gave_up"] += d.get("gave_up") or 0
+    return dict(sorted(out.items()))
 
 
 def _paired(a: dict[str, Any], b: dict[str, Any], key: str, group: str | None = None) -> dict[str, Any]:
