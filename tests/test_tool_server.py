@@ -607,10 +607,13 @@ def test_events_record_every_decision(world):
     svc.on_event("proposal", {"candidate_id": cand.candidate_id})  # already written by the tool: not twice
     svc.on_event("give_up", {"failure_id": fid, "kind": "x", "rounds": 3})
     kinds = [e["kind"] for e in world.events()]
+    # the commit's repair is carried to the task's siblings (the same domain: these tasks have no family)
     assert kinds == [
-        "attribution", "proposal", "trial", "verdict", "commit", "failure_handled", "give_up", "failure_handled",
+        "attribution", "proposal", "trial", "verdict", "commit", "repair_carried", "failure_handled", "give_up",
+        "failure_handled",
     ]  # fmt: skip
-    att, prop, trial, verdict, commit, committed, give_up, gave_up = world.events()
+    att, prop, trial, verdict, commit, carried, committed, give_up, gave_up = world.events()
+    assert carried["failure_id"] == fid and carried["task_id"] == "t2" and "t2" not in carried["siblings"]
     assert (committed["failure_id"], committed["outcome"], committed["candidate_id"]) == (
         fid, "committed", cand.candidate_id,
     )  # fmt: skip

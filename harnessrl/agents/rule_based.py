@@ -320,6 +320,11 @@ class RuleBasedChatModel(BaseChatModel):
             evidence.append(f"criterion {ev.get('criterion_id')} is a pitfall every rollout commits")
         allowed = set(allowed_interfaces(self.interfaces).get(kind, (default,)))
         interface, why = default, f"{kind.replace('_', ' ')} is usually fixed through {default}"
+        carried = ev.get("carried_from")
+        if carried and ev.get("interface") in allowed | {default}:
+            interface = str(ev["interface"])
+            why = f"the same kind of {interface} repair was committed for its sibling {carried}"
+            evidence.append(f"carried from {carried}: remedy {ev.get('remedy') or 'unnamed'}")
         for r in h.errors():
             evidence.append(f"{r.name} failed: {clip_text(r.text, 160)}")
 
@@ -334,11 +339,11 @@ class RuleBasedChatModel(BaseChatModel):
                 f"{item.get('task_id')} (recovered: {recovered})"
             )
         best = max((i for i in votes if i in allowed), key=lambda i: votes[i], default=None)
-        if best and best != interface and votes[best] >= 2 and votes[best] > votes[interface]:
+        if not carried and best and best != interface and votes[best] >= 2 and votes[best] > votes[interface]:
             interface = best
             why = f"updates of {best} fixed similar {kind} failures before ({votes[best]} votes vs {votes[default]})"
 
-        if interface == GUIDANCE and SAMPLING in allowed:
+        if interface == GUIDANCE and SAMPLING in allowed and not carried:
             failed = self._guidance_failed(h, failure)
             if failed:
                 evidence.extend(failed)
@@ -399,6 +404,9 @@ class RuleBasedChatModel(BaseChatModel):
         if cls is None:
             return []
         ladder = list(cls.suggest(e))
+        if e.ev.get("carried_from"):  # a repair carried from a sibling: that remedy only, and no task dropped
+            remedy = e.ev.get("remedy")
+            return [s for s in ladder if s.tag == remedy] if remedy else ladder
         fallback = _fallback(e.failure.kind, interface)
         last = classes[SAMPLING].suggestion(fallback, e) if fallback and SAMPLING in classes else None
         return [*ladder, last] if last is not None else ladder

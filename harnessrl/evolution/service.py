@@ -63,6 +63,7 @@ from pydantic import BaseModel
 from harnessrl.data.schema import prompt_text
 from harnessrl.errors import HarnessRLError
 from harnessrl.evolution.candidates import CandidateError, CandidateRecord
+from harnessrl.evolution.carried import CarriedRepairs
 from harnessrl.evolution.handled import HandledFailures
 from harnessrl.evolution.hold import TrainingHold
 from harnessrl.evolution.outcomes import OutcomeTracker
@@ -156,6 +157,8 @@ class EvolutionService:
         outcome_groups: a committed update's *outcome* is measured on this many of the changed tasks'
             groups trained after it (against as many before it; :meth:`observe_step`) ...
         outcome_steps: ... or on what came within this many steps (a parked task may never come back).
+        carry_repairs: after a commit, offer its siblings (same family) the same kind of repair
+            (:mod:`harnessrl.evolution.carried`), each measured like any candidate.
     """
 
     def __init__(
@@ -172,6 +175,7 @@ class EvolutionService:
         completion_chars: int = 600,
         outcome_groups: int = 2,
         outcome_steps: int = 10,
+        carry_repairs: bool = True,
     ):
         self.harness = harness
         self.recorder = recorder
@@ -190,6 +194,7 @@ class EvolutionService:
         self.hold = TrainingHold(self.current_step, self._event)
         self.outcomes = OutcomeTracker(recorder, outcome_groups, outcome_steps)
         self.handled = HandledFailures()
+        self.carried = CarriedRepairs(harness.tasks, enabled=carry_repairs)
 
     @property
     def training(self) -> bool:
@@ -276,8 +281,13 @@ class EvolutionService:
             )
         return cand
 
+    def _all_failures(self) -> list[Failure]:
+        """The detected failures, then the carried ones whose task can be measured now."""
+        ready = self.carried.ready(lambda task_id: bool(self.recorder.latest_rollouts(task_id)))
+        return [*self._failures(), *ready]
+
     def _find_failure(self, failure_id: str) -> Failure | None:
-        for f in reversed(list(self._failures())):
+        for f in reversed(self._all_failures()):
             if f.id == failure_id:
                 return f
         return None
@@ -291,8 +301,9 @@ class EvolutionService:
         with self.lock:
             groups: dict[tuple, list[Failure]] = {}
             handled: set[tuple] = set()
-            for f in self._failures():
-                if a.since_step is not None and f.step < a.since_step:
+            for f in self._all_failures():
+                carried = f.evidence.get("carried_from") is not None  # offered until handled, whatever the step
+                if a.since_step is not None and f.step < a.since_step and not carried:
                     continue
                 if a.kinds and f.kind not in a.kinds:
                     continue
@@ -585,8 +596,23 @@ class EvolutionService:
                 update=cand.update.model_dump(mode="json"),
             )
             if cand.failure_id:
+                self._carry(cand, applies)
                 self._mark_handled(cand.failure_id, "committed", candidate_id=cid)
             return CommitResult(candidate_id=cid, interface=interface, version=version, applies_from_step=applies)
+
+    def _carry(self, cand: CandidateRecord, applies: int) -> None:
+        """Queue the committed repair for the failure's siblings (a ``repair_carried`` event names them)."""
+        failure = self._find_failure(cand.failure_id or "")
+        siblings = self.carried.after_commit(failure, cand.update, applies)
+        if siblings and failure is not None:
+            self._event(
+                "repair_carried",
+                candidate_id=cand.candidate_id,
+                interface=cand.update.interface,
+                failure_id=failure.id,
+                task_id=failure.task_id,
+                siblings=siblings,
+            )
 
     def _check_committable(self, cand: CandidateRecord, step: int) -> None:
         """Refuse (:class:`CandidateError`) a commit of ``cand`` at ``step``: already committed, never measured,
@@ -695,6 +721,7 @@ class EvolutionService:
             step = point.step if point is not None else self.current_step()
             key = failure.key if failure is not None else None
             self.handled.add(failure_id, key, step)
+            self.carried.forget(failure_id)
             if point is not None:
                 point.handled += 1
         self._event(

@@ -38,6 +38,7 @@ EventKind = Literal[
     "evolution_point",
     "outcome",
     "training_hold",
+    "repair_carried",
     "failure_handled",
 ]
 EVENT_KINDS: tuple[str, ...] = get_args(EvolverEventKind)

@@ -367,6 +367,7 @@ def _start_evolver(config, trainer, harness, recorder, judge, tokenizer, memory,
         failures=lambda: monitor.failures,
         step=lambda: trainer.state.global_step,
         max_trial_age_steps=config.evolver.max_trial_age_steps,
+        carry_repairs=config.evolver.carry_repairs,
     )
     # training is about to run: a hold asked for from now on waits for the first step boundary
     service.training = True

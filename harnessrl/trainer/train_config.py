@@ -295,6 +295,11 @@ class EvolverSettings(_Section):
         ge=0,
         description="Training steps a trial stays valid for a commit (0: the policy must not have moved since).",
     )
+    carry_repairs: bool = Field(
+        default=True,
+        description="After a rubric or guidance commit, offer the same kind of repair to the task's siblings (same "
+        "metadata.family, else domain), each measured by the critic like any candidate; false: one task at a time.",
+    )
     graph: GraphConfig = Field(default_factory=GraphConfig)
     trials: TrialConfig = Field(default_factory=TrialConfig)
 
