@@ -891,13 +891,23 @@ def test_rule_based_follows_what_worked_in_memory():
         }
         for i in range(2)
     ]
-    fake = FakeTrainer([FAIL_HIGH], memory={"what_worked": worked})
+    # the rubric had its chance on this task (a rejected candidate in its history): the memory's vote retires it
+    tried = [{"id": "cand-r", "interface": "rubric_criteria", "verdict": "rejected", "task_id": "t_high"}]
+    fake = FakeTrainer([FAIL_HIGH], memory={"what_worked": worked, "task_history": tried})
     events = Events()
     run(EvolverDeps(model=RuleBasedChatModel(), tools=fake.tools(), on_event=events))
     att = events.of("attribution")[0]
     assert att["interface"] == "task_sampling" and "fixed similar" in att["rationale"]
     assert events.of("proposal")[0]["payload"]["action"] == "retire"
     assert fake.harness.sampling.state.status["t_high"] == "retired"
+    # no rubric repair tried for the task yet: the same votes do not retire a uniformly-high task (a lax rubric
+    # is not a solved task); the rubric is tried first
+    fake = FakeTrainer([FAIL_HIGH], memory={"what_worked": worked})
+    events = Events()
+    run(EvolverDeps(model=RuleBasedChatModel(), tools=fake.tools(), on_event=events))
+    att = events.of("attribution")[0]
+    assert att["interface"] == "rubric_criteria"
+    assert any("not retired on the memory's vote" in e for e in att["evidence"])
 
 
 def test_rule_based_adds_a_stricter_criterion_on_uniformly_high():

@@ -680,3 +680,35 @@ def test_semantic_judge_length_story(semantic_judge):
     assert sampler.calls == 0
     assert result.cost.judge_calls == 1  # the reference answer, for the judged criterion; rollouts were cached
     assert m["reference_reward_candidate"] > 0.8 >= m["policy_median_candidate"]
+
+
+class LengthsSampler:
+    """Completions of 45, 60, 45, 60, ... words: long enough to saturate the judged criterion; half of every
+    fresh group stays within 50 words."""
+
+    def __init__(self):
+        self.generated = 0
+
+    def sample(self, prompts, temperature, max_new_tokens, **settings):
+        self.generated += len(prompts)
+        return [text_of(45 if i % 2 == 0 else 60) for i in range(len(prompts))]
+
+
+def test_a_rubric_trial_on_too_few_cached_groups_tops_them_up_with_fresh_ones_when_asked():
+    """One cached group splits 2/2 under the candidate: too little for the bootstrap (its interval reaches 0);
+    with ``min_regrade_groups`` fresh groups of the frozen policy are re-graded beside it and decide."""
+    harness, _, judge, recorder = make_env()
+    record_group(harness, judge, recorder, 1, "sea", [text_of(n) for n in (45, 60, 46, 61)])
+    strict = EditRubric(
+        task_id="sea",
+        add=[Criterion(id="concise", text="Stays within 50 words", weight=1, check={"type": "word_count", "max": 50})],
+    )
+    flat = failure("non_discriminative_high")
+    cached_only = FrozenPolicyTrials(harness, recorder, judge, NoSampler(), TrialConfig()).run(strict, "c1", flat)
+    assert not cached_only.accepted and cached_only.measurements["n_groups"] == 1 and cached_only.cost.rollouts == 0
+    sampler = LengthsSampler()
+    config = TrialConfig(min_regrade_groups=3, max_rollouts=16)
+    topped = FrozenPolicyTrials(harness, recorder, judge, sampler, config).run(strict, "c2", flat)
+    assert topped.accepted, topped.reason
+    assert topped.measurements["n_groups"] == 3 and topped.measurements["fresh_groups"] == 2
+    assert topped.cost.rollouts == sampler.generated == 8  # two fresh groups of the trainer's G=4

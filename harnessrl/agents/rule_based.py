@@ -339,6 +339,11 @@ class RuleBasedChatModel(BaseChatModel):
                 f"{item.get('task_id')} (recovered: {recovered})"
             )
         best = max((i for i in votes if i in allowed), key=lambda i: votes[i], default=None)
+        if best == SAMPLING and kind == "non_discriminative_high" and not self._tried_for_task(h, failure, RUBRIC):
+            # retiring a task as solved only after the rubric had its chance: what the prompt asks but the rubric
+            # does not check, as an exact criterion (a lax rubric is not a solved task)
+            evidence.append(f"no rubric repair was tried for {failure.task_id} yet: not retired on the memory's vote")
+            best = None
         if not carried and best and best != interface and votes[best] >= 2 and votes[best] > votes[interface]:
             interface = best
             why = f"updates of {best} fixed similar {kind} failures before ({votes[best]} votes vs {votes[default]})"
@@ -351,6 +356,14 @@ class RuleBasedChatModel(BaseChatModel):
                 why = "guidance already failed for this task, so it is out of reach for now"
         rationale = f"{why}; chose {interface}."
         return interface, rationale[:1].upper() + rationale[1:], evidence
+
+    @staticmethod
+    def _tried_for_task(h: _History, failure: FailureView, interface: str) -> bool:
+        """Whether the memory's task history shows a candidate of ``interface`` for the failure's task."""
+        return any(
+            item.get("interface") == interface and item.get("task_id") in (None, failure.task_id)
+            for item in h.memory("task_history")
+        )
 
     def _guidance_failed(self, h: _History, failure: FailureView) -> list[str]:
         out = []

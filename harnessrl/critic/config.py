@@ -23,7 +23,17 @@ class TrialConfig(BaseModel):
     max_judge_calls: int = Field(default=400, ge=0, description="Judge backend requests a trial may make.")
     max_seconds: float = Field(default=120, gt=0, description="Wall-clock seconds a trial may take.")
     rollouts_per_arm: int = Field(default=8, ge=2, description="Group size of each arm of a guidance/probe trial.")
-    max_new_tokens: int = Field(default=48, ge=1, description="Completion length of fresh rollouts.")
+    max_new_tokens: int = Field(
+        default=48, ge=1, description="Completion length of fresh rollouts (a run: its grpo.max_completion_length)."
+    )
+    min_regrade_groups: int = Field(
+        default=0,
+        ge=0,
+        description="A rubric trial on fewer cached groups of its task than this tops them up with fresh groups of the "
+        "frozen policy, re-graded under both rubrics like the cached ones (within max_rollouts; one group of G=4 "
+        "is often too few for the bootstrap to tell a real split from chance). 0 (default): cached rollouts only, "
+        "nothing generated.",
+    )
     bootstrap: int = Field(default=1000, ge=10, description="Bootstrap resamples of the improvement.")
     confidence: float = Field(default=0.9, gt=0, lt=1, description="Coverage of the bootstrap interval.")
     seed: int = Field(default=0, description="Seed of the bootstrap resampling.")

@@ -116,10 +116,46 @@ def _cached_rollouts(
     )
     rollouts = trial.recorder.latest_rollouts(task.id)
     m["n_rollouts"] = len(rollouts)
+    m["steps"] = sorted({r.step for r in rollouts})
+    rollouts = rollouts + _fresh_groups(trial, task, current, len(_groups_by_step(rollouts)))
     if len(rollouts) < 2:
         raise Rejected("no cached rollouts to re-grade")
-    m["steps"] = sorted({r.step for r in rollouts})
     return rollouts
+
+
+def _fresh_groups(trial: TrialContext, task: Task, current: RubricVersionView, cached: int) -> list[RolloutRecord]:
+    """Fresh groups of the frozen policy for ``task`` (its rows as the harness shapes them now), when the cached
+    ones are fewer than ``min_regrade_groups`` and the budget and a sampler allow: re-graded like the cached ones
+    (paired under both rubrics), they give the bootstrap enough groups to tell a real split from chance."""
+    want = trial.config.min_regrade_groups - cached
+    if want <= 0 or not trial.budget.can_sample:
+        return []
+    gsz = max(2, trial.advantage.group_size)
+    room = (trial.config.max_rollouts - trial.budget.rollouts) // gsz
+    n_groups = min(want, room)
+    if n_groups <= 0:
+        trial.measurements["fresh_groups"] = 0
+        return []
+    rows = [trial.harness.row(task, k % gsz, gsz) for k in range(n_groups * gsz)]
+    trial.budget.need_time(0.0, f"generating {n_groups} fresh group(s) of task {task.id} to re-grade")
+    texts = trial.budget.sample_rows(rows)
+    trial.measurements.update(fresh_groups=n_groups, generations=len(texts))
+    return [
+        RolloutRecord(
+            step=-1 - k // gsz,  # each fresh group its own (negative) step: never one of training's
+            task_id=task.id,
+            member=k % gsz,
+            guided=bool(rows[k].guided),
+            rubric_version=current.version,
+            temperature=rows[k].temperature,
+            completion=text,
+            length_tokens=0,
+            length_words=len(text.split()),
+            reward=None,
+            verdicts={},
+        )
+        for k, text in enumerate(texts)
+    ]
 
 
 def _grade(
