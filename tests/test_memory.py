@@ -364,8 +364,10 @@ def test_candidate_from_pydantic_update(mem):
     from harnessrl.interfaces import ReweightTasks
 
     upd = ReweightTasks(task_ids=["t5"], action="park", park_steps=4, rationale="out of reach")
-    c = mem.add_candidate("cand-park", step=2, payload=upd, failure_text="always zero")
+    c = mem.add_candidate("cand-park", step=2, payload=upd, failure_text="always zero", task_id="t5")
     assert c.interface == "task_sampling" and c.task_id == "t5" and c.rationale == "out of reach"
+    # the memory does not read an update's payload for its task: the caller (the tool service) names it
+    assert mem.add_candidate("cand-2", step=2, payload=upd, failure_text="always zero").task_id is None
     assert mem.candidate("cand-park").payload["park_steps"] == 4
     with pytest.raises(ValueError, match="interface"):
         mem.add_candidate("bad", step=1, payload={"x": 1})
@@ -539,3 +541,12 @@ def test_what_worked_ranks_measured_recoveries_first(mem):
         if outcome is not None:
             mem.record_outcome(cid, outcome)
     assert [h.id for h in mem.what_worked(flen["summary"], n=3)] == ["better", "unknown", "worse"]
+
+
+def test_a_candidate_without_a_failure_is_filed_under_the_task_its_interface_changes(tmp_path, mem):
+    from helpers import fruit_world
+
+    world = fruit_world(tmp_path / "run", memory=mem)
+    guidance = {"scope": "task", "target": "fruit", "text": "Think of bananas.", "fraction": 0.5}
+    cand = world.service.build_candidate("rollout_guidance", guidance)
+    assert mem.candidate(cand.candidate_id).task_id == "fruit"

@@ -480,6 +480,8 @@ class EvolutionService:
             step=step,
             payload=update,
             failure=failure,
+            # the task it changes, as its interface says (a domain-wide update: its first task)
+            task_id=None if failure is not None else next(iter(t.id for t in self._targets(update)), None),
             attribution=self._attributions.get(failure_id or "", {}).get("rationale", ""),
             revision=cand.revision,
             parent_id=cand.parent_id,
@@ -613,6 +615,12 @@ class EvolutionService:
                 task_id=failure.task_id,
                 siblings=siblings,
             )
+
+    def _targets(self, update: InterfaceUpdate) -> list:
+        try:
+            return list(self.harness.interface(update).targets(update))
+        except ValueError:  # an update whose target is not a training task: no task to file it under
+            return []
 
     def _check_committable(self, cand: CandidateRecord, step: int) -> None:
         """Refuse (:class:`CandidateError`) a commit of ``cand`` at ``step``: already committed, never measured,

@@ -781,8 +781,10 @@ class TrainingMemory:
         ``payload`` is the update (a ``ReweightTasks``/``SetGuidance``/``EditRubric`` or its dict; its
         ``interface`` and ``rationale`` fields fill those arguments when not given). ``failure`` (the
         detected failure it answers) fills ``failure_text``, ``failure_kind``, ``failure_ids``,
-        ``task_id`` and ``domain`` when they are not given. The embedded text is the failure's
-        description, so :meth:`what_worked` finds candidates by the failure they answered."""
+        ``task_id`` and ``domain`` when they are not given; without one, the caller says which task the
+        update changes (``task_id``: its interface knows, the memory does not read update payloads). The
+        embedded text is the failure's description, so :meth:`what_worked` finds candidates by the failure
+        they answered."""
         pay = _as_dict(payload)
         interface = interface or pay.get("interface")
         if not interface:
@@ -796,9 +798,6 @@ class TrainingMemory:
             failure_ids = list(failure_ids or [self.failure_id(failure)])
             task_id = task_id or fd.get("task_id")
             domain = domain or fd.get("domain")
-        if task_id is None:
-            targets = pay.get("task_ids") or [pay.get("task_id") or (pay.get("scope") == "task" and pay.get("target"))]
-            task_id = next((t for t in targets if isinstance(t, str) and t), None)
         failure_text = failure_text or ""
         doc = failure_text or rationale or f"{interface} update"
         if failure_kind and failure_text:
