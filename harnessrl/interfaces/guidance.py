@@ -347,31 +347,42 @@ def _guide_more(e: ProposalEvidence) -> SetGuidance | None:
     return SetGuidance(scope="task", target=e.task_id, text=text, fraction=fraction, rationale=rationale, **extra)
 
 
-def _guide_criterion(e: ProposalEvidence) -> SetGuidance | None:
+def _criterion_text(e: ProposalEvidence) -> str | None:
+    """The text of the failure's criterion (from its evidence, else from the rubric)."""
     crit = e.criterion(e.ev.get("criterion_id"))
     text = e.ev.get("criterion_text") or (crit.text if crit else None)
-    if not text:
-        return _guide(e)
+    return str(text).rstrip(".") if text else None
+
+
+def _criterion_hint(e: ProposalEvidence, hint: str, why: tuple[str, str]) -> SetGuidance:
+    """A hint about the failure's criterion for half of each group; ``why`` follows the criterion's id and its
+    recent means in the rationale."""
     return SetGuidance(
         scope="task",
         target=e.task_id,
-        text=clip_text(f"Make sure your answer does this: {str(text).rstrip('.')}.", 600),
+        text=clip_text(hint, 600),
         fraction=0.5,
-        rationale=f"No rollout satisfies criterion {e.ev.get('criterion_id')} (recent means "
-        f"{e.ev.get('recent_means')}); a hint quoting it for half of each group gives it signal.",
+        rationale=f"{why[0]} {e.ev.get('criterion_id')} (recent means {e.ev.get('recent_means')}); {why[1]}",
+    )
+
+
+def _guide_criterion(e: ProposalEvidence) -> SetGuidance | None:
+    text = _criterion_text(e)
+    if not text:
+        return _guide(e)
+    return _criterion_hint(
+        e,
+        f"Make sure your answer does this: {text}.",
+        ("No rollout satisfies criterion", "a hint quoting it for half of each group gives it signal."),
     )
 
 
 def _avoid_hint(e: ProposalEvidence) -> SetGuidance | None:
-    crit = e.criterion(e.ev.get("criterion_id"))
-    text = e.ev.get("criterion_text") or (crit.text if crit else None)
+    text = _criterion_text(e)
     if not text:
         return None
-    return SetGuidance(
-        scope="task",
-        target=e.task_id,
-        text=clip_text(f"Avoid this: {str(text).rstrip('.')}.", 600),
-        fraction=0.5,
-        rationale=f"Every rollout commits pitfall {e.ev.get('criterion_id')} (recent means "
-        f"{e.ev.get('recent_means')}); a hint to avoid it for half of each group makes the pitfall discriminate.",
+    return _criterion_hint(
+        e,
+        f"Avoid this: {text}.",
+        ("Every rollout commits pitfall", "a hint to avoid it for half of each group makes the pitfall discriminate."),
     )
