@@ -40,10 +40,16 @@ if TYPE_CHECKING:  # chromadb stays unimported unless a test opens a memory (the
 
 
 def record_group(
-    harness: Harness, judge: RubricJudge, recorder: Recorder, step: int, task_id: str, texts: list[str]
+    harness: Harness,
+    judge: RubricJudge,
+    recorder: Recorder,
+    step: int,
+    task_id: str,
+    texts: list[str],
+    guided: int = 0,
 ) -> list[RolloutRecord]:
     """Grade ``texts`` as one group of ``task_id`` at ``step`` and record it, as the trainer does (which also
-    warms the judge's cache the way training does)."""
+    warms the judge's cache the way training does); the first ``guided`` members saw the task's hint."""
     task = harness.tasks[task_id]
     rubric = harness.rubrics.current(task_id)
     results = judge.grade([RubricRequest.for_task(task, t, rubric.criteria) for t in texts])
@@ -52,7 +58,7 @@ def record_group(
             step=step,
             task_id=task_id,
             member=k,
-            guided=False,
+            guided=k < guided,
             rubric_version=rubric.version,
             temperature=1.0,
             completion=t,
@@ -68,11 +74,14 @@ def record_group(
     for cid in rollouts[0].verdicts:
         vals = [r.verdicts[cid] for r in rollouts if r.verdicts.get(cid) is not None]
         means[cid] = float(np.mean(vals)) if vals else None
+    rule = harness.guidance.rule_for(task)
     group = GroupRecord(
         step=step,
         task_id=task_id,
         domain=task.domain,
         rubric_version=rubric.version,
+        guidance=rule.text if rule and guided else None,
+        guided=guided,
         rewards=[r.reward for r in rollouts],
         mean=mean,
         std=std,

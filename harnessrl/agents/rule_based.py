@@ -188,6 +188,8 @@ _FALLBACK: dict[tuple[str | None, str], str | None] = {
     ("reference_below_policy", RUBRIC): None,
     ("criterion_saturated", RUBRIC): None,
     ("judge_disagreement", RUBRIC): None,
+    # a hint that may fade: the task gives signal, there is nothing to drop
+    ("scaffold_outgrown", GUIDANCE): None,
     (None, RUBRIC): "retire",
 }
 """The task-sampling remedy tried once the attributed interface's own are spent, by (failure kind, interface)

@@ -8,6 +8,11 @@ only when no guard objected (e.g. a rubric edit that pushes the reference answer
 the lower end of that interval is above zero **and** the improvement reaches the metric's smallest
 effect worth a harness change (``threshold``: :meth:`~harnessrl.critic.signal.SignalConfig.threshold`).
 The reason it gives says which, with the effect, the interval and the threshold.
+
+A candidate that only takes harness away (a hint that fades: docs/design.md §4) need not improve the
+signal, only keep it: its recipe sets a **non-inferiority margin** (``Measured.margin``, the metric's
+smallest effect worth a change), and it is accepted when the interval's lower end is above ``-margin``, so
+a loss the critic cannot rule out at that size rejects it.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ class Measured:
     ci_high: float | None = None
     guard: str | None = None  # a reason to reject even when the interval is above 0
     advantage_effect: float | None = None
+    margin: float | None = None  # non-inferiority: accept when ci_low > -margin (a candidate that removes harness)
 
 
 def percentile_interval(got: Measured, diffs: np.ndarray, confidence: float) -> Measured:
@@ -49,6 +55,15 @@ def decide(got: Measured, metric: str, threshold: float, confidence: float) -> t
         return False, "nothing measurable: no improvement could be computed"
     if got.guard:
         return False, got.guard
+    if got.margin is not None:
+        kept = (
+            f"{metric} {fmt(got.baseline)} -> {fmt(got.candidate)} (change {got.improvement:.3f}, "
+            f"{confidence:.0%} bootstrap interval [{got.ci_low:.3f}, {got.ci_high:.3f}], "
+            f"non-inferiority margin {got.margin:g})"
+        )
+        if got.ci_low > -got.margin:
+            return True, f"accepted: the learning signal holds without the harness it removes: {kept}"
+        return False, f"rejected: removing it may cost more signal than the margin: {kept}"
     effect = (
         f"{metric} {fmt(got.baseline)} -> {fmt(got.candidate)} (improvement {got.improvement:.3f}, "
         f"{confidence:.0%} bootstrap interval [{got.ci_low:.3f}, {got.ci_high:.3f}], "

@@ -236,6 +236,7 @@ class FrozenPolicyTrials:
             ci_low=rounded(got.ci_low),
             ci_high=rounded(got.ci_high),
             threshold=threshold,
+            margin=got.margin,
             advantage_effect=rounded(got.advantage_effect),
             accepted=accepted,
             reason=reason,

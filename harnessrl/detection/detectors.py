@@ -18,7 +18,14 @@ reference_below_policy     median policy reward − reference reward > reference
 criterion_saturated        criterion mean ≥ saturated for k consecutive observations      rubric_criteria
 criterion_dead             criterion mean ≤ dead for k consecutive observations           rollout_guidance
 judge_disagreement         mean |Δ reward| on re-grading > disagreement_threshold          rubric_criteria
+scaffold_outgrown          a guided task's unguided members alone have std ≥ eps in its   rollout_guidance
+                           last scaffold_groups guided groups (the hint outlived its use)
 ========================== ============================================================= ==================
+
+``scaffold_outgrown`` is the harness's own failure rather than the reward's: guidance made a flat group
+give signal, and now the plain prompt's members give signal without it, so the hint only keeps
+off-policy completions in the batch (docs/design.md §4); the evolver may thin or remove it, measured by
+the critic like any update.
 
 Boundaries: a threshold named "below" / "above" / "more than" is *strict* (a value exactly at it
 does not fire: std == eps is not flat, the same rule as ``GroupRecord.flat``; mean == low is not
@@ -67,6 +74,7 @@ __all__ = [
     "NonDiscriminativeDetector",
     "Observation",
     "ReferenceBelowPolicyDetector",
+    "ScaffoldOutgrownDetector",
     "SpuriousCorrelationDetector",
     "TaskHistory",
     "judge_disagreement",
@@ -160,6 +168,12 @@ class DetectorConfig(BaseModel):
         default=4, ge=1, description="Re-graded rollouts of a task (over the window's re-grades) needed for a verdict."
     )
     seed: int = Field(default=0, description="Seed of the re-grade sample.")
+    scaffold_groups: int = Field(
+        default=1,
+        ge=0,
+        description="Guided groups of a task in a row whose unguided members alone give signal (reward std ≥ eps "
+        "among them) before scaffold_outgrown fires (the hint may fade); 0: off.",
+    )
 
     @model_validator(mode="after")
     def _check(self):
@@ -169,6 +183,11 @@ class DetectorConfig(BaseModel):
             raise ValueError(f"dead ({self.dead}) must be below saturated ({self.saturated})")
         if "length" in self.features:
             raise ValueError("'length' is always tested (spurious_length); list only other features")
+        if self.scaffold_groups > self.window:
+            raise ValueError(
+                f"scaffold_groups ({self.scaffold_groups}) cannot exceed window ({self.window}): a task keeps only "
+                "its last `window` groups"
+            )
         return self
 
 
@@ -795,6 +814,56 @@ class JudgeDisagreementDetector:
 RegradeFn = Callable[[list[RolloutRecord]], Sequence[Any]]
 
 
+class ScaffoldOutgrownDetector:
+    """A guided task whose plain-prompt members give signal on their own: in each of its last
+    ``scaffold_groups`` guided groups (the first ``guided`` members see the hint) the unguided members'
+    rewards spread (std ≥ eps over at least ``min_valid_rewards`` of them)."""
+
+    def __init__(self, config: DetectorConfig):
+        self.config = config
+
+    def _plain(self, obs: Observation) -> list[float]:
+        return _valid(obs.group.rewards[obs.group.guided :])
+
+    def detect(self, history: TaskHistory, step: int) -> list[Failure]:
+        cfg = self.config
+        need = cfg.scaffold_groups
+        now = [o for o in history.at(step) if o.group.guided > 0]
+        if not need or not now:
+            return []
+        guided = [o for o in history.window if o.group.guided > 0][-need:]
+        if len(guided) < need or guided[-1] is not now[-1]:
+            return []
+        spreads = []
+        for obs in guided:
+            plain = self._plain(obs)
+            if len(plain) < cfg.min_valid_rewards or float(np.std(plain)) < cfg.eps:
+                return []
+            spreads.append(float(np.std(plain)))
+        obs = guided[-1]
+        plain = self._plain(obs)
+        group = obs.group
+        evidence = {
+            "guidance": group.guidance,
+            "guided": group.guided,
+            "group_size": len(group.rewards),
+            "temperature": group.temperature,
+            "plain_rewards": [_r(v) for v in plain],
+            "guided_rewards": [_r(v) for v in group.rewards[: group.guided]],
+            "plain_std": [_r(v) for v in spreads],
+            "eps": cfg.eps,
+            "groups": need,
+            "steps": [o.step for o in guided],
+        }
+        summary = (
+            f"Task {group.task_id} ({group.domain}) at step {step}: its {len(plain)} unguided rollouts give signal "
+            f"without the hint (reward std {spreads[-1]:.3f} ≥ {cfg.eps:g}"
+            + (f", in each of its last {need} guided groups" if need > 1 else "")
+            + f"; {group.guided} of {len(group.rewards)} members guided): the scaffold may fade."
+        )
+        return [_failure("scaffold_outgrown", obs, evidence, summary)]
+
+
 class FailureDetector:
     """Keeps each task's rolling window and runs the detectors on every step's groups.
 
@@ -861,6 +930,7 @@ class FailureDetector:
                 ReferenceBelowPolicyDetector(self.config, reference_reward),
                 CriterionStreakDetector(self.config, rubric_for),
                 JudgeDisagreementDetector(self.config),
+                ScaffoldOutgrownDetector(self.config),
             ]
         )
         self.histories: dict[str, TaskHistory] = {}

@@ -10,7 +10,8 @@ update). The sibling's own candidate is built from its own prompt, reference ans
 measures it like any other; nothing is applied unmeasured. A rubric repair is re-graded on the sibling's kept
 rollouts, so a sibling without any waits (is not offered) until its next group is kept; a guidance repair is
 measured on fresh rollouts and is offered at once. Task-sampling updates (park, retire) are never carried: a
-family's failure is not fixed by dropping the family.
+family's failure is not fixed by dropping the family. Nor is a hint that faded (``scaffold_outgrown``): each
+task's scaffold fades on its own task's evidence.
 
 Carried failures reach the evolver through ``get_failures`` like detected ones (the service lists them beside the
 detectors'), whatever the ``since_step`` of the point, until one is handled (committed or given up).
@@ -29,6 +30,7 @@ __all__ = ["CARRIED_INTERFACES", "CarriedRepairs"]
 
 CARRIED_INTERFACES = ("rubric_criteria", "rollout_guidance")
 """The interfaces whose committed repairs are carried to a failure's siblings."""
+_NOT_CARRIED = frozenset({"scaffold_outgrown"})  # failure kinds whose repair is the task's own
 _NEEDS_ROLLOUTS = frozenset({"rubric_criteria"})  # measured by re-grading the sibling's kept rollouts
 _TAG = re.compile(r"\[rule-based: ([a-z_]+)\]")
 
@@ -55,7 +57,7 @@ class CarriedRepairs:
             return []
         interface = getattr(update, "interface", None)
         source = self.tasks.get(failure.task_id)
-        if interface not in CARRIED_INTERFACES or source is None:
+        if interface not in CARRIED_INTERFACES or source is None or failure.kind in _NOT_CARRIED:
             return []
         group = _family(source)
         tags = _TAG.findall(str(getattr(update, "rationale", "") or ""))

@@ -93,12 +93,13 @@ class RolloutGuidance(Interface):
     name = "rollout_guidance"
     update_type = SetGuidance
     builder_tool = "set_guidance"
-    answers = ("non_discriminative_low", "criterion_saturated", "criterion_dead")
-    hint_for = ("non_discriminative_low", "criterion_dead")
+    answers = ("non_discriminative_low", "criterion_saturated", "criterion_dead", "scaffold_outgrown")
+    hint_for = ("non_discriminative_low", "criterion_dead", "scaffold_outgrown")
     evolver_text = (
         "a hint for part of each rollout group (and the sampling temperature), so some rollouts succeed "
         "and the group tells answers apart again. Blame it when every rollout fails alike (uniformly "
-        "low) although the task is within reach."
+        "low) although the task is within reach, and when a hint outlived its use (scaffold_outgrown: the "
+        "unguided members give signal alone), so that it fades."
     )
 
     def __init__(
@@ -240,15 +241,39 @@ class RolloutGuidance(Interface):
             "domain": {d: dump(self.state.per_domain.get(d)) for d in domains},
         }
 
+    def fades(self, update: SetGuidance) -> bool:
+        """Whether ``update`` only takes guidance away: on each task it changes, a hint in force now is shown to
+        a smaller share of the group (the same text) or to none, at the same temperature."""
+        changed = [t for t in self.targets(update) if self.rule_for(t) != self.rule_for(t, overlay=update)]
+        if not changed:
+            return False
+        for task in changed:
+            before, after = self.rule_for(task), self.rule_for(task, overlay=update)
+            if before is None or not before.text or before.fraction <= 0:
+                return False
+            if self.temperature_for(task) != self.temperature_for(task, overlay=update):
+                return False
+            hinted = after is not None and bool(after.text) and after.fraction > 0
+            if hinted and (after.text != before.text or after.fraction >= before.fraction):  # type: ignore[union-attr]
+                return False
+        return True
+
     def trial(self, update: SetGuidance, trial: Trial) -> Measured:
         """Two arms of fresh rollouts on the task, or on up to two tasks of the domain (recently flat
-        ones first): the prompts built now and with the candidate (:meth:`Trial.rollout_arms`)."""
+        ones first): the prompts built now and with the candidate (:meth:`Trial.rollout_arms`), graded as
+        the loss sees them (under the task's plain prompt). A candidate that only fades a hint is measured
+        for non-inferiority (docs/design.md §4): it need not raise the signal, only keep it, within the
+        metric's smallest effect worth a change."""
         try:
             targets = self.targets(update)
         except ValueError as e:
             trial.reject(f"invalid candidate: {e}")
-        trial.measurements.update(scope=update.scope, target=update.target)
-        return trial.rollout_arms(targets, describe=self.describe(update))
+        fades = self.fades(update)
+        trial.measurements.update(scope=update.scope, target=update.target, fades=fades)
+        got = trial.rollout_arms(targets, describe=self.describe(update))
+        if fades:
+            got.margin = trial.config.signal.threshold(trial.metric)
+        return got
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -259,8 +284,10 @@ class RolloutGuidance(Interface):
 
     def task_view(self, task: Task, step: int) -> dict[str, Any]:
         rule = self.rule_for(task)
+        scope = "task" if task.id in self.state.per_task else "domain" if rule is not None else None
         return {
             "guidance": None if rule is None else rule.model_dump(mode="json"),
+            "guidance_scope": scope,
             "temperature": self.temperature_for(task),
         }
 
@@ -269,7 +296,10 @@ class RolloutGuidance(Interface):
     def suggest(cls, evidence: ProposalEvidence) -> list[Suggestion]:
         """A hint for half of each group built from what the rollouts fail (a dead criterion: quoting it; a
         pitfall every rollout commits: to avoid it), then, after the critic's reject, the same or a more
-        explicit hint for a larger share of the group."""
+        explicit hint for a larger share of the group. A hint that outlived its use (``scaffold_outgrown``):
+        the same hint for half as many members, or none (:func:`_fade`)."""
+        if evidence.failure.kind == "scaffold_outgrown":
+            return suggestions(evidence, [("fade", _fade)])
         first = {
             "criterion_saturated": ("avoid", _avoid_hint),
             "criterion_dead": ("guide_criterion", _guide_criterion),
@@ -385,4 +415,46 @@ def _avoid_hint(e: ProposalEvidence) -> SetGuidance | None:
         e,
         f"Avoid this: {text}.",
         ("Every rollout commits pitfall", "a hint to avoid it for half of each group makes the pitfall discriminate."),
+    )
+
+
+# A scaffold that fades (RuscaRL decays its scaffold over training; here the evidence decides when): once the
+# unguided members give signal alone, the hint goes to half as many members, and when one member was guided, to
+# none. Measured for non-inferiority by the critic: the group must keep its signal without it.
+
+
+def _fade(e: ProposalEvidence) -> SetGuidance | None:
+    view = (e.task.model_extra or {}) if e.task is not None else {}
+    try:
+        rule = GuidanceRule.model_validate(view.get("guidance") or {})
+    except ValueError:
+        return None
+    guided, size = int(number(e.ev.get("guided")) or 0), int(number(e.ev.get("group_size")) or 0)
+    if not rule.text or rule.fraction <= 0 or guided < 1 or size < 2:
+        return None
+    keep = guided // 2
+    plain = ", ".join(f"{v:g}" for v in e.ev.get("plain_rewards") or [] if v is not None)
+    why = f"The {size - guided} unguided members give signal without the hint (rewards {plain})"
+    if keep:
+        return SetGuidance(
+            scope="task",
+            target=e.task_id,
+            text=rule.text,
+            fraction=keep / size,
+            temperature=rule.temperature,
+            rationale=f"{why}: the scaffold fades from {guided} to {keep} of {size} members, so fewer completions "
+            "are sampled under a prompt the policy will not be asked at test time.",
+        )
+    # none left: remove the task's rule; a domain's rule is covered by a task rule without a hint
+    temperature = rule.temperature
+    if view.get("guidance_scope") == "domain" and temperature is None:
+        temperature = number(view.get("temperature")) or number(e.ev.get("temperature"))
+    return SetGuidance(
+        scope="task",
+        target=e.task_id,
+        text=None,
+        fraction=0.0,
+        temperature=temperature,
+        rationale=f"{why}: the scaffold ({guided} of {size} members) is removed, so the group is sampled on-policy "
+        "from the plain prompt again.",
     )

@@ -132,7 +132,8 @@ class GetFailures(BaseModel):
     A failure that persists over several steps (same kind, task and criterion or feature) is listed
     once, at its latest step, with how often it occurred. Each has a ``failure_id`` (pass it to the
     candidate you build for it), its kind (e.g. non_discriminative_low: every rollout scored alike and
-    low; spurious_length: reward rises with length), the task, a one-line summary with the numbers,
+    low; spurious_length: reward rises with length; scaffold_outgrown: a hint the plain prompt no longer
+    needs), the task, a one-line summary with the numbers,
     the evidence, and ``interface_hint``, the interface most likely to address it (a hint only). A failure
     an evolution point already handled (an update committed for it, or given up) is left out; detected
     again at a later step, it is listed again."""

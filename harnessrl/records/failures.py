@@ -25,6 +25,7 @@ FailureKind = Literal[
     "criterion_saturated",
     "criterion_dead",
     "judge_disagreement",
+    "scaffold_outgrown",
 ]
 
 FAILURE_KINDS: tuple[str, ...] = get_args(FailureKind)

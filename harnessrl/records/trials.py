@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 __all__ = ["CandidateStatus", "TrialCost", "TrialResult"]
 
@@ -35,9 +35,10 @@ class TrialResult(BaseModel):
     ``improvement`` is signed so that > 0 is better (for ``rho_reward_*``: baseline |rho| minus
     candidate |rho|); ``accepted`` means its bootstrap interval ``[ci_low, ci_high]`` lies above 0,
     the improvement reaches ``threshold`` (the metric's smallest effect worth a change) and, for rubric
-    trials, the reference answer kept its place. ``advantage_effect`` is the largest change the
-    candidate makes to any cached rollout's advantage (rubric trials; below the tolerance: rejected as
-    no effect). ``measurements`` holds everything measured; ``reason`` says why in one sentence.
+    trials, the reference answer kept its place; for a candidate that removes harness (``margin`` set: a
+    hint that fades), that the interval's lower end is above ``-margin`` instead. ``advantage_effect`` is
+    the largest change the candidate makes to any cached rollout's advantage (rubric trials; below the
+    tolerance: rejected as no effect). ``measurements`` holds everything measured; ``reason`` says why in one sentence.
     """
 
     candidate_id: str
@@ -49,6 +50,7 @@ class TrialResult(BaseModel):
     ci_low: float | None
     ci_high: float | None
     threshold: float | None = None
+    margin: float | None = Field(default=None, description="Non-inferiority margin (a candidate that removes harness).")
     advantage_effect: float | None = None
     accepted: bool
     reason: str
