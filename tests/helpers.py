@@ -97,6 +97,24 @@ def record_group(
     return rollouts
 
 
+def rule_based_point(service: EvolutionService) -> list:
+    """One evolution point of the rule-based evolver against ``service`` behind a real tool server: its outcomes."""
+    import asyncio
+
+    from harnessrl.agents import RuleBasedChatModel
+    from harnessrl.evolution.client import run_evolution_point
+    from harnessrl.evolution.mcp_server import ToolServer
+    from harnessrl.graph.state import GraphConfig
+
+    server = ToolServer(service)
+    url, token = server.start()
+    try:
+        final = asyncio.run(run_evolution_point(url, token, RuleBasedChatModel(), GraphConfig()))
+    finally:
+        server.stop()
+    return final["outcomes"]
+
+
 WORD_CHECKS = {
     "at least one word": {"type": "word_count", "min": 1},
     "at most five words": {"type": "word_count", "max": 5},

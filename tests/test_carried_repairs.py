@@ -7,17 +7,11 @@ The trainer-side service behind the real MCP tool server, the graph in the MCP c
 
 from __future__ import annotations
 
-import asyncio
+from helpers import record_group, rule_based_point
 
-from helpers import record_group
-
-from harnessrl.agents import RuleBasedChatModel
 from harnessrl.critic.trials import FrozenPolicyTrials
 from harnessrl.data import Task
-from harnessrl.evolution.client import run_evolution_point
-from harnessrl.evolution.mcp_server import ToolServer
 from harnessrl.evolution.service import EvolutionService
-from harnessrl.graph.state import GraphConfig
 from harnessrl.interfaces import Harness
 from harnessrl.judges import RubricJudge
 from harnessrl.records.failures import Failure
@@ -89,16 +83,6 @@ def _world(tmp_path, carry: bool = True):
     return service, harness, run
 
 
-def _point(service: EvolutionService) -> list:
-    server = ToolServer(service)
-    url, token = server.start()
-    try:
-        final = asyncio.run(run_evolution_point(url, token, RuleBasedChatModel(), GraphConfig()))
-    finally:
-        server.stop()
-    return final["outcomes"]
-
-
 def _no_comma_check(harness: Harness, task_id: str) -> bool:
     return any(
         c.check is not None and c.check.type == "not_contains" and c.check.phrases == [","]
@@ -108,7 +92,7 @@ def _no_comma_check(harness: Harness, task_id: str) -> bool:
 
 def test_a_repair_is_carried_to_the_siblings_that_can_be_measured(tmp_path):
     service, harness, run = _world(tmp_path)
-    (first,) = _point(service)
+    (first,) = rule_based_point(service)
     assert first.status == "committed" and first.task_id == "sea"
     assert _no_comma_check(harness, "sea")  # the induced exact criterion the prompt states
     carried = [e for e in run.read("events.jsonl") if e["kind"] == "repair_carried"]
@@ -118,7 +102,7 @@ def test_a_repair_is_carried_to_the_siblings_that_can_be_measured(tmp_path):
     assert [(f.task_id, f.evidence["carried_from"], f.evidence["remedy"]) for f in listed.failures] == [
         ("city", "sea", "induced")
     ]
-    (second,) = _point(service)
+    (second,) = rule_based_point(service)
     assert second.status == "committed" and second.task_id == "city"
     assert _no_comma_check(harness, "city") and not _no_comma_check(harness, "forest")
     verdicts = [e for e in run.read("events.jsonl") if e["kind"] == "verdict"]
@@ -129,7 +113,7 @@ def test_a_repair_is_carried_to_the_siblings_that_can_be_measured(tmp_path):
 
 def test_repairs_are_not_carried_when_turned_off(tmp_path):
     service, harness, run = _world(tmp_path, carry=False)
-    (first,) = _point(service)
+    (first,) = rule_based_point(service)
     assert first.status == "committed"
     assert not [e for e in run.read("events.jsonl") if e["kind"] == "repair_carried"]
     assert service.get_failures().failures == [] and not _no_comma_check(harness, "city")

@@ -8,21 +8,15 @@ server, the graph in the MCP client, the rule-based evolver, a scripted frozen p
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
-from helpers import FRUIT, FruitJudge, record_group
+from helpers import FRUIT, FruitJudge, record_group, rule_based_point
 
-from harnessrl.agents import RuleBasedChatModel
 from harnessrl.critic.acceptance import Measured, decide
 from harnessrl.critic.trials import SIGNAL_SHARE, FrozenPolicyTrials
 from harnessrl.data import Criterion, Task
 from harnessrl.detection.detectors import DetectorConfig, FailureDetector
 from harnessrl.evolution.carried import CarriedRepairs
-from harnessrl.evolution.client import run_evolution_point
-from harnessrl.evolution.mcp_server import ToolServer
 from harnessrl.evolution.service import EvolutionService
-from harnessrl.graph.state import GraphConfig
 from harnessrl.interfaces import Harness, SetGuidance
 from harnessrl.interfaces.evidence import FailureView, ProposalEvidence, TaskView
 from harnessrl.interfaces.guidance import RolloutGuidance
@@ -189,19 +183,9 @@ def _world(tmp_path, policy, fraction: float):
     return service, harness, run
 
 
-def _point(service: EvolutionService) -> list:
-    server = ToolServer(service)
-    url, token = server.start()
-    try:
-        final = asyncio.run(run_evolution_point(url, token, RuleBasedChatModel(), GraphConfig()))
-    finally:
-        server.stop()
-    return final["outcomes"]
-
-
 def test_a_scaffold_the_plain_prompt_outgrew_fades_after_the_critic_measures_it(tmp_path):
     service, harness, run = _world(tmp_path, LearnedPolicy(), fraction=0.5)
-    (outcome,) = _point(service)
+    (outcome,) = rule_based_point(service)
     assert outcome.status == "committed" and outcome.interface == "rollout_guidance"
     rule = harness.guidance.rule_for(FRUIT)
     assert rule is not None and rule.text == HINT and rule.fraction == 0.25  # half the members, the same hint
@@ -214,7 +198,7 @@ def test_a_scaffold_the_plain_prompt_outgrew_fades_after_the_critic_measures_it(
 
 def test_a_scaffold_the_policy_still_needs_is_kept(tmp_path):
     service, harness, run = _world(tmp_path, HintedPolicy(), fraction=0.25)
-    (outcome,) = _point(service)
+    (outcome,) = rule_based_point(service)
     assert outcome.status == "gave_up"
     rule = harness.guidance.rule_for(FRUIT)
     assert rule is not None and rule.text == HINT and rule.fraction == 0.25  # unchanged
