@@ -658,7 +658,10 @@ def test_bench_run_command_dry_run_and_bad_lists(tmp_path):
 
 # --------------------------------------------------------------------------------------- end to end
 def _task(tid: str, domain: str, prompt: str, reference: str, judged: str) -> dict:
-    return task_row(tid, domain, prompt, reference, judged, words="at most five words")
+    """A task whose gold rubric is what its prompt asks (the judged criterion): the oracle trains on it and
+    evaluation grades with it, while every other method trains on the proxy (judged plus a word count)."""
+    row = task_row(tid, domain, prompt, reference, judged, words="at most five words")
+    return {**row, "gold_rubric": [{"id": "g1", "text": judged, "weight": 1}]}
 
 
 @pytest.mark.slow
