@@ -664,3 +664,34 @@ def test_resume_of_a_finished_run_says_so_and_trains_nothing(tmp_path, data, tin
     assert "is already finished: trained to step 2" in " ".join(out.output.split())
     assert not (path / "checkpoints" / "checkpoint-3").exists()
     assert [e["kind"] for e in RunDir(path, create=False).read("events.jsonl")].count("run_end") == 1
+
+
+@pytest.mark.usefixtures("one_torch_thread")
+def test_resume_of_a_run_stopped_while_it_ended_ends_it_without_training(tmp_path, data, tiny_model_dir):
+    """Once: a bench run killed during its final evaluation (trained to max_steps, no summary.json) was refused
+    on --resume as finished, so `bench run` could never complete it."""
+    path = tmp_path / "run"
+    config = _config(path, data, model=str(tiny_model_dir))
+    first = train(config)
+    assert first.steps == 2
+    run = RunDir(path, create=False)
+    ended = [r for r in run.read("eval.jsonl") if r["step"] == 2]
+    assert {r["split"] for r in ended} == {"validation", "test"}
+    # the state a kill during the final evaluation leaves: no summary, no final scores, no run_end
+    (path / "summary.json").unlink()
+    (path / "eval.jsonl").write_text("".join(json.dumps(r) + "\n" for r in run.read("eval.jsonl") if r["step"] != 2))
+    events = [e for e in run.read("events.jsonl") if e["kind"] != "run_end"]
+    (path / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+
+    again = train(config, resume=True)
+    assert again.steps == 2
+    assert (path / "summary.json").is_file()
+    assert not (path / "checkpoints" / "checkpoint-3").exists()  # no step trained past max_steps
+    redone = [r for r in run.read("eval.jsonl") if r["step"] == 2]
+    # the final evaluation again, of the last checkpoint's weights: the same scores on the same draws
+    assert [(r["split"], r["overall"]) for r in redone] == [(r["split"], r["overall"]) for r in ended]
+    assert again.eval["test"]["final"] == first.eval["test"]["final"]
+    assert [e["kind"] for e in run.read("events.jsonl")].count("run_end") == 1
+    # and once ended, a further --resume trains nothing and writes nothing
+    before = _files(path)
+    assert train(config, resume=True).steps == 2 and _files(path) == before

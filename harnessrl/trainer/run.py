@@ -472,28 +472,24 @@ def train(
 
 
 def _finished(config: TrainConfig, run_path: Path) -> RunSummary | None:
-    """A run directory whose training already reached ``grpo.max_steps``: its summary (as saved, when it has
-    one), or None when there is training left to do."""
-    from harnessrl.trainer.resume import checkpoint_step
-
+    """A run directory whose training already reached ``grpo.max_steps`` and ended: its summary as saved, or
+    None when there is training (or the end of it: a run stopped while it ended has no summary.json) left."""
     run = RunDir(run_path, create=False)
-    step = checkpoint_step(_last_checkpoint(run))
-    if step < config.grpo.max_steps:
+    if _trained_step(run) < config.grpo.max_steps:
         return None
     saved = run.read_json("summary.json")
     if not isinstance(saved, dict):
-        logger.warning(
-            "%s trained to its last step but has no summary.json (the run was stopped while it ended): "
-            "`harnessrl eval --run-dir %s` scores its checkpoint, `harnessrl report --run-dir %s` writes its report",
-            run_path,
-            run_path,
-            run_path,
-        )
-        return RunSummary(run_path, step, 0.0, {}, None, None, None, None, None, method=config.method)
+        return None
     known = {f.name for f in fields(RunSummary)}
     summary = RunSummary(**{k: v for k, v in saved.items() if k in known})
     summary.run_dir = run_path
     return summary
+
+
+def _trained_step(run: RunDir) -> int:
+    from harnessrl.trainer.resume import checkpoint_step
+
+    return checkpoint_step(_last_checkpoint(run))
 
 
 @dataclass
@@ -525,6 +521,7 @@ class _Run:
     recorder: Any = None
     checkpoint: str | None = None
     rolled_back: list[int] = field(default_factory=list)
+    end_only: bool = False  # trained to its last step, stopped while it ended: the end is all that is left
     # the trainer and what listens to it
     trainer: Any = None
     eval_cb: Any = None
@@ -585,7 +582,15 @@ def _check_settings(r: _Run) -> RunSummary | None:
             f"{config.grpo.max_steps}); nothing to train. Raise grpo.max_steps to train on, or use --overwrite "
             "to start again"
         )
-    return finished
+        return finished
+    step = _trained_step(RunDir(r.run_path, create=False))
+    if step >= config.grpo.max_steps:
+        r.end_only = True
+        r.console.log(
+            f"{r.run_path} trained to its last step ({step}) but was stopped while it ended (no summary.json): "
+            "ending it now (the final evaluation and the summary), with no step trained"
+        )
+    return None
 
 
 def _load_models_and_judges(r: _Run) -> None:
@@ -817,7 +822,10 @@ def _run_training(r: _Run) -> None:
     run, trainer = r.run, r.trainer
     assert run is not None
     try:
-        trainer.train(resume_from_checkpoint=r.checkpoint)
+        if r.end_only:
+            _end_without_training(trainer, r.checkpoint)
+        else:
+            trainer.train(resume_from_checkpoint=r.checkpoint)
     except OSError as e:
         if is_disk_full(e) and not isinstance(e, HarnessRLError):  # a run file's own error says it already
             raise _disk_full_while_training(run, trainer.state.global_step) from e
@@ -827,6 +835,18 @@ def _run_training(r: _Run) -> None:
             r.server.stop()
             run.file("tool_server.json").unlink(missing_ok=True)
     trainer.save_model(str(run.checkpoints / "final"))
+
+
+def _end_without_training(trainer, checkpoint: str | None) -> None:
+    """The end of a run stopped while it ended: the last checkpoint's weights and trainer state loaded and the
+    end's callbacks fired (the final evaluation, the evolver's release), no step trained. TRL's loop resumed
+    at ``max_steps`` would train one step more."""
+    from transformers.trainer_callback import TrainerState
+
+    assert checkpoint is not None  # end_only is set from the last checkpoint's step
+    trainer._load_from_checkpoint(checkpoint)
+    trainer.state = TrainerState.load_from_json(str(Path(checkpoint) / "trainer_state.json"))
+    trainer.control = trainer.callback_handler.on_train_end(trainer.args, trainer.state, trainer.control)
 
 
 def _finish(r: _Run) -> RunSummary:
