@@ -226,7 +226,8 @@ def _mid_step(trainer, service, at, arrived: threading.Event, called: threading.
 def test_a_trial_that_arrives_mid_step_is_refused_and_training_finishes(tmp_path, tiny_model_dir):
     """Once: the trial took the tools' lock and waited for the policy lock the step held, while the step
     waited for the tools' lock (its committed-outcome listener): both stopped for good."""
-    from harnessrl.trainer.run import _LockedTrials, train
+    from harnessrl.trainer.attach import _LockedTrials
+    from harnessrl.trainer.run import train
 
     seen: dict = {}
 
@@ -261,7 +262,8 @@ def test_an_external_evolver_whose_lease_runs_out_mid_point_and_training_finishe
     arrived mid-step, and training and the trial waited on each other for good."""
     from transformers import TrainerCallback
 
-    from harnessrl.trainer.run import _LockedTrials, train
+    from harnessrl.trainer.attach import _LockedTrials
+    from harnessrl.trainer.run import train
 
     slow = SlowAccept(seconds=1.0)
     seen: dict = {"generations": []}

@@ -401,7 +401,7 @@ def test_the_second_opinion_asks_the_judge_again(train_tasks):
     agree) and keeps its answers out of it, under the rubric version each rollout was graded with."""
     from harnessrl.judges import RubricJudge, RubricRequest
     from harnessrl.records.steps import RolloutRecord
-    from harnessrl.trainer.run import _second_opinion
+    from harnessrl.trainer.attach import _second_opinion
 
     harness = Harness(train_tasks[:1])
     task = train_tasks[0]
@@ -412,7 +412,8 @@ def test_the_second_opinion_asks_the_judge_again(train_tasks):
         step=1, task_id=task.id, member=0, guided=False, rubric_version=0, temperature=1.0,
         completion="a good answer", length_tokens=3, length_words=3, reward=1.0, verdicts={},
     )  # fmt: skip
-    (again,) = _second_opinion(judge, harness)([rollout])
+    trainer = SimpleNamespace(rubric_reward=SimpleNamespace(judge=judge), harness=harness)
+    (again,) = _second_opinion(trainer)([rollout])
     assert judge.stats.backend_requests > asked  # asked again, not read from the cache
     assert all(v.source != "cache" for v in again.verdicts)
 

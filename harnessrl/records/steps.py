@@ -100,6 +100,11 @@ class Recorder:
         if self.run_dir:
             (self.run_dir / "rollouts").mkdir(parents=True, exist_ok=True)
 
+    def attach(self, run_dir: str | Path) -> None:
+        """Write from now on under ``run_dir`` (a recorder made without one kept its records in memory only)."""
+        self.run_dir = Path(run_dir)
+        (self.run_dir / "rollouts").mkdir(parents=True, exist_ok=True)
+
     def add(self, step: StepRecord, rollouts: list[RolloutRecord]) -> None:
         self.steps[step.step] = step
         self.rollouts[step.step] = rollouts

@@ -70,9 +70,34 @@ from harnessrl.trainer.dynamic_sampling import DynamicSampling
 from harnessrl.trainer.harness_sync import sync_harness
 from harnessrl.trainer.rewards import RubricReward
 
-__all__ = ["HarnessGRPOTrainer"]
+__all__ = ["HarnessGRPOTrainer", "harness_dataset"]
 
 logger = logging.getLogger(__name__)
+
+
+def harness_dataset(harness: Harness):
+    """The ``datasets.Dataset`` a trainer over ``harness`` iterates: one row per training task (its plain
+    prompt and id). Its rows fix the shape of each step's batch; which tasks a step trains on, and with what
+    prompt, the harness decides (task sampling and guidance)."""
+    from datasets import Dataset
+
+    return Dataset.from_list([{"prompt": t.messages(), "task_id": t.id} for t in harness.tasks.values()])
+
+
+def _the_rubric_reward(reward_funcs: list, harness: Harness) -> RubricReward:
+    """The one :class:`RubricReward` among a trainer's reward functions, grading with the trainer's harness."""
+    rubric = [f for f in reward_funcs if isinstance(f, RubricReward)]
+    if len(rubric) != 1:
+        raise ConfigError(
+            f"a HarnessGRPOTrainer trains on one rubric reward, and its reward functions hold {len(rubric)}: pass "
+            "reward_funcs=[harnessrl.RubricReward(judge, harness), *your_reward_funcs] (or rubric_reward=...)"
+        )
+    if rubric[0].harness is not harness:
+        raise ConfigError(
+            "the rubric reward grades with another harness than the trainer's: build it as "
+            "RubricReward(judge, harness) with the harness the trainer is given"
+        )
+    return rubric[0]
 
 
 class HarnessGRPOTrainer(DynamicSampling, GRPOTrainer):
@@ -80,8 +105,12 @@ class HarnessGRPOTrainer(DynamicSampling, GRPOTrainer):
 
     Args:
         harness: the three interfaces over the training tasks.
-        rubric_reward: the reward function (grades with the judge at each row's rubric version).
-        recorder: keeps step records and recent rollouts.
+        rubric_reward: the reward function (grades with the judge at each row's rubric version); or pass it
+            among ``reward_funcs``, beside functions of your own (TRL adds them, weighted by
+            ``args.reward_weights``). The harness's step records, detectors and critic read the rubric
+            reward alone: your functions move GRPO's advantages, the harness does not see them.
+        recorder: keeps step records and recent rollouts (default: in memory, until
+            :func:`~harnessrl.trainer.attach.attach_harness` gives it the run directory).
         zero_std_eps: a group whose reward std is below this counts as flat (no learning signal).
         flat_low, flat_high: a flat group with mean below / above these is uniformly low / high (the
             detectors' own thresholds, ``harness.detectors.low`` / ``.high``: one setting for both).
@@ -91,7 +120,9 @@ class HarnessGRPOTrainer(DynamicSampling, GRPOTrainer):
             ``on_too_many_missing`` applies (``judge.max_missing_share``).
         on_too_many_missing: ``skip`` (the step trains on nothing) or ``stop`` (raise
             :class:`~harnessrl.errors.JudgeError`) when a step passes ``max_missing_share``.
-        **kwargs: everything ``trl.GRPOTrainer`` takes, except ``reward_funcs``.
+        **kwargs: everything ``trl.GRPOTrainer`` takes (``model`` an id or a model, ``args`` a
+            ``GRPOConfig``, ``peft_config``, ``callbacks``...); ``train_dataset`` defaults to
+            :func:`harness_dataset`.
     """
 
     ACCOUNTING = (
@@ -118,8 +149,8 @@ class HarnessGRPOTrainer(DynamicSampling, GRPOTrainer):
         self,
         *args: Any,
         harness: Harness,
-        rubric_reward: RubricReward,
-        recorder: Recorder,
+        rubric_reward: RubricReward | None = None,
+        recorder: Recorder | None = None,
         zero_std_eps: float = 0.02,
         flat_low: float = 0.3,
         flat_high: float = 0.8,
@@ -136,9 +167,21 @@ class HarnessGRPOTrainer(DynamicSampling, GRPOTrainer):
             raise ConfigError(f"judge.on_too_many_missing is 'skip' or 'stop', not {on_too_many_missing!r}")
         self.max_missing_share = max_missing_share
         self.on_too_many_missing = on_too_many_missing
+        gold = [t.id for t in harness.tasks.values() if t.gold_rubric is not None]
+        if gold:  # evaluation's alone (docs/design.md §8): a harness that held one could train toward it
+            raise ConfigError(
+                f"{len(gold)} training task(s) carry a gold rubric (e.g. {gold[:3]}), which only evaluation may "
+                "read: build the harness over [t.without_gold() for t in tasks] (or t.trained_on_gold() to train on "
+                "the gold rubric, as the oracle does)"
+            )
         self.harness = harness
-        self.rubric_reward = rubric_reward
-        self.recorder = recorder
+        reward_funcs = list(kwargs.pop("reward_funcs", None) or [])
+        if rubric_reward is not None and not any(f is rubric_reward for f in reward_funcs):
+            reward_funcs.insert(0, rubric_reward)
+        self.rubric_reward = _the_rubric_reward(reward_funcs, harness)
+        self.recorder = recorder if recorder is not None else Recorder(None)  # attach_harness gives it a run dir
+        if kwargs.get("train_dataset") is None:  # the rows only fix the batch's shape: the harness picks the tasks
+            kwargs["train_dataset"] = harness_dataset(harness)
         self.zero_std_eps = zero_std_eps
         self.flat_low, self.flat_high = flat_low, flat_high
         self.dapo_eps = dapo_eps
@@ -156,7 +199,7 @@ class HarnessGRPOTrainer(DynamicSampling, GRPOTrainer):
         if guidance_train_on not in ("plain", "hinted"):
             raise ConfigError(f"harness.guidance.train_on is 'plain' or 'hinted', not {guidance_train_on!r}")
         self.guidance_train_on = guidance_train_on
-        super().__init__(*args, reward_funcs=[rubric_reward], **kwargs)
+        super().__init__(*args, reward_funcs=reward_funcs, **kwargs)
         if compile_generation and not self.use_vllm:
             if self.args.cache_implementation != "static":
                 raise ConfigError("compiling the decode step needs a static cache (generation.cache: static)")

@@ -34,7 +34,6 @@ from harnessrl.errors import ConfigError, HarnessRLError
 from harnessrl.interfaces.harness import Harness
 from harnessrl.judges.config import JudgeConfig
 from harnessrl.records.run_dir import LOCK_NAME, RunDir, clear_run_dir, is_disk_full, lock_run_dir
-from harnessrl.records.trials import TrialResult
 from harnessrl.trainer.methods import method_spec
 from harnessrl.trainer.totals import run_totals
 from harnessrl.trainer.train_config import TrainConfig
@@ -299,86 +298,12 @@ def build_grpo_config(config: TrainConfig, output_dir: Path, device: str, num_pr
         raise ConfigError(f"grpo.extra: {e} (see trl.GRPOConfig for valid fields)") from e
 
 
-class _LockedTrials:
-    """Frozen-policy trials that wait for the trainer's policy lock (no weight update mid-trial), and
-    whose cost (fresh rollouts, judge requests) goes into the trainer's accounting."""
-
-    def __init__(self, trials, trainer):
-        self.trials, self.trainer = trials, trainer
-
-    def run(self, *args, **kwargs) -> TrialResult:
-        t0 = time.perf_counter()
-        with self.trainer.policy_lock:
-            try:
-                result = self.trials.run(*args, **kwargs)
-            finally:
-                self.trainer.timings["trials"] += time.perf_counter() - t0
-        self.trainer.accounting["rollouts/trial"] += result.cost.rollouts
-        self.trainer.accounting["judge/calls_trial"] += result.cost.judge_calls
-        return result
-
-
-def _second_opinion(judge, harness: Harness):
-    """The judge-disagreement check's re-grade: the training judge asked again, its cache bypassed, under
-    the rubric version each rollout was graded with."""
-    from harnessrl.judges.rubric_judge import RubricRequest
-
-    def regrade(rollouts: list) -> list:
-        requests = [
-            RubricRequest.for_task(
-                harness.tasks[r.task_id], r.completion, harness.rubrics.versions[r.task_id][r.rubric_version].criteria
-            )
-            for r in rollouts
-        ]
-        return judge.grade(requests, fresh=True)
-
-    return regrade
-
-
 def rollout_steps_kept(config: TrainConfig) -> int:
     """How many steps' rollouts the recorder keeps: ``harness.keep_rollout_steps``, and with the evolver at
     least ``evolver.every_steps``, since an evolution point handles the failures of every step since the
     last one and the critic re-grades their rollouts."""
     keep = config.harness.keep_rollout_steps
     return max(keep, config.evolver.every_steps) if config.evolver.enabled else keep
-
-
-def _start_evolver(config, trainer, harness, recorder, judge, tokenizer, memory, run, monitor):
-    """Trials, the evolution service, its MCP tool server and the evolution-point callback."""
-    from harnessrl.critic.signal import AdvantageSpec
-    from harnessrl.critic.trials import FrozenPolicyTrials
-    from harnessrl.evolution.mcp_server import ToolServer
-    from harnessrl.evolution.point import EvolutionCallback, write_server_file
-    from harnessrl.evolution.service import EvolutionService
-    from harnessrl.trainer.policy_sampling import policy_sampler
-
-    settings = config.evolver
-    # the trials sample through the engine training generates with (vLLM: its weights pushed first when stale)
-    sampler = policy_sampler(trainer, tokenizer, seed=config.seed)
-    # the critic measures candidates on the advantages as this trainer computes them
-    advantage = AdvantageSpec.from_args(trainer.args, trainer.num_generations, config.harness.detectors.eps)
-    trials = FrozenPolicyTrials(harness, recorder, judge, sampler, settings.trials, advantage)
-    service = EvolutionService(
-        harness,
-        recorder,
-        memory,
-        _LockedTrials(trials, trainer),
-        run,
-        failures=lambda: monitor.failures,
-        step=lambda: trainer.state.global_step,
-        max_trial_age_steps=config.evolver.max_trial_age_steps,
-        carry_repairs=config.evolver.carry_repairs,
-    )
-    # training is about to run: a hold asked for from now on waits for the first step boundary
-    service.training = True
-    trainer.step_listeners.append(service.observe_step)  # committed updates' outcomes, into the memory
-    server = ToolServer(service)
-    url, token = server.start()
-    write_server_file(run, url, token)
-    callback = EvolutionCallback(service, url, token, settings, failures=lambda: monitor.failures, run_dir=run)
-    callback.trainer = trainer
-    trainer.add_callback(callback)
-    return server, callback
 
 
 def _peft_config(config: TrainConfig):
@@ -525,10 +450,7 @@ class _Run:
     # the trainer and what listens to it
     trainer: Any = None
     eval_cb: Any = None
-    memory: Any = None
-    monitor: Any = None
-    server: Any = None
-    evolution_cb: Any = None
+    attachment: Any = None  # harnessrl.trainer.attach.HarnessAttachment: detectors, memory, evolver, server
 
 
 def _train(
@@ -684,7 +606,6 @@ def _build_harness(r: _Run) -> None:
 
 def _build_trainer(r: _Run) -> None:
     """TRL's trainer with the harness, the rubric reward and the callbacks (evaluation among them)."""
-    from datasets import Dataset
     from transformers import PrinterCallback
 
     from harnessrl.trainer.callbacks import EvalCallback, MetricsCallback, ProgressCallback
@@ -695,7 +616,6 @@ def _build_trainer(r: _Run) -> None:
 
     config, run = r.config, r.run
     assert run is not None and r.tasks is not None
-    dataset = Dataset.from_list([{"prompt": t.messages(), "task_id": t.id} for t in r.tasks.train])
     callbacks: list = [MetricsCallback(run), ProgressCallback(r.console)]
     if r.tasks.eval_splits:
         r.eval_cb = EvalCallback(
@@ -715,7 +635,6 @@ def _build_trainer(r: _Run) -> None:
     r.trainer = trainer = HarnessGRPOTrainer(
         model=r.model,
         args=build_grpo_config(config, run.checkpoints, r.device, _num_processes()),
-        train_dataset=dataset,
         processing_class=r.tokenizer,
         harness=r.harness,
         rubric_reward=RubricReward(r.judge, r.harness),
@@ -748,35 +667,34 @@ def _build_trainer(r: _Run) -> None:
 
 
 def _attach_listeners(r: _Run) -> None:
-    """What listens to each step: the memory, the detectors, ODF's feed, the evolver and its tool server."""
-    from harnessrl.detection.monitor import StepMonitor
+    """What listens to each step: the harness (detectors, memory, the evolver and its tool server, through
+    :func:`~harnessrl.trainer.attach.attach_harness`, as a TRL script attaches it) and ODF's feed."""
+    from harnessrl.trainer.attach import attach_harness
     from harnessrl.trainer.resume import checkpoint_step, replay
 
     config, run, trainer, main = r.config, r.run, r.trainer, r.main
     assert run is not None and r.harness is not None
-    if main and config.harness.memory.enabled:
-        from harnessrl.memory.store import TrainingMemory
-
-        with r.console.status("opening the training memory..."):
-            r.memory = TrainingMemory(run.path, url=config.harness.memory.url)
-    r.monitor = StepMonitor(
-        trainer, config.harness.detectors, r.memory, run if main else None, regrade=_second_opinion(r.judge, r.harness)
-    )
-    trainer.step_listeners.append(r.monitor)
+    with r.console.status("attaching the harness (detectors, training memory, evolver)..."):
+        r.attachment = attach = attach_harness(
+            trainer,
+            run.path,
+            detectors=config.harness.detectors,
+            memory=config.harness.memory,
+            evolver=config.evolver if config.evolver.enabled else None,
+            seed=config.seed,
+            console=r.console,
+            close_at_train_end=False,  # closed by _finish, once the summary has read the memory's counts
+        )
     if r.resume:  # the detectors' windows and the critic's step records go on where they were
         window = config.harness.detectors.window * 4
-        replay(run, r.recorder, r.monitor.detector.observe if main else None, window=window)
+        replay(run, r.recorder, attach.monitor.detector.observe if main else None, window=window)
     if method_spec(config.method).difficulty_filter:
         trainer.step_listeners.append(_DifficultyFeed(r.harness, run if main else None))
-    if main and config.evolver.enabled:
-        r.server, r.evolution_cb = _start_evolver(
-            config, trainer, r.harness, r.recorder, r.judge, r.tokenizer, r.memory, run, r.monitor
-        )
+    if attach.evolution is not None:
         if r.resume:  # what earlier processes' evolution points decided (handled failures, counts) goes on
-            r.evolution_cb.service.restore(run.read("events.jsonl"), through_step=checkpoint_step(r.checkpoint))
-        r.evolution_cb.console = r.console
+            attach.evolution.service.restore(run.read("events.jsonl"), through_step=checkpoint_step(r.checkpoint))
         r.console.log(
-            f"harness tools served at {r.server.url} (evolver: {config.evolver.backend}, {config.evolver.mode})"
+            f"harness tools served at {attach.server.url} (evolver: {config.evolver.backend}, {config.evolver.mode})"
         )
     if r.trainer_hook is not None:
         r.trainer_hook(trainer, run)
@@ -831,9 +749,8 @@ def _run_training(r: _Run) -> None:
             raise _disk_full_while_training(run, trainer.state.global_step) from e
         raise
     finally:
-        if r.server is not None:
-            r.server.stop()
-            run.file("tool_server.json").unlink(missing_ok=True)
+        if r.attachment is not None:
+            r.attachment.stop_server()
     trainer.save_model(str(run.checkpoints / "final"))
 
 
@@ -853,9 +770,8 @@ def _finish(r: _Run) -> RunSummary:
     """The memory closed, the harness saved, and the whole run's summary written (summary.json, run_end)."""
     run, trainer = r.run, r.trainer
     assert run is not None and r.harness is not None
-    memory_counts = r.memory.counts() if r.memory is not None else {}
-    if r.memory is not None:
-        r.memory.close()
+    r.attachment.close()
+    memory_counts = r.attachment.memory_counts
     if not r.main:
         return RunSummary(
             run.path, trainer.state.global_step, time.perf_counter() - r.t_start, {}, None, None, None, None, None
@@ -876,7 +792,7 @@ def _finish(r: _Run) -> RunSummary:
 
 def _summary(r: _Run, memory_counts: dict[str, Any]) -> RunSummary:
     """The whole run's totals, every earlier process of a resumed run included (read back from its records)."""
-    config, run, trainer, eval_cb, monitor = r.config, r.run, r.trainer, r.eval_cb, r.monitor
+    config, run, trainer, eval_cb, monitor = r.config, r.run, r.trainer, r.eval_cb, r.attachment.monitor
     assert run is not None and r.tasks is not None
     totals = run_totals(run)
     wall = time.perf_counter() - r.t_start + totals.earlier_wall_seconds
@@ -926,7 +842,7 @@ def _summary(r: _Run, memory_counts: dict[str, Any]) -> RunSummary:
                 "points": totals.evolution_points,
                 "points_by_mode": totals.points_by_mode,
                 "seconds": totals.evolver_seconds,
-                **(r.evolution_cb.service.metrics() if r.evolution_cb else {}),
+                **(r.attachment.evolution.service.metrics() if r.attachment.evolution else {}),
             },
         },
     )

@@ -1,0 +1,122 @@
+"""HarnessRL inside a user's own TRL script: ``examples/trl_script.py`` on a tiny model, and the public API's
+refusals (a trainer without its rubric reward, a harness holding gold rubrics, the harness attached to
+something that is not a HarnessGRPOTrainer)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import WORD_CHECKS, task_row
+
+import harnessrl
+from harnessrl.errors import ConfigError
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "trl_script.py"
+
+
+def _example():
+    spec = importlib.util.spec_from_file_location("trl_script", EXAMPLE)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def _jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def _jsonl_rows(rows: list[dict]) -> Path:
+    import tempfile
+
+    return _jsonl(Path(tempfile.mkdtemp()) / "tasks.jsonl", rows)
+
+
+@pytest.fixture
+def train_tasks():
+    return harnessrl.load_tasks(
+        _jsonl_rows([task_row(f"t{i}", "food", f"Name food {i}.", "An apple.", "Names a food") for i in range(2)])
+    )
+
+
+def test_the_api_names_load_on_first_use_and_match_all():
+    names = set(harnessrl.__all__) - {"__version__"}
+    assert all(getattr(harnessrl, n) is not None for n in names)
+    assert set(harnessrl._API) <= names
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        harnessrl.nope  # noqa: B018
+
+
+@pytest.mark.usefixtures("one_torch_thread")
+def test_the_example_trl_script_trains_with_the_harness_attached(tmp_path, tiny_model_dir):
+    """The script as a user runs it (TrlParser over its arguments, a GRPOConfig and a ModelConfig): the rubric
+    reward beside the script's own, the detectors, memory and in-process evolver attached, their records in
+    the output directory, the tool server stopped at the end."""
+    from trl import GRPOConfig, ModelConfig, TrlParser
+
+    example = _example()
+    # a word-count check every answer passes: groups flat and high, which the detectors report
+    check = WORD_CHECKS["at least one word"]
+    rows = [
+        {**task_row(f"t{i}", "food", f"Name a food, number {i}.", "An apple.", "Names a food"),
+         "rubric": [{"id": "c1", "text": "Writes at least one word", "weight": 1, "check": check}]}
+        for i in range(4)
+    ]  # fmt: skip
+    data = _jsonl(tmp_path / "train.jsonl", rows)
+    out = tmp_path / "out"
+    parser = TrlParser((example.HarnessScriptArguments, GRPOConfig, ModelConfig))
+    script_args, training_args, model_args = parser.parse_args_and_config(
+        args=[
+            "--model_name_or_path", str(tiny_model_dir), "--data", str(data), "--output_dir", str(out),
+            "--max_steps", "3", "--per_device_train_batch_size", "4", "--num_generations", "2",
+            "--max_completion_length", "8", "--learning_rate", "1e-2", "--use_cpu", "--report_to", "none",
+            "--save_strategy", "no", "--logging_steps", "1", "--evolver_every_steps", "1", "--memory", "false",
+        ]
+    )  # fmt: skip
+    trainer = example.main(script_args, training_args, model_args)
+
+    assert trainer.state.global_step == 3
+    assert [getattr(f, "__name__", None) for f in trainer.reward_funcs] == ["rubric", "within_budget"]
+    logged = {k for row in trainer.state.log_history for k in row}
+    assert {"rewards/rubric/mean", "rewards/within_budget/mean"} <= logged  # TRL adds both rewards
+    steps = [json.loads(line)["step"] for line in (out / "steps.jsonl").read_text().splitlines()]
+    assert sorted(set(steps)) == [1, 2, 3] and len(steps) == 6  # 2 groups a step
+    events = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()]
+    kinds = {e["kind"] for e in events}
+    assert "failure" in kinds  # the detectors saw the flat-high groups
+    assert {"attribution", "proposal", "trial", "verdict", "evolution_point"} <= kinds  # the evolver ran its graph
+    assert not (out / "tool_server.json").exists()  # the tool server stopped with training
+    assert (out / "model.safetensors").is_file() or any(out.glob("*.safetensors"))
+
+
+def test_a_trainer_needs_one_rubric_reward_over_its_own_harness(train_tasks):
+    harness = harnessrl.Harness(train_tasks)
+    other = harnessrl.Harness(train_tasks)
+    judge = object()
+    with pytest.raises(ConfigError, match="hold 0: pass reward_funcs=\\[harnessrl.RubricReward"):
+        harnessrl.HarnessGRPOTrainer(model=None, harness=harness, reward_funcs=[lambda **kw: [0.0]])
+    with pytest.raises(ConfigError, match="hold 2"):
+        harnessrl.HarnessGRPOTrainer(
+            model=None,
+            harness=harness,
+            reward_funcs=[harnessrl.RubricReward(judge, harness), harnessrl.RubricReward(judge, harness)],
+        )
+    with pytest.raises(ConfigError, match="another harness than the trainer's"):
+        harnessrl.HarnessGRPOTrainer(model=None, harness=harness, rubric_reward=harnessrl.RubricReward(judge, other))
+
+
+def test_a_harness_holding_gold_rubrics_is_refused_for_training(train_tasks):
+    gold = [t.model_copy(update={"gold_rubric": t.rubric}) for t in train_tasks]
+    harness = harnessrl.Harness(gold)
+    with pytest.raises(ConfigError, match="carry a gold rubric .* only evaluation may read"):
+        harnessrl.HarnessGRPOTrainer(model=None, harness=harness, rubric_reward=harnessrl.RubricReward(None, harness))
+
+
+def test_attach_harness_names_what_it_needs():
+    with pytest.raises(ConfigError, match="needs a harnessrl.HarnessGRPOTrainer .* not a GRPOTrainer"):
+        harnessrl.attach_harness(type("GRPOTrainer", (), {})())
