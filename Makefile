@@ -49,8 +49,8 @@ test-slow: setup browser
 	$(BIN)/pytest -m slow || [ $$? -eq 5 ]
 
 lint: setup
-	$(BIN)/ruff check harnessrl tests benchmarks
-	$(BIN)/ruff format --check harnessrl tests benchmarks
+	$(BIN)/ruff check harnessrl tests benchmarks examples
+	$(BIN)/ruff format --check harnessrl tests benchmarks examples
 	$(BIN)/lint-imports
 
 clean:

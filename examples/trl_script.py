@@ -34,7 +34,7 @@ class HarnessScriptArguments(ScriptArguments):
 
     data: str = field(
         default="bundled",
-        metadata={"help": "A task file (JSONL, RaR JSONL or parquet) or a bundled suite: bundled | bench | bench-gold."},
+        metadata={"help": "A task file (JSONL, RaR JSONL or parquet), or a bundled suite: bundled, bench, bench-gold."},
     )
     judge: str = field(
         default="semantic",

@@ -98,7 +98,7 @@ def test_a_trainer_needs_one_rubric_reward_over_its_own_harness(train_tasks):
     harness = harnessrl.Harness(train_tasks)
     other = harnessrl.Harness(train_tasks)
     judge = object()
-    with pytest.raises(ConfigError, match="hold 0: pass reward_funcs=\\[harnessrl.RubricReward"):
+    with pytest.raises(ConfigError, match=r"hold 0: pass reward_funcs=\[harnessrl\.RubricReward"):
         harnessrl.HarnessGRPOTrainer(model=None, harness=harness, reward_funcs=[lambda **kw: [0.0]])
     with pytest.raises(ConfigError, match="hold 2"):
         harnessrl.HarnessGRPOTrainer(
@@ -113,10 +113,10 @@ def test_a_trainer_needs_one_rubric_reward_over_its_own_harness(train_tasks):
 def test_a_harness_holding_gold_rubrics_is_refused_for_training(train_tasks):
     gold = [t.model_copy(update={"gold_rubric": t.rubric}) for t in train_tasks]
     harness = harnessrl.Harness(gold)
-    with pytest.raises(ConfigError, match="carry a gold rubric .* only evaluation may read"):
+    with pytest.raises(ConfigError, match=r"carry a gold rubric .* only evaluation may read"):
         harnessrl.HarnessGRPOTrainer(model=None, harness=harness, rubric_reward=harnessrl.RubricReward(None, harness))
 
 
 def test_attach_harness_names_what_it_needs():
-    with pytest.raises(ConfigError, match="needs a harnessrl.HarnessGRPOTrainer .* not a GRPOTrainer"):
+    with pytest.raises(ConfigError, match=r"needs a harnessrl\.HarnessGRPOTrainer .* not a GRPOTrainer"):
         harnessrl.attach_harness(type("GRPOTrainer", (), {})())
