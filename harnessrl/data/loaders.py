@@ -49,7 +49,6 @@ __all__ = [
     "validate_rows",
 ]
 
-Format = Literal["auto", "harnessrl", "hf", "rar", "rubrichub", "openrubrics", "healthbench", "rlvr-ifeval"]
 _TASK_FIELDS = ("id", "domain", "prompt", "reference_answer", "rubric", "gold_rubric", "metadata")
 _RUBRIC_FIELDS = ("rubric", "gold_rubric")
 
@@ -469,6 +468,7 @@ PRESETS: dict[str, Preset] = {
 FORMATS: tuple[str, ...] = ("auto", "harnessrl", "hf", *PRESETS)
 FILE_FORMATS: tuple[str, ...] = ("auto", "harnessrl", *PRESETS)
 """The formats a file is read in without a column mapping (the command line's and a run config's)."""
+Format = Literal[FORMATS]  # type: ignore[valid-type]
 
 
 def _loc_name(loc: tuple[Any, ...], raw: Mapping[str, Any]) -> str:
