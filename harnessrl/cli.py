@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from harnessrl.data.loaders import FILE_FORMATS
 from harnessrl.errors import HarnessRLError, RowError
 
 if TYPE_CHECKING:
@@ -41,7 +42,14 @@ app.add_typer(bench_app, name="bench")
 console = Console()
 err_console = Console(stderr=True)
 
-FormatOpt = Annotated[str, typer.Option("--format", "-f", help="auto | harnessrl | rar | hf")]
+FormatOpt = Annotated[
+    str,
+    typer.Option(
+        "--format",
+        "-f",
+        help=f"{' | '.join(FILE_FORMATS)}: our JSONL, or a public rubric set in its own layout (a preset)",
+    ),
+]
 
 
 _verbose = False
@@ -86,7 +94,7 @@ def _print_row_errors(source: Path, errors: Sequence[RowError], valid: int, then
 
 @data_app.command("validate")
 def data_validate(
-    file: Annotated[Path, typer.Argument(help="Task file: JSONL (ours or RaR layout) or parquet.")],
+    file: Annotated[Path, typer.Argument(help="Task file: JSONL (ours, or a preset's layout) or parquet.")],
     fmt: FormatOpt = "auto",
     domain: Annotated[str | None, typer.Option(help="Domain for rows that name none.")] = None,
 ) -> None:

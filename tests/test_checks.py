@@ -29,7 +29,7 @@ def test_every_check_type_has_a_test_here():
 def test_check_types_names_match_models():
     for name, cls in CHECK_TYPES.items():
         assert cls.model_fields["type"].default == name
-    assert len(CHECK_TYPES) == 13
+    assert len(CHECK_TYPES) == 14
 
 
 def test_unknown_type_rejected():
@@ -354,3 +354,13 @@ def test_one_word_counter_for_checks_detectors_and_the_evolver():
     assert word_count(text) == n and ProposalEvidence(failure=failure, reference=text).ref_words == n
     check = WordCount(min=n, max=n)
     assert check.evaluate(text) == 1.0 and WordCount(max=n - 1).evaluate(text) == 0.0
+
+
+# ------------------------------------------------------------------------------------------ ifeval
+def test_ifeval_check_grades_with_the_benchmarks_verifier():
+    """One id here; tests/test_ifeval_checks.py grades every IFEval and IFBench id."""
+    c = check(type="ifeval", instruction_id="punctuation:no_comma")
+    assert c.evaluate("No commas here.") == 1.0
+    assert c.evaluate("Yes, a comma.") == 0.0
+    with pytest.raises(ValidationError, match="unknown instruction id"):
+        check(type="ifeval", instruction_id="punctuation:no_commas")

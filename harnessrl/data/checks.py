@@ -5,15 +5,21 @@ is checked here rather than asked of a judge: the answer is exact, free and neve
 check is a pydantic model tagged by ``type``; a criterion carries one in its ``check`` field, e.g.
 ``{"type": "word_count", "max": 80}``. ``evaluate`` returns 1.0 when the response passes and
 0.0 when it does not.
+
+The ``ifeval`` check is the exception to "checked here": it names an IFEval or IFBench instruction and
+grades with that benchmark's own verifier (:mod:`harnessrl.data.ifeval`), so a task from those benchmarks
+is graded as the benchmark grades it.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from harnessrl.data import ifeval
 
 __all__ = [
     "CHECK_TYPES",
@@ -22,6 +28,7 @@ __all__ = [
     "Check",
     "Contains",
     "EndsWith",
+    "InstructionFollowing",
     "JsonFormat",
     "LetterCase",
     "MarkdownFormat",
@@ -295,6 +302,30 @@ class LetterCase(_CheckBase):
         return float(all(c.islower() for c in letters) if self.case == "lower" else all(c.isupper() for c in letters))
 
 
+class InstructionFollowing(_CheckBase):
+    """An IFEval or IFBench instruction, graded by that benchmark's own verifier (package ``if-verifiable``):
+    ``{"type": "ifeval", "instruction_id": "length_constraints:number_words", "kwargs": {"num_words": 100,
+    "relation": "less than"}}``. ``kwargs`` are the verifier's arguments, as in the benchmark's data (null
+    values are dropped, as the benchmarks do); ``loose`` grades with IFEval's loose test instead of its
+    strict one. The id, every argument, and any NLTK data the verifier needs are checked when the task loads.
+    """
+
+    type: Literal["ifeval"] = "ifeval"
+    instruction_id: str = Field(min_length=1)
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+    loose: bool = False
+
+    @model_validator(mode="after")
+    def _verifier_builds(self):
+        typed = ifeval.check_instruction(self.instruction_id, self.kwargs)
+        if typed != self.kwargs:
+            object.__setattr__(self, "kwargs", typed)  # numbers given as text, null arguments dropped
+        return self
+
+    def evaluate(self, response: str) -> float:
+        return float(ifeval.follows(ifeval.verifier(self.instruction_id, self.kwargs), response, self.loose))
+
+
 Check = Annotated[
     WordCount
     | SentenceCount
@@ -308,7 +339,8 @@ Check = Annotated[
     | MarkdownFormat
     | StartsWith
     | EndsWith
-    | LetterCase,
+    | LetterCase
+    | InstructionFollowing,
     Field(discriminator="type"),
 ]
 """Any programmatic check, told apart by its ``type`` field."""
@@ -329,6 +361,7 @@ CHECK_TYPES: dict[str, type[_CheckBase]] = {
         StartsWith,
         EndsWith,
         LetterCase,
+        InstructionFollowing,
     )
 }
 """The valid ``type`` names, each with its model."""

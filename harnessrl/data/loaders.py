@@ -1,4 +1,4 @@
-"""Load tasks from our JSONL, the RaR layout (JSONL or parquet), or any `datasets` dataset.
+"""Load tasks from our JSONL, the public rubric sets' own layouts (JSONL or parquet), or any `datasets` dataset.
 
 Every loader goes through :func:`validate_rows`, which checks each row on its own and reports
 *each* bad row with its line (or row) number and a reason, then checks ids across rows. Nothing
@@ -7,31 +7,39 @@ trains on a file with a bad row: :func:`load_tasks` raises :class:`DataValidatio
 Formats:
 
 - ``harnessrl``: one :class:`~harnessrl.data.schema.Task` per line, as JSON.
-- ``rar``: the layout of public rubric datasets (RaR-Medicine, RaR-Science): ``question``,
-  ``reference_answer``, ``question_source``, ``rubric`` (a list of ``{title, description, weight}``),
-  ``rubric_list``, ``rubric_count``. Criterion text is the description (the title when it is empty).
 - ``hf``: any table with a column mapping (``{"prompt": "question", "rubric": "criteria", ...}``).
+- a preset (:data:`PRESETS`): a public set's layout, as a column mapping plus the per-row conversion
+  of its rubric items, reference and tags: ``rar`` (RaR-Medicine, RaR-Science), ``rubrichub``
+  (RubricHub), ``openrubrics`` (OpenRubrics, OpenRubric-v2), ``healthbench`` (HealthBench-style
+  criteria with points and tags), ``rlvr-ifeval`` (prompts with IFEval instruction ids as ground truth,
+  graded by the ``ifeval`` check). Each preset's docstring says where its layout was taken from.
 - ``auto``: ``rar`` when the first good row has ``question`` and a ``rubric`` of titled items,
   else ``harnessrl``.
 """
 
 from __future__ import annotations
 
+import ast
 import json
+import re
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import ValidationError
 
+from harnessrl.data import ifeval
 from harnessrl.data.checks import CHECK_TYPES
 from harnessrl.data.schema import Task
 from harnessrl.errors import DataValidationError, HarnessRLError, RowError
 
 __all__ = [
+    "FILE_FORMATS",
     "FORMATS",
+    "PRESETS",
+    "Preset",
     "ValidationReport",
     "load_hf_dataset",
     "load_tasks",
@@ -41,8 +49,6 @@ __all__ = [
     "validate_rows",
 ]
 
-Format = Literal["auto", "harnessrl", "rar", "hf"]
-FORMATS: tuple[str, ...] = ("auto", "harnessrl", "rar", "hf")
 _TASK_FIELDS = ("id", "domain", "prompt", "reference_answer", "rubric", "gold_rubric", "metadata")
 _RUBRIC_FIELDS = ("rubric", "gold_rubric")
 
@@ -186,28 +192,6 @@ def _rar_criteria(rubric_in: Any, name: str = "rubric") -> list[Any]:
     return rubric
 
 
-def _from_rar(row: Mapping[str, Any], index: int, default_domain: str | None) -> dict[str, Any]:
-    rubric_in = row.get("rubric") or []
-    rubric = _rar_criteria(rubric_in)
-    source = row.get("question_source") or None
-    domain = row.get("domain") or default_domain or source or "general"
-    meta = {k: row[k] for k in ("question_source",) if row.get(k)}
-    titles = [it.get("title") for it in rubric_in if isinstance(it, dict)]
-    if any(titles):
-        meta["criterion_titles"] = titles
-    out = {
-        "id": str(row.get("id") or f"rar-{index:06d}"),
-        "domain": str(domain),
-        "prompt": row.get("question"),
-        "reference_answer": row.get("reference_answer"),
-        "rubric": rubric,
-        "metadata": meta,
-    }
-    if row.get("gold_rubric") is not None:
-        out["gold_rubric"] = _rar_criteria(row["gold_rubric"], "gold_rubric")
-    return out
-
-
 def _from_mapping(row: Mapping[str, Any], index: int, mapping: Mapping[str, str], default_domain: str | None):
     out: dict[str, Any] = {}
     for ours in _TASK_FIELDS:
@@ -230,6 +214,261 @@ def _from_mapping(row: Mapping[str, Any], index: int, mapping: Mapping[str, str]
 
 class _RowProblem(ValueError):
     """A row that cannot even be mapped to the task fields."""
+
+
+# ------------------------------------------------------------------------------------------ presets
+@dataclass(frozen=True)
+class Preset:
+    """A public rubric set's layout, read the way the ``hf`` format reads a table: ``columns`` maps our fields to
+    the set's columns, then ``convert`` turns the row's own shapes (rubric items, reference, tags) into ours.
+
+    ``domain``: the domain of a row that names none when no default domain is given.
+    """
+
+    name: str
+    columns: Mapping[str, str]
+    convert: Callable[[dict[str, Any], Mapping[str, Any]], dict[str, Any]]
+    domain: str = "general"
+
+
+def _from_preset(preset: Preset, row: Mapping[str, Any], index: int, default_domain: str | None) -> dict[str, Any]:
+    out = {ours: row[theirs] for ours, theirs in preset.columns.items() if row.get(theirs) is not None}
+    out["domain"] = out.get("domain") or default_domain
+    out = preset.convert(out, row)
+    out["id"] = str(out.get("id") or f"{preset.name}-{index:06d}")
+    out["domain"] = str(out.get("domain") or preset.domain)
+    return out
+
+
+def _from_rar(out: dict[str, Any], row: Mapping[str, Any]) -> dict[str, Any]:
+    """RaR (RaR-Medicine, RaR-Science, arXiv 2507.17746; their dataset cards): ``question``, ``reference_answer``,
+    ``question_source`` (the domain of a row that names none), ``rubric`` (``[{title, description, weight}]``:
+    the text is the description, the title when it is empty; the titles kept in ``metadata.criterion_titles``),
+    ``rubric_list``, ``rubric_count``. A ``gold_rubric`` in either shape is read too."""
+    rubric_in = out.get("rubric")
+    out["rubric"] = _rar_criteria(rubric_in)
+    source = row.get("question_source") or None
+    out["domain"] = out.get("domain") or source
+    meta: dict[str, Any] = {"question_source": source} if source else {}
+    titles = [it.get("title") for it in rubric_in or [] if isinstance(it, dict)]
+    if any(titles):
+        meta["criterion_titles"] = titles
+    out["metadata"] = meta
+    if out.get("gold_rubric") is not None:
+        out["gold_rubric"] = _rar_criteria(out["gold_rubric"], "gold_rubric")
+    return out
+
+
+def _criteria_list(value: Any, name: str, shape: str) -> list[Any]:
+    """A rubric column as a list (JSON text of one is read)."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as e:
+            raise _RowProblem(f"{name} is text but not JSON: {e.msg}") from None
+    if value is None:
+        raise _RowProblem(f"missing {name} (a list of {shape})")
+    if not isinstance(value, list):
+        raise _RowProblem(f"{name} must be a list of {shape}, got {type(value).__name__}")
+    return value
+
+
+def _points_criteria(rubric_in: Any, name: str) -> tuple[list[dict[str, Any]], list[Any]]:
+    """``[{criterion, points, tags}]`` (HealthBench, RubricHub) as our criteria: the points are the weight as they
+    are (negative points: a criterion the response must not meet, the schema's pitfall), the criterion is the
+    text; the tags come back apart, one entry per criterion, for the task's metadata."""
+    criteria, tags = [], []
+    for i, item in enumerate(_criteria_list(rubric_in, name, "{criterion, points}"), start=1):
+        if not isinstance(item, dict):
+            raise _RowProblem(f"{name} item {i} must be an object with criterion and points")
+        if item.get("points") is None:
+            raise _RowProblem(f"{name} item {i} has no points")
+        criteria.append({"id": f"c{i}", "text": item.get("criterion") or "", "weight": item["points"]})
+        tags.append(item.get("tags"))
+    return criteria, tags
+
+
+def _from_rubrichub(out: dict[str, Any], row: Mapping[str, Any]) -> dict[str, Any]:
+    """RubricHub (sojuL/RubricHub_v1, arXiv 2601.08430; its ``RuRL/rurbichub_v1_*.parquet`` files, in verl's
+    layout): ``prompt`` (chat messages), ``Rubrics`` (``[{criterion, points}]``), mirrored with each criterion's
+    ``tags`` (``{verifier, function, parameters}``) under ``reward_model.rubrics``, read first; ``ability`` and
+    ``data_source`` (the domain: chat, Instruction_Following, Medical, Science, Writing), ``reward_model.
+    ground_truth`` (empty in the release: no reference answer), ``extra_info``. A criterion tagged
+    ``verifier: rule`` names one of RubricHub's own rule functions, which are not released: it is judged on its
+    text here, its tags kept in ``metadata.criterion_tags``."""
+    reward = row.get("reward_model") if isinstance(row.get("reward_model"), Mapping) else {}
+    rubric = reward.get("rubrics") if reward.get("rubrics") is not None else out.get("rubric")
+    out["rubric"], tags = _points_criteria(rubric, "Rubrics")
+    if isinstance(reward.get("ground_truth"), str) and reward["ground_truth"].strip():
+        out["reference_answer"] = reward["ground_truth"]
+    meta: dict[str, Any] = {"data_source": row["data_source"]} if row.get("data_source") else {}
+    if any(tags):
+        meta["criterion_tags"] = tags
+    out["metadata"] = meta
+    return out
+
+
+_RUBRIC_LINE = re.compile(r"^\s*(?:\d+[.)]|[-*•])\s+(?P<text>\S.*?)\s*$")
+_RUBRIC_KIND = re.compile(r"\s*\[(?P<kind>[^\[\]]+)\]\s*$")
+
+
+def _from_openrubrics(out: dict[str, Any], row: Mapping[str, Any]) -> dict[str, Any]:
+    """OpenRubrics (OpenRubrics/OpenRubrics and OpenRubric-v2, arXiv 2510.07743; the dataset cards and the
+    repository's scripts): ``instruction`` (the prompt), ``rubric`` (text: one numbered criterion a line, each
+    ending in its kind, ``[Hard Rule]`` or ``[Principle]``; lines that continue an item are joined to it),
+    ``source`` (the corpus of the prompt, the domain of a row that names none), and v2's ``response_a``,
+    ``response_b``, ``winner`` (a preference pair, not a reference answer: not read). The layout gives no
+    weights: each criterion weighs 1, its kind kept in ``metadata.criterion_tags`` (OpenRubrics' judge reads a
+    hard rule as a must-pass gate, which a weight cannot say)."""
+    text = out.get("rubric")
+    if isinstance(text, list) and all(isinstance(t, str) for t in text):
+        lines = [t if _RUBRIC_LINE.match(t) else f"- {t}" for t in text]
+    elif isinstance(text, str):
+        lines = text.splitlines()
+    else:
+        got = "nothing" if text is None else type(text).__name__
+        raise _RowProblem(f"rubric must be the rubric text (one numbered criterion a line), got {got}")
+    items: list[str] = []
+    for line in lines:
+        m = _RUBRIC_LINE.match(line)
+        if m:
+            items.append(m.group("text"))
+        elif items and line.strip():
+            items[-1] = f"{items[-1]} {line.strip()}"
+    if not items:
+        raise _RowProblem("rubric text has no numbered criteria (e.g. '1. The response lists five items. [Hard Rule]')")
+    criteria, kinds = [], []
+    for i, item in enumerate(items, start=1):
+        kind = _RUBRIC_KIND.search(item)
+        kinds.append(kind.group("kind").strip().lower().replace(" ", "_") if kind else None)
+        criteria.append({"id": f"c{i}", "text": item[: kind.start()] if kind else item, "weight": 1})
+    out["rubric"] = criteria
+    out["domain"] = out.get("domain") or row.get("source")
+    meta: dict[str, Any] = {"source": row["source"]} if row.get("source") else {}
+    if any(kinds):
+        meta["criterion_tags"] = kinds
+    out["metadata"] = meta
+    return out
+
+
+def _from_healthbench(out: dict[str, Any], row: Mapping[str, Any]) -> dict[str, Any]:
+    """HealthBench (openai/simple-evals ``healthbench_eval.py`` and its JSONL files): ``prompt_id``, ``prompt``
+    (chat messages ending with the user's turn), ``rubrics`` (``[{criterion, points, tags}]``; points may be
+    negative), ``example_tags`` (``theme:…``, ``physician_agreed_category:…``), ``ideal_completions_data``
+    (null, or a physician's ``ideal_completion``: the reference answer), ``canary``. HealthBench scores a
+    response as the points of the criteria it meets over the sum of the positive points, clipped to [0, 1]:
+    the reward of docs/design.md §4 with the points as weights. The tags go to ``metadata.example_tags`` and
+    ``metadata.criterion_tags``."""
+    out["rubric"], tags = _points_criteria(out.get("rubric"), "rubrics")
+    ideal = row.get("ideal_completions_data")
+    meta: dict[str, Any] = {}
+    if isinstance(ideal, Mapping):
+        out["reference_answer"] = ideal.get("ideal_completion")
+        if ideal.get("ideal_completions_group"):
+            meta["ideal_completions_group"] = ideal["ideal_completions_group"]
+    if row.get("example_tags"):
+        meta["example_tags"] = list(row["example_tags"])
+    if any(tags):
+        meta["criterion_tags"] = tags
+    out["metadata"] = meta
+    return out
+
+
+def _ifeval_ground_truth(value: Any) -> list[tuple[str, Any]]:
+    """open-instruct's ground truth as (instruction id, kwargs) pairs."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            try:
+                value = ast.literal_eval(value)  # open-instruct writes some labels as Python literals
+            except (ValueError, SyntaxError):
+                raise _RowProblem("ground_truth is text but neither JSON nor a Python literal") from None
+    pairs: list[tuple[str, Any]] = []
+    for item in value if isinstance(value, list) else [value]:
+        if isinstance(item, str):
+            try:
+                item = json.loads(item)
+            except json.JSONDecodeError:
+                raise _RowProblem("ground_truth holds a text item that is not JSON") from None
+        if not isinstance(item, Mapping):
+            raise _RowProblem('ground_truth must be {"instruction_id": [...], "kwargs": [...]} or a list of them')
+        if "func_name" in item:
+            raise _RowProblem(
+                f"ground_truth names open-instruct's own check {item['func_name']!r} (the Tulu 3 layout of "
+                "allenai/RLVR-IFeval), not an IFEval instruction id: its grading is open-instruct's rewrite, which "
+                'HarnessRL does not reproduce; give {"instruction_id": [...], "kwargs": [...]} '
+                "(the layout of allenai/IF_multi_constraints_upto5)"
+            )
+        ids, kwargs = item.get("instruction_id"), item.get("kwargs")
+        if isinstance(ids, str):
+            ids, kwargs = [ids], [kwargs]
+        if not isinstance(ids, list) or not isinstance(kwargs, list) or len(ids) != len(kwargs):
+            raise _RowProblem("ground_truth needs 'instruction_id' and 'kwargs': two lists of the same length")
+        pairs.extend(zip(ids, kwargs, strict=True))
+    if not pairs:
+        raise _RowProblem("ground_truth names no instruction")
+    return pairs
+
+
+def _from_rlvr_ifeval(out: dict[str, Any], row: Mapping[str, Any]) -> dict[str, Any]:
+    """Prompts whose ground truth is IFEval or IFBench instructions, in open-instruct's layout (allenai/open-instruct
+    ``ground_truth_utils.IFEvalVerifier``; e.g. allenai/IF_multi_constraints_upto5): ``messages`` (chat messages;
+    or ``prompt``, text), ``ground_truth`` (JSON or Python-literal text of ``[{"instruction_id": [...], "kwargs":
+    [...]}]``, or one such object), ``key``, ``dataset``, ``constraint_type``, ``constraint``. The benchmarks' own
+    rows (google/IFEval, allenai/IFBench_test: ``key``, ``prompt``, ``instruction_id_list``, ``kwargs``) read the
+    same. Each instruction is a criterion of weight 1, in the benchmark's words, with an ``ifeval`` check:
+    open-instruct's reward is the share of instructions followed, the reward of docs/design.md §4 with equal
+    weights. The layout has no reference answer and the schema's is optional: these tasks have none
+    (``reference_answer: null``), which rubrics of checks alone never read. The Tulu 3 release of
+    allenai/RLVR-IFeval holds ``{"func_name": ...}`` instead, open-instruct's own rewritten checks: refused."""
+    if out.get("prompt") is None:
+        out["prompt"] = row.get("prompt")
+    truth = row.get("ground_truth")
+    if truth is None and row.get("instruction_id_list") is not None:
+        truth = {"instruction_id": row["instruction_id_list"], "kwargs": row.get("kwargs")}
+    if truth is None:
+        raise _RowProblem("missing ground_truth (the instruction ids and their kwargs)")
+    criteria = []
+    for i, (iid, kwargs) in enumerate(_ifeval_ground_truth(truth), start=1):
+        kwargs = {} if kwargs is None else kwargs  # not an object: the check says what is wrong
+        text = ifeval.describe(str(iid), dict(kwargs)) if isinstance(kwargs, Mapping) else None
+        check = {"type": "ifeval", "instruction_id": iid, "kwargs": kwargs}
+        criteria.append({"id": f"c{i}", "text": text or str(iid), "weight": 1, "check": check})
+    out["rubric"] = criteria
+    out["metadata"] = {k: row[k] for k in ("dataset", "constraint_type", "constraint") if row.get(k)}
+    return out
+
+
+PRESETS: dict[str, Preset] = {
+    p.name: p
+    for p in (
+        Preset(
+            "rar",
+            {
+                "id": "id",
+                "domain": "domain",
+                "prompt": "question",
+                "reference_answer": "reference_answer",
+                "rubric": "rubric",
+                "gold_rubric": "gold_rubric",
+            },
+            _from_rar,
+        ),
+        Preset("rubrichub", {"prompt": "prompt", "rubric": "Rubrics", "domain": "ability"}, _from_rubrichub),
+        Preset("openrubrics", {"id": "id", "prompt": "instruction", "rubric": "rubric"}, _from_openrubrics),
+        Preset(
+            "healthbench", {"id": "prompt_id", "prompt": "prompt", "rubric": "rubrics"}, _from_healthbench, "health"
+        ),
+        Preset("rlvr-ifeval", {"id": "key", "prompt": "messages"}, _from_rlvr_ifeval, "instruction_following"),
+    )
+}
+"""The public rubric sets read in their own layout, by name (``--format``, ``data.format``)."""
+
+FORMATS: tuple[str, ...] = ("auto", "harnessrl", "hf", *PRESETS)
+FILE_FORMATS: tuple[str, ...] = ("auto", "harnessrl", *PRESETS)
+"""The formats a file is read in without a column mapping (the command line's and a run config's)."""
+Format = Literal[FORMATS]  # type: ignore[valid-type]
 
 
 def _loc_name(loc: tuple[Any, ...], raw: Mapping[str, Any]) -> str:
@@ -296,8 +535,8 @@ def row_to_task(
     default_domain: str | None = None,
 ) -> Task:
     """Build one task from one raw row; raises ``ValueError`` with a readable reason."""
-    if fmt == "rar":
-        data = _from_rar(row, index, default_domain)
+    if fmt in PRESETS:
+        data = _from_preset(PRESETS[fmt], row, index, default_domain)
     elif fmt == "hf":
         data = _from_mapping(row, index, mapping or {}, default_domain)
     elif fmt == "harnessrl":
@@ -368,15 +607,16 @@ def load_tasks(
 def load_hf_dataset(
     dataset: Any,
     mapping: Mapping[str, str] | None = None,
-    fmt: Literal["hf", "rar"] = "hf",
+    fmt: Format = "hf",
     default_domain: str | None = None,
     source: str = "dataset",
 ) -> list[Task]:
     """Load tasks from a ``datasets.Dataset`` (or any iterable of dicts) with a column mapping.
 
     ``mapping`` maps our field names (id, domain, prompt, reference_answer, rubric, metadata) to the
-    dataset's columns; unmapped fields are looked up under their own name. Pass ``fmt="rar"`` for a
-    dataset in the RaR layout (e.g. a downloaded RaR-Medicine split).
+    dataset's columns; unmapped fields are looked up under their own name. Pass a preset's name instead
+    (:data:`PRESETS`: ``fmt="rar"`` for a downloaded RaR-Medicine split, ``"healthbench"``, ...) for a dataset
+    in that set's own layout.
     """
     rows = [(i, _drop_arrow_nulls(dict(r))) for i, r in enumerate(dataset, start=1)]
     errors = [] if rows else [RowError(0, "dataset is empty: it holds no tasks")]

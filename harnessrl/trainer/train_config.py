@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from harnessrl.config import apply_overrides, load_yaml
 from harnessrl.critic.trials import TrialConfig
+from harnessrl.data.loaders import FILE_FORMATS, PRESETS
 from harnessrl.detection.detectors import DetectorConfig
 from harnessrl.errors import ConfigError
 from harnessrl.graph.state import GraphConfig, LLMConfig
@@ -72,7 +73,10 @@ class DataConfig(_Section):
         default="bundled", description="Tasks that choose the best checkpoint; null: no best checkpoint."
     )
     test: str | None = Field(default="bundled", description="Tasks that are only reported; null: no test eval.")
-    format: Literal["auto", "harnessrl", "rar"] = "auto"
+    format: Literal[FILE_FORMATS] = Field(  # type: ignore[valid-type]
+        default="auto",
+        description=f"How the files are laid out: auto, harnessrl, or a public set's preset ({', '.join(PRESETS)}).",
+    )
     train_rubric: Literal["rubric", "gold"] = Field(
         default="rubric",
         description="What training grades with: each task's rubric (the proxy), or its gold rubric (the oracle, "
