@@ -8,7 +8,9 @@ test re-grades with the embedded semantic judge (MiniLM, loaded once per module)
 
 from __future__ import annotations
 
+import threading
 import time
+from collections import Counter
 from collections.abc import Sequence
 
 import pytest
@@ -712,3 +714,43 @@ def test_a_rubric_trial_on_too_few_cached_groups_tops_them_up_with_fresh_ones_wh
     assert topped.accepted, topped.reason
     assert topped.measurements["n_groups"] == 3 and topped.measurements["fresh_groups"] == 2
     assert topped.cost.rollouts == sampler.generated == 8  # two fresh groups of the trainer's G=4
+
+
+def test_the_runs_rollout_share_bounds_what_each_trial_may_generate():
+    """``max_rollout_share``: the run's trials together generate at most that share of the training rollouts so
+    far; a rubric trial with less left tops up fewer groups (none when nothing is left), and says so."""
+    from types import SimpleNamespace
+
+    from harnessrl.trainer.attach import _LockedTrials
+
+    harness, _, judge, recorder = make_env()
+    record_group(harness, judge, recorder, 1, "sea", [text_of(n) for n in (45, 60, 46, 61)])
+    strict = EditRubric(
+        task_id="sea",
+        add=[Criterion(id="concise", text="Stays within 50 words", weight=1, check={"type": "word_count", "max": 50})],
+    )
+    flat = failure("non_discriminative_high")
+    sampler = LengthsSampler()
+    trials = FrozenPolicyTrials(
+        harness, recorder, judge, sampler, TrialConfig(min_regrade_groups=3, max_rollouts=16, max_rollout_share=0.2)
+    )
+    trainer = SimpleNamespace(
+        policy_lock=threading.Lock(),
+        timings=Counter(),
+        accounting={"rollouts/generated": 40, "rollouts/trial": 0, "judge/calls_trial": 0},
+    )
+    locked = _LockedTrials(trials, trainer)
+    assert locked.allowance() == 8  # 0.2 x 40 trained, nothing spent yet
+    first = locked.run(strict, "c1", flat)
+    assert first.measurements["rollout_allowance"] == 8 and first.measurements["fresh_groups"] == 2
+    assert first.cost.rollouts == 8 and trainer.accounting["rollouts/trial"] == 8
+    assert locked.allowance() == 0  # the share is spent until training generates more
+    second = locked.run(strict, "c2", flat)
+    assert second.cost.rollouts == 0 and second.measurements["fresh_groups"] == 0
+    assert second.measurements["n_groups"] == 1  # decided on the cached group alone
+    trainer.accounting["rollouts/generated"] = 80
+    assert locked.allowance() == 8
+    # without the setting, no bound beyond max_rollouts
+    assert (
+        _LockedTrials(FrozenPolicyTrials(harness, recorder, judge, sampler, TrialConfig()), trainer).allowance() is None
+    )

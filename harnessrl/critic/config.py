@@ -34,6 +34,14 @@ class TrialConfig(BaseModel):
         "is often too few for the bootstrap to tell a real split from chance). 0 (default): cached rollouts only, "
         "nothing generated.",
     )
+    max_rollout_share: float | None = Field(
+        default=None,
+        gt=0,
+        description="The run's trials together generate at most this share of the training rollouts generated so "
+        "far (0.2: one trial rollout per five trained): each trial may spend what is left of it, and never more "
+        "than max_rollouts; a rubric trial with nothing left decides on its cached groups, a guidance trial is "
+        "rejected for its budget. null (default): no bound over the run.",
+    )
     bootstrap: int = Field(default=1000, ge=10, description="Bootstrap resamples of the improvement.")
     confidence: float = Field(default=0.9, gt=0, lt=1, description="Coverage of the bootstrap interval.")
     seed: int = Field(default=0, description="Seed of the bootstrap resampling.")

@@ -173,12 +173,15 @@ class FrozenPolicyTrials:
         self.config = config or TrialConfig()
         self.advantage = advantage or AdvantageSpec()
 
-    def run(self, update: Any, candidate_id: str, failure: Failure | None = None) -> TrialResult:
+    def run(
+        self, update: Any, candidate_id: str, failure: Failure | None = None, *, max_rollouts: int | None = None
+    ) -> TrialResult:
         """Measure ``update`` (any interface's) on the frozen policy and decide; never applies it.
 
-        The update's interface chooses the metric and the recipe (its ``metric`` and ``trial``)."""
+        The update's interface chooses the metric and the recipe (its ``metric`` and ``trial``). ``max_rollouts``
+        lowers the config's bound for this trial (what the run's ``max_rollout_share`` leaves)."""
         interface = self.harness.interface(update)
-        trial = self._start(update, failure, interface.metric(update, failure))
+        trial = self._start(update, failure, interface.metric(update, failure), max_rollouts)
         got, reason = Measured(), ""
         try:
             got = interface.trial(update, trial)
@@ -197,9 +200,12 @@ class FrozenPolicyTrials:
         )
         return result
 
-    def _start(self, update: Any, failure: Failure | None, metric: str) -> Trial:
+    def _start(self, update: Any, failure: Failure | None, metric: str, max_rollouts: int | None = None) -> Trial:
         """A trial of ``update`` beginning now: its budget running, and the settings it measures with recorded."""
-        budget = Budget(self.config, self.judge, self.sampler)
+        config = self.config
+        if max_rollouts is not None and max_rollouts < config.max_rollouts:
+            config = config.model_copy(update={"max_rollouts": max(0, max_rollouts)})
+        budget = Budget(config, self.judge, self.sampler)
         measurements: dict[str, Any] = {
             "failure_kind": failure.kind if failure else None,
             "bootstrap": self.config.bootstrap,
@@ -207,11 +213,12 @@ class FrozenPolicyTrials:
             "seed": self.config.seed,
             "scale_rewards": self.advantage.scale_rewards,
             "verdict_noise": self.config.signal.verdict_noise,
+            **({"rollout_allowance": max_rollouts} if max_rollouts is not None else {}),
         }
         return Trial(
             harness=self.harness,
             recorder=self.recorder,
-            config=self.config,
+            config=config,
             advantage=self.advantage,
             update=update,
             failure=failure,

@@ -167,6 +167,9 @@ class _LockedTrials:
         self.trials, self.trainer = trials, trainer
 
     def run(self, *args, **kwargs) -> TrialResult:
+        allowance = self.allowance()
+        if allowance is not None:
+            kwargs["max_rollouts"] = allowance
         t0 = time.perf_counter()
         with self.trainer.policy_lock:
             try:
@@ -176,6 +179,15 @@ class _LockedTrials:
         self.trainer.accounting["rollouts/trial"] += result.cost.rollouts
         self.trainer.accounting["judge/calls_trial"] += result.cost.judge_calls
         return result
+
+    def allowance(self) -> int | None:
+        """The fresh rollouts the next trial may spend under ``max_rollout_share`` (None: no such bound): that
+        share of the training rollouts generated so far, less what the run's trials already spent."""
+        share = getattr(getattr(self.trials, "config", None), "max_rollout_share", None)
+        if share is None:
+            return None
+        spent = self.trainer.accounting
+        return max(0, int(share * spent["rollouts/generated"]) - int(spent["rollouts/trial"]))
 
 
 def _start_evolver(settings, trainer, memory, run: RunDir, monitor, *, seed: int, eps: float):
