@@ -120,3 +120,44 @@ def test_a_harness_holding_gold_rubrics_is_refused_for_training(train_tasks):
 def test_attach_harness_names_what_it_needs():
     with pytest.raises(ConfigError, match=r"needs a harnessrl\.HarnessGRPOTrainer .* not a GRPOTrainer"):
         harnessrl.attach_harness(type("GRPOTrainer", (), {})())
+
+
+@pytest.mark.usefixtures("one_torch_thread")
+def test_a_served_harness_on_a_trainer_built_from_a_model_path(tmp_path, tiny_model_dir):
+    """The API without the example: the model named by its path (TRL loads it), the evolver served for an
+    external `harnessrl evolver --run-dir` (mode external): tool_server.json is there while training runs,
+    gone after; the attachment closes itself at the end of training."""
+    from transformers import TrainerCallback
+    from trl import GRPOConfig
+
+    check = WORD_CHECKS["at least one word"]
+    rows = [
+        {**task_row(f"t{i}", "food", f"Name food {i}.", "An apple.", "Names a food"),
+         "rubric": [{"id": "c1", "text": "Writes at least one word", "weight": 1, "check": check}]}
+        for i in range(2)
+    ]  # fmt: skip
+    tasks = harnessrl.load_tasks(_jsonl(tmp_path / "train.jsonl", rows))
+    harness = harnessrl.Harness(tasks)
+    out = tmp_path / "out"
+    seen: list[bool] = []
+
+    class ServerFile(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            seen.append((out / "tool_server.json").is_file())
+
+    trainer = harnessrl.HarnessGRPOTrainer(
+        model=str(tiny_model_dir),
+        args=GRPOConfig(
+            output_dir=str(out), max_steps=2, per_device_train_batch_size=4, num_generations=2,
+            max_completion_length=8, learning_rate=1e-2, use_cpu=True, report_to="none", save_strategy="no",
+        ),
+        harness=harness,
+        reward_funcs=[harnessrl.RubricReward(harnessrl.build_judge(), harness)],
+        callbacks=[ServerFile()],
+    )  # fmt: skip
+    attached = harnessrl.attach_harness(trainer, evolver=harnessrl.EvolverSettings(mode="external"), memory=False)
+    assert attached.server is not None and attached.evolution is not None
+    trainer.train()
+    assert seen == [True, True]  # served while training ran
+    assert attached.closed and attached.server is None and not (out / "tool_server.json").exists()
+    assert "failure" in {json.loads(line)["kind"] for line in (out / "events.jsonl").read_text().splitlines()}
