@@ -696,16 +696,22 @@ class LengthsSampler:
         return [text_of(45 if i % 2 == 0 else 60) for i in range(len(prompts))]
 
 
-def test_a_rubric_trial_on_too_few_cached_groups_tops_them_up_with_fresh_ones_when_asked():
-    """One cached group splits 2/2 under the candidate: too little for the bootstrap (its interval reaches 0);
-    with ``min_regrade_groups`` fresh groups of the frozen policy are re-graded beside it and decide."""
+def _one_cached_group_and_a_word_limit():
+    """One cached group of task "sea" (two answers within 50 words, two beyond), a candidate that adds a 50-word
+    limit, and the uniformly-high failure it answers."""
     harness, _, judge, recorder = make_env()
     record_group(harness, judge, recorder, 1, "sea", [text_of(n) for n in (45, 60, 46, 61)])
     strict = EditRubric(
         task_id="sea",
         add=[Criterion(id="concise", text="Stays within 50 words", weight=1, check={"type": "word_count", "max": 50})],
     )
-    flat = failure("non_discriminative_high")
+    return harness, judge, recorder, strict, failure("non_discriminative_high")
+
+
+def test_a_rubric_trial_on_too_few_cached_groups_tops_them_up_with_fresh_ones_when_asked():
+    """One cached group splits 2/2 under the candidate: too little for the bootstrap (its interval reaches 0);
+    with ``min_regrade_groups`` fresh groups of the frozen policy are re-graded beside it and decide."""
+    harness, judge, recorder, strict, flat = _one_cached_group_and_a_word_limit()
     cached_only = FrozenPolicyTrials(harness, recorder, judge, NoSampler(), TrialConfig()).run(strict, "c1", flat)
     assert not cached_only.accepted and cached_only.measurements["n_groups"] == 1 and cached_only.cost.rollouts == 0
     sampler = LengthsSampler()
@@ -723,13 +729,7 @@ def test_the_runs_rollout_share_bounds_what_each_trial_may_generate():
 
     from harnessrl.trainer.attach import _LockedTrials
 
-    harness, _, judge, recorder = make_env()
-    record_group(harness, judge, recorder, 1, "sea", [text_of(n) for n in (45, 60, 46, 61)])
-    strict = EditRubric(
-        task_id="sea",
-        add=[Criterion(id="concise", text="Stays within 50 words", weight=1, check={"type": "word_count", "max": 50})],
-    )
-    flat = failure("non_discriminative_high")
+    harness, judge, recorder, strict, flat = _one_cached_group_and_a_word_limit()
     sampler = LengthsSampler()
     trials = FrozenPolicyTrials(
         harness, recorder, judge, sampler, TrialConfig(min_regrade_groups=3, max_rollouts=16, max_rollout_share=0.2)

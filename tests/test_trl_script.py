@@ -31,6 +31,17 @@ def _jsonl(path: Path, rows: list[dict]) -> Path:
     return path
 
 
+def _passed_by_every_answer(n: int) -> list[dict]:
+    """Tasks whose one criterion, a word-count check, every answer passes: groups flat and high, which the
+    detectors report."""
+    check = WORD_CHECKS["at least one word"]
+    return [
+        {**task_row(f"t{i}", "food", f"Name a food, number {i}.", "An apple.", "Names a food"),
+         "rubric": [{"id": "c1", "text": "Writes at least one word", "weight": 1, "check": check}]}
+        for i in range(n)
+    ]  # fmt: skip
+
+
 def _jsonl_rows(rows: list[dict]) -> Path:
     import tempfile
 
@@ -60,14 +71,7 @@ def test_the_example_trl_script_trains_with_the_harness_attached(tmp_path, tiny_
     from trl import GRPOConfig, ModelConfig, TrlParser
 
     example = _example()
-    # a word-count check every answer passes: groups flat and high, which the detectors report
-    check = WORD_CHECKS["at least one word"]
-    rows = [
-        {**task_row(f"t{i}", "food", f"Name a food, number {i}.", "An apple.", "Names a food"),
-         "rubric": [{"id": "c1", "text": "Writes at least one word", "weight": 1, "check": check}]}
-        for i in range(4)
-    ]  # fmt: skip
-    data = _jsonl(tmp_path / "train.jsonl", rows)
+    data = _jsonl(tmp_path / "train.jsonl", _passed_by_every_answer(4))
     out = tmp_path / "out"
     parser = TrlParser((example.HarnessScriptArguments, GRPOConfig, ModelConfig))
     script_args, training_args, model_args = parser.parse_args_and_config(
@@ -130,13 +134,7 @@ def test_a_served_harness_on_a_trainer_built_from_a_model_path(tmp_path, tiny_mo
     from transformers import TrainerCallback
     from trl import GRPOConfig
 
-    check = WORD_CHECKS["at least one word"]
-    rows = [
-        {**task_row(f"t{i}", "food", f"Name food {i}.", "An apple.", "Names a food"),
-         "rubric": [{"id": "c1", "text": "Writes at least one word", "weight": 1, "check": check}]}
-        for i in range(2)
-    ]  # fmt: skip
-    tasks = harnessrl.load_tasks(_jsonl(tmp_path / "train.jsonl", rows))
+    tasks = harnessrl.load_tasks(_jsonl(tmp_path / "train.jsonl", _passed_by_every_answer(2)))
     harness = harnessrl.Harness(tasks)
     out = tmp_path / "out"
     seen: list[bool] = []
