@@ -396,25 +396,16 @@ def train(
         return _train(config, resume=resume, overwrite=overwrite, console=console, trainer_hook=trainer_hook)
 
 
-def _finished(config: TrainConfig, run_path: Path) -> RunSummary | None:
-    """A run directory whose training already reached ``grpo.max_steps`` and ended: its summary as saved, or
-    None when there is training (or the end of it: a run stopped while it ended has no summary.json) left."""
-    run = RunDir(run_path, create=False)
-    if _trained_step(run) < config.grpo.max_steps:
-        return None
+def _saved_summary(run: RunDir) -> RunSummary | None:
+    """A run's summary as it saved it (summary.json), or None when it has none (not ended yet, or stopped while
+    it ended)."""
     saved = run.read_json("summary.json")
     if not isinstance(saved, dict):
         return None
     known = {f.name for f in fields(RunSummary)}
     summary = RunSummary(**{k: v for k, v in saved.items() if k in known})
-    summary.run_dir = run_path
+    summary.run_dir = run.path
     return summary
-
-
-def _trained_step(run: RunDir) -> int:
-    from harnessrl.trainer.resume import checkpoint_step
-
-    return checkpoint_step(_last_checkpoint(run))
 
 
 @dataclass
@@ -479,8 +470,10 @@ def _train(
 
 
 def _check_settings(r: _Run) -> RunSummary | None:
-    """Data, splits, grading, device and the GRPO config, validated; a finished run's summary on --resume."""
+    """Data, splits, grading, device and the GRPO config, validated; a finished run's summary on --resume (and
+    ``end_only`` set for a run stopped while it ended)."""
     from harnessrl.trainer.evaluation import resolve_grade_with
+    from harnessrl.trainer.resume import checkpoint_step
 
     config = r.config
     r.tasks = load_run_tasks(config)
@@ -497,7 +490,11 @@ def _check_settings(r: _Run) -> RunSummary | None:
     build_grpo_config(config, r.run_path / "checkpoints", r.device, _num_processes())
     if not r.resume:
         return None
-    finished = _finished(config, r.run_path)
+    run = RunDir(r.run_path, create=False)
+    step = checkpoint_step(_last_checkpoint(run))
+    if step < config.grpo.max_steps:
+        return None  # training left to do
+    finished = _saved_summary(run)
     if finished is not None:
         r.console.log(
             f"{r.run_path} is already finished: trained to step {finished.steps} (grpo.max_steps "
@@ -505,13 +502,11 @@ def _check_settings(r: _Run) -> RunSummary | None:
             "to start again"
         )
         return finished
-    step = _trained_step(RunDir(r.run_path, create=False))
-    if step >= config.grpo.max_steps:
-        r.end_only = True
-        r.console.log(
-            f"{r.run_path} trained to its last step ({step}) but was stopped while it ended (no summary.json): "
-            "ending it now (the final evaluation and the summary), with no step trained"
-        )
+    r.end_only = True  # trained to its last step, no summary: the end is all that is left
+    r.console.log(
+        f"{r.run_path} trained to its last step ({step}) but was stopped while it ended (no summary.json): "
+        "ending it now (the final evaluation and the summary), with no step trained"
+    )
     return None
 
 
