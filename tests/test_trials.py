@@ -731,15 +731,14 @@ def test_the_runs_rollout_share_bounds_what_each_trial_may_generate():
 
     harness, judge, recorder, strict, flat = _one_cached_group_and_a_word_limit()
     sampler = LengthsSampler()
-    trials = FrozenPolicyTrials(
-        harness, recorder, judge, sampler, TrialConfig(min_regrade_groups=3, max_rollouts=16, max_rollout_share=0.2)
-    )
+    config = TrialConfig(min_regrade_groups=3, max_rollouts=16, max_rollout_share=0.2)
+    trials = FrozenPolicyTrials(harness, recorder, judge, sampler, config)
     trainer = SimpleNamespace(
         policy_lock=threading.Lock(),
         timings=Counter(),
         accounting={"rollouts/generated": 40, "rollouts/trial": 0, "judge/calls_trial": 0},
     )
-    locked = _LockedTrials(trials, trainer)
+    locked = _LockedTrials(trials, trainer, config.max_rollout_share)  # as attach_harness builds it
     assert locked.allowance() == 8  # 0.2 x 40 trained, nothing spent yet
     first = locked.run(strict, "c1", flat)
     assert first.measurements["rollout_allowance"] == 8 and first.measurements["fresh_groups"] == 2

@@ -114,10 +114,9 @@ def attach_harness(
     main = trainer.accelerator.is_main_process
     run = RunDir(Path(run_dir) if run_dir is not None else Path(trainer.args.output_dir))
     detectors = detectors if detectors is not None else DetectorConfig()
-    if memory is True:
-        memory = MemoryConfig()
+    memory = MemoryConfig() if memory is True else memory or None  # False / None: no memory
     store = None
-    if main and memory is not False and memory is not None and memory.enabled:
+    if main and memory is not None and memory.enabled:
         from harnessrl.memory.store import TrainingMemory
 
         store = TrainingMemory(run.path, url=memory.url)
@@ -161,10 +160,13 @@ def _second_opinion(trainer):
 
 class _LockedTrials:
     """Frozen-policy trials that wait for the trainer's policy lock (no weight update mid-trial), and
-    whose cost (fresh rollouts, judge requests) goes into the trainer's accounting."""
+    whose cost (fresh rollouts, judge requests) goes into the trainer's accounting; with ``max_rollout_share``
+    (``evolver.trials.max_rollout_share``) each trial may generate only what that share of the training
+    rollouts leaves."""
 
-    def __init__(self, trials, trainer):
+    def __init__(self, trials, trainer, max_rollout_share: float | None = None):
         self.trials, self.trainer = trials, trainer
+        self.max_rollout_share = max_rollout_share
 
     def run(self, *args, **kwargs) -> TrialResult:
         allowance = self.allowance()
@@ -183,11 +185,10 @@ class _LockedTrials:
     def allowance(self) -> int | None:
         """The fresh rollouts the next trial may spend under ``max_rollout_share`` (None: no such bound): that
         share of the training rollouts generated so far, less what the run's trials already spent."""
-        share = getattr(getattr(self.trials, "config", None), "max_rollout_share", None)
-        if share is None:
+        if self.max_rollout_share is None:
             return None
         spent = self.trainer.accounting
-        return max(0, int(share * spent["rollouts/generated"]) - int(spent["rollouts/trial"]))
+        return max(0, int(self.max_rollout_share * spent["rollouts/generated"]) - int(spent["rollouts/trial"]))
 
 
 def _start_evolver(settings, trainer, memory, run: RunDir, monitor, *, seed: int, eps: float):
@@ -209,7 +210,7 @@ def _start_evolver(settings, trainer, memory, run: RunDir, monitor, *, seed: int
         harness,
         recorder,
         memory,
-        _LockedTrials(trials, trainer),
+        _LockedTrials(trials, trainer, settings.trials.max_rollout_share),
         run,
         failures=lambda: monitor.failures,
         step=lambda: trainer.state.global_step,
