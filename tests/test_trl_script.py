@@ -95,7 +95,7 @@ def test_the_example_trl_script_trains_with_the_harness_attached(tmp_path, tiny_
     assert "failure" in kinds  # the detectors saw the flat-high groups
     assert {"attribution", "proposal", "trial", "verdict", "evolution_point"} <= kinds  # the evolver ran its graph
     assert not (out / "tool_server.json").exists()  # the tool server stopped with training
-    assert (out / "model.safetensors").is_file() or any(out.glob("*.safetensors"))
+    assert any(out.glob("*.safetensors"))  # the model saved
 
 
 def test_a_trainer_needs_one_rubric_reward_over_its_own_harness(train_tasks):
