@@ -30,6 +30,7 @@ from typer.testing import CliRunner
 from harnessrl.bench.plots import PLOTS
 from harnessrl.bench.report import _finite, _shown, write_bench_report
 from harnessrl.bench.results import (
+    ablation_reference,
     aggregate,
     compare,
     is_harness_arm,
@@ -91,9 +92,14 @@ def _scores(per_task: dict[str, float]) -> dict:
     }
 
 
-def make_gold_run(root: Path, train: Path | None, method: str, seed: int, *, trial: int = 0) -> Path:
+def make_gold_run(
+    root: Path, train: Path | None, method: str, seed: int, *, trial: int = 0, scores_of: str | None = None
+) -> Path:
+    """One run of ``method``; ``scores_of``: a built-in method whose scores and ``method`` setting it takes
+    (another name of a harness arm: ``scores_of="harnessrl"``)."""
     run = root / method / f"seed{seed}"
     run.mkdir(parents=True)
+    method = scores_of or method
     config = {
         "method": method,
         "seed": seed,
@@ -349,6 +355,75 @@ def test_markdown_has_the_gold_sections(gold_bench):
     assert "lower on every seed (3)" in md
     assert "n/a where the oracle is less than 0.01 ahead of fixed: ctrl" in md
     assert "not a baseline" in md
+
+
+# --------------------------------------------------------------------------------------- ablations
+def _ablation_bench(tmp_path: Path) -> Path:
+    """harnessrl; "remedies" = harnessrl + one setting (harnessrl's scores); "remedies-off" = remedies + one more
+    setting, a harness arm scoring as fixed, with fewer trial rollouts; fixed, a baseline."""
+    train = _train_file(tmp_path)
+    root = tmp_path / "bench"
+    for seed in (0, 1, 2):
+        make_gold_run(root, train, "fixed", seed)
+        make_gold_run(root, train, "harnessrl", seed, trial=4)
+        make_gold_run(root, train, "remedies", seed, trial=4, scores_of="harnessrl")
+        make_gold_run(root, train, "remedies-off", seed, trial=2, scores_of="fixed")
+    for seed in (0, 1, 2):  # the off arm runs the harness
+        cfg = root / "remedies-off" / f"seed{seed}" / "config.yaml"
+        cfg.write_text(cfg.read_text().replace("method: fixed", "method: harnessrl"))
+    methods = {
+        "fixed": {"method": "fixed"},
+        "harnessrl": {"method": "harnessrl"},
+        "remedies": {"method": "harnessrl", "evolver.trials.min_regrade_groups": 3},
+        "remedies-off": {"method": "harnessrl", "evolver.trials.min_regrade_groups": 3, "evolver.carry_repairs": False},
+    }
+    (root / "bench.json").write_text(json.dumps({"methods": methods, "runs": {}}))
+    return root
+
+
+def test_ablation_reference_is_the_arm_whose_settings_it_changes_fewest():
+    settings = {
+        "harnessrl": {"method": "harnessrl"},
+        "remedies": {"method": "harnessrl", "a": 3},
+        "off": {"method": "harnessrl", "a": 3, "b": False},
+        "other": {"method": "harnessrl", "a": 4, "c": 1},
+    }
+    arms = list(settings)
+    assert ablation_reference("harnessrl", settings, arms) is None
+    assert ablation_reference("remedies", settings, arms) == ("harnessrl", {"a": 3})
+    assert ablation_reference("off", settings, arms) == ("remedies", {"b": False})  # not harnessrl: 2 changes
+    assert ablation_reference("other", settings, arms) == ("harnessrl", {"a": 4, "c": 1})
+    assert ablation_reference("unknown", settings, arms) is None
+
+
+def test_ablations_are_paired_per_family_against_the_seed_spread(tmp_path):
+    report = write_bench_report(_ablation_bench(tmp_path), plots=False)
+    rows = {r["arm"]: r for r in report.results["ablations"]}
+    assert set(rows) == {"remedies", "remedies-off"}  # fixed is a baseline, harnessrl changes nothing
+    off = rows["remedies-off"]
+    assert off["reference"] == "remedies" and off["changes"] == {"evolver.carry_repairs": False}
+    assert off["rollouts_trial"]["mean"] == pytest.approx(-8.0)
+    lax, ctrl = off["per_family"]["test_end"]["lax"], off["per_family"]["test_end"]["ctrl"]
+    # at the end: the off arm scores 0.2 on lax, the reference 0.5, on every seed; no spread there
+    assert lax["mean"] == pytest.approx(-0.3) and lax["lower"] == 3
+    assert lax["spread"] == pytest.approx(0.0) and lax["beyond_spread"] is True
+    # ctrl: 0, -0.01, -0.02 by seed: no single sign, within the reference's spread of 0.02
+    assert ctrl["per_seed"] == pytest.approx({"0": 0.0, "1": -0.01, "2": -0.02})
+    assert ctrl["spread"] == pytest.approx(0.02) and ctrl["beyond_spread"] is False
+    # at the best-validation checkpoint the two arms' lax scores agree (0.2): nothing beyond the spread
+    assert off["per_family"]["test_at_best"]["lax"]["beyond_spread"] is False
+    md = report.markdown.read_text()
+    assert "## Ablations: each arm against the arm whose settings it changes" in md
+    assert "| remedies-off − remedies | `evolver.carry_repairs: False` | 3 |" in md
+    assert "| injected failure |  | control | lax_rubric |" in md
+    assert "| remedies-off − remedies | 3 | -0.010 ± 0.010 | **-0.300 ± 0.000** |" in md
+    assert "- **remedies** (changes evolver.trials.min_regrade_groups of harnessrl): at the best-validation " in md
+    assert "the same on every seed (3); families beyond the seed spread: none." in md
+    assert "| seed spread of remedies |  | 0.020 | 0.000 |" in md
+
+
+def test_a_bench_without_settings_has_no_ablations(gold_bench):
+    assert write_bench_report(gold_bench, plots=False).results["ablations"] == []
 
 
 # --------------------------------------------------------------------------------------- --out, paths, old runs

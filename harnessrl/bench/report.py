@@ -24,6 +24,7 @@ from rich.table import Table
 
 from harnessrl.bench.plots import write_plots
 from harnessrl.bench.results import (
+    ablations,
     aggregate,
     baselines,
     best_baseline,
@@ -577,6 +578,77 @@ def _best_baseline_lines(comps: list[dict[str, Any]], agg: dict[str, Any], best:
     return lines
 
 
+def _ablation_lines(rows: list[dict[str, Any]], agg: dict[str, Any]) -> list[str]:
+    """Each ablation arm against its reference: overall, cost, and per family beside the seed spread."""
+    if not rows:
+        return []
+    lines = [
+        "## Ablations: each arm against the arm whose settings it changes",
+        "",
+        "An arm's *reference* is the harness arm of this bench whose settings (bench.json) it keeps, changing the "
+        "fewest. Paired by seed, **arm minus reference**: a negative score difference means the reference's "
+        "setting (the remedy the arm turns off) helped. Each cell is the mean ± std of the per-seed differences.",
+        "",
+    ]
+    table = []
+    for r in rows:
+        changes = ", ".join(f"`{k}: {v}`" for k, v in r["changes"].items())
+        n = r["test_at_best"]["n"]
+        table.append(
+            [
+                f"{r['arm']} − {r['reference']}",
+                changes,
+                str(n),
+                _stat(r["test_at_best"], n, signed=True),
+                _stat(r["test_end"], n, signed=True),
+                _stat(r["rollouts_trial"], n, digits=0, signed=True),
+                _stat(r["harness_overhead_share"], n, pct=True, signed=True),
+            ]
+        )
+    lines += _table(
+        ["pair", "changes", "seeds", "Δ test @ best val", "Δ test @ end", "Δ trial rollouts", "Δ harness overhead"],
+        table,
+    )
+    families = sorted({f for r in rows for key in r["per_family"] for f in r["per_family"][key]})
+    failure = {k: v for a in agg.values() for k, v in (a.get("family_failure") or {}).items()}
+    for key, title in (("test_at_best", "at the best-validation checkpoint"), ("test_end", "at the end")):
+        lines += [
+            "",
+            f"### Per family, {title}",
+            "",
+            "Arm minus reference per family (mean ± std over the paired seeds; **bold**: one sign on every seed and "
+            "larger than the seed spread). *Seed spread*: the reference's sample std over seeds of the family's "
+            "score (n/a from one seed).",
+            "",
+        ]
+        table = [["injected failure", "", *[failure.get(f, "n/a") for f in families]]]
+        for r in rows:
+            cells = []
+            for fam in families:
+                d = r["per_family"][key].get(fam)
+                text = "n/a" if not d or d["mean"] is None else _stat(d, r[key]["n"], signed=True)
+                cells.append(f"**{text}**" if d and d.get("beyond_spread") else text)
+            table.append([f"{r['arm']} − {r['reference']}", str(r[key]["n"]), *cells])
+        for ref in dict.fromkeys(r["reference"] for r in rows):
+            spread = rows[[r["reference"] for r in rows].index(ref)]["per_family"][key]
+            table.append([f"seed spread of {ref}", "", *[_num((spread.get(f) or {}).get("spread")) for f in families]])
+        lines += _table(["pair", "seeds", *families], table)
+    lines.append("")
+    for r in rows:
+        beyond = [
+            f"{fam} ({_num(d['mean'], signed=True)})"
+            for fam, d in r["per_family"]["test_at_best"].items()
+            if d.get("beyond_spread")
+        ]
+        lines.append(
+            f"- **{r['arm']}** (changes {', '.join(r['changes'])} of {r['reference']}): at the best-validation "
+            f"checkpoint {r['test_at_best']['verdict']}; families beyond the seed spread: "
+            + (", ".join(beyond) if beyond else "none")
+            + "."
+        )
+    return [*lines, ""]
+
+
 def _oracle_lines(gap: dict[str, Any] | None, agg: dict[str, Any]) -> list[str]:
     if gap is None:
         return []
@@ -672,6 +744,7 @@ def _markdown(results: dict[str, Any]) -> str:
     lines += _family_lines(agg)
     lines += _fault_lines(results["fault_check"])
     lines += ["## HarnessRL against each baseline", "", *_comparison_lines(results["comparisons"], agg), ""]
+    lines += _ablation_lines(results.get("ablations") or [], agg)
     lines += _oracle_lines(results["oracle_gap"], agg)
     lines += _decision_lines(agg)
     lines += ["## Plots", ""]
@@ -736,6 +809,7 @@ def write_bench_report(bench_dir: str | Path, plots: bool = True, out: str | Pat
         "best_baseline": best_baseline(agg),
         "methods": agg,
         "comparisons": compare(agg, figures),
+        "ablations": ablations(agg, manifest.get("methods") or {}),
         "oracle_gap": oracle_gap(agg),
         "fault_check": fault_check(agg),
         "runs": figures,

@@ -723,6 +723,8 @@ def _verdict(d: dict[str, Any], *, higher_is_better: bool, good: str, bad: str) 
     if n == 0:
         return "no seed has both figures"
     wins, losses = (d["higher"], d["lower"]) if higher_is_better else (d["lower"], d["higher"])
+    if not wins and not losses:
+        return f"the same on every seed ({n})"
     counts = f"{good} on {wins} of {n} seed(s), {bad} on {losses}"
     if n < 3:
         return f"{counts}; fewer than 3 seeds: no conclusion"
@@ -849,6 +851,78 @@ def compare(agg: dict[str, Any], runs_figures: Sequence[dict[str, Any]] = ()) ->
             d["ratio_of_means"] = ma / mb if ma is not None and mb else None
             row["steps_to_best"] = d
             out.append(row)
+    return out
+
+
+ABLATION_SCORES = ("test_at_best", "test_end")
+"""The test scores an ablation arm is compared on against its reference, overall and per family."""
+
+ABLATION_COSTS = ("rollouts_trial", "harness_overhead_share")
+"""What an ablation changes in the harness's cost, paired by seed against its reference."""
+
+
+def ablation_reference(arm: str, settings: dict[str, dict[str, Any]], arms: Sequence[str]) -> tuple[str, dict] | None:
+    """The harness arm ``arm`` is an ablation of, and the settings it changes.
+
+    ``settings`` are the bench's method settings (``bench.json``'s ``methods``). The reference is the other
+    harness arm all of whose setting keys ``arm`` also sets, with the fewest settings changed (added or given
+    another value); the first such arm in ``arms`` on a tie. None: no arm's settings are within ``arm``'s."""
+    mine = settings.get(arm)
+    if mine is None:
+        return None
+    best: tuple[int, str, dict[str, Any]] | None = None
+    for ref in arms:
+        theirs = settings.get(ref)
+        if ref == arm or theirs is None or not set(theirs) <= set(mine):
+            continue
+        changes = {k: v for k, v in mine.items() if k not in theirs or theirs[k] != v}
+        if changes and (best is None or len(changes) < best[0]):
+            best = (len(changes), ref, changes)
+    return (best[1], best[2]) if best else None
+
+
+def _family_ablation(a: dict[str, Any], ref: dict[str, Any], where: str, fam: str) -> dict[str, Any]:
+    """One family's paired difference arm - reference, beside the reference's seed spread there."""
+    d = _paired(a, ref, where, fam)
+    spread = ((ref.get(where) or {}).get(fam) or {}).get("std")
+    d["spread"] = spread
+    one_sign = d["n"] > 0 and d["n"] in (d["higher"], d["lower"])
+    d["beyond_spread"] = None if spread is None or not d["n"] else bool(one_sign and abs(d["mean"]) > spread)
+    return d
+
+
+def ablations(agg: dict[str, Any], settings: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each harness arm against the arm whose settings it changes (:func:`ablation_reference`): paired per-seed
+    differences, arm minus reference, of the test score (overall and per family, at the best-validation
+    checkpoint and at the end) and of the harness's cost (trial rollouts, wall-time share).
+
+    Per family, ``spread`` is the reference's sample std over seeds of that family's score (None below two
+    seeds), and ``beyond_spread`` says whether the difference has one sign on every paired seed and a mean
+    larger than that spread: the test of a remedy earning its place on a family."""
+    arms = [m for m in agg if is_harness_arm(m, agg)]
+    out = []
+    for arm in arms:
+        found = ablation_reference(arm, settings, arms)
+        if found is None:
+            continue
+        ref, changes = found
+        a, r = agg[arm], agg[ref]
+        row: dict[str, Any] = {"arm": arm, "reference": ref, "changes": changes}
+        for key in ABLATION_SCORES:
+            d = _paired(a, r, key)
+            d["verdict"] = _verdict(d, higher_is_better=True, good="higher", bad="lower")
+            d["ci95"] = t_interval(d)
+            row[key] = d
+        for key in ABLATION_COSTS:
+            row[key] = _paired(a, r, key)
+        row["per_family"] = {
+            key: {
+                fam: _family_ablation(a, r, f"{key}_per_family", fam)
+                for fam in sorted(set(a[f"{key}_per_family"]) & set(r[f"{key}_per_family"]))
+            }
+            for key in ABLATION_SCORES
+        }
+        out.append(row)
     return out
 
 
