@@ -464,9 +464,29 @@ def make_run(
 
 DECISIONS = [
     {"kind": "failure", "step": 1, "failure": "non_discriminative_low", "task_id": "t1"},
-    {"kind": "proposal", "step": 1, "interface": "rollout_guidance", "candidate_id": "c1"},
+    {
+        "kind": "proposal",
+        "step": 1,
+        "interface": "rollout_guidance",
+        "candidate_id": "c1",
+        "update": {"task_id": "t1", "rationale": "flat low [rule-based: guide]"},
+    },
+    {
+        "kind": "trial",
+        "step": 1,
+        "interface": "rollout_guidance",
+        "candidate_id": "c1",
+        "result": {"accepted": False, "cost": {"rollouts": 8, "judge_calls": 4, "seconds": 3.0}},
+    },
     {"kind": "verdict", "step": 1, "interface": "rollout_guidance", "verdict": "rejected"},
     {"kind": "proposal", "step": 2, "interface": "rubric_criteria", "candidate_id": "c2"},
+    {
+        "kind": "trial",
+        "step": 2,
+        "interface": "rubric_criteria",
+        "candidate_id": "c2",
+        "result": {"accepted": True, "cost": {"rollouts": 0, "judge_calls": 12, "seconds": 0.5}},
+    },
     {"kind": "verdict", "step": 2, "interface": "rubric_criteria", "verdict": "accepted"},
     {"kind": "commit", "step": 2, "interface": "rubric_criteria", "version": 1},
     {"kind": "evolution_point", "step": 2, "seconds": 1.0},
@@ -531,6 +551,14 @@ def test_report_aggregates_a_synthetic_bench(synthetic_bench):
     assert harness["harness_overhead_share"]["mean"] == pytest.approx(0.1)
     assert fixed["harness_overhead_share"]["mean"] == 0.0
     assert harness["harness_commits"]["mean"] == 1 and harness["harness_rejections"]["mean"] == 1
+    # the trials by remedy, summed over the 3 seeds (a proposal without a tag is named by the interface)
+    assert harness["trial_costs"] == {
+        "rollout_guidance:guide": {"trials": 3, "accepted": 0, "rollouts": 24, "judge_calls": 12, "seconds": 9.0},
+        "rubric_criteria:update": {"trials": 3, "accepted": 3, "rollouts": 0, "judge_calls": 36, "seconds": 1.5},
+    }
+    md = rep.markdown.read_text()
+    assert "rollouts training generated (96), the judge calls" in md
+    assert "| rollout_guidance:guide | 3 | 0 | 24 | 25.0% | 12 | 0.1 |" in md
     assert dapo["seeds"] == [0, 1] and dapo["complete_seeds"] == [0]
 
     comps = {(c["harness"], c["baseline"]): c for c in res["comparisons"]}

@@ -713,8 +713,40 @@ def _decision_lines(agg: dict[str, Any]) -> list[str]:
             "",
             *_table(["family", "committed", "rejected", "given up"], rows),
             "",
+            *_trial_cost_lines(a),
         ]
     return lines
+
+
+def _trial_cost_lines(a: dict[str, Any]) -> list[str]:
+    """One harness arm's trials by remedy, summed over its seeds, against the rollouts its training generated."""
+    costs = a.get("trial_costs") or {}
+    if not costs:
+        return []
+    generated = a["rollouts_generated"]
+    trained = generated["mean"] * generated["n"] if generated.get("mean") is not None else None
+    rows = []
+    for name, d in sorted(costs.items(), key=lambda kv: -kv[1]["rollouts"]):
+        rows.append(
+            [
+                name,
+                f"{d['trials']:.0f}",
+                f"{d['accepted']:.0f}",
+                f"{d['rollouts']:,.0f}",
+                _num(d["rollouts"] / trained, pct=True) if trained else "n/a",
+                f"{d['judge_calls']:,.0f}",
+                _num(d["seconds"] / 60, 1),
+            ]
+        )
+    return [
+        "Its critic's trials by remedy (summed over the seeds): the rollouts they generated, also as a share of the "
+        "rollouts training generated"
+        + (f" ({trained:,.0f})" if trained else "")
+        + ", the judge calls and the minutes they took.",
+        "",
+        *_table(["remedy", "trials", "accepted", "trial rollouts", "of training's", "judge calls", "minutes"], rows),
+        "",
+    ]
 
 
 def _markdown(results: dict[str, Any]) -> str:

@@ -422,6 +422,36 @@ def _reason_kind(reason: str) -> str:
     return head[:80]
 
 
+def _remedy(interface: Any, update: dict[str, Any]) -> str:
+    """An update's name, ``interface:remedy``: the rule-based evolver's tag in its rationale, else its action."""
+    tags = _TAG.findall(str(update.get("rationale") or ""))
+    return f"{interface}:{tags[-1] if tags else update.get('action') or 'update'}"
+
+
+TRIAL_COST_FIELDS = ("trials", "accepted", "rollouts", "judge_calls", "seconds")
+"""Per remedy, what :func:`trial_costs` counts."""
+
+
+def trial_costs(run: RunData) -> dict[str, dict[str, float]]:
+    """Per remedy (``interface:remedy``, named as the commits are): the critic's trials of its candidates, how
+    many it accepted, and what they spent (rollouts generated, judge calls, seconds), from the trial events."""
+    proposals = {e.get("candidate_id"): e for e in run.events if e.get("kind") == "proposal"}
+    out: dict[str, dict[str, float]] = {}
+    for e in run.events:
+        if e.get("kind") != "trial":
+            continue
+        proposal = proposals.get(e.get("candidate_id")) or {}
+        update = proposal.get("update") if isinstance(proposal.get("update"), dict) else {}
+        result = e.get("result") if isinstance(e.get("result"), dict) else {}
+        cost = result.get("cost") if isinstance(result.get("cost"), dict) else {}
+        d = out.setdefault(_remedy(e.get("interface"), update), dict.fromkeys(TRIAL_COST_FIELDS, 0))
+        d["trials"] += 1
+        d["accepted"] += bool(result.get("accepted"))
+        for k in ("rollouts", "judge_calls", "seconds"):
+            d[k] += _num(cost.get(k)) or 0
+    return dict(sorted(out.items()))
+
+
 def harness_decisions(run: RunData) -> dict[str, dict[str, Any]]:
     """What the harness did, per task family (the task's id when it has none), read from the events: commits by
     interface and remedy ("task_sampling:park", "rubric_criteria:induced", ...; a remedy without a tag is named by
@@ -444,8 +474,7 @@ def harness_decisions(run: RunData) -> dict[str, dict[str, Any]]:
         kind = e.get("kind")
         if kind == "commit":
             update = e.get("update") if isinstance(e.get("update"), dict) else {}
-            tags = _TAG.findall(str(update.get("rationale") or ""))
-            name = f"{e.get('interface')}:{tags[-1] if tags else update.get('action') or 'update'}"
+            name = _remedy(e.get("interface"), update)
             c = entry(task_of(e))["commits"]
             c[name] = c.get(name, 0) + 1
         elif kind == "verdict" and e.get("verdict") == "rejected":
@@ -527,6 +556,7 @@ def run_figures(run: RunData) -> dict[str, Any]:
     figures["harness_commits"] = len(commits)
     figures["harness_rejections"] = sum(e.get("verdict") == "rejected" for e in verdicts)
     figures["harness_decisions"] = harness_decisions(run)
+    figures["trial_costs"] = trial_costs(run)
     figures.update(_gold_figures(run, test, best_step, test_at_best))
     figures.update(_training_family_figures(run))
     figures["family_failure"] = {
@@ -669,6 +699,7 @@ def aggregate(runs_figures: Sequence[dict[str, Any]], methods: Sequence[str] | N
             for fam in families
         }
         agg["harness_decisions"] = _summed_decisions([f.get("harness_decisions") or {} for f in rows])
+        agg["trial_costs"] = _summed_costs([f.get("trial_costs") or {} for f in rows])
         out[method] = agg
     return out
 
@@ -683,6 +714,17 @@ def _summed_decisions(per_run: Sequence[dict[str, dict[str, Any]]]) -> dict[str,
                 for name, n in (d.get(part) or {}).items():
                     e[part][name] = e[part].get(name, 0) + n
             e["gave_up"] += d.get("gave_up") or 0
+    return dict(sorted(out.items()))
+
+
+def _summed_costs(per_run: Sequence[dict[str, dict[str, float]]]) -> dict[str, dict[str, float]]:
+    """The runs' :func:`trial_costs`, summed per remedy."""
+    out: dict[str, dict[str, float]] = {}
+    for costs in per_run:
+        for name, d in costs.items():
+            e = out.setdefault(name, dict.fromkeys(TRIAL_COST_FIELDS, 0))
+            for k in TRIAL_COST_FIELDS:
+                e[k] += d.get(k) or 0
     return dict(sorted(out.items()))
 
 
