@@ -422,6 +422,14 @@ def test_ablations_are_paired_per_family_against_the_seed_spread(tmp_path):
     assert "| seed spread of remedies |  | 0.020 | 0.000 |" in md
 
 
+def test_bench_report_prints_each_ablation(tmp_path):
+    result = cli.invoke(app, ["bench", "report", "--dir", str(_ablation_bench(tmp_path))])
+    assert result.exit_code == 0, result.output
+    out = " ".join(result.output.split())  # the console wraps long lines
+    assert "ablation remedies-off − remedies (evolver.carry_repairs): test @ best val +0.045 ± 0.005" in out
+    assert "families beyond the seed spread: ctrl" in out
+
+
 def test_a_bench_without_settings_has_no_ablations(gold_bench):
     assert write_bench_report(gold_bench, plots=False).results["ablations"] == []
 

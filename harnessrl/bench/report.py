@@ -892,6 +892,14 @@ def print_results(report: BenchReport, console: Console) -> None:
             f"steps to best {c['steps_to_best']['verdict']}",
             highlight=False,
         )
+    for r in report.results.get("ablations") or []:
+        beyond = [f for f, d in r["per_family"]["test_at_best"].items() if d.get("beyond_spread")]
+        console.print(
+            f"ablation {r['arm']} − {r['reference']} ({', '.join(r['changes'])}): test @ best val "
+            f"{_stat(r['test_at_best'], r['test_at_best']['n'], signed=True)}, {r['test_at_best']['verdict']}; "
+            f"families beyond the seed spread: {', '.join(beyond) or 'none'}",
+            highlight=False,
+        )
     gap = report.results.get("oracle_gap")
     if gap and gap.get("at"):
         shares = gap["at"]["test_at_best"]["overall"]["shares"]
