@@ -8,6 +8,8 @@ runs every method for 2 steps on a tiny random Llama, each as a real `harnessrl 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -293,6 +295,28 @@ def test_an_interrupted_bench_records_it_and_stops(tmp_path):
 
     with pytest.raises(KeyboardInterrupt):
         run_bench(cfg, runner=interrupted)
+    runs = json.loads((tmp_path / "bench" / "bench.json").read_text())["runs"]
+    assert runs["fixed/seed0"]["status"] == "interrupted" and runs["fixed/seed1"]["status"] == "pending"
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_bench_stopped_by_a_signal_records_it_even_where_sigint_was_ignored(tmp_path, signum):
+    """`kill` (SIGTERM), or SIGINT to a bench a script started in the background (the shell leaves SIGINT
+    ignored there), stops it as Ctrl-C does: the running run is recorded as interrupted, the rest stay pending."""
+    cfg = _bench(tmp_path, methods=["fixed"], seeds=[0, 1])
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+
+        def killed(job, poll, timeout_s):
+            os.kill(os.getpid(), signum)
+            time.sleep(5)  # the handler raises here
+            return 0
+
+        with pytest.raises(KeyboardInterrupt):
+            run_bench(cfg, runner=killed)
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN  # the bench's handlers are gone again
+    finally:
+        signal.signal(signal.SIGINT, old)
     runs = json.loads((tmp_path / "bench" / "bench.json").read_text())["runs"]
     assert runs["fixed/seed0"]["status"] == "interrupted" and runs["fixed/seed1"]["status"] == "pending"
 

@@ -26,7 +26,8 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -281,6 +282,28 @@ def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+@contextmanager
+def _stop_signals() -> Iterator[None]:
+    """SIGTERM and SIGINT stop the bench as Ctrl-C does (``KeyboardInterrupt``: every running run is asked to
+    stop and recorded), also when the bench was started in the background by a script, where the shell leaves
+    SIGINT ignored, and when it is stopped with a plain ``kill``. Outside the main thread: nothing changes."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+    old = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+
+
 def _stop(proc: subprocess.Popen) -> None:
     if proc.poll() is not None:
         return
@@ -441,7 +464,7 @@ def _run_planned(
     manifest.save()
     todo = [j for j in jobs if j.action != "skip"]
     bench = _Bench(cfg, runner, console, manifest)
-    with bench.progress:
+    with _stop_signals(), bench.progress:
         bench.overall = bench.progress.add_task("bench", total=len(jobs), completed=len(jobs) - len(todo), detail="")
         bench.run_all(todo, parallel)
         bench.progress.update(bench.overall, detail="")
