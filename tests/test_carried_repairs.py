@@ -80,7 +80,7 @@ def _world(tmp_path, carry: bool = True):
     service = EvolutionService(
         harness, recorder, None, trials, run, failures=lambda: failures, step=lambda: 3, carry_repairs=carry
     )
-    return service, harness, run
+    return service, harness, run, failures
 
 
 def _no_comma_check(harness: Harness, task_id: str) -> bool:
@@ -91,7 +91,7 @@ def _no_comma_check(harness: Harness, task_id: str) -> bool:
 
 
 def test_a_repair_is_carried_to_the_siblings_that_can_be_measured(tmp_path):
-    service, harness, run = _world(tmp_path)
+    service, harness, run, _ = _world(tmp_path)
     (first,) = rule_based_point(service)
     assert first.status == "committed" and first.task_id == "sea"
     assert _no_comma_check(harness, "sea")  # the induced exact criterion the prompt states
@@ -112,8 +112,28 @@ def test_a_repair_is_carried_to_the_siblings_that_can_be_measured(tmp_path):
 
 
 def test_repairs_are_not_carried_when_turned_off(tmp_path):
-    service, harness, run = _world(tmp_path, carry=False)
+    service, harness, run, _ = _world(tmp_path, carry=False)
     (first,) = rule_based_point(service)
     assert first.status == "committed"
     assert not [e for e in run.read("events.jsonl") if e["kind"] == "repair_carried"]
     assert service.get_failures().failures == [] and not _no_comma_check(harness, "city")
+
+
+def test_a_carried_repair_is_not_pushed_out_of_the_list_by_newer_detections(tmp_path):
+    """An evolution point handles the first few failures listed: the carried one (queued at step 4) takes every
+    second place instead of coming after every failure detected since. (These detections carry no interface
+    hint, as for a kind no interface claims: listed all the same.)"""
+    service, _, _, failures = _world(tmp_path)
+    rule_based_point(service)  # commits on sea; city's carried failure is queued
+    failures += [
+        Failure(kind=kind, step=step, task_id=tid, domain="writing", summary=f"{kind} on {tid}")
+        for step, kind, tid in (
+            (10, "non_discriminative_low", "other"),
+            (9, "non_discriminative_low", "forest"),
+            (8, "spurious_length", "other"),
+        )
+    ]
+    listed = service.get_failures(limit=2)
+    assert [(f.step, f.task_id) for f in listed.failures] == [(10, "other"), (4, "city")]
+    assert listed.failures[1].evidence["carried_from"] == "sea" and listed.total == 4
+    assert [f.task_id for f in service.get_failures().failures] == ["other", "city", "forest", "other"]

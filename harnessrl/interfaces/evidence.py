@@ -52,7 +52,9 @@ class FailureView(BaseModel):
     domain: str
     summary: str
     evidence: dict[str, Any] = Field(default_factory=dict)
-    interface_hint: str
+    interface_hint: str | None = Field(
+        default=None, description="The interface registered as the first choice for this kind (None: none claims it)."
+    )
     rubric_version: int | None = None
     occurrences: int = Field(default=1, description="Steps it was detected at (it persisted).")
     first_step: int | None = None
