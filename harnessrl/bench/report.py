@@ -629,8 +629,8 @@ def _ablation_lines(rows: list[dict[str, Any]], agg: dict[str, Any]) -> list[str
                 text = "n/a" if not d or d["mean"] is None else _stat(d, r[key]["n"], signed=True)
                 cells.append(f"**{text}**" if d and d.get("beyond_spread") else text)
             table.append([f"{r['arm']} − {r['reference']}", str(r[key]["n"]), *cells])
-        for ref in dict.fromkeys(r["reference"] for r in rows):
-            spread = rows[[r["reference"] for r in rows].index(ref)]["per_family"][key]
+        spread_of = {r["reference"]: r["per_family"][key] for r in rows}  # the reference's, whichever arm
+        for ref, spread in spread_of.items():
             table.append([f"seed spread of {ref}", "", *[_num((spread.get(f) or {}).get("spread")) for f in families]])
         lines += _table(["pair", "seeds", *families], table)
     lines.append("")

@@ -778,6 +778,14 @@ def _verdict(d: dict[str, Any], *, higher_is_better: bool, good: str, bad: str) 
     return f"{counts}; the sign changes between seeds: no consistent difference"
 
 
+def _paired_score(a: dict[str, Any], b: dict[str, Any], key: str) -> dict[str, Any]:
+    """A test score's per-seed differences a - b, with its verdict and 95% t-interval over seeds."""
+    d = _paired(a, b, key)
+    d["verdict"] = _verdict(d, higher_is_better=True, good="higher", bad="lower")
+    d["ci95"] = t_interval(d)
+    return d
+
+
 def is_harness_arm(method: str, agg: dict[str, Any]) -> bool:
     """A method that runs the evolving harness: its runs' ``method`` setting says so (older runs, which
     have none, go by the name: ``harnessrl...``)."""
@@ -881,9 +889,7 @@ def compare(agg: dict[str, Any], runs_figures: Sequence[dict[str, Any]] = ()) ->
         for base in baselines(agg):
             row: dict[str, Any] = {"harness": arm, "baseline": base, "best_baseline": base == best}
             for key in SCORE_COMPARISONS:
-                d = _paired(agg[arm], agg[base], key)
-                d["verdict"] = _verdict(d, higher_is_better=True, good="higher", bad="lower")
-                d["ci95"] = t_interval(d)
+                d = _paired_score(agg[arm], agg[base], key)
                 d["bootstrap"] = task_bootstrap(runs_figures, arm, base, key) if runs_figures else None
                 row[key] = d
             d = _paired(agg[arm], agg[base], "steps_to_best")
@@ -951,10 +957,7 @@ def ablations(agg: dict[str, Any], settings: dict[str, dict[str, Any]]) -> list[
         a, r = agg[arm], agg[ref]
         row: dict[str, Any] = {"arm": arm, "reference": ref, "changes": changes}
         for key in ABLATION_SCORES:
-            d = _paired(a, r, key)
-            d["verdict"] = _verdict(d, higher_is_better=True, good="higher", bad="lower")
-            d["ci95"] = t_interval(d)
-            row[key] = d
+            row[key] = _paired_score(a, r, key)
         for key in ABLATION_COSTS:
             row[key] = _paired(a, r, key)
         row["per_family"] = {
