@@ -30,17 +30,18 @@ class TrialConfig(BaseModel):
         default=0,
         ge=0,
         description="A rubric trial on fewer cached groups of its task than this tops them up with fresh groups of the "
-        "frozen policy, re-graded under both rubrics like the cached ones (within max_rollouts; one group of G=4 "
-        "is often too few for the bootstrap to tell a real split from chance). 0 (default): cached rollouts only, "
-        "nothing generated.",
+        "frozen policy, re-graded under both rubrics like the cached ones (within max_rollouts and what "
+        "max_rollout_share leaves; one group of G=4 is often too few for the bootstrap to tell a real split from "
+        "chance). 0 (default): cached rollouts only, nothing generated.",
     )
     max_rollout_share: float | None = Field(
-        default=None,
+        default=0.2,
         gt=0,
         description="The run's trials together generate at most this share of the training rollouts generated so "
-        "far (0.2: one trial rollout per five trained): each trial may spend what is left of it, and never more "
-        "than max_rollouts; a rubric trial with nothing left decides on its cached groups, a guidance trial is "
-        "rejected for its budget. null (default): no bound over the run.",
+        "far (0.2, the default: one trial rollout per five trained): each trial may spend what is left of it, and "
+        "never more than max_rollouts; a rubric trial with nothing left decides on its cached groups, a guidance "
+        "trial is rejected for its budget. null: no bound over the run (on the gold suite the unbounded critic "
+        "spent about as many trial rollouts as training did, and scored no higher: docs/design.md section 8).",
     )
     bootstrap: int = Field(default=1000, ge=10, description="Bootstrap resamples of the improvement.")
     confidence: float = Field(default=0.9, gt=0, lt=1, description="Coverage of the bootstrap interval.")
