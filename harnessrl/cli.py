@@ -594,21 +594,30 @@ def bench_run(
 
 @bench_app.command("report")
 def bench_report(
-    bench_dir: Annotated[Path, typer.Option("--dir", "-d", help="A bench output folder (made by `bench run`).")],
+    bench_dirs: Annotated[
+        list[Path],
+        typer.Option(
+            "--dir",
+            "-d",
+            help="A bench output folder (made by `bench run`); give it again for more folders, read as one bench "
+            "(ablations run beside the baselines' folder, a seed added later): they must share the bench config, "
+            "a method's settings and no method/seed.",
+        ),
+    ],
     out: Annotated[
         Path | None,
         typer.Option(
             "--out",
             "-o",
-            help="Where to write results.md, results.json and plots/ (default: the bench folder), e.g. a folder "
+            help="Where to write results.md, results.json and plots/ (default: the first bench folder), e.g. a folder "
             "to commit such as benchmarks/results/<bench>; the runs are only read.",
         ),
     ] = None,
 ) -> None:
-    """Write results.md, results.json and plots/*.png for a bench folder, from its runs' files."""
+    """Write results.md, results.json and plots/*.png for a bench folder (or several), from its runs' files."""
     from harnessrl.bench.report import print_results, write_bench_report
 
-    print_results(write_bench_report(bench_dir, out=out), console)
+    print_results(write_bench_report(bench_dirs, out=out), console)
 
 
 # ------------------------------------------------------------------------------------------ train

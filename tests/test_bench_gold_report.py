@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import statistics
 from pathlib import Path
 
@@ -42,6 +43,7 @@ from harnessrl.bench.results import (
     with_equal_cost,
 )
 from harnessrl.cli import app
+from harnessrl.errors import HarnessRLError
 
 cli = CliRunner()
 TEST_TASKS = {"t-lax-1": "lax", "t-lax-2": "lax", "t-ctrl-1": "ctrl", "t-ctrl-2": "ctrl"}
@@ -428,6 +430,59 @@ def test_bench_report_prints_each_ablation(tmp_path):
     out = " ".join(result.output.split())  # the console wraps long lines
     assert "ablation remedies-off − remedies (evolver.carry_repairs): test @ best val +0.045 ± 0.005" in out
     assert "families beyond the seed spread: ctrl" in out
+
+
+def _split(root: Path, moved: str, config: str = "configs/bench-gold.yaml") -> Path:
+    """Move ``moved``'s runs into a second bench folder beside ``root``, each folder with its own bench.json
+    (the methods it ran, their settings as ``root`` had them)."""
+    methods = json.loads((root / "bench.json").read_text())["methods"]
+    other = root.parent / "more"
+    other.mkdir()
+    shutil.move(root / moved, other / moved)
+    mine = {m: v for m, v in methods.items() if m != moved}
+    (root / "bench.json").write_text(json.dumps({"bench_config": config, "methods": mine, "runs": {}}))
+    theirs = {"remedies": methods["remedies"], moved: methods[moved]}  # it also names its reference
+    (other / "bench.json").write_text(json.dumps({"bench_config": config, "methods": theirs, "runs": {}}))
+    return other
+
+
+def test_a_report_reads_several_bench_folders_as_one(tmp_path):
+    root = _ablation_bench(tmp_path)
+    whole = write_bench_report(root, plots=False).results
+    other = _split(root, "remedies-off")
+    result = cli.invoke(app, ["bench", "report", "--dir", str(root), "--dir", str(other), "--out", str(tmp_path / "r")])
+    assert result.exit_code == 0, result.output
+    both = json.loads((tmp_path / "r" / "results.json").read_text())
+    assert both["ablations"] == whole["ablations"]  # the ablation in the second folder finds its reference
+    assert list(both["methods"]) == ["fixed", "harnessrl", "remedies", "remedies-off"]
+    assert both["bench_dirs"] == [str(root), str(other)] and both["bench_config"] == "configs/bench-gold.yaml"
+    md = (tmp_path / "r" / "results.md").read_text()
+    assert f"Bench folders `{root}`, `{other}`, config `configs/bench-gold.yaml`" in md
+
+
+def test_bench_folders_that_disagree_are_refused_with_what_differs(tmp_path):
+    root = _ablation_bench(tmp_path)
+    other = _split(root, "remedies-off")
+    manifest = json.loads((other / "bench.json").read_text())
+    report = tmp_path / "r"
+
+    manifest["methods"]["remedies"] = {"method": "harnessrl", "evolver.trials.min_regrade_groups": 5}
+    (other / "bench.json").write_text(json.dumps(manifest))
+    with pytest.raises(HarnessRLError, match=r"method 'remedies' has other settings in .*more .* one name, one arm"):
+        write_bench_report([root, other], plots=False, out=report)
+
+    manifest["methods"]["remedies"] = {"method": "harnessrl", "evolver.trials.min_regrade_groups": 3}
+    manifest["bench_config"] = "configs/bench-gold-clean.yaml"
+    (other / "bench.json").write_text(json.dumps(manifest))
+    result = cli.invoke(app, ["bench", "report", "--dir", str(root), "--dir", str(other), "--out", str(report)])
+    assert result.exit_code != 0 and "one report reads one benchmark" in str(result.exception)
+
+    manifest["bench_config"] = "configs/bench-gold.yaml"
+    (other / "bench.json").write_text(json.dumps(manifest))
+    shutil.copytree(root / "fixed" / "seed0", other / "fixed" / "seed0")  # the same run twice
+    with pytest.raises(HarnessRLError, match=r"fixed/seed0 is in both .*bench and .*more"):
+        write_bench_report([root, other], plots=False, out=report)
+    assert not report.exists()  # nothing written
 
 
 def test_a_bench_without_settings_has_no_ablations(gold_bench):

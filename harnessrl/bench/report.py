@@ -14,6 +14,7 @@ import json
 import logging
 import math
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,7 +33,7 @@ from harnessrl.bench.results import (
     fault_check,
     is_harness_arm,
     is_oracle,
-    load_runs,
+    load_benches,
     oracle_gap,
     run_figures,
     with_equal_cost,
@@ -754,7 +755,8 @@ def _markdown(results: dict[str, Any]) -> str:
     lines = [
         "# Benchmark results",
         "",
-        f"Bench folder `{results['bench_dir']}`"
+        ("Bench folders " if len(results.get("bench_dirs") or []) > 1 else "Bench folder ")
+        + ", ".join(f"`{d}`" for d in results.get("bench_dirs") or [results["bench_dir"]])
         + (f", config `{results['bench_config']}`" if results.get("bench_config") else "")
         + f"; report made {results['generated']}.",
         f"{len(figures)} run(s), {sum(f['complete'] for f in figures)} finished. Methods: {', '.join(agg)}"
@@ -820,19 +822,23 @@ def _markdown(results: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_bench_report(bench_dir: str | Path, plots: bool = True, out: str | Path | None = None) -> BenchReport:
-    """Read every run of a bench folder and write ``results.md``, ``results.json`` and ``plots/*.png``
-    into ``out`` (default: the bench folder). Run paths in them are relative to the repository root
-    (or as given), and results.md links its plots relative to ``out``."""
-    root = Path(bench_dir)
-    runs, manifest = load_runs(root)
-    dest = Path(out) if out is not None else root
+def write_bench_report(
+    bench_dir: str | Path | Sequence[str | Path], plots: bool = True, out: str | Path | None = None
+) -> BenchReport:
+    """Read every run of a bench folder, or of several read as one (:func:`load_benches`), and write
+    ``results.md``, ``results.json`` and ``plots/*.png`` into ``out`` (default: the first bench folder).
+    Run paths in them are relative to the repository root (or as given), and results.md links its plots
+    relative to ``out``."""
+    roots = [Path(bench_dir)] if isinstance(bench_dir, str | Path) else [Path(d) for d in bench_dir]
+    runs, manifest = load_benches(roots)
+    dest = Path(out) if out is not None else roots[0]
     dest.mkdir(parents=True, exist_ok=True)
     figures = with_equal_cost([{**run_figures(r), "path": _shown(r.path)} for r in runs])
     agg = aggregate(figures, list((manifest.get("methods") or {}).keys()))
     plot_paths = write_plots(runs, agg, dest / "plots") if plots else {}
     results: dict[str, Any] = {
-        "bench_dir": _shown(root),
+        "bench_dir": ", ".join(_shown(r) for r in roots),
+        "bench_dirs": [_shown(r) for r in roots],
         "bench_config": manifest.get("bench_config"),
         "generated": datetime.now(UTC).isoformat(timespec="seconds"),
         "harness_arms": [m for m in agg if is_harness_arm(m, agg)],

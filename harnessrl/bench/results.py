@@ -51,6 +51,7 @@ __all__ = [
     "fault_check",
     "is_harness_arm",
     "is_oracle",
+    "load_benches",
     "load_runs",
     "oracle_gap",
     "run_figures",
@@ -1057,6 +1058,51 @@ def fault_check(agg: dict[str, Any]) -> dict[str, Any] | None:
             row["oracle_minus_fixed"] = d
         rows.append(row)
     return {"fixed": fixed, "oracle": oracle, "families": rows}
+
+
+def load_benches(bench_dirs: Sequence[str | Path]) -> tuple[list[RunData], dict[str, Any]]:
+    """The runs of one or several bench folders read as one bench, and their manifests merged.
+
+    Several folders are how a study grows: ablations run in another folder from the baselines, a seed added
+    later, two lines of runs side by side on one machine. They merge only where they agree: one bench config,
+    one set of settings per method name, and one run per method and seed; anything else is an error that
+    names the folders, so no report silently mixes two configurations under one name."""
+    if not bench_dirs:
+        raise HarnessRLError("no bench folder given (pass --dir once per folder made by `harnessrl bench run`)")
+    if len(bench_dirs) == 1:
+        return load_runs(bench_dirs[0])
+    runs: list[RunData] = []
+    merged: dict[str, Any] = {"bench_config": None, "methods": {}, "runs": {}}
+    where: dict[str, str] = {}  # method or method/seed -> the folder it came from
+    for folder in bench_dirs:
+        part, manifest = load_runs(folder)
+        config = manifest.get("bench_config")
+        if config is not None and merged["bench_config"] not in (None, config):
+            raise HarnessRLError(
+                f"{folder} was run from bench config {config!r}, the folders before it from "
+                f"{merged['bench_config']!r}: one report reads one benchmark (report them apart)"
+            )
+        merged["bench_config"] = merged["bench_config"] or config
+        for method, settings in (manifest.get("methods") or {}).items():
+            if method in merged["methods"] and merged["methods"][method] != settings:
+                raise HarnessRLError(
+                    f"method {method!r} has other settings in {folder} ({settings}) than in {where[method]} "
+                    f"({merged['methods'][method]}): one name, one arm (name one of them differently in its bench "
+                    "config's method_settings, or report the folders apart)"
+                )
+            merged["methods"].setdefault(method, settings)
+            where.setdefault(method, str(folder))
+        for run in part:
+            key = f"{run.method}/seed{run.seed}"
+            if key in where:
+                raise HarnessRLError(
+                    f"{key} is in both {where[key]} and {folder}: a report takes one run per method and seed "
+                    "(leave one folder out, or report them apart)"
+                )
+            where[key] = str(folder)
+            runs.append(run)
+        merged["runs"].update(manifest.get("runs") or {})
+    return runs, merged
 
 
 def load_runs(bench_dir: str | Path) -> tuple[list[RunData], dict[str, Any]]:
