@@ -424,6 +424,24 @@ def test_domain_guidance_probes_up_to_two_tasks_flat_ones_first():
     assert result.measurements["tasks_dropped_for_budget"] == ["fruit"]
 
 
+def test_a_guidance_trial_the_runs_share_cannot_afford_says_which_bound_and_how_to_lift_it():
+    """Under ``max_rollout_share`` a guidance trial (two arms of fresh rollouts) may find too little left: its
+    rejection names the run's share, not only the per-trial bound it lowered, and how to afford the trial."""
+    harness, _, judge, recorder = make_env()
+    trials = FrozenPolicyTrials(harness, recorder, judge, HintSampler(), TrialConfig())
+    result = trials.run(SetGuidance(target="lemon", text=HINT), "g7", max_rollouts=8)
+    assert not result.accepted and result.cost.rollouts == 0
+    assert result.reason.startswith("budget: probing task lemon needs ")
+    assert "max_rollouts=8 (what evolver.trials.max_rollout_share leaves of the run's trial budget, 8 rollouts" in (
+        result.reason
+    )
+    assert "raise the share, or set it to null" in result.reason
+    # the per-trial bound alone: no word of the run's share
+    alone = FrozenPolicyTrials(harness, recorder, judge, HintSampler(), TrialConfig(max_rollouts=8))
+    reason = alone.run(SetGuidance(target="lemon", text=HINT), "g8").reason
+    assert reason.startswith("budget: probing task lemon") and "max_rollout_share" not in reason
+
+
 def test_domain_guidance_skips_tasks_that_keep_their_own_rule():
     harness, _, judge, recorder = make_env()
     harness.apply(SetGuidance(target="lemon", text="Sour means citrus."), step=1)

@@ -28,7 +28,7 @@ from harnessrl.data.schema import Criterion, Task
 from harnessrl.judges.rubric_judge import GradeResult, RubricJudge, RubricRequest
 from harnessrl.records.trials import TrialCost
 
-__all__ = ["Budget", "Rejected", "count_judged"]
+__all__ = ["Budget", "Rejected", "bounds_text", "count_judged"]
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +45,19 @@ class Rejected(Exception):
 def count_judged(criteria: Sequence[Criterion]) -> int:
     """Criteria a judge grades (no programmatic ``check``): the most judge calls one text can cost."""
     return sum(c.check is None for c in criteria)
+
+
+def bounds_text(config: TrialConfig, measurements: Mapping[str, Any]) -> str:
+    """A trial's bounds as a rejection for its budget states them: ``max_rollouts``, and where the run's
+    ``max_rollout_share`` lowered it (``measurements["rollout_allowance"]``) that this is why and how to lift it."""
+    allowance = measurements.get("rollout_allowance")
+    run_bound = (
+        f" (what evolver.trials.max_rollout_share leaves of the run's trial budget, {allowance} rollouts: "
+        "it grows with the rollouts trained; raise the share, or set it to null, to afford this trial sooner)"
+        if allowance is not None and allowance <= config.max_rollouts
+        else ""
+    )
+    return f"max_rollouts={config.max_rollouts}{run_bound}, max_judge_calls={config.max_judge_calls}"
 
 
 class Budget:

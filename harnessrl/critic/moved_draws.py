@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from harnessrl.critic.acceptance import Measured, percentile_interval
-from harnessrl.critic.budget import Rejected, count_judged
+from harnessrl.critic.budget import Rejected, bounds_text, count_judged
 from harnessrl.critic.context import TrialContext
 from harnessrl.critic.signal import NO_EFFECT
 from harnessrl.critic.stats import (
@@ -94,8 +94,8 @@ def _probe(trial: TrialContext, promoted: Sequence[str], replay: dict[str, list[
                 raise Rejected(f"no policy sampler to probe promoted task {tid}, which has no step records")
             raise Rejected(
                 f"budget: probing promoted task {tid} needs {n} rollouts and up to {n * judged} judge calls "
-                f"({budget.rollouts} rollouts, {budget.judge_calls} judge calls spent; max_rollouts="
-                f"{cfg.max_rollouts}, max_judge_calls={cfg.max_judge_calls})"
+                f"({budget.rollouts} rollouts, {budget.judge_calls} judge calls spent; "
+                f"{bounds_text(cfg, trial.measurements)})"
             )
         probe, sides = _probe_task(trial, task, gsz, n)
         probes.append(probe)

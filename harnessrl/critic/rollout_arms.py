@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from harnessrl.critic.acceptance import Measured
-from harnessrl.critic.budget import Rejected, count_judged
+from harnessrl.critic.budget import Rejected, bounds_text, count_judged
 from harnessrl.critic.context import TrialContext
 from harnessrl.critic.protocols import RowView
 from harnessrl.critic.signal import CRITERION_SIGNAL, RHO_PREFIX
@@ -150,8 +150,7 @@ def _fit_budget(trial: TrialContext, plans: list[_Plan], n: int) -> list[_Plan]:
         gens, judge_calls = cost(first)
         raise Rejected(
             f"budget: probing task {first.task.id} needs {gens} rollouts ({n} per arm, {n - len(first.differ)} "
-            f"shared) and up to {judge_calls} judge calls; max_rollouts={cfg.max_rollouts}, "
-            f"max_judge_calls={cfg.max_judge_calls}"
+            f"shared) and up to {judge_calls} judge calls; {bounds_text(cfg, trial.measurements)}"
         )
     if len(fitted) < len(plans):
         trial.measurements["tasks_dropped_for_budget"] = [p.task.id for p in plans[len(fitted) :]]
