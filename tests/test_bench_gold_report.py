@@ -450,6 +450,9 @@ def test_a_report_reads_several_bench_folders_as_one(tmp_path):
     root = _ablation_bench(tmp_path)
     whole = write_bench_report(root, plots=False).results
     other = _split(root, "remedies-off")
+    manifest = json.loads((other / "bench.json").read_text())  # a failed attempt at a run the first folder holds
+    manifest["runs"] = {"fixed/seed0": {"method": "fixed", "seed": 0, "status": "failed", "run_dir": "gone"}}
+    (other / "bench.json").write_text(json.dumps(manifest))
     result = cli.invoke(app, ["bench", "report", "--dir", str(root), "--dir", str(other), "--out", str(tmp_path / "r")])
     assert result.exit_code == 0, result.output
     both = json.loads((tmp_path / "r" / "results.json").read_text())
@@ -458,6 +461,7 @@ def test_a_report_reads_several_bench_folders_as_one(tmp_path):
     assert both["bench_dirs"] == [str(root), str(other)] and both["bench_config"] == "configs/bench-gold.yaml"
     md = (tmp_path / "r" / "results.md").read_text()
     assert f"Bench folders `{root}`, `{other}`, config `configs/bench-gold.yaml`" in md
+    assert not any("failed" in note for note in both["notes"])  # the run the first folder holds is what counts
 
 
 def test_bench_folders_that_disagree_are_refused_with_what_differs(tmp_path):

@@ -1101,7 +1101,9 @@ def load_benches(bench_dirs: Sequence[str | Path]) -> tuple[list[RunData], dict[
                 )
             where[key] = str(folder)
             runs.append(run)
-        merged["runs"].update(manifest.get("runs") or {})
+        # a row for a run another folder holds (one not run here, say) must not replace that folder's row
+        rows = manifest.get("runs") or {}
+        merged["runs"].update({k: row for k, row in rows.items() if where.get(k) in (None, str(folder))})
     return runs, merged
 
 
