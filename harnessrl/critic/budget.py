@@ -52,8 +52,7 @@ def bounds_text(config: TrialConfig, measurements: Mapping[str, Any]) -> str:
     ``max_rollout_share`` lowered it (``measurements["rollout_allowance"]``) that this is why and how to lift it."""
     allowance = measurements.get("rollout_allowance")
     run_bound = (
-        f" (what evolver.trials.max_rollout_share leaves of the run's trial budget, {allowance} rollouts: "
-        "it grows with the rollouts trained; raise the share, or set it to null, to afford this trial sooner)"
+        " (what evolver.trials.max_rollout_share leaves; it grows as training generates: raise it, or null)"
         if allowance is not None and allowance <= config.max_rollouts
         else ""
     )
