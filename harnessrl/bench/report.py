@@ -755,8 +755,8 @@ def _markdown(results: dict[str, Any]) -> str:
     lines = [
         "# Benchmark results",
         "",
-        ("Bench folders " if len(results.get("bench_dirs") or []) > 1 else "Bench folder ")
-        + ", ".join(f"`{d}`" for d in results.get("bench_dirs") or [results["bench_dir"]])
+        ("Bench folders " if len(results["bench_dirs"]) > 1 else "Bench folder ")
+        + ", ".join(f"`{d}`" for d in results["bench_dirs"])
         + (f", config `{results['bench_config']}`" if results.get("bench_config") else "")
         + f"; report made {results['generated']}.",
         f"{len(figures)} run(s), {sum(f['complete'] for f in figures)} finished. Methods: {', '.join(agg)}"

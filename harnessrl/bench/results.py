@@ -1073,7 +1073,8 @@ def load_benches(bench_dirs: Sequence[str | Path]) -> tuple[list[RunData], dict[
         return load_runs(bench_dirs[0])
     runs: list[RunData] = []
     merged: dict[str, Any] = {"bench_config": None, "methods": {}, "runs": {}}
-    where: dict[str, str] = {}  # method or method/seed -> the folder it came from
+    method_from: dict[str, str] = {}  # method -> the first folder that named it
+    run_from: dict[str, str] = {}  # method/seed<k> -> the folder holding that run
     for folder in bench_dirs:
         part, manifest = load_runs(folder)
         config = manifest.get("bench_config")
@@ -1086,24 +1087,24 @@ def load_benches(bench_dirs: Sequence[str | Path]) -> tuple[list[RunData], dict[
         for method, settings in (manifest.get("methods") or {}).items():
             if method in merged["methods"] and merged["methods"][method] != settings:
                 raise HarnessRLError(
-                    f"method {method!r} has other settings in {folder} ({settings}) than in {where[method]} "
+                    f"method {method!r} has other settings in {folder} ({settings}) than in {method_from[method]} "
                     f"({merged['methods'][method]}): one name, one arm (name one of them differently in its bench "
                     "config's method_settings, or report the folders apart)"
                 )
             merged["methods"].setdefault(method, settings)
-            where.setdefault(method, str(folder))
+            method_from.setdefault(method, str(folder))
         for run in part:
             key = f"{run.method}/seed{run.seed}"
-            if key in where:
+            if key in run_from:
                 raise HarnessRLError(
-                    f"{key} is in both {where[key]} and {folder}: a report takes one run per method and seed "
+                    f"{key} is in both {run_from[key]} and {folder}: a report takes one run per method and seed "
                     "(leave one folder out, or report them apart)"
                 )
-            where[key] = str(folder)
+            run_from[key] = str(folder)
             runs.append(run)
         # a row for a run another folder holds (one not run here, say) must not replace that folder's row
         rows = manifest.get("runs") or {}
-        merged["runs"].update({k: row for k, row in rows.items() if where.get(k) in (None, str(folder))})
+        merged["runs"].update({k: row for k, row in rows.items() if run_from.get(k) in (None, str(folder))})
     return runs, merged
 
 

@@ -26,13 +26,18 @@ from typing import Any
 from harnessrl.data.schema import Task
 from harnessrl.records.failures import Failure
 
-__all__ = ["CARRIED_INTERFACES", "CarriedRepairs"]
+__all__ = ["CARRIED_INTERFACES", "CarriedRepairs", "is_carried"]
 
 CARRIED_INTERFACES = ("rubric_criteria", "rollout_guidance")
 """The interfaces whose committed repairs are carried to a failure's siblings."""
 _NOT_CARRIED = frozenset({"scaffold_outgrown"})  # failure kinds whose repair is the task's own
 _NEEDS_ROLLOUTS = frozenset({"rubric_criteria"})  # measured by re-grading the sibling's kept rollouts
 _TAG = re.compile(r"\[rule-based: ([a-z_]+)\]")
+
+
+def is_carried(evidence: Mapping[str, Any]) -> bool:
+    """Whether a failure's (or its view's) evidence says it was carried from a sibling's commit."""
+    return evidence.get("carried_from") is not None
 
 
 def _family(task: Task) -> str:
@@ -53,7 +58,7 @@ class CarriedRepairs:
     def after_commit(self, failure: Failure | None, update: Any, step: int) -> list[str]:
         """Queue the siblings of ``failure``'s task for the repair ``update`` (committed for it from ``step``);
         returns the sibling task ids queued. A carried failure's own commit is not carried again."""
-        if not self.enabled or failure is None or failure.evidence.get("carried_from") is not None:
+        if not self.enabled or failure is None or is_carried(failure.evidence):
             return []
         interface = getattr(update, "interface", None)
         source = self.tasks.get(failure.task_id)

@@ -63,7 +63,7 @@ from pydantic import BaseModel
 from harnessrl.data.schema import prompt_text
 from harnessrl.errors import HarnessRLError
 from harnessrl.evolution.candidates import CandidateError, CandidateRecord
-from harnessrl.evolution.carried import CarriedRepairs
+from harnessrl.evolution.carried import CarriedRepairs, is_carried
 from harnessrl.evolution.handled import HandledFailures
 from harnessrl.evolution.hold import TrainingHold
 from harnessrl.evolution.outcomes import OutcomeTracker
@@ -314,8 +314,8 @@ class EvolutionService:
             groups: dict[tuple, list[Failure]] = {}
             handled: set[tuple] = set()
             for f in self._all_failures():
-                carried = f.evidence.get("carried_from") is not None  # offered until handled, whatever the step
-                if a.since_step is not None and f.step < a.since_step and not carried:
+                # a carried failure is offered until handled, whatever the step
+                if a.since_step is not None and f.step < a.since_step and not is_carried(f.evidence):
                     continue
                 if a.kinds and f.kind not in a.kinds:
                     continue
@@ -328,8 +328,7 @@ class EvolutionService:
             views = [self._failure_view(fs) for fs in groups.values()]
         views.sort(key=lambda v: (-v.step, v.kind, v.task_id))
         views = _interleaved(
-            [v for v in views if v.evidence.get("carried_from") is None],
-            [v for v in views if v.evidence.get("carried_from") is not None],
+            [v for v in views if not is_carried(v.evidence)], [v for v in views if is_carried(v.evidence)]
         )
         return FailureList(failures=views[: a.limit], total=len(views), handled=len(handled - set(groups)))
 
