@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import re
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +29,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from harnessrl.data.checks import Check, count_words, split_sentences
 
-__all__ = ["InducedCheck", "induce_checks", "stated_requirements", "tightened_bound"]
+__all__ = ["InducedCheck", "induce_checks", "requirement_key", "stated_requirements", "tightened_bound"]
 
 _CHECK = TypeAdapter(Check)
 _NUMBERS = {
@@ -63,6 +63,41 @@ class InducedCheck:
     def balance(self) -> float:
         """How evenly it splits the rollouts: 1 at half passing, 0 when all pass or all fail."""
         return 2 * min(self.passes, self.total - self.passes) / self.total if self.total else 0.0
+
+
+_IFEVAL_NATIVE = {
+    "punctuation:no_comma": "not_contains:[',']",
+    "change_case:english_lowercase": "letter_case:lower",
+    "change_case:english_capital": "letter_case:upper",
+    "detectable_format:json_format": "json",
+    "startend:end_checker": "ends_with",
+    "detectable_format:number_bullet_lists": "bullet_count:min,max",
+}
+
+
+def requirement_key(check: Mapping[str, Any]) -> str:
+    """What a check requires, without the task's own values: two checks with one key ask the same *kind* of
+    thing (no commas; at most N words; begins with a phrase), each with its own numbers or phrases. It is the
+    signature a stated-requirement repair covers (every task whose prompt states a requirement of the key) and
+    how a requirement is found already checked by a rubric. Punctuation a check forbids or requires is part of
+    the key (no commas is not no semicolons); words are not (each task forbids its own). An IFEval check
+    with a native equivalent has the native key."""
+    kind = str(check.get("type"))
+    if kind == "ifeval":
+        iid = str(check.get("instruction_id"))
+        if iid == "length_constraints:number_words":
+            less = str((check.get("kwargs") or {}).get("relation", "")).startswith("less")
+            return "word_count:max" if less else "word_count:min"
+        return _IFEVAL_NATIVE.get(iid, f"ifeval:{iid}")
+    if kind in ("contains", "not_contains"):
+        phrases = [str(p) for p in check.get("phrases") or []]
+        if phrases and not any(ch.isalnum() for p in phrases for ch in p):
+            return f"{kind}:{sorted(phrases)}"
+        return f"{kind}:words"
+    if kind == "letter_case":
+        return f"letter_case:{check.get('case')}"
+    bounds = [b for b in ("min", "max") if check.get(b) is not None]
+    return f"{kind}:{','.join(bounds)}" if bounds else kind
 
 
 def _number(text: str) -> int:
