@@ -29,7 +29,6 @@ import json
 import logging
 import math
 import random
-import re
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -38,6 +37,7 @@ from typing import Any
 
 import yaml
 
+from harnessrl.bench.decisions import Trial, Update, UpdateEvent, changed_tasks, refusal_kind
 from harnessrl.errors import HarnessRLError
 
 __all__ = [
@@ -131,15 +131,15 @@ def _num(v: Any) -> float | None:
 
 
 @functools.lru_cache(maxsize=32)
-def _task_metadata_of_file(path: str, mtime: float, fmt: str, domain: str | None) -> dict[str, dict[str, Any]]:
+def _tasks_of_file(path: str, mtime: float, fmt: str, domain: str | None) -> dict[str, tuple[str, dict[str, Any]]]:
     from harnessrl.data import load_tasks
 
-    return {t.id: dict(t.metadata) for t in load_tasks(path, fmt, default_domain=domain)}  # type: ignore[arg-type]
+    return {t.id: (t.domain, dict(t.metadata)) for t in load_tasks(path, fmt, default_domain=domain)}  # type: ignore[arg-type]
 
 
-def training_task_metadata(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Task id -> ``metadata`` of a run's training tasks (its config's ``data.train``), ``{}`` when the
-    file is not there or not readable (the run's per-family training figures are then n/a)."""
+def _training_tasks(config: dict[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
+    """Task id -> (domain, ``metadata``) of a run's training tasks (its config's ``data.train``), ``{}``
+    when the file is not there or not readable."""
     from harnessrl.data import data_path
 
     data = config.get("data") if isinstance(config.get("data"), dict) else {}
@@ -148,9 +148,7 @@ def training_task_metadata(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
         return {}
     try:
         path = data_path(value, "train")
-        return _task_metadata_of_file(
-            str(path), path.stat().st_mtime, str(data.get("format") or "auto"), data.get("domain")
-        )
+        return _tasks_of_file(str(path), path.stat().st_mtime, str(data.get("format") or "auto"), data.get("domain"))
     except (HarnessRLError, OSError, ValueError) as e:
         logger.warning(
             "the training tasks of %s (%s) are unreadable, no per-family training figures: %s",
@@ -159,6 +157,12 @@ def training_task_metadata(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
             str(e).splitlines()[0] if str(e) else type(e).__name__,
         )
         return {}
+
+
+def training_task_metadata(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Task id -> ``metadata`` of a run's training tasks (its config's ``data.train``), ``{}`` when the
+    file is not there or not readable (the run's per-family training figures are then n/a)."""
+    return {tid: meta for tid, (_, meta) in _training_tasks(config).items()}
 
 
 @dataclass
@@ -178,6 +182,8 @@ class RunData:
     manifest: dict[str, Any] = field(default_factory=dict)
     train_tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Task id -> metadata of the run's training tasks (``{}``: the file is not readable here)."""
+    train_domains: dict[str, str] = field(default_factory=dict)
+    """Task id -> domain of the run's training tasks (what a guidance of scope ``domain`` changes)."""
 
     @classmethod
     def read(cls, path: Path, method: str, seed: int, manifest: dict[str, Any] | None = None) -> RunData:
@@ -189,6 +195,7 @@ class RunData:
                 logger.warning("%s/config.yaml is unreadable; ignored", path)
         best = _read_json(path / "best.json")
         summary = _read_json(path / "summary.json")
+        tasks = _training_tasks(config) if isinstance(config, dict) else {}
         return cls(
             method=method,
             seed=seed,
@@ -204,7 +211,8 @@ class RunData:
             best=best if isinstance(best, dict) else None,
             summary=summary if isinstance(summary, dict) else None,
             manifest=manifest or {},
-            train_tasks=training_task_metadata(config) if isinstance(config, dict) else {},
+            train_tasks={tid: meta for tid, (_, meta) in tasks.items()},
+            train_domains={tid: str(dom) for tid, (dom, _) in tasks.items()},
         )
 
     # ------------------------------------------------------------------------------- series
@@ -278,6 +286,15 @@ class RunData:
     def decisions(self) -> list[dict[str, Any]]:
         """The harness's decisions: proposals, trial verdicts (accepted / rejected) and commits."""
         return [e for e in self.events if e.get("kind") in ("proposal", "verdict", "commit")]
+
+    def proposals(self) -> dict[str | None, UpdateEvent]:
+        """The proposal events, parsed, by candidate id (the last one of an id)."""
+        parsed = (UpdateEvent.parse(e) for e in self.events if e.get("kind") == "proposal")
+        return {p.candidate_id: p for p in parsed}
+
+    def commits(self) -> list[UpdateEvent]:
+        """The commit events, parsed, in the order they were written."""
+        return [UpdateEvent.parse(e) for e in self.events if e.get("kind") == "commit"]
 
 
 def _find(data: Any, *paths: str) -> float | None:
@@ -411,80 +428,65 @@ def _training_family_figures(run: RunData) -> dict[str, Any]:
     return {"train_per_family": per_family, "train_clipped_share": clipped}
 
 
-_TAG = re.compile(r"\[rule-based: ([a-z_]+)\]")
-
-
-def _reason_kind(reason: str) -> str:
-    """A rejection's kind: its reason up to the numbers ("rejected by the reference guard", "no effect on the
-    learning signal", "budget", ...)."""
-    head = reason.split(":", 1)[0].strip() or "rejected"
-    if head == "rejected" and ":" in reason:  # "rejected: the improvement is not reliably above 0: ..."
-        head = "rejected: " + reason.split(":", 2)[1].strip()
-    return head[:80]
-
-
-def _remedy(interface: Any, update: dict[str, Any]) -> str:
-    """An update's name, ``interface:remedy``: the rule-based evolver's tag in its rationale, else its action."""
-    tags = _TAG.findall(str(update.get("rationale") or ""))
-    return f"{interface}:{tags[-1] if tags else update.get('action') or 'update'}"
-
-
 TRIAL_COST_FIELDS = ("trials", "accepted", "rollouts", "judge_calls", "seconds")
 """Per remedy, what :func:`trial_costs` counts."""
 
 
 def trial_costs(run: RunData) -> dict[str, dict[str, float]]:
-    """Per remedy (``interface:remedy``, named as the commits are): the critic's trials of its candidates, how
-    many it accepted, and what they spent (rollouts generated, judge calls, seconds), from the trial events."""
-    proposals = {e.get("candidate_id"): e for e in run.events if e.get("kind") == "proposal"}
+    """Per remedy (``interface:remedy``, named as the commits are: the trial's own ``remedy``, else its
+    proposal's): the critic's trials of its candidates, how many it accepted, and what they spent (rollouts
+    generated, judge calls, seconds), from the trial events."""
+    proposals = run.proposals()
     out: dict[str, dict[str, float]] = {}
     for e in run.events:
         if e.get("kind") != "trial":
             continue
-        proposal = proposals.get(e.get("candidate_id")) or {}
-        update = proposal.get("update") if isinstance(proposal.get("update"), dict) else {}
-        result = e.get("result") if isinstance(e.get("result"), dict) else {}
-        cost = result.get("cost") if isinstance(result.get("cost"), dict) else {}
-        d = out.setdefault(_remedy(e.get("interface"), update), dict.fromkeys(TRIAL_COST_FIELDS, 0))
+        trial = Trial.parse(e)
+        proposal = proposals.get(trial.candidate_id)
+        update = proposal.update if proposal is not None else Update()
+        d = out.setdefault(update.remedy_name(e.get("interface"), trial.remedy), dict.fromkeys(TRIAL_COST_FIELDS, 0))
         d["trials"] += 1
-        d["accepted"] += bool(result.get("accepted"))
-        for k in ("rollouts", "judge_calls", "seconds"):
-            d[k] += _num(cost.get(k)) or 0
+        d["accepted"] += trial.accepted
+        d["rollouts"] += trial.rollouts or 0
+        d["judge_calls"] += trial.judge_calls or 0
+        d["seconds"] += trial.seconds or 0
     return dict(sorted(out.items()))
 
 
 def harness_decisions(run: RunData) -> dict[str, dict[str, Any]]:
     """What the harness did, per task family (the task's id when it has none), read from the events: commits by
-    interface and remedy ("task_sampling:park", "rubric_criteria:induced", ...; a remedy without a tag is named by
-    the update's action or interface), rejected candidates by the kind of reason, failures given up."""
+    interface and remedy ("task_sampling:park", "rubric_criteria:induced", ...; a remedy without a name is named
+    by the update's action or ``update``), rejected candidates by their kind (:func:`~harnessrl.bench.decisions.
+    refusal_kind`), failures given up. A commit or a rejected candidate counts once in each family whose tasks
+    it changes (:func:`~harnessrl.bench.decisions.changed_tasks`)."""
     family_of = {tid: str(m.get("family") or tid) for tid, m in run.train_tasks.items()}
-    proposals = {e.get("candidate_id"): e for e in run.events if e.get("kind") == "proposal"}
+    proposals = run.proposals()
+    trials = {t.candidate_id: t for t in map(Trial.parse, (e for e in run.events if e.get("kind") == "trial"))}
     out: dict[str, dict[str, Any]] = {}
 
-    def entry(task_id: Any) -> dict[str, Any]:
-        fam = family_of.get(str(task_id), str(task_id))
-        return out.setdefault(fam, {"commits": {}, "rejected": {}, "gave_up": 0})
-
-    def task_of(e: dict[str, Any]) -> Any:
-        update = e.get("update") or (proposals.get(e.get("candidate_id")) or {}).get("update") or {}
-        if isinstance(update, dict):
-            return update.get("task_id") or update.get("target") or (update.get("task_ids") or [None])[0]
-        return None
+    def entries(tasks: Iterable[Any]) -> list[dict[str, Any]]:
+        fams = dict.fromkeys(family_of.get(str(t), str(t)) for t in tasks) or {"None": None}
+        return [out.setdefault(fam, {"commits": {}, "rejected": {}, "gave_up": 0}) for fam in fams]
 
     for e in run.events:
         kind = e.get("kind")
         if kind == "commit":
-            update = e.get("update") if isinstance(e.get("update"), dict) else {}
-            name = _remedy(e.get("interface"), update)
-            c = entry(task_of(e))["commits"]
-            c[name] = c.get(name, 0) + 1
+            commit = UpdateEvent.parse(e)
+            for c in entries(changed_tasks(commit, run.train_domains)):
+                c["commits"][commit.name] = c["commits"].get(commit.name, 0) + 1
         elif kind == "verdict" and e.get("verdict") == "rejected":
-            r = entry(task_of(e))["rejected"]
-            why = _reason_kind(str(e.get("reason") or ""))
-            r[why] = r.get(why, 0) + 1
+            proposal = proposals.get(_cid(e.get("candidate_id")))
+            tasks = changed_tasks(proposal, run.train_domains) if proposal is not None else ()
+            why = refusal_kind(e, trials.get(_cid(e.get("candidate_id"))))
+            for r in entries(tasks):
+                r["rejected"][why] = r["rejected"].get(why, 0) + 1
         elif kind == "give_up":
-            entry(e.get("task_id"))["gave_up"] += 1
+            entries([e.get("task_id")])[0]["gave_up"] += 1
     return dict(sorted(out.items()))
+
+
+def _cid(v: Any) -> str | None:
+    return v if isinstance(v, str) and v else None
 
 
 def run_figures(run: RunData) -> dict[str, Any]:
