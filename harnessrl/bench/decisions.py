@@ -31,6 +31,7 @@ __all__ = [
     "Trial",
     "Update",
     "UpdateEvent",
+    "audit_tasks",
     "changed_tasks",
     "legacy_refusal_kind",
     "legacy_remedy_tag",
@@ -222,6 +223,19 @@ def changed_tasks(event: UpdateEvent | Mapping[str, Any], domains: Mapping[str, 
     a guidance of scope ``domain``). The one answer to "which tasks did this update change" in the bench."""
     e = event if isinstance(event, UpdateEvent) else UpdateEvent.parse(event)
     return e.covers if e.covers is not None else e.update.own_tasks(domains or {})
+
+
+def audit_tasks(event: Mapping[str, Any]) -> tuple[str, ...]:
+    """The training tasks a ``rubric_audit`` event's findings name (a finding's ``task_id``, or its ``tasks`` /
+    ``task_ids`` / ``covers``; the event's own ``task_ids`` / ``covers`` too): the tasks whose rubric the audit
+    before training found failing, detected at the audit's step."""
+    findings = event.get("findings") if isinstance(event.get("findings"), list) else []
+    out: list[str] = [*_strs(event.get("task_ids")), *_strs(event.get("covers"))]
+    for f in findings:
+        if isinstance(f, dict):
+            out += [*([f["task_id"]] if _str(f.get("task_id")) else []), *_strs(f.get("tasks"))]
+            out += [*_strs(f.get("task_ids")), *_strs(f.get("covers"))]
+    return _unique(out)
 
 
 @dataclass(frozen=True)

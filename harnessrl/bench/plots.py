@@ -1,6 +1,6 @@
 """The bench's figures as PNGs (matplotlib, Agg): curves per method with the seed spread, the gold and
-proxy test scores side by side (overall and per task family), and one seed's timeline of harness
-decisions.
+proxy test scores side by side (overall and per task family), the gold score per family of fixed, the
+oracle and each harness arm with its first repairs marked, and one seed's timeline of harness decisions.
 
 Each curve is the mean over the seeds that have a value at that step, with a band of ± one sample
 standard deviation where at least two seeds do; a figure nobody recorded is drawn as an empty panel
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from harnessrl.bench.results import RunData, is_harness_arm
+from harnessrl.bench.results import FIXED_METHOD, ORACLE_METHOD, RunData, _reference, is_harness_arm
 from harnessrl.interfaces.registry import interface_classes
 
 __all__ = ["PLOTS", "write_plots"]
@@ -30,6 +30,7 @@ PLOTS = {
     "harness_timeline": "harness_timeline.png",
     "gold_vs_proxy": "gold_vs_proxy.png",
     "gold_vs_proxy_per_family": "gold_vs_proxy_per_family.png",
+    "gold_per_family": "gold_per_family.png",
 }
 """Plot name -> file name under ``<bench>/plots/``."""
 
@@ -267,27 +268,22 @@ def _gold_vs_proxy(plt, runs, methods, colours, path: Path) -> None:
     _save(plt, fig, path)
 
 
-def _gold_vs_proxy_per_family(plt, runs, methods, colours, path: Path) -> None:
-    families = sorted({f for r in runs for e in r.eval_rows("test") for f in e.get("per_family") or {}})
-    if not families:
-        fig, ax = plt.subplots(figsize=(7, 4.5))
-        _empty(ax, "no task families in these runs' test evaluations (tasks without metadata.family)")
-        ax.set_title("Test score per family: gold (solid) and proxy (dashed)")
-        _save(plt, fig, path)
-        return
+def _test_families(runs: Sequence[RunData]) -> list[str]:
+    return sorted({f for r in runs for e in r.eval_rows("test") for f in e.get("per_family") or {}})
+
+
+def _family_grid(plt, families: Sequence[str]):
     ncols = min(4, len(families))
     nrows = -(-len(families) // ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 3.4 * nrows + 0.6), squeeze=False)
-    for i, fam in enumerate(families):
-        ax = axes[i // ncols][i % ncols]
-        if not _gold_proxy_panel(ax, runs, methods, colours, fam):
-            _empty(ax, "not recorded")
-        ax.set_title(fam)
-        if i % ncols == 0:
-            ax.set_ylabel("test score")
     for j in range(len(families), nrows * ncols):
         axes[j // ncols][j % ncols].axis("off")
-    legend: dict[str, Any] = {}  # every method's lines, whichever panel has them (labels carry panel counts)
+    return fig, axes, ncols
+
+
+def _save_with_legend_below(plt, fig, axes, path: Path, title: str) -> None:
+    """One legend under the panels with every line any panel has (labels without their panel's counts)."""
+    legend: dict[str, Any] = {}
     for ax in axes.flat:
         for h, label in zip(*ax.get_legend_handles_labels(), strict=True):
             legend.setdefault(label.split(" (n=")[0], h)
@@ -295,11 +291,68 @@ def _gold_vs_proxy_per_family(plt, runs, methods, colours, path: Path) -> None:
     ncol = min(6, len(handles)) or 1
     if handles:
         fig.legend(handles, labels, loc="lower center", ncol=ncol, fontsize=8)
-    fig.suptitle("Test score per family: gold (solid) and proxy, rubric v0 (dashed); mean ± std over seeds")
+    fig.suptitle(title)
     legend_inches = (0.2 + 0.22 * -(-len(handles) // ncol)) if handles else 0.0  # rows of the legend below
     fig.tight_layout(rect=(0, legend_inches / fig.get_figheight(), 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _gold_vs_proxy_per_family(plt, runs, methods, colours, path: Path) -> None:
+    families = _test_families(runs)
+    if not families:
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        _empty(ax, "no task families in these runs' test evaluations (tasks without metadata.family)")
+        ax.set_title("Test score per family: gold (solid) and proxy (dashed)")
+        _save(plt, fig, path)
+        return
+    fig, axes, ncols = _family_grid(plt, families)
+    for i, fam in enumerate(families):
+        ax = axes[i // ncols][i % ncols]
+        if not _gold_proxy_panel(ax, runs, methods, colours, fam):
+            _empty(ax, "not recorded")
+        ax.set_title(fam)
+        if i % ncols == 0:
+            ax.set_ylabel("test score")
+    _save_with_legend_below(
+        plt, fig, axes, path, "Test score per family: gold (solid) and proxy, rubric v0 (dashed); mean ± std over seeds"
+    )
+
+
+def _gold_per_family(plt, runs, agg: dict[str, Any], colours, repairs: dict[str, Any], path: Path) -> None:
+    """Per family, the main test score (gold where graded with gold) of fixed, the oracle and each harness arm,
+    with each arm's seed-mean first commit on the family marked (dotted line)."""
+    arms = [m for m in agg if is_harness_arm(m, agg)]
+    methods = [m for m in (_reference(agg, FIXED_METHOD), _reference(agg, ORACLE_METHOD), *arms) if m is not None]
+    families = _test_families([r for r in runs if r.method in methods])
+    title = "Test score per family (dotted: an arm's mean first commit there)"
+    if not families:
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        _empty(ax, "no task families in these runs' test evaluations (tasks without metadata.family)")
+        ax.set_title(title, fontsize=10)
+        _save(plt, fig, path)
+        return
+    fig, axes, ncols = _family_grid(plt, families)
+    for i, fam in enumerate(families):
+        ax = axes[i // ncols][i % ncols]
+        drawn = False
+        for m in methods:
+            series = [s for s in (_test_scores(r, fam, proxy=False) for r in runs if r.method == m) if s]
+            if series:
+                _mean_line(ax, series, colours[m], f"{m} (n={len(series)})")
+                drawn = True
+            first = (((repairs.get(m) or {}).get("families") or {}).get(fam) or {}).get("first_commit") or {}
+            if first.get("mean") is not None:
+                ax.axvline(first["mean"], color=colours[m], ls=":", lw=1.2, label=f"{m} first commit")
+        if not drawn:
+            _empty(ax, "not recorded")
+        ax.set_title(fam)
+        ax.set_xlabel("step")
+        ax.xaxis.set_major_locator(_int_ticks())
+        ax.set_ylim(-0.02, 1.02)
+        if i % ncols == 0:
+            ax.set_ylabel("test score")
+    _save_with_legend_below(plt, fig, axes, path, f"{title}, mean ± std over seeds")
 
 
 def timeline_run(runs: Sequence[RunData], agg: dict[str, Any]) -> RunData | None:
@@ -360,8 +413,11 @@ def _timeline(plt, run: RunData | None, path: Path) -> None:
     _save(plt, fig, path)
 
 
-def write_plots(runs: Sequence[RunData], agg: dict[str, Any], out_dir: str | Path) -> dict[str, Path]:
-    """Every bench plot into ``out_dir``; returns plot name -> path."""
+def write_plots(
+    runs: Sequence[RunData], agg: dict[str, Any], out_dir: str | Path, repairs: dict[str, Any] | None = None
+) -> dict[str, Path]:
+    """Every bench plot into ``out_dir``; returns plot name -> path. ``repairs``: the per-family repair figures
+    (:func:`~harnessrl.bench.repairs.family_repairs`) whose first commits the per-family gold plot marks."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -379,6 +435,7 @@ def write_plots(runs: Sequence[RunData], agg: dict[str, Any], out_dir: str | Pat
     _timeline(plt, timeline_run(runs, agg), paths["harness_timeline"])
     _gold_vs_proxy(plt, runs, methods, colours, paths["gold_vs_proxy"])
     _gold_vs_proxy_per_family(plt, runs, methods, colours, paths["gold_vs_proxy_per_family"])
+    _gold_per_family(plt, runs, agg, colours, repairs or {}, paths["gold_per_family"])
     return paths
 
 

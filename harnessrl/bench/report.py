@@ -24,6 +24,7 @@ from rich.console import Console
 from rich.table import Table
 
 from harnessrl.bench.plots import write_plots
+from harnessrl.bench.repairs import family_curves, family_repairs, oracle_gap_paired, unnecessary_commits
 from harnessrl.bench.results import (
     ablations,
     aggregate,
@@ -688,6 +689,161 @@ def _oracle_lines(gap: dict[str, Any] | None, agg: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _paired_gap_lines(gap: dict[str, Any] | None) -> list[str]:
+    """The share of the oracle gap closed per seed (overall and per family), mean ± std over the seeds."""
+    if not gap or not any(gap["at"].values()):
+        return []
+    lines = [
+        "## Share of the oracle gap closed, paired by seed",
+        "",
+        f"Per seed, (method − {gap['fixed']}) / ({gap['oracle']} − {gap['fixed']}) of that seed's gold test scores, "
+        f"overall and per family; mean ± std over the seeds where {gap['oracle']} is at least {gap['min_gap']} ahead "
+        "of fixed there (n given where fewer seeds than the method's paired ones count). Unlike the share of seed "
+        "means above, a seed's share is measured against its own gap.",
+        "",
+    ]
+    for key, title in (("test_at_best", "at the best-validation checkpoint"), ("test_end", "at the end")):
+        at = gap["at"].get(key) or {}
+        if not at:
+            continue
+        families = sorted({f for cells in at.values() for f in cells["per_family"]})
+        rows = []
+        for m, cells in at.items():
+            row = [m]
+            for c in (cells["overall"], *(cells["per_family"].get(f) or {} for f in families)):
+                row.append(_stat(c, len(c.get("per_seed") or {}), digits=2, signed=True) if c else "n/a")
+            rows.append(row)
+        lines += [f"### {title[0].upper()}{title[1:]}", "", *_table(["method", "overall", *families], rows), ""]
+        first = next(iter(at.values()))
+        small = [
+            f"{name} (seed{'s' if len(c['seeds_without_gap']) > 1 else ''} {', '.join(c['seeds_without_gap'])})"
+            for name, c in (("overall", first["overall"]), *first["per_family"].items())
+            if c["seeds_without_gap"]
+        ]
+        if small:
+            lines += [
+                f"Seeds where {gap['oracle']} is not {gap['min_gap']} ahead of {gap['fixed']}: {'; '.join(small)}.",
+                "",
+            ]
+    return lines
+
+
+def _family_curve_lines(curves: dict[str, dict[str, list[dict[str, Any]]]]) -> list[str]:
+    """Each family's test score at each evaluation step for fixed, the oracle and the harness arms."""
+    if not curves:
+        return []
+    steps = sorted({p["step"] for per in curves.values() for points in per.values() for p in points})
+    rows = []
+    for fam, per_method in curves.items():
+        for m, points in per_method.items():
+            at, seeds = {p["step"]: p for p in points}, max(p["n"] for p in points)
+            rows.append([fam, m, *(_stat(at[s], seeds) if s in at else "n/a" for s in steps)])
+    return [
+        "## Test score per family over training",
+        "",
+        "Per family, the test score (gold where graded with gold) at each evaluation step, mean ± std over the "
+        "seeds evaluated there (n where fewer than the most): fixed, the oracle and each harness arm (plot "
+        "`gold_per_family.png`).",
+        "",
+        *_table(["family", "method", *(f"step {s}" for s in steps)], rows),
+        "",
+    ]
+
+
+def _seed_repair(s: str, f: dict[str, Any]) -> str:
+    """One seed's repair figures as ``seed: detected→committed (remedy), repaired/after``."""
+    detected = "—" if f["first_detection"] is None else str(f["first_detection"])
+    committed = "—" if f["first_commit"] is None else f"{f['first_commit']} ({f['first_commit_name']})"
+    reach = "" if f["groups_after_detection"] is None else f", {f['repaired_groups']}/{f['groups_after_detection']}"
+    return f"{s}: {detected}→{committed}{reach}"
+
+
+def _repair_lines(repairs: dict[str, Any]) -> list[str]:
+    """Per harness arm and family: first detection, first commit, reach, over seeds and per seed."""
+    if not repairs:
+        return []
+    lines = [
+        "## Repairs per family",
+        "",
+        "From each run's events and trained groups. *First detection*: the step of the first failure detected on "
+        "a task of the family (or of a rubric audit naming one). *First commit*: the step from which the first "
+        "committed update changing a task of the family applies. *Reach*: of the family's trained groups after the "
+        "first detection, the share graded by a repaired rubric (rubric version > 0) or trained under a committed "
+        "guidance (guided > 0). Mean ± std over the seeds that have the figure (n where fewer). *Per seed*: "
+        "`seed: detection→first commit (interface:remedy), repaired/trained groups after the detection`.",
+        "",
+    ]
+    for arm, a in repairs.items():
+        n = len(a["seeds"])
+        rows = []
+        for fam, d in a["families"].items():
+            rows.append(
+                [
+                    fam,
+                    d.get("failure") or "n/a",
+                    _stat(d["first_detection"], n, digits=1),
+                    _stat(d["first_commit"], n, digits=1),
+                    f"{d['seeds_with_commit']} of {n}",
+                    _stat(d["reach"], n, pct=True),
+                    _stat(d["rubric_commits"], n, digits=1),
+                    "; ".join(_seed_repair(s, f) for s, f in d["per_seed"].items()),
+                ]
+            )
+        header = ["family", "injected failure", "first detection", "first commit", "seeds with a commit", "reach"]
+        lines += [
+            f"### {arm} ({n} seed(s))",
+            "",
+            *_table([*header, "rubric commits", "per seed"], rows),
+            "",
+        ]
+    return lines
+
+
+def _unnecessary_lines(clean: dict[str, Any] | None) -> list[str]:
+    """The clean variant's rubric commits, each unnecessary (training rubric = gold), beside the score."""
+    if not clean:
+        return []
+    fixed = clean.get("fixed") or "fixed"
+    lines = [
+        "## Unnecessary commits: rubric repairs where the training rubric is gold",
+        "",
+        "These runs train on the gold rubrics (`data.train_rubric: gold`): no rubric fails, so every rubric commit "
+        "is unnecessary (a false accept of the critic). Per harness run: how many, per family, and its gold test "
+        f"score minus {fixed}'s of the same seed.",
+        "",
+    ]
+    rows = [
+        [
+            f"{r['method']}/seed{r['seed']}",
+            str(r["rubric_commits"]),
+            ", ".join(f"{f} ×{k}" for f, k in r["per_family"].items()) or "none",
+            _num(r["vs_fixed"]["test_at_best"], signed=True),
+            _num(r["vs_fixed"]["test_end"], signed=True),
+        ]
+        for r in clean["runs"]
+    ]
+    lines += _table(
+        ["run", "rubric commits", "per family", f"Δ test @ best val vs {fixed}", f"Δ test @ end vs {fixed}"], rows
+    )
+    lines.append("")
+    for arm, a in clean["per_arm"].items():
+        st = a["rubric_commits"]
+        per_family = ", ".join(f"{f} ×{k}" for f, k in a["per_family"].items()) or "none"
+        lines.append(
+            f"- **{arm}**: {_stat(st, st['n'], digits=1)} rubric commits a run; summed by family: {per_family}."
+        )
+    commits = [(r, c) for r in clean["runs"] for c in r["commits"]]
+    if commits:
+        lines += ["", "What each added:", ""]
+        for r, c in commits:
+            added = "; ".join(f'"{t}"' for t in c["added"]) or "no criterion (a reword, reweight or removal)"
+            lines.append(
+                f"- {r['method']}/seed{r['seed']}, from step {c['step']}, {c['remedy']} on "
+                f"{', '.join(c['tasks']) or 'n/a'} ({', '.join(c['families']) or 'n/a'}): {added}"
+            )
+    return [*lines, ""]
+
+
 def _decision_lines(agg: dict[str, Any]) -> list[str]:
     """Per harness arm and family: what it committed (interface and remedy), what the critic refused and why,
     the failures it gave up; summed over the seeds (read from the runs' events)."""
@@ -780,6 +936,10 @@ def _markdown(results: dict[str, Any]) -> str:
     lines += ["## HarnessRL against each baseline", "", *_comparison_lines(results["comparisons"], agg), ""]
     lines += _ablation_lines(results.get("ablations") or [], agg)
     lines += _oracle_lines(results["oracle_gap"], agg)
+    lines += _paired_gap_lines(results.get("oracle_gap_paired"))
+    lines += _family_curve_lines(results.get("family_curves") or {})
+    lines += _repair_lines(results.get("family_repairs") or {})
+    lines += _unnecessary_lines(results.get("unnecessary_commits"))
     lines += _decision_lines(agg)
     lines += ["## Plots", ""]
     for name, rel in results["plots"].items():
@@ -835,7 +995,8 @@ def write_bench_report(
     dest.mkdir(parents=True, exist_ok=True)
     figures = with_equal_cost([{**run_figures(r), "path": _shown(r.path)} for r in runs])
     agg = aggregate(figures, list((manifest.get("methods") or {}).keys()))
-    plot_paths = write_plots(runs, agg, dest / "plots") if plots else {}
+    repairs = family_repairs(runs, agg)
+    plot_paths = write_plots(runs, agg, dest / "plots", repairs=repairs) if plots else {}
     results: dict[str, Any] = {
         "bench_dir": ", ".join(_shown(r) for r in roots),
         "bench_dirs": [_shown(r) for r in roots],
@@ -849,6 +1010,10 @@ def write_bench_report(
         "comparisons": compare(agg, figures),
         "ablations": ablations(agg, manifest.get("methods") or {}),
         "oracle_gap": oracle_gap(agg),
+        "oracle_gap_paired": oracle_gap_paired(agg),
+        "family_curves": family_curves(runs, agg),
+        "family_repairs": repairs,
+        "unnecessary_commits": unnecessary_commits(runs, agg),
         "fault_check": fault_check(agg),
         "runs": figures,
         "notes": _notes(figures, agg, manifest),

@@ -1,0 +1,303 @@
+"""What the harness's repairs reached, per task family: the figures the repairs issue asks of a bench.
+
+For each harness arm and training-task family (``metadata.family`` of the run's training tasks), per seed and
+as mean ± std over seeds:
+
+- **first detection**: the step of the first ``failure`` event on a task of the family, or the step of a
+  ``rubric_audit`` event whose findings name one (step 0: the audit before training), whichever comes first;
+- **first commit**: the ``applies_from_step`` of the first commit that changes a task of the family
+  (:func:`~harnessrl.bench.decisions.changed_tasks`), and which interface and remedy it was;
+- **reach**: of the family's trained groups after the first detection (``steps.jsonl``, step above it), the
+  share graded by a repaired rubric (``rubric_version > 0``) or trained under a committed guidance
+  (``guided > 0``): how much of the family's training a repair touched.
+
+Beside them: the share of the fixed→oracle gap each method closes **paired by seed**, overall and per family
+(:func:`oracle_gap_paired`, next to the report's share of seed means); each family's test score at each
+evaluation step for fixed, the oracle and the harness arms (:func:`family_curves`); and, on the clean variant
+(the runs train on the gold rubrics, ``data.train_rubric: gold``, so no rubric needs a repair), every rubric
+commit as an unnecessary one (:func:`unnecessary_commits`), beside the run's score against fixed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from harnessrl.bench.decisions import UpdateEvent, audit_tasks, changed_tasks
+from harnessrl.bench.results import (
+    FIXED_METHOD,
+    MIN_ORACLE_GAP,
+    ORACLE_METHOD,
+    RunData,
+    _num,
+    _reference,
+    is_harness_arm,
+    stat,
+)
+from harnessrl.interfaces.rubric import RubricCriteria
+
+__all__ = [
+    "REPAIR_FIGURES",
+    "family_curves",
+    "family_repairs",
+    "is_clean_run",
+    "oracle_gap_paired",
+    "run_family_repairs",
+    "unnecessary_commits",
+]
+
+RUBRIC_INTERFACE = RubricCriteria.name
+"""The interface whose commits change a rubric (on the clean variant, every one is unnecessary)."""
+
+REPAIR_FIGURES = ("first_detection", "first_commit", "reach", "rubric_commits")
+"""The per-family repair figures aggregated over seeds (mean ± std) by :func:`family_repairs`."""
+
+
+# ------------------------------------------------------------------------------------------ one run
+def _families(run: RunData) -> dict[str, set[str]]:
+    """Family -> its training task ids (tasks without ``metadata.family`` belong to none)."""
+    out: dict[str, set[str]] = {}
+    for tid in run.train_tasks:
+        fam = run.family_of(tid)
+        if fam is not None:
+            out.setdefault(fam, set()).add(tid)
+    return dict(sorted(out.items()))
+
+
+def _detections(run: RunData, tasks: set[str]) -> tuple[int | None, str | None]:
+    """The first detection on one of ``tasks``: its step and what found it (``failure: <kind>`` or
+    ``rubric_audit``); (None, None) when nothing did."""
+    found: list[tuple[int, str]] = []
+    for e in run.events:
+        step = e.get("step")
+        if e.get("kind") == "failure" and str(e.get("task_id")) in tasks and isinstance(step, int):
+            found.append((step, f"failure: {e.get('failure') or 'unknown'}"))
+        elif e.get("kind") == "rubric_audit" and tasks & set(audit_tasks(e)):
+            found.append((step if isinstance(step, int) else 0, "rubric_audit"))
+    return min(found, key=lambda f: f[0]) if found else (None, None)
+
+
+def _touches(commit: UpdateEvent, tasks: set[str], domains: dict[str, str]) -> list[str]:
+    return [t for t in changed_tasks(commit, domains) if t in tasks]
+
+
+def _repaired(group: dict[str, Any]) -> bool:
+    """Whether a trained group was graded by a repaired rubric or trained under a committed guidance."""
+    version, guided = _num(group.get("rubric_version")), _num(group.get("guided"))
+    return (version or 0) > 0 or (guided or 0) > 0
+
+
+def run_family_repairs(run: RunData) -> dict[str, dict[str, Any]]:
+    """One run's repair figures per family (None where the run has none: no detection, no commit).
+
+    Per family: ``first_detection`` (step) and ``detected_by``; ``first_commit`` (its ``applies_from_step``),
+    ``first_commit_name`` (``interface:remedy``) and ``first_commit_by_interface``; ``commits`` and
+    ``rubric_commits`` (how many commits changed a task of it); ``groups`` (trained groups of it),
+    ``groups_after_detection``, ``repaired_groups`` (of those, graded by a repaired rubric or guided) and
+    ``reach`` (their share; None without a detection or a group after it)."""
+    commits = run.commits()
+    out: dict[str, dict[str, Any]] = {}
+    for fam, tasks in _families(run).items():
+        detected, by = _detections(run, tasks)
+        mine = [c for c in commits if _touches(c, tasks, run.train_domains)]
+        mine.sort(key=lambda c: c.applies_from_step if c.applies_from_step is not None else float("inf"))
+        first = mine[0] if mine else None
+        by_interface: dict[str, int | None] = {}
+        for c in mine:
+            by_interface.setdefault(str(c.interface), c.applies_from_step)
+        groups = [g for g in run.groups if isinstance(g.get("step"), int) and str(g.get("task_id")) in tasks]
+        after = [g for g in groups if detected is not None and g["step"] > detected]
+        repaired = sum(map(_repaired, after))
+        out[fam] = {
+            "first_detection": detected,
+            "detected_by": by,
+            "first_commit": first.applies_from_step if first else None,
+            "first_commit_name": first.name if first else None,
+            "first_commit_by_interface": by_interface,
+            "commits": len(mine),
+            "rubric_commits": sum(c.interface == RUBRIC_INTERFACE for c in mine),
+            "groups": len(groups),
+            "groups_after_detection": len(after) if detected is not None else None,
+            "repaired_groups": repaired if detected is not None else None,
+            "reach": repaired / len(after) if after else None,
+        }
+    return out
+
+
+# ------------------------------------------------------------------------------------------ over seeds
+def family_repairs(runs: Sequence[RunData], agg: dict[str, Any]) -> dict[str, Any]:
+    """Per harness arm, per family: :data:`REPAIR_FIGURES` as mean ± std over the seeds that have them, and
+    every seed's :func:`run_family_repairs` (``per_seed``); ``failure``: the family's injected failure."""
+    out: dict[str, Any] = {}
+    for arm in (m for m in agg if is_harness_arm(m, agg)):
+        per_seed = {str(r.seed): run_family_repairs(r) for r in sorted(runs, key=lambda r: r.seed) if r.method == arm}
+        families = sorted({f for fams in per_seed.values() for f in fams})
+        if not families:
+            continue
+        failure = agg[arm].get("family_failure") or {}
+        out[arm] = {
+            "seeds": [int(s) for s in per_seed],
+            "families": {fam: _over_seeds(per_seed, fam, failure.get(fam)) for fam in families},
+        }
+    return out
+
+
+def _over_seeds(per_seed: dict[str, dict[str, dict[str, Any]]], fam: str, failure: str | None) -> dict[str, Any]:
+    """One family's repair figures over the seeds: mean ± std of each, the seeds that committed, every seed's."""
+    mine = {s: f[fam] for s, f in per_seed.items() if fam in f}
+    return {
+        "failure": failure,
+        **{k: stat([f.get(k) for f in mine.values()]) for k in REPAIR_FIGURES},
+        "seeds_with_commit": sum(f.get("first_commit") is not None for f in mine.values()),
+        "per_seed": mine,
+    }
+
+
+GAP_SCORES = ("test_at_best", "test_end")
+"""The test scores whose oracle-gap share is paired by seed."""
+
+
+def _seed_share(agg: dict[str, Any], method: str, ref: tuple[str, str], seed: str, key: str, fam: str | None):
+    """One seed's (method - fixed) / (oracle - fixed) and its gap; the share is None where the gap is below
+    :data:`MIN_ORACLE_GAP` or a score is missing."""
+    fixed, oracle = ref
+
+    def score(m: str) -> float | None:
+        row = agg[m]["per_seed"].get(seed) or {}
+        return _num(row.get(key)) if fam is None else _num((row.get(f"{key}_per_family") or {}).get(fam))
+
+    m, f, o = score(method), score(fixed), score(oracle)
+    gap = o - f if o is not None and f is not None else None
+    share = (m - f) / gap if m is not None and gap is not None and gap >= MIN_ORACLE_GAP else None
+    return share, gap
+
+
+def _paired_share(agg: dict[str, Any], method: str, ref: tuple[str, str], key: str, fam: str | None) -> dict:
+    seeds = sorted(set(agg[method]["per_seed"]) & set(agg[ref[0]]["per_seed"]) & set(agg[ref[1]]["per_seed"]), key=int)
+    shares, gaps = {}, {}
+    for s in seeds:
+        shares[s], gaps[s] = _seed_share(agg, method, ref, s, key, fam)
+    cell = stat(list(shares.values()))
+    cell["per_seed"] = shares
+    cell["gap_per_seed"] = gaps
+    cell["seeds_without_gap"] = [s for s in seeds if gaps[s] is not None and gaps[s] < MIN_ORACLE_GAP]
+    return cell
+
+
+def oracle_gap_paired(agg: dict[str, Any]) -> dict[str, Any] | None:
+    """The share of the fixed→oracle gap each method closes, paired by seed: per seed (and per family) the
+    ratio (method − fixed) / (oracle − fixed) of that seed's gold test scores, at the best-validation
+    checkpoint and at the end, over the seeds where the oracle is at least :data:`MIN_ORACLE_GAP` ahead (the
+    others are listed in ``seeds_without_gap``); mean ± std over those seeds. None without both a ``fixed``
+    and an ``oracle`` method graded with gold."""
+    oracle, fixed = _reference(agg, ORACLE_METHOD), _reference(agg, FIXED_METHOD)
+    if oracle is None or fixed is None or any(agg[m].get("graded_with") != "gold" for m in (oracle, fixed)):
+        return None
+    others = [m for m in agg if m not in (oracle, fixed)]
+    out: dict[str, Any] = {"fixed": fixed, "oracle": oracle, "min_gap": MIN_ORACLE_GAP, "at": {}}
+    for key in GAP_SCORES:
+        families = sorted(set(agg[oracle][f"{key}_per_family"]) | set(agg[fixed][f"{key}_per_family"]))
+        out["at"][key] = {
+            m: {
+                "overall": _paired_share(agg, m, (fixed, oracle), key, None),
+                "per_family": {fam: _paired_share(agg, m, (fixed, oracle), key, fam) for fam in families},
+            }
+            for m in others
+        }
+    return out
+
+
+def family_curves(runs: Sequence[RunData], agg: dict[str, Any]) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """Per family, per method (fixed, the oracle, each harness arm): the family's test score (gold where the
+    runs are graded with gold) at each evaluation step, mean ± std over the seeds evaluated there."""
+    methods = [m for m in (_reference(agg, FIXED_METHOD), _reference(agg, ORACLE_METHOD)) if m is not None]
+    methods += [m for m in agg if is_harness_arm(m, agg)]
+    values: dict[str, dict[str, dict[int, list[float]]]] = {}
+    for r in runs:
+        if r.method not in methods:
+            continue
+        for e in r.eval_rows("test"):
+            for fam, v in (e.get("per_family") or {}).items():
+                if _num(v) is not None:
+                    values.setdefault(str(fam), {}).setdefault(r.method, {}).setdefault(int(e["step"]), []).append(v)
+    return {
+        fam: {
+            m: [{"step": s, **stat(by_step[s])} for s in sorted(by_step)]
+            for m in methods
+            if (by_step := per_method.get(m))
+        }
+        for fam, per_method in sorted(values.items())
+    }
+
+
+# ------------------------------------------------------------------------------------------ the clean variant
+def is_clean_run(run: RunData) -> bool:
+    """Whether a run trains on the gold rubrics (``data.train_rubric: gold``: the clean variant's override),
+    so that no rubric of its fails and any rubric repair is unnecessary."""
+    data = run.config.get("data") if isinstance(run.config.get("data"), dict) else {}
+    return data.get("train_rubric") == "gold"
+
+
+def _commit_row(run: RunData, c: UpdateEvent) -> dict[str, Any]:
+    tasks = changed_tasks(c, run.train_domains)
+    return {
+        "step": c.applies_from_step,
+        "remedy": c.name,
+        "tasks": list(tasks),
+        "families": sorted({run.family_of(t) or t for t in tasks}),
+        "added": list(c.update.added_texts()),
+    }
+
+
+def unnecessary_commits(runs: Sequence[RunData], agg: dict[str, Any]) -> dict[str, Any] | None:
+    """On the clean variant, per harness run, every rubric commit (each an unnecessary one: a false accept
+    of the critic): how many, per family, what each added; beside the run's gold test score minus fixed's of
+    the same seed (at the best-validation checkpoint and at the end). None: no harness run trains on gold."""
+    clean = [r for r in runs if is_harness_arm(r.method, agg) and is_clean_run(r)]
+    if not clean:
+        return None
+    fixed = _reference(agg, FIXED_METHOD)
+    rows = []
+    for r in sorted(clean, key=lambda r: (list(agg).index(r.method), r.seed)):
+        commits = [_commit_row(r, c) for c in r.commits() if c.interface == RUBRIC_INTERFACE]
+        per_family: dict[str, int] = {}
+        for c in commits:
+            for fam in c["families"]:
+                per_family[fam] = per_family.get(fam, 0) + 1
+        mine = agg[r.method]["per_seed"].get(str(r.seed)) or {}
+        theirs = (agg[fixed]["per_seed"].get(str(r.seed)) or {}) if fixed is not None else {}
+        rows.append(
+            {
+                "method": r.method,
+                "seed": r.seed,
+                "rubric_commits": len(commits),
+                "per_family": dict(sorted(per_family.items())),
+                "commits": commits,
+                "vs_fixed": {
+                    key: mine[key] - theirs[key]
+                    if _num(mine.get(key)) is not None and _num(theirs.get(key)) is not None
+                    else None
+                    for key in GAP_SCORES
+                },
+            }
+        )
+    arms = list(dict.fromkeys(row["method"] for row in rows))
+    return {
+        "fixed": fixed,
+        "runs": rows,
+        "per_arm": {
+            arm: {
+                "rubric_commits": stat([row["rubric_commits"] for row in rows if row["method"] == arm]),
+                "per_family": _summed([row["per_family"] for row in rows if row["method"] == arm]),
+            }
+            for arm in arms
+        },
+    }
+
+
+def _summed(counts: Sequence[dict[str, int]]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for c in counts:
+        for k, n in c.items():
+            out[k] = out.get(k, 0) + n
+    return dict(sorted(out.items()))
