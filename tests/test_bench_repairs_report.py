@@ -242,6 +242,21 @@ def test_refusal_kind_is_the_trials_verdict_kind_else_the_reason_text():
     assert (nested.verdict_kind, nested.remedy) == ("too_small", "x")
 
 
+def test_a_refusal_is_read_from_the_candidates_latest_trial(tmp_path):
+    """A pending candidate is tried again: its refusal is the kind of the trial just before the verdict."""
+    reason = "rejected: the improvement is real but too small to be worth a change: x"
+    events = [
+        _ev("proposal", 2, candidate_id="c1", interface="rubric_criteria", update=RUBRIC_REPAIR),
+        _trial(2, "c1", "rubric_criteria", False, "pending: more groups needed", 4, verdict_kind="pending"),
+        _ev("verdict", 2, candidate_id="c1", interface="rubric_criteria", verdict="pending", reason="pending"),
+        _trial(4, "c1", "rubric_criteria", False, reason, 4, verdict_kind="too_small"),
+        _ev("verdict", 4, candidate_id="c1", interface="rubric_criteria", verdict="rejected", reason=reason),
+    ]
+    run = RunData(method="harnessrl", seed=0, path=tmp_path, events=events, train_tasks={"a1": {"family": "lax"}})
+    assert harness_decisions(run)["lax"]["rejected"] == {"too_small": 1}
+    assert trial_costs(run)["rubric_criteria:requirement"]["trials"] == 2
+
+
 # --------------------------------------------------------------------------------------- what the report says
 def test_harness_decisions_and_trial_costs_read_typed_and_legacy_events(repair_bench):
     new = RunData.read(repair_bench / "harnessrl" / "seed0", "harnessrl", 0)

@@ -461,7 +461,7 @@ def harness_decisions(run: RunData) -> dict[str, dict[str, Any]]:
     it changes (:func:`~harnessrl.bench.decisions.changed_tasks`)."""
     family_of = {tid: str(m.get("family") or tid) for tid, m in run.train_tasks.items()}
     proposals = run.proposals()
-    trials = {t.candidate_id: t for t in map(Trial.parse, (e for e in run.events if e.get("kind") == "trial"))}
+    trials: dict[str | None, Trial] = {}  # each candidate's latest trial so far (a pending one is tried again)
     out: dict[str, dict[str, Any]] = {}
 
     def entries(tasks: Iterable[Any]) -> list[dict[str, Any]]:
@@ -470,7 +470,10 @@ def harness_decisions(run: RunData) -> dict[str, dict[str, Any]]:
 
     for e in run.events:
         kind = e.get("kind")
-        if kind == "commit":
+        if kind == "trial":
+            trial = Trial.parse(e)
+            trials[trial.candidate_id] = trial
+        elif kind == "commit":
             commit = UpdateEvent.parse(e)
             for c in entries(changed_tasks(commit, run.train_domains)):
                 c["commits"][commit.name] = c["commits"].get(commit.name, 0) + 1
