@@ -4,17 +4,18 @@ Every part of the bench that asks what an update changed, which remedy made it o
 asks here, so the answer has one source:
 
 - :func:`changed_tasks`: the training tasks an update changes. A newer event says it in a field (``covers``,
-  every task the update changes, top level of a commit); an older one is read from its update's own fields
-  (a rubric edit's ``task_id`` and the ``cover`` it extends to, task sampling's ``task_ids``, guidance's
-  ``target`` of scope ``task``, or every task of the domain for scope ``domain``).
+  every task the update changes, top level of a commit); else it is read from the update's own fields (a
+  rubric edit's ``task_id``, the ``cover`` it extends to and its ``signature``'s tasks, task sampling's
+  ``task_ids``, guidance's ``target`` of scope ``task``, or every task of the domain for scope ``domain``).
+- :func:`audit_tasks`: the tasks a ``rubric_audit`` event's findings name (a detection at the audit's step).
 - :meth:`Update.remedy_name`: ``interface:remedy``, from the typed ``remedy`` field of the update (commit and
   proposal events) or of the trial event; runs written before that field existed are read by
   :func:`legacy_remedy_tag`, the one place the rule-based evolver's rationale tag is still parsed.
 - :func:`refusal_kind`: a refused candidate's kind, the trial's typed ``verdict_kind``, else (older runs)
   :func:`legacy_refusal_kind`, the reason's text up to its numbers.
 
-Nothing here reads a file or imports the training stack: it parses the dicts :class:`~harnessrl.bench.results.
-RunData` read, and tolerates what an older or a live run lacks (a missing field is None or empty, never an error).
+Nothing here reads a file or imports HarnessRL: it parses the dicts :class:`~harnessrl.bench.results.RunData`
+read, and tolerates what an older or a live run lacks (a missing field is None or empty, never an error).
 """
 
 from __future__ import annotations
