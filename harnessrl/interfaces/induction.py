@@ -117,12 +117,14 @@ _NUMBERS = {
     "twice": 2,
     "thrice": 3,
 }
-_N = r"(\d+|" + "|".join(sorted(_NUMBERS, key=len, reverse=True)) + r")"  # a count, in digits or in words
+_N = (
+    r"(\d{1,3}(?:,\d{3})+|\d+|" + "|".join(sorted(_NUMBERS, key=len, reverse=True)) + r")"
+)  # a count: 1,000; 12; twelve
 _ORDINALS = {
     w: i + 1
     for i, w in enumerate(["first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth"])
 }
-_NTH = r"(first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|last|final|\d+(?:st|nd|rd|th))"
+_NTH = r"(first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|last|final|\d+-?(?:st|nd|rd|th))"
 _Q = r"['\"‘“”]([^'\"‘’“”\n]{1,80})['\"’”]"  # a quoted phrase
 _NEGATION = re.compile(r"\b(?:no|not|never|without|avoid\w*|refrain\w*|nor|cannot)\b|n't\b", re.IGNORECASE)
 # "words in all capital letters" counts such words: it is not the case of every letter, nor a word count
@@ -132,7 +134,7 @@ _CAPS_WORDS = (
 
 
 def _number(text: str) -> int:
-    text = text.lower()
+    text = text.lower().replace(",", "")
     return int(text) if text.isdigit() else _NUMBERS[text]
 
 
@@ -209,11 +211,11 @@ def _words_at(text: str, pos: int, bare: bool) -> tuple[list[str], int]:
 # times", "less than twice", "at most once" (less than 2), "once or less"
 _TIMES = rf"(?:{_N} times?|(once|twice|thrice))"
 _HOW_OFTEN = [
-    (rf"\bat least {_TIMES}", "at least", 0),
+    (rf"\b(?:at least|no less than|no fewer than|not less than|not fewer than|a minimum of) {_TIMES}", "at least", 0),
     (rf"\b{_TIMES} or more\b", "at least", 0),
     (rf"\b{_N} or more times\b()", "at least", 0),
-    (rf"\bmore than {_TIMES}", "at least", 1),
-    (rf"\b(?:less|fewer) than {_TIMES}", "less than", 0),
+    (rf"(?<!no )(?<!not )\bmore than {_TIMES}", "at least", 1),
+    (rf"(?<!no )(?<!not )\b(?:less|fewer) than {_TIMES}", "less than", 0),
     (rf"\b(?:at most|no more than|not more than) {_TIMES}", "less than", 1),
     (rf"\b{_TIMES} or (?:less|fewer)\b", "less than", 1),
 ]
@@ -235,21 +237,25 @@ def _how_often(window: str) -> tuple[str, int] | None:
 
 
 def _no_commas(p: _Prompt) -> list[Found]:
-    if p.find(r"(?:\b(?:no|not|without|never|avoid\w*|refrain from|cannot|nor)\b|n't\b)[^.!?;:]{0,40}?\bcommas?\b"):
+    if p.find(
+        r"(?:\b(?:no|not|without|never|avoid\w*|refrain from|cannot|nor)\b|n't\b)[^.!?;:]{0,40}?\bcommas?\b"
+        r"|\bcommas?\b[^.!?;:]{0,20}?\b(?:not (?:allowed|permitted)|forbidden|prohibited|banned)\b"
+    ):
         return [({"type": "not_contains", "phrases": [","]}, "Uses no commas at all")]
     return []
 
 
 _AT_MOST_WORDS = [  # (pattern, what to add to the number for an upper bound)
-    (rf"\b(?:at most|no more than|not more than|up to|within|a maximum of|maximum of|max) {_N} words\b", 0),
-    (rf"\b(?:less than|fewer than|under|below) (?:a total of )?{_N} words\b", -1),
+    (rf"\b(?:at most|no more than|not more than|no longer than|up to|within|(?:a )?maximum of|max) {_N} words\b", 0),
+    (rf"\blimit\w*\b[^.!?]{{0,30}}?\bto {_N} words\b|\bword limit of {_N}\b|\b{_N}[ -]word limit\b", 0),
+    (rf"\b(?:less than|fewer than|shorter than|under|below) (?:a total of )?{_N} words\b", -1),
     (rf"\b{_N} (?:words or (?:less|fewer)|or (?:less|fewer) words|words at most|words maximum)\b", 0),
     (rf"\bnot exceed {_N} words\b", 0),
 ]
 _AT_LEAST_WORDS = [  # (pattern, what to add to the number for a lower bound)
     (rf"\b{_N}\+ ?words?\b", 0),
     (rf"\b(?:at least|no less than|no fewer than|a minimum of|minimum of) {_N} words\b", 0),
-    (rf"\bmore than {_N} words\b", 1),
+    (rf"(?<!no )(?<!not )\b(?:more|longer) than {_N} words\b", 1),
     (rf"\b{_N} (?:or more words|words or more)\b", 0),
     (rf"\bnumber of words\b[^.!?]{{0,60}}?\b{_N} or more\b(?! times)", 0),
 ]
@@ -320,11 +326,12 @@ def _letter_case(p: _Prompt) -> list[Found]:
         return False
 
     lower = stated(r"\blower[ -]?case(?:s|d)?\b|\bsmall letters\b") or stated(
-        rf"\b{_CAPITALS} letters\b|\bcapitals\b|\bcapitalization\b", negated=True
+        rf"\b{_CAPITALS} letters\b|\bcapitals\b|\bcapitali[sz]ation\b|\bcapitali[sz]e\b", negated=True
     )
     upper = stated(
         rf"\b(?:all|only)(?: \w+){{0,2}} {_CAPITALS} letters\b|\bin {_CAPITALS} letters\b|\ball caps\b"
-        rf"|\bin (?:all )?capitals\b|\bcapital letters only\b|\bupper ?case\b|\bcapitali[sz]ed\b"
+        r"|\bin (?:all )?capitals\b|\bin caps\b|\bcapital letters only\b|\bupper ?case\b"
+        r"|\b(?:all|every|entire|whole)\b[^.!?,;]{0,40}\bcapitali[sz]ed\b"
     ) or stated(r"\blower[ -]?case(?:s|d)? letters\b", negated=True)
     if lower == upper:
         return []
@@ -349,7 +356,7 @@ def _opening(p: _Prompt) -> list[Found]:
 
 _ENDING = (
     r"(?:\b(?:end|finish|conclude)(?:s|ing)?\b[^.!?\"“”:]{0,50}?\bwith\b"
-    r"|\bvery (?:last sentence|last line|end)\b[^.!?\"“”:]{0,60}?\b(?:be|read|like)\b)"
+    r"|\b(?:very end|(?:very )?(?:last|final) (?:sentence|line|words?|phrase))\b[^.!?\"“”:]{0,60}?\b(?:be|read|like)\b)"
     r"((?:\s+(?:the|this)\b)?(?:\s+(?:exact|following)\b)?(?:\s+(?:phrase|question|sentence|words?)\b)?"
     r"(?:\s+of\b)?(?:\s+exactly\b)?(?:\s+like\b)?\s*(:)?)\s*"
 )
@@ -362,7 +369,7 @@ def _ending(p: _Prompt) -> list[Found]:
         if q := re.match(_Q, rest):
             phrase = q[1].strip()
         elif (m[2] or re.search(r"exact", m[1], flags=re.IGNORECASE)) and (
-            bare := re.match(r"([^\"“”]{1,80}?[.!?])(?=\s|$)", rest)
+            bare := re.match(r"([^\"“”]{1,80}?[.!?])(?=\.?(?:\s|$))", rest)
         ):
             phrase = bare[1].strip()  # unquoted, after a colon or "the exact phrase": up to its own stop
         else:
@@ -379,7 +386,7 @@ def _json(p: _Prompt) -> list[Found]:
 def _bullets(p: _Prompt) -> list[Found]:
     """Native ``bullet_count``: "exactly 3 bullet points", "exactly 6 markdown bullet points"."""
     adjectives = r"(?:(?:markdown|very|short|distinct|separate|different)\s+)*"
-    if m := p.find(rf"\b(?:exactly )?{_N} {adjectives}bullet[ -]?points?\b"):
+    if m := p.find(rf"\b(?:exactly )?{_N} {adjectives}bullet(?:[ -]?points?|s)?\b"):
         n = _number(m[1])
         return [({"type": "bullet_count", "min": n, "max": n}, f"Lists exactly {n} bullet points")]
     return []
@@ -392,8 +399,13 @@ def _word_frequencies(p: _Prompt) -> list[Found]:
     """A word used so often: "the word X should appear at least 3 times", "use the word war at least 8 times"
     (IFEval ``keywords:frequency``; at least once is native ``contains``, fewer than once ``not_contains``)."""
     out: list[Found] = []
-    for m in p.finditer(r"\b(?:the )?(?:key)?words? (?=[\"“'‘\w])"):
-        words, end = _words_at(p.text, m.end(), bare=True)
+    named = r"(?P<named>\b(?:the )?(?:key ?words?|words?|terms?|phrases?) )(?=[\"“'‘\w])"  # bare or quoted
+    verb = r"\b(?:use|uses|using|mention|mentions|mentioning|include|includes|including|say|repeat)\s+(?=[\"“'‘])"
+    subject = (
+        r"(?<!letter )(?=[\"“'‘][^\"“”'’]{1,40}[\"”'’]\s+(?:should |must |needs? to |has to )?(?:appears?|occurs?))"
+    )
+    for m in p.finditer(f"{named}|{verb}|{subject}"):
+        words, end = _words_at(p.text, m.end(), bare=m["named"] is not None)
         after = p.sentence_after(end, 50)
         how = _how_often(after)
         if len(words) != 1 or how is None or re.search(r"\bwords?\b", after[:12]):
@@ -413,7 +425,8 @@ def _word_frequencies(p: _Prompt) -> list[Found]:
 _FORBIDDING = (
     r"(?:\b(?:do not|don't|dont|does not|doesn't|not|never|must not|should not|cannot|can't)\s+(?:\w+\s+){0,2}?"
     r"(?:include|including|use|using|say|saying|mention|mentioning|contain|containing|add|adding|write|writing|have)"
-    r"|\b(?:avoid(?:ing)?|without|refrain from)(?:\s+(?:using|mentioning|saying|including|the use of))?)\s+"
+    r"|\b(?:avoid(?:ing)?|without|refrain from|exclud(?:e|ing)|omit(?:ting)?)"
+    r"(?:\s+(?:using|mentioning|saying|including|the use of))?)\s+"
     rf"(?:any of\s+)?(?:(the|these|following)\s+)*(?:({_NOUN})\b\s*:?\s*)?"
 )
 _FORBIDDEN_AFTER = (
@@ -445,8 +458,9 @@ def _forbidden_words(p: _Prompt) -> list[Found]:
 
 _REQUIRING = (
     r"\b(?:include|includes|including|contain|contains|containing|use|uses|using|mention|mentions|mentioning)"
-    rf"\s+(?:(the|these|following|some|all|of)\s+)*(?:({_NOUN})\b\s*:?\s*)?"
+    rf"\s+(?:(the|these|following|some|all|of|both)\s+)*(?:({_NOUN})\b\s*:?\s*)?"
 )
+_REQUIRED_AFTER = r"\s*(?:should|must|need to|have to|has to)\s+(?:appear|be (?:included|used|present|mentioned))\b"
 
 
 def _required_words(p: _Prompt) -> list[Found]:
@@ -465,6 +479,11 @@ def _required_words(p: _Prompt) -> list[Found]:
         if m[2] is None and not re.match(r"\s*(?:and|or|,|in\b|into\b|[.!?]|$)", p.text[end:]):
             continue  # "use 'X' to ...": a quoted phrase put to some use, not a word to include
         required += [w for w in words if w not in required and any(c.isalnum() for c in w)]
+    for m in p.finditer(r"\b(?:(the)\s+)?(?:key ?words?|words?|terms?)\s+"):  # "the words X and Y must appear"
+        words, end = _words_at(p.text, m.end(), bare=bool(m[1]))
+        stated = words and re.match(_REQUIRED_AFTER, p.text[end:], flags=re.IGNORECASE)
+        if stated and not _how_often(p.sentence_after(end, 50)):
+            required += [w for w in words if w not in required]
     return [({"type": "contains", "phrases": required}, f"Uses {_quoted(required)}")] if required else []
 
 
@@ -498,9 +517,11 @@ def _letters(p: _Prompt) -> list[Found]:
 
 
 def _quotation(p: _Prompt) -> list[Found]:
-    for m in p.finditer(r"\bdouble (?:quotation marks?|quotes)\b"):
+    """The whole response in double quotation marks (IFEval ``startend:quotation``)."""
+    for m in p.finditer(r"\b(double )?(?:quotation marks?|quotes)\b"):
         sentence = p.clause_before(m.start(), 120) + p.sentence_after(m.start(), 80)
-        if re.search(r"\b(?:wrap\w*|put|enclos\w*|surround\w*|around)\b", sentence, flags=re.IGNORECASE):
+        wrapped = re.search(r"\b(?:wrap\w*|put|enclos\w*|surround\w*|around)\b", sentence, flags=re.IGNORECASE)
+        if wrapped and (m[1] or re.search(r"\b(?:entire|whole|full)\b", sentence, flags=re.IGNORECASE)):
             return [(_ifeval("startend:quotation"), "Wraps the whole response in double quotation marks")]
     return []
 
@@ -517,10 +538,10 @@ def _two_responses(p: _Prompt) -> list[Found]:
     return []
 
 
-_HIGHLIGHT = r"\b(?:highlight\w*|italic\w*|bold\w*)\b"
+_HIGHLIGHT = r"\b(?:highlight\w*|italic\w*|bold\w*|emphasi[sz]\w*)\b"
 _SECTION_MARK = (
-    r"\b(?:mark\w*|start\w*|begin\w*|label\w*|noted as|note|nam\w*|call\w*|titled|denoted|indicated)\b"
-    r"[^.!?]{0,60}?['\"“]?\b([A-Z][A-Za-z]*) X\b"
+    r"\b(?:mark\w*|start\w*|begin\w*|begun|label\w*|not\w* as|nam\w*|call\w*|titled|denot\w*|indicat\w*|with)\b"
+    r"[^.!?]{0,60}?['\"“]?\b((?-i:[A-Z][A-Za-z]*)) (?-i:X|1)\b(?![\w-])"  # Section X, SECTION 1
 )
 _NTH_FIRST_WORD = (
     rf"\b(?:the )?(?:{_NTH} paragraph|paragraph {_N})\s+(?:must |should |has to |needs to |will |is to )?"
@@ -529,21 +550,26 @@ _NTH_FIRST_WORD = (
 )
 
 
+def _counts(p: _Prompt, nouns: str) -> list[re.Match[str]]:
+    """Where the prompt counts the nouns ("exactly 4 sections", "a 2 paragraph critique"), not highlighted ones."""
+    return [
+        m
+        for m in p.finditer(rf"\b(?:exactly |at least )?{_N}[ -](?:\w+[ -])?(?:{nouns})\b")
+        if not re.search(_HIGHLIGHT, p.clause_before(m.start(), 40), flags=re.IGNORECASE)
+    ]
+
+
 def _sections(p: _Prompt) -> list[Found]:
     """Sections marked "Section X" (IFEval ``multiple_sections``), the first word of the n-th of N paragraphs
     (IFEval ``nth_paragraph_first_word``), paragraphs separated by *** (IFEval ``number_paragraphs``)."""
-    counts = [
-        m
-        for m in p.finditer(rf"\b(?:exactly |at least )?{_N}[ -](?:\w+[ -])?(sections?|paragraphs?|parts?|days?)\b")
-        if not re.search(_HIGHLIGHT, p.clause_before(m.start(), 40), flags=re.IGNORECASE)
-    ]
     if m := p.find(_SECTION_MARK):
-        if not counts:
+        spliter = m[1]
+        if not (counted := _counts(p, rf"{re.escape(spliter)}s?|sections?|parts?")):
             return []
-        spliter, n = m[1], _number(counts[0][1])
+        n = _number(counted[0][1])
         check = _ifeval("detectable_format:multiple_sections", section_spliter=spliter, num_sections=n)
         return [(check, f"Has {n} sections, each marked '{spliter} X'")]
-    paragraphs = [c for c in counts if c[2].lower().startswith("paragraph")]
+    paragraphs = _counts(p, "paragraphs?")
     if (nth := p.find(_NTH_FIRST_WORD)) and paragraphs:
         n = _number(paragraphs[0][1])
         index = _nth(nth[1] or nth[2] or nth[5] or nth[6], last=n)
@@ -552,8 +578,8 @@ def _sections(p: _Prompt) -> list[Found]:
             "length_constraints:nth_paragraph_first_word", num_paragraphs=n, nth_paragraph=index, first_word=word
         )
         return [(check, f"Writes {n} paragraphs, paragraph {index} beginning with '{word}'")]
-    blocks = [c for c in counts if c[2].lower().startswith(("paragraph", "section"))]
-    if blocks and p.find(r"(?<!\*)\*{3}(?!\*)|markdown divider|\b(?:3|three) asterisks?\b"):
+    blocks = _counts(p, "paragraphs?|sections?")
+    if blocks and p.find(r"(?<!\*)\*{3}(?!\*)|\* \* \*|markdown divider|\b(?:3|three) asterisks?\b"):
         n = _number(blocks[0][1])
         check = _ifeval("length_constraints:number_paragraphs", num_paragraphs=n)
         return [(check, f"Writes {n} paragraphs separated by ***")]
@@ -569,7 +595,7 @@ def _placeholders(p: _Prompt) -> list[Found]:
 
 
 def _highlights(p: _Prompt) -> list[Found]:
-    m = p.find(rf"{_HIGHLIGHT}[^.!?]{{0,40}}?\b(?:at least )?{_N}\b(?!\s*(?:words?|times|letters?|paragraphs?)\b)")
+    m = p.find(rf"{_HIGHLIGHT}[^.!?]{{0,40}}?\b(?:at least )?{_N}\b(?!\s*(?:letters?|paragraphs?)\b)")
     m = m or p.find(rf"\b(?:at least )?{_N} (?:\w+ ){{0,2}}?(?:italic|highlighted|italicized|bold)")
     if m:
         n = _number(m[1])
@@ -624,7 +650,7 @@ def _language(p: _Prompt) -> list[Found]:
         if name != "English" and not only:
             only = re.search(
                 rf"\b(?:only|entirely|solely|exclusively|completely|fully)\b[^.!?]{{0,30}}\b{name}\b"
-                rf"|\b(?:respond\w*|answer\w*|repl\w*|write|written|output)\b[^.!?]{{0,40}}\bin (?:the )?{name}\b",
+                rf"|\b(?:respon\w*|answer\w*|repl\w*|write|written|output)\b[^.!?]{{0,40}}\bin (?:the )?{name}\b",
                 sentence,
                 flags=re.IGNORECASE,
             )
@@ -642,13 +668,16 @@ def _constrained(p: _Prompt) -> list[Found]:
 
 
 def _postscript(p: _Prompt) -> list[Found]:
-    if m := p.find(
-        r"\b(?:postscript|post script|post-script)\b[^.!?]{0,40}?\b(?:start|begin)\w*\s+with\s+['\"“]?"
-        r"(P\.\s?(P\.\s?)?S)"
-    ):
-        marker = "P.P.S" if m[2] else "P.S."  # the two markers IFEval's verifier knows by name
-        check = _ifeval("detectable_content:postscript", postscript_marker=marker)
-        return [(check, f"Ends with a postscript starting with {marker}")]
+    """A postscript starting with P.S. or P.P.S (IFEval ``detectable_content:postscript``)."""
+    for m in p.finditer(r"\bP\.\s?(P\.\s?)?S\b"):
+        if re.search(
+            r"\b(?:post[ -]?script|add\w*|include\w*|append\w*|start\w*|begin\w*|end\w*|finish\w*|note)\b",
+            p.clause_before(m.start(), 60),
+            flags=re.IGNORECASE,
+        ):
+            marker = "P.P.S" if m[1] else "P.S."  # the two markers IFEval's verifier knows by name
+            check = _ifeval("detectable_content:postscript", postscript_marker=marker)
+            return [(check, f"Ends with a postscript starting with {marker}")]
     return []
 
 
@@ -683,11 +712,16 @@ def _repeat(p: _Prompt) -> list[Found]:
     at = next((i for i, (s, e) in enumerate(spans) if _REPEAT.search(raw[s:e])), None)
     if at is None:
         return []
+    start, end = spans[at]
+    colon = re.compile(r":\s").search(raw, _REPEAT.search(raw, start, end).end(), end)
     if at > 0:
-        request = raw[: spans[at][0]].strip()
-    else:
-        rest = next((i for i in range(len(spans)) if not _ABOUT_REPEATING.search(raw[slice(*spans[i])])), None)
-        request = raw[spans[rest][0] :].strip() if rest is not None else ""
+        request = raw[:start]  # "<request> First repeat the request word for word ..."
+    elif colon:
+        request = raw[colon.end() :]  # "Repeat this request, then answer it: <request>"
+    else:  # "First repeat the request below ... Do not say anything before. <request>"
+        rest = next((i for i, span in enumerate(spans) if not _ABOUT_REPEATING.search(raw[slice(*span)])), None)
+        request = raw[spans[rest][0] :] if rest is not None else ""
+    request = request.strip()
     if not request:
         return []
     check = _ifeval("combination:repeat_prompt", prompt_to_repeat=request)
