@@ -8,8 +8,8 @@ check is its own id and arguments, a native check goes through the one table :da
 matched one to one against the prompt's labels: same id, same arguments (as the verifier reads them).
 
 - **Expressible**: a labelled instruction the check library can grade here: its IFEval id needs no absent NLTK
-  data, and its verifier builds with exactly the labelled arguments (one label names the letter '#', which the
-  verifier replaces by a random letter). Recall and precision are over these ids.
+  data, and its verifier builds with exactly the labelled arguments (two labels name a "letter" outside a-z,
+  '#' and '!', which the verifier replaces by a random letter). Recall and precision are over these ids.
 - **Recall**: labelled expressible instructions matched by a proposed one / all labelled expressible ones.
 - **Precision**: proposed instructions with an expressible id that match a label / all proposed with such an id.
   Proposals on a non-expressible id (a native sentence count states ``length_constraints:number_sentences``,
@@ -25,6 +25,7 @@ is reported beside it.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 from collections import Counter
@@ -119,8 +120,13 @@ def canonical(iid: str, kwargs: dict[str, Any]) -> tuple:
 def expressible(iid: str, kwargs: dict[str, Any]) -> bool:
     """Whether the check library grades this instruction here: its verifier needs no absent NLTK data, takes the
     arguments, and keeps them (IFEval's verifier replaces a letter outside a-z with a random one)."""
+    return _expressible(iid, json.dumps(kwargs, sort_keys=True))
+
+
+@functools.cache
+def _expressible(iid: str, kwargs_json: str) -> bool:
     try:
-        typed = ifeval.check_instruction(iid, kwargs)
+        typed = ifeval.check_instruction(iid, json.loads(kwargs_json))
     except ValueError:
         return False
     kept = ifeval.verifier(iid, typed).get_instruction_args() or {}
@@ -222,20 +228,34 @@ def _pct(x: float | None) -> str:
     return "—" if x is None else f"{100 * x:.1f}%"
 
 
+FIRST_HELD_OUT = "recall 87.2% (361/414), precision 96.3% (361/375), at commit 75b1d7a"
+"""The held-out half's figures when it was first measured, after the rules had been tuned on the development half."""
+BEFORE = "recall 12.4% (94/755), precision 78.3% (94/120), strict precision 77.4%"
+"""The reading before these rules (commit 4db2212), scored by this script on all 541 rows."""
+
+
 def markdown(results: dict[str, dict[str, Any]]) -> str:
     lines = [
         "# Reading a prompt's stated requirements: `stated_requirements` on IFEval",
         "",
         "Produced by `.venv/bin/python benchmarks/requirement_reading.py` over IFEval's 541 labelled prompts",
         "(`tests/data/ifeval_input_data.jsonl`, google-research `instruction_following_eval`, Apache-2.0).",
-        "The rules were tuned on the **development half (even `key`) only**; the **held-out half (odd `key`)** was",
-        "not read while tuning. Recall and precision are over the *expressible* instructions: those the check",
-        "library grades here (every IFEval id but `length_constraints:number_sentences` and",
-        "`change_case:capital_word_frequency`, whose verifiers need NLTK data that is absent, and one label whose",
-        "letter '#' the verifier would replace by a random one). A proposal is correct when it states a labelled",
-        "instruction of its prompt with the same arguments (native checks through the table `NATIVE_AS_IFEVAL`",
-        "of the script). Strict precision counts every proposal, including native sentence counts (an",
-        "NLTK id) and `starts_with` (no IFEval id).",
+        "",
+        "**How it was tuned.** The rules were written and tuned on the **development half (even `key`) only**,",
+        "reading its prompts, misses and wrong proposals. The **held-out half (odd `key`)** was never read: no",
+        f"held-out prompt, miss or wrong proposal. It was first measured after the tuning: {FIRST_HELD_OUT}.",
+        "After that its overall and per-id figures (this table) were seen, and further rules were written from",
+        "hand-written paraphrases of each instruction and from the IFEval verifiers' own instruction templates",
+        "(checked on the development half), not from held-out prompts. `results.json` lists the development",
+        "half's misses and wrong proposals only, so that the held-out half stays unread.",
+        "",
+        "Recall and precision are over the *expressible* instructions: those the check library grades here",
+        "(every IFEval id but `length_constraints:number_sentences` and `change_case:capital_word_frequency`,",
+        "whose verifiers need NLTK data that is absent; and not the two labels whose 'letter' ('#', '!') the",
+        "verifier would replace by a random one). A proposal is correct when it states a labelled instruction of",
+        "its prompt with the same arguments (native checks through the table `NATIVE_AS_IFEVAL` of the script).",
+        "Strict precision counts every proposal, including native sentence counts (an NLTK id) and",
+        "`starts_with` (no IFEval id).",
         "",
         "| set | labelled (expressible) | recalled | recall | proposed | correct | precision | strict precision |",
         "|---|---|---|---|---|---|---|---|",
@@ -252,6 +272,13 @@ def markdown(results: dict[str, dict[str, Any]]) -> str:
         + "; proposals no IFEval id states, by check type: "
         + (", ".join(f"{k} {v}" for k, v in sorted(results["all"]["no_ifeval_counterpart_by_type"].items())) or "none")
         + ".",
+        "",
+        f"Before these rules (commit 4db2212) the same scoring gave, on all rows: {BEFORE}.",
+        "",
+        "Most of the development half's remaining misses and wrong proposals are readings of the prompt that",
+        "IFEval labels otherwise (e.g. key 1174 asks for the letter o 'at least 6 times', labelled 'less than 6';",
+        "key 30 asks for lower case, labelled as a second quotation; key 2602 asks for 'less than 100 words',",
+        "unlabelled; key 2392 asks for JSON, unlabelled); see `results.json`.",
         "",
         "## Per instruction id",
         "",
@@ -279,6 +306,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     rows = load(args.data)
     results = {name: score(part) for name, part in split(rows).items()}
+    for name in ("held-out (odd key)", "all"):  # the held-out half's misses stay unread
+        results[name].pop("misses")
+        results[name].pop("wrong")
     for name, r in results.items():
         print(
             f"{name:20s} recall {_pct(r['recall'])} ({r['recalled']}/{r['labels']})  "
