@@ -595,7 +595,7 @@ def bench_run(
 @bench_app.command("report")
 def bench_report(
     bench_dirs: Annotated[
-        list[Path],
+        list[Path] | None,
         typer.Option(
             "--dir",
             "-d",
@@ -603,7 +603,20 @@ def bench_report(
             "(ablations run beside the baselines' folder, a seed added later): they must share the bench config, "
             "a method's settings and no method/seed.",
         ),
-    ],
+    ] = None,
+    rows: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--rows",
+            help="A committed report's results.json (e.g. benchmarks/results/bench-gold/results.json) whose run rows "
+            "are reported as they are beside the folders' runs (seeds whose run folders are gone); give it again "
+            "for more. Same rules as folders: one bench config, a method's settings, no method/seed twice.",
+        ),
+    ] = None,
+    rows_methods: Annotated[
+        str | None,
+        typer.Option(help="Take only these methods' rows from --rows, comma-separated (default: all of them)."),
+    ] = None,
     out: Annotated[
         Path | None,
         typer.Option(
@@ -614,10 +627,14 @@ def bench_report(
         ),
     ] = None,
 ) -> None:
-    """Write results.md, results.json and plots/*.png for a bench folder (or several), from its runs' files."""
+    """Write results.md, results.json and plots/*.png for a bench folder (or several), from its runs' files,
+    and from committed reports' run rows (--rows)."""
     from harnessrl.bench.report import print_results, write_bench_report
 
-    print_results(write_bench_report(bench_dirs, out=out), console)
+    report = write_bench_report(
+        bench_dirs or [], out=out, rows=rows or [], rows_methods=_csv(rows_methods, "--rows-methods")
+    )
+    print_results(report, console)
 
 
 # ------------------------------------------------------------------------------------------ train

@@ -207,19 +207,34 @@ def oracle_gap_paired(agg: dict[str, Any]) -> dict[str, Any] | None:
     return out
 
 
-def family_curves(runs: Sequence[RunData], agg: dict[str, Any]) -> dict[str, dict[str, list[dict[str, Any]]]]:
+def _row_family_scores(row: dict[str, Any]) -> dict[int, dict[str, Any]]:
+    """A report's run row's per-family test scores by step: what it carries, step 0 and the end only."""
+    out: dict[int, dict[str, Any]] = {}
+    if row.get("test_start_per_family"):
+        out[0] = row["test_start_per_family"]
+    if isinstance(row.get("test_end_step"), int) and row.get("test_end_per_family"):
+        out[row["test_end_step"]] = row["test_end_per_family"]
+    return out
+
+
+def family_curves(
+    runs: Sequence[RunData], agg: dict[str, Any], rows: Sequence[dict[str, Any]] = ()
+) -> dict[str, dict[str, list[dict[str, Any]]]]:
     """Per family, per method (fixed, the oracle, each harness arm): the family's test score (gold where the
-    runs are graded with gold) at each evaluation step, mean ± std over the seeds evaluated there."""
+    runs are graded with gold) at each evaluation step, mean ± std over the seeds evaluated there; ``rows``
+    (committed reports' run figures, :mod:`~harnessrl.bench.rows`) count at step 0 and at the end only."""
     methods = [m for m in (_reference(agg, FIXED_METHOD), _reference(agg, ORACLE_METHOD)) if m is not None]
     methods += [m for m in agg if is_harness_arm(m, agg)]
     values: dict[str, dict[str, dict[int, list[float]]]] = {}
-    for r in runs:
-        if r.method not in methods:
+    scores = [(r.method, {int(e["step"]): e.get("per_family") or {} for e in r.eval_rows("test")}) for r in runs]
+    scores += [(f["method"], _row_family_scores(f)) for f in rows]
+    for method, by_step in scores:
+        if method not in methods:
             continue
-        for e in r.eval_rows("test"):
-            for fam, v in (e.get("per_family") or {}).items():
+        for step, per_family in by_step.items():
+            for fam, v in per_family.items():
                 if _num(v) is not None:
-                    values.setdefault(str(fam), {}).setdefault(r.method, {}).setdefault(int(e["step"]), []).append(v)
+                    values.setdefault(str(fam), {}).setdefault(method, {}).setdefault(step, []).append(v)
     return {
         fam: {
             m: [{"step": s, **stat(by_step[s])} for s in sorted(by_step)]

@@ -26,6 +26,9 @@ from rich.table import Table
 from harnessrl.bench.plots import write_plots
 from harnessrl.bench.repairs import family_curves, family_repairs, oracle_gap_paired, unnecessary_commits
 from harnessrl.bench.results import (
+    FIXED_METHOD,
+    ORACLE_METHOD,
+    _reference,
     ablations,
     aggregate,
     baselines,
@@ -39,6 +42,8 @@ from harnessrl.bench.results import (
     run_figures,
     with_equal_cost,
 )
+from harnessrl.bench.rows import ROWS_FROM, merge_rows
+from harnessrl.errors import HarnessRLError
 
 __all__ = ["BenchReport", "print_results", "write_bench_report"]
 
@@ -203,6 +208,57 @@ def _notes(figures: list[dict[str, Any]], agg: dict[str, Any], manifest: dict[st
             f"{', '.join(oracles)} trains on the gold rubrics: it is the upper bound of any rubric repair, not a "
             "baseline; it is reported beside the others and in the oracle gap, never compared against as a rival."
         )
+    return notes
+
+
+def _runs_list(figures: list[dict[str, Any]], order: list[str]) -> str:
+    """``fixed seeds 0, 1, 2; oracle seed 0``: the runs of ``figures`` by method, methods in ``order``."""
+    seeds: dict[str, list[int]] = {}
+    for f in sorted(figures, key=lambda f: order.index(f["method"])):
+        seeds.setdefault(f["method"], []).append(f["seed"])
+    return "; ".join(f"{m} seed{'s' if len(s) > 1 else ''} {', '.join(map(str, sorted(s)))}" for m, s in seeds.items())
+
+
+def _row_notes(figures: list[dict[str, Any]], agg: dict[str, Any], plots: bool) -> list[str]:
+    """Which runs came from committed reports' rows, and which figures those rows cannot give (by run)."""
+    rows = [f for f in figures if f.get(ROWS_FROM)]
+    if not rows:
+        return []
+    notes = [
+        f"Runs taken from the committed report `{src}` (its rows as that report computed them from the raw runs, "
+        f"which are not read here): {_runs_list([f for f in rows if f[ROWS_FROM] == src], list(agg))}. Their test "
+        "score at equal rollouts is recomputed from their test curves against this report's runs of the same seed."
+        for src in dict.fromkeys(f[ROWS_FROM] for f in rows)
+    ]
+    arms = {m for m in agg if is_harness_arm(m, agg)}
+    curved = {m for m in (_reference(agg, FIXED_METHOD), _reference(agg, ORACLE_METHOD)) if m} | arms
+    lacking = [
+        (
+            "their per-task test scores, so the bootstrap over test tasks rests on the other seeds (its cells name "
+            "them where fewer than the paired seeds)",
+            [f for f in rows if not is_oracle(f["method"], agg)],
+        ),
+        (
+            "their per-family test scores between step 0 and the end (the per-family curve has only those two "
+            "steps of them)",
+            [f for f in rows if f["method"] in curved],
+        ),
+        (
+            "their events and trained groups: repairs per family, unnecessary commits on the clean variant and the "
+            "timeline leave them out (what the harness did, per family, is their rows' own count)",
+            [f for f in rows if f["method"] in arms],
+        ),
+        ("their trial costs by remedy", [f for f in rows if f["method"] in arms and f.get("trial_costs") is None]),
+    ]
+    lacking += [
+        (f"`{key}` (the report they come from predates it)", [f for f in rows if key in f.get("_missing", ())])
+        for key in sorted({k for f in rows for k in f.get("_missing", ()) if k != "trial_costs"})
+    ]
+    if plots and len(rows) < len(figures):
+        lacking.append(("their curves: the plots are drawn from the bench folders' runs only", rows))
+    notes += [f"Not in the rows of {_runs_list(fs, list(agg))}: {what}." for what, fs in lacking if fs]
+    if plots and len(rows) == len(figures):
+        notes.append("No plots: they are drawn from the runs' own files, and no bench folder was given.")
     return notes
 
 
@@ -540,7 +596,7 @@ def _comparison_lines(comps: list[dict[str, Any]], agg: dict[str, Any]) -> list[
                     "n/a"
                     if not boot
                     else f"{_num(boot['mean'], signed=True)} [{_num(boot['low'], signed=True)}, "
-                    f"{_num(boot['high'], signed=True)}] ({boot['tasks']} tasks)",
+                    f"{_num(boot['high'], signed=True)}] ({boot['tasks']} tasks{_boot_seeds(boot, d)})",
                     d["verdict"],
                 ]
             )
@@ -559,6 +615,12 @@ def _comparison_lines(comps: list[dict[str, Any]], agg: dict[str, Any]) -> list[
     return lines
 
 
+def _boot_seeds(boot: dict[str, Any], d: dict[str, Any]) -> str:
+    """The seeds a bootstrap over tasks rests on, where fewer than the paired seeds have per-task scores."""
+    seeds = boot.get("seeds") or []
+    return f", seeds {', '.join(map(str, seeds))} only" if len(seeds) < (d.get("n") or 0) else ""
+
+
 def _best_baseline_lines(comps: list[dict[str, Any]], agg: dict[str, Any], best: str) -> list[str]:
     lines = [
         f"**Best baseline: {best}** (highest mean test score at the best-validation checkpoint among "
@@ -574,7 +636,12 @@ def _best_baseline_lines(comps: list[dict[str, Any]], agg: dict[str, Any], best:
         lines.append(
             f"- {c['harness']} − {best} at the best-validation checkpoint: {_num(d['mean'], signed=True)} "
             f"(95% over seeds {_interval(d.get('ci95'))}"
-            + (f"; over tasks [{_num(boot['low'], signed=True)}, {_num(boot['high'], signed=True)}]" if boot else "")
+            + (
+                f"; over tasks [{_num(boot['low'], signed=True)}, {_num(boot['high'], signed=True)}]"
+                f"{_boot_seeds(boot, d)}"
+                if boot
+                else ""
+            )
             + f"): on the mean the harness is {side} the best baseline; {d['verdict']}."
         )
     return lines
@@ -906,15 +973,30 @@ def _trial_cost_lines(a: dict[str, Any]) -> list[str]:
     ]
 
 
+def _sources_line(results: dict[str, Any]) -> str:
+    """Where the runs come from: the bench folders, and the committed reports whose rows were taken."""
+    dirs, files = results["bench_dirs"], results.get("row_files") or []
+    parts = []
+    if dirs or not files:
+        parts.append(("Bench folders " if len(dirs) > 1 else "Bench folder ") + ", ".join(f"`{d}`" for d in dirs))
+    if files:
+        parts.append(
+            ("run rows" if dirs else "Run rows")
+            + " taken as they are from the committed report"
+            + ("s " if len(files) > 1 else " ")
+            + ", ".join(f"`{f}`" for f in files)
+            + " (marked *row* in the runs table)"
+        )
+    config = f", config `{results['bench_config']}`" if results.get("bench_config") else ""
+    return "; ".join(parts) + config
+
+
 def _markdown(results: dict[str, Any]) -> str:
     agg, figures = results["methods"], results["runs"]
     lines = [
         "# Benchmark results",
         "",
-        ("Bench folders " if len(results["bench_dirs"]) > 1 else "Bench folder ")
-        + ", ".join(f"`{d}`" for d in results["bench_dirs"])
-        + (f", config `{results['bench_config']}`" if results.get("bench_config") else "")
-        + f"; report made {results['generated']}.",
+        _sources_line(results) + f"; report made {results['generated']}.",
         f"{len(figures)} run(s), {sum(f['complete'] for f in figures)} finished. Methods: {', '.join(agg)}"
         + (f" (harness arms: {', '.join(results['harness_arms'])})" if results["harness_arms"] else "")
         + (f"; the bound: {', '.join(results['oracles'])}" if results["oracles"] else "")
@@ -958,7 +1040,7 @@ def _markdown(results: dict[str, Any]) -> str:
             "n/a" if f["steps_to_best"] is None else str(f["steps_to_best"]),
             _num(f["wall_seconds"] / 60 if f["wall_seconds"] is not None else None, 1),
             f"{f['harness_commits']} / {f['harness_rejections']}",
-            f"`{f['path']}`",
+            f"`{f['path']}`" + (f" (*row* of `{f[ROWS_FROM]}`)" if f.get(ROWS_FROM) else ""),
         ]
         for f in figures
     ]
@@ -983,24 +1065,40 @@ def _markdown(results: dict[str, Any]) -> str:
 
 
 def write_bench_report(
-    bench_dir: str | Path | Sequence[str | Path], plots: bool = True, out: str | Path | None = None
+    bench_dir: str | Path | Sequence[str | Path],
+    plots: bool = True,
+    out: str | Path | None = None,
+    rows: Sequence[str | Path] = (),
+    rows_methods: Sequence[str] | None = None,
 ) -> BenchReport:
     """Read every run of a bench folder, or of several read as one (:func:`load_benches`), and write
     ``results.md``, ``results.json`` and ``plots/*.png`` into ``out`` (default: the first bench folder).
     Run paths in them are relative to the repository root (or as given), and results.md links its plots
-    relative to ``out``."""
+    relative to ``out``.
+
+    ``rows``: committed reports' results.json whose run rows are reported beside the folders' runs, as they are
+    (:func:`~harnessrl.bench.rows.merge_rows`: the same bench, no method and seed twice; ``rows_methods``: only
+    these methods' rows). With rows only, no folder, ``out`` is needed and no plot is drawn."""
     roots = [Path(bench_dir)] if isinstance(bench_dir, str | Path) else [Path(d) for d in bench_dir]
-    runs, manifest = load_benches(roots)
+    if not roots and not rows:
+        raise HarnessRLError("nothing to report: give a bench folder (--dir) or a report's results.json (--rows)")
+    if not roots and out is None:
+        raise HarnessRLError("with --rows alone, say where the report goes (--out)")
+    runs, manifest = load_benches(roots) if roots else ([], {"bench_config": None, "methods": {}, "runs": {}})
     dest = Path(out) if out is not None else roots[0]
+    figures = [{**run_figures(r), "path": _shown(r.path)} for r in runs]
+    taken, manifest = merge_rows(figures, manifest, rows, rows_methods, shown=_shown)
     dest.mkdir(parents=True, exist_ok=True)
-    figures = with_equal_cost([{**run_figures(r), "path": _shown(r.path)} for r in runs])
+    figures = with_equal_cost([*figures, *taken])
     agg = aggregate(figures, list((manifest.get("methods") or {}).keys()))
     repairs = family_repairs(runs, agg)
-    plot_paths = write_plots(runs, agg, dest / "plots", repairs=repairs) if plots else {}
+    plot_paths = write_plots(runs, agg, dest / "plots", repairs=repairs) if plots and runs else {}
     results: dict[str, Any] = {
         "bench_dir": ", ".join(_shown(r) for r in roots),
         "bench_dirs": [_shown(r) for r in roots],
+        "row_files": [_shown(r) for r in rows],
         "bench_config": manifest.get("bench_config"),
+        "method_settings": manifest.get("methods") or {},
         "generated": datetime.now(UTC).isoformat(timespec="seconds"),
         "harness_arms": [m for m in agg if is_harness_arm(m, agg)],
         "oracles": [m for m in agg if is_oracle(m, agg)],
@@ -1011,12 +1109,12 @@ def write_bench_report(
         "ablations": ablations(agg, manifest.get("methods") or {}),
         "oracle_gap": oracle_gap(agg),
         "oracle_gap_paired": oracle_gap_paired(agg),
-        "family_curves": family_curves(runs, agg),
+        "family_curves": family_curves(runs, agg, taken),
         "family_repairs": repairs,
         "unnecessary_commits": unnecessary_commits(runs, agg),
         "fault_check": fault_check(agg),
         "runs": figures,
-        "notes": _notes(figures, agg, manifest),
+        "notes": _notes(figures, agg, manifest) + _row_notes(figures, agg, bool(plots)),
         "plots": {name: os.path.relpath(p, dest) for name, p in plot_paths.items()},
     }
     results = _finite(results)

@@ -45,6 +45,7 @@ __all__ = [
     "ORACLE_METHOD",
     "RunData",
     "aggregate",
+    "agree",
     "baselines",
     "best_baseline",
     "compare",
@@ -1065,13 +1066,35 @@ def fault_check(agg: dict[str, Any]) -> dict[str, Any] | None:
     return {"fixed": fixed, "oracle": oracle, "families": rows}
 
 
+def agree(merged: dict[str, Any], method_from: dict[str, str], source: str, manifest: dict[str, Any]) -> None:
+    """Fold one source's bench config and method settings (``manifest``: ``bench_config``, ``methods``) into
+    ``merged``, or refuse where they disagree with the sources before it (``method_from``: method -> the first
+    source that named it), naming both: one report reads one benchmark, and one name is one arm."""
+    config = manifest.get("bench_config")
+    if config is not None and merged["bench_config"] not in (None, config):
+        raise HarnessRLError(
+            f"{source} was run from bench config {config!r}, the sources before it from "
+            f"{merged['bench_config']!r}: one report reads one benchmark (report them apart)"
+        )
+    merged["bench_config"] = merged["bench_config"] or config
+    for method, settings in (manifest.get("methods") or {}).items():
+        if method in merged["methods"] and merged["methods"][method] != settings:
+            raise HarnessRLError(
+                f"method {method!r} has other settings in {source} ({settings}) than in {method_from[method]} "
+                f"({merged['methods'][method]}): one name, one arm (name one of them differently in its bench "
+                "config's method_settings, or report the sources apart)"
+            )
+        merged["methods"].setdefault(method, settings)
+        method_from.setdefault(method, source)
+
+
 def load_benches(bench_dirs: Sequence[str | Path]) -> tuple[list[RunData], dict[str, Any]]:
     """The runs of one or several bench folders read as one bench, and their manifests merged.
 
     Several folders are how a study grows: ablations run in another folder from the baselines, a seed added
-    later, two lines of runs side by side on one machine. They merge only where they agree: one bench config,
-    one set of settings per method name, and one run per method and seed; anything else is an error that
-    names the folders, so no report silently mixes two configurations under one name."""
+    later, two lines of runs side by side on one machine. They merge only where they agree (:func:`agree`): one
+    bench config, one set of settings per method name, and one run per method and seed; anything else is an
+    error that names the folders, so no report silently mixes two configurations under one name."""
     if not bench_dirs:
         raise HarnessRLError("no bench folder given (pass --dir once per folder made by `harnessrl bench run`)")
     if len(bench_dirs) == 1:
@@ -1082,22 +1105,7 @@ def load_benches(bench_dirs: Sequence[str | Path]) -> tuple[list[RunData], dict[
     run_from: dict[str, str] = {}  # method/seed<k> -> the folder holding that run
     for folder in bench_dirs:
         part, manifest = load_runs(folder)
-        config = manifest.get("bench_config")
-        if config is not None and merged["bench_config"] not in (None, config):
-            raise HarnessRLError(
-                f"{folder} was run from bench config {config!r}, the folders before it from "
-                f"{merged['bench_config']!r}: one report reads one benchmark (report them apart)"
-            )
-        merged["bench_config"] = merged["bench_config"] or config
-        for method, settings in (manifest.get("methods") or {}).items():
-            if method in merged["methods"] and merged["methods"][method] != settings:
-                raise HarnessRLError(
-                    f"method {method!r} has other settings in {folder} ({settings}) than in {method_from[method]} "
-                    f"({merged['methods'][method]}): one name, one arm (name one of them differently in its bench "
-                    "config's method_settings, or report the folders apart)"
-                )
-            merged["methods"].setdefault(method, settings)
-            method_from.setdefault(method, str(folder))
+        agree(merged, method_from, str(folder), manifest)
         for run in part:
             key = f"{run.method}/seed{run.seed}"
             if key in run_from:
