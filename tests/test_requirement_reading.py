@@ -160,6 +160,54 @@ CASES = [
 ]
 
 
+PARAPHRASES = [  # phrasings written by hand, not taken from IFEval's prompts
+    ("Commas are not allowed.", {"type": "not_contains", "phrases": [","]}),
+    ("Don't use any capital letters.", {"type": "letter_case", "case": "lower"}),
+    ("Respond in capital letters only.", {"type": "letter_case", "case": "upper"}),
+    ("Keep it below 50 words.", {"type": "word_count", "max": 49}),
+    ("Limit your answer to 80 words.", {"type": "word_count", "max": 80}),
+    (
+        "It should be longer than 299 words.",
+        ifeval("length_constraints:number_words", num_words=300, relation="at least"),
+    ),
+    (
+        "Make sure 'leaf' appears at least 4 times.",
+        ifeval("keywords:frequency", keyword="leaf", frequency=4, relation="at least"),
+    ),
+    (
+        'Mention "leaf" no less than 4 times.',
+        ifeval("keywords:frequency", keyword="leaf", frequency=4, relation="at least"),
+    ),
+    ("Exclude the word 'cheese'.", ifeval("keywords:forbidden_words", forbidden_words=["cheese"])),
+    (
+        "The words lamp and storm should not appear.",
+        ifeval("keywords:forbidden_words", forbidden_words=["lamp", "storm"]),
+    ),
+    (
+        'The words "oolong" and "matcha" must appear in your answer.',
+        {"type": "contains", "phrases": ["oolong", "matcha"]},
+    ),
+    ('Your final sentence must be "Peace out."', {"type": "ends_with", "text": "Peace out."}),
+    (
+        "Finish your response with this exact phrase Any other questions?. No other words should follow.",
+        {"type": "ends_with", "text": "Any other questions?"},
+    ),
+    ("Please include a P.S. at the end.", ifeval("detectable_content:postscript", postscript_marker="P.S.")),
+    ("The whole response must be in the Spanish language.", ifeval("language:response_language", language="es")),
+    ("Separate your 4 paragraphs with * * *.", ifeval("length_constraints:number_paragraphs", num_paragraphs=4)),
+    (
+        "Organize the answer into 3 parts, labeled Part X.",
+        ifeval("detectable_format:multiple_sections", section_spliter="Part", num_sections=3),
+    ),
+    ("Use exactly 2 bullets.", {"type": "bullet_count", "min": 2, "max": 2}),
+    (
+        "Repeat the following request exactly as given, then answer it: Write a limerick about a cat.",
+        ifeval("combination:repeat_prompt", prompt_to_repeat="Write a limerick about a cat."),
+    ),
+]
+CASES += PARAPHRASES
+
+
 @pytest.mark.parametrize(("prompt", "expected"), CASES, ids=[f"{i}-{c['type']}" for i, (_, c) in enumerate(CASES)])
 def test_a_stated_requirement_is_read_as_its_check(prompt, expected):
     found = checks(prompt)

@@ -14,6 +14,18 @@ Candidates from the prompt come first (a stated requirement), then by how evenly
 :func:`tightened_bound` gives a saturated bound check the bound the reference meets and part of the rollouts
 miss. OpenRubrics builds criteria contrastively from a preferred and a rejected answer; here the preferred
 answer is the reference and the rejected ones are the rollouts the check fails.
+
+**Reading what a prompt states** (:func:`stated_requirements`) serves both that induction and the rubric audit
+before training (a requirement the prompt states that the rubric does not check becomes a candidate criterion),
+so a missed requirement and a wrong one both cost. It is a table of small rules (:data:`_RULES`), one per kind
+of requirement, each a few patterns over the prompt; a requirement becomes a native check where one states it
+exactly (what the project's rubrics use: no commas, a word limit, a letter case, required words, an opening or
+a closing phrase, bullets, JSON) and an IFEval check (the benchmark's own verifier) where none does (double
+quotation marks around the answer, repeat the request first, a title in <<>>, sections, placeholders, a language,
+a word or letter used so often, ...); findings that contradict each other are dropped. It is measured on IFEval's
+labelled prompts by ``benchmarks/requirement_reading.py`` (results in ``benchmarks/results/requirement-reading``).
+:func:`requirement_key` names the kind of requirement a check states, the same for a native check and the IFEval
+check that state one requirement.
 """
 
 from __future__ import annotations
@@ -184,7 +196,8 @@ class _Prompt:
 _ITEM = r"(?:(?<!\w)['‘]([^'’\n]{1,40})['’](?!\w)|[\"“”]([^\"“”\n]{1,40})[\"”“])"
 _SEP = r"(?:\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or|nor)\s+|\s*&\s*)"
 _QUOTED_LIST = re.compile(rf"\[?\s*{_ITEM}(?:{_SEP}{_ITEM})*\s*\]?")
-_BARE_LIST = re.compile(r"[A-Za-z][\w'-]*(?:(?:\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or)\s+)[A-Za-z][\w'-]*)*")
+_BARE_SEP = r"\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or)\s+"
+_BARE_LIST = re.compile(rf"[A-Za-z][\w'-]*(?:(?:{_BARE_SEP})[A-Za-z][\w'-]*)*")
 _NOT_A_WORD = re.compile(  # a word that ends a bare list ("the word die in your response")
     r"(?:a|an|the|any|all|and|or|in|on|at|to|of|for|from|with|by|be|is|are|was|should|must|can|could|will|would"
     r"|that|this|these|those|which|who|each|every|more|less|than|as|it|its|your|you|their)",
@@ -200,11 +213,13 @@ def _words_at(text: str, pos: int, bare: bool) -> tuple[list[str], int]:
         return [w for w in found if w], m.end()
     if not bare or not (m := _BARE_LIST.match(text, pos)):
         return [], pos
-    found = [w for w in re.split(r"\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or)\s+", m[0]) if w]
-    kept = list(itertools.takewhile(lambda w: not _NOT_A_WORD.fullmatch(w), found))
-    if len(kept) == len(found):
-        return kept, m.end()
-    return kept, pos + len(kept[0]) if kept else pos
+    spans, start = [], m.start()
+    for sep in re.finditer(_BARE_SEP, m[0]):
+        spans.append((start, m.start() + sep.start()))
+        start = m.start() + sep.end()
+    spans.append((start, m.end()))
+    kept = list(itertools.takewhile(lambda span: not _NOT_A_WORD.fullmatch(text[slice(*span)]), spans))
+    return [text[slice(*span)] for span in kept], kept[-1][1] if kept else pos
 
 
 # how often, in IFEval's terms ("at least" n, "less than" n): "at least 3 times", "at least twice", "10 or more
@@ -213,7 +228,7 @@ _TIMES = rf"(?:{_N} times?|(once|twice|thrice))"
 _HOW_OFTEN = [
     (rf"\b(?:at least|no less than|no fewer than|not less than|not fewer than|a minimum of) {_TIMES}", "at least", 0),
     (rf"\b{_TIMES} or more\b", "at least", 0),
-    (rf"\b{_N} or more times\b()", "at least", 0),
+    (rf"\b{_N} or more times\b", "at least", 0),
     (rf"(?<!no )(?<!not )\bmore than {_TIMES}", "at least", 1),
     (rf"(?<!no )(?<!not )\b(?:less|fewer) than {_TIMES}", "less than", 0),
     (rf"\b(?:at most|no more than|not more than) {_TIMES}", "less than", 1),
@@ -221,12 +236,16 @@ _HOW_OFTEN = [
 ]
 
 
+def _times(relation: str, n: int) -> str:
+    return f"at least {n} times" if relation == "at least" else f"fewer than {n} times"
+
+
 def _how_often(window: str) -> tuple[str, int] | None:
     """The first count of times ``window`` states, as (relation, n)."""
     found = []
     for pattern, relation, shift in _HOW_OFTEN:
         if m := re.search(pattern, window, flags=re.IGNORECASE):
-            found.append((m.start(), relation, _number(m[1] or m[2]) + shift))
+            found.append((m.start(), relation, _number(next(g for g in m.groups() if g)) + shift))
     return min(found)[1:] if found else None
 
 
@@ -417,8 +436,7 @@ def _word_frequencies(p: _Prompt) -> list[Found]:
             out.append(({"type": "not_contains", "phrases": [word]}, f"Does not use '{word}'"))
         else:
             check = _ifeval("keywords:frequency", keyword=word, frequency=n, relation=relation)
-            bound = f"at least {n} times" if relation == "at least" else f"fewer than {n} times"
-            out.append((check, f"Uses '{word}' {bound}"))
+            out.append((check, f"Uses '{word}' {_times(relation, n)}"))
     return out
 
 
@@ -494,7 +512,7 @@ def _letters(p: _Prompt) -> list[Found]:
     """A letter used so often: "the letter q at least 5 times", "do not include the letter 'c'" (IFEval
     ``keywords:letter_frequency``)."""
     out: list[Found] = []
-    counts = {}
+    counts: dict[str, tuple[str, int]] = {}
     for m in p.finditer(_LETTER):
         if (how := _how_often(p.sentence_after(m.end(), 60))) is not None:
             counts.setdefault(m[1].lower(), how)
@@ -504,13 +522,11 @@ def _letters(p: _Prompt) -> list[Found]:
         counts.setdefault(m[1].lower(), ("less than", 1))
     for letter, (relation, n) in counts.items():
         check = _ifeval("keywords:letter_frequency", letter=letter, let_frequency=n, let_relation=relation)
-        bound = f"at least {n} times" if relation == "at least" else f"fewer than {n} times"
+        never = (relation, n) == ("less than", 1)
         out.append(
             (
                 check,
-                f"Uses the letter '{letter}' {bound}"
-                if n > 1 or relation == "at least"
-                else f"Never uses the letter '{letter}'",
+                f"Never uses the letter '{letter}'" if never else f"Uses the letter '{letter}' {_times(relation, n)}",
             )
         )
     return out
