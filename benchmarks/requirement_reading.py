@@ -267,11 +267,17 @@ def markdown(results: dict[str, dict[str, Any]]) -> str:
         )
     lines += [
         "",
-        "Counted apart (all rows): "
-        + ", ".join(f"{k} {v}" for k, v in sorted(results["all"]["apart"].items()))
-        + "; proposals no IFEval id states, by check type: "
-        + (", ".join(f"{k} {v}" for k, v in sorted(results["all"]["no_ifeval_counterpart_by_type"].items())) or "none")
-        + ".",
+        "Counted apart (all rows): {proposed_not_expressible} proposals on a non-expressible id (native sentence "
+        "counts, which state `length_constraints:number_sentences`: {proposed_not_expressible_correct} of them match "
+        "one of its {sentences} labels), and {no_ifeval_counterpart} that no IFEval id states ({by_type}).".format(
+            sentences=results["all"]["per_id"]
+            .get("length_constraints:number_sentences", {})
+            .get("labels_not_expressible", 0),
+            by_type=", ".join(f"{k} {v}" for k, v in sorted(results["all"]["no_ifeval_counterpart_by_type"].items()))
+            or "none",
+            **{"proposed_not_expressible": 0, "proposed_not_expressible_correct": 0, "no_ifeval_counterpart": 0}
+            | results["all"]["apart"],
+        ),
         "",
         f"Before these rules (commit 4db2212) the same scoring gave, on all rows: {BEFORE}.",
         "",
