@@ -8,7 +8,7 @@
                                   │  attributor → proposer → critic ──(accepted)──→ commit ──→ select_failure
                                   │       │          ↑  │      │
                                   │       │          │  │      └─(rejected, revisions left)─→ proposer
-                                  │       ↓          ↓  ↓
+                                  │       ↓          ↓  ↓      └─(pending: the data cannot decide yet)─→ defer
                                   └──────────────── give_up  (no attribution or candidate, no revision
                                                               left, commit refused, out of time)
 
@@ -47,7 +47,7 @@ from harnessrl.graph.state import DEPS_KEY, EvolverDeps, EvolverState, FailureOu
 from harnessrl.graph.tracing import point_config, point_tracing, traced_node
 from harnessrl.interfaces.evidence import SuggestSettings
 
-__all__ = ["build_graph", "evolve", "fetch_failures", "give_up", "select_failure"]
+__all__ = ["build_graph", "defer", "evolve", "fetch_failures", "give_up", "select_failure"]
 
 logger = logging.getLogger(__name__)
 
@@ -85,7 +85,11 @@ def _dedupe(failures: list[dict[str, Any]]) -> list[dict[str, Any]]:
     latest: dict[tuple[Any, ...], dict[str, Any]] = {}
     for f in failures:
         ev = f.get("evidence") or {}
-        key = (f.get("kind"), f.get("task_id"), ev.get("criterion_id") or ev.get("feature"))
+        key = (
+            f.get("kind"),
+            f.get("task_id"),
+            ev.get("criterion_id") or ev.get("feature") or ev.get("requirement_key"),
+        )
         if key not in latest or (f.get("step") or 0) >= (latest[key].get("step") or 0):
             latest[key] = f
     keep = {id(f) for f in latest.values()}
@@ -165,6 +169,36 @@ async def give_up(state: EvolverState, config: RunnableConfig) -> Command[Litera
     return Command(goto="select_failure", update={"outcomes": [outcome], "give_up_reason": None})
 
 
+async def defer(state: EvolverState, config: RunnableConfig) -> Command[Literal["select_failure"]]:
+    """The critic could not decide the current failure's candidate yet (pending): record that (a ``deferred``
+    event) and go on with the next failure; the failure is not handled and comes back with more evidence."""
+    deps = get_deps(config)
+    failure = state.get("current") or {}
+    attribution = state.get("attribution")
+    candidate = state.get("candidate") or {}
+    reason = state.get("give_up_reason") or "pending"
+    payload = {
+        "failure_id": failure.get("failure_id"),
+        "task_id": failure.get("task_id"),
+        "failure_kind": failure.get("kind"),
+        "interface": attribution.interface if attribution else None,
+        "candidate_id": candidate.get("candidate_id"),
+        "reason": reason,
+    }
+    await deps.emit("deferred", payload)
+    outcome = FailureOutcome(
+        failure_id=str(failure.get("failure_id")),
+        task_id=failure.get("task_id"),
+        kind=failure.get("kind"),
+        status="deferred",
+        interface=payload["interface"],
+        candidate_id=payload["candidate_id"],
+        revisions=state.get("revision", 0),
+        reason=reason,
+    )
+    return Command(goto="select_failure", update={"outcomes": [outcome], "give_up_reason": None})
+
+
 def build_graph(deps: EvolverDeps) -> Runnable:
     """The compiled evolver graph with ``deps`` bound (run it with ``ainvoke({})`` or ``ainvoke({"failures": [...]})``).
 
@@ -181,9 +215,10 @@ def build_graph(deps: EvolverDeps) -> Runnable:
     node("select_failure", select_failure, ("attributor", END))
     node("attributor", attributor.attributor, ("proposer", "give_up"))
     node("proposer", proposer.proposer, ("critic", "give_up"))
-    node("critic", critic.critic, ("commit", "proposer", "give_up"))
+    node("critic", critic.critic, ("commit", "proposer", "give_up", "defer"))
     node("commit", critic.commit, ("select_failure", "give_up"))
     node("give_up", give_up, ("select_failure",))
+    node("defer", defer, ("select_failure",))
     builder.add_edge(START, "fetch_failures")
     graph = builder.compile(name="harnessrl-evolver")
     cfg = deps.config

@@ -97,8 +97,9 @@ def record_group(
     return rollouts
 
 
-def rule_based_point(service: EvolutionService) -> list:
-    """One evolution point of the rule-based evolver against ``service`` behind a real tool server: its outcomes."""
+def rule_based_point(service: EvolutionService, model=None) -> list:
+    """One evolution point against ``service`` behind a real tool server, with the rule-based evolver (or ``model``,
+    e.g. a scripted chat model standing in for an LLM): its outcomes."""
     import asyncio
 
     from harnessrl.agents import RuleBasedChatModel
@@ -109,7 +110,7 @@ def rule_based_point(service: EvolutionService) -> list:
     server = ToolServer(service)
     url, token = server.start()
     try:
-        final = asyncio.run(run_evolution_point(url, token, RuleBasedChatModel(), GraphConfig()))
+        final = asyncio.run(run_evolution_point(url, token, model or RuleBasedChatModel(), GraphConfig()))
     finally:
         server.stop()
     return final["outcomes"]
@@ -273,6 +274,7 @@ class AcceptAll:
             ci_low=0.1,
             ci_high=0.9,
             accepted=True,
+            verdict_kind="accepted",
             reason="interval above 0",
             measurements={},
             cost=TrialCost(rollouts=0, judge_calls=0, seconds=0.0),

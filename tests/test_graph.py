@@ -181,6 +181,7 @@ def trial_json(candidate_id, interface, metric, baseline, candidate, accepted, r
         "ci_low": None if improvement is None else improvement - 0.05,
         "ci_high": None if improvement is None else improvement + 0.05,
         "accepted": accepted,
+        "verdict_kind": "accepted" if accepted else "not_reliable",
         "reason": reason,
         "measurements": measurements,
         "cost": {"rollouts": 0, "judge_calls": 8, "seconds": 0.01},
@@ -820,7 +821,7 @@ def test_rule_based_commits_a_length_pitfall_on_spurious_length(shape):
     assert crit["check"] == {"type": "word_count", "min": limit + 1}
     assert crit["weight"] < 0 and crit["kind"] == "programmatic"
     assert proposal["payload"]["failure_id"] == FAIL_LEN["failure_id"]
-    assert "[rule-based: length_pitfall]" in proposal["rationale"]
+    assert proposal["payload"]["remedy"] == "length_pitfall"  # the remedy is a typed field of the update
     verdict = events.of("verdict")[0]
     assert verdict["accepted"] and verdict["candidate"] < verdict["baseline"]
     rubric = fake.harness.rubrics.current("t_len")
@@ -938,7 +939,7 @@ def test_rule_based_moves_on_after_a_builder_error():
     # the length pitfall errored; the next template of the ladder (1.0 x the reference) was proposed
     assert events.kinds == ["attribution", "proposal", "trial", "verdict", "commit"]
     (proposal,) = events.of("proposal")
-    assert "[rule-based: length_revise]" in proposal["rationale"]
+    assert proposal["payload"]["remedy"] == "length_revise"
     assert proposal["payload"]["add"][0]["check"]["min"] == len(REFERENCE.split()) + 1
 
 
@@ -1036,7 +1037,7 @@ def test_rule_based_gives_up_when_its_ladder_is_exhausted():
         )
     )
     # stricter, then stricter at twice the weight; retiring needs the (disabled) fallback builder
-    tags = [p["rationale"].rsplit("[rule-based: ", 1)[1].rstrip("]") for p in events.of("proposal")]
+    tags = [p["payload"]["remedy"] for p in events.of("proposal")]
     assert tags == ["stricter", "stricter_more"]
     assert events.kinds[-1] == "give_up" and "stopped calling tools" in events.of("give_up")[0]["reason"]
     assert state["outcomes"][0].status == "gave_up"

@@ -193,9 +193,11 @@ def test_a_lax_rubric_gets_the_exact_criterion_its_prompt_asks_for_before_anythi
     assert [s.tag for s in out][:1] == ["induced"]
     (crit,) = out[0].update.add
     assert crit.check.type == "not_contains" and crit.weight == 1.0 and crit.text == "Uses no commas at all"
-    # nothing the prompt states splits the rollouts: the judged stricter criterion comes first
+    # what the prompt states comes first even when this group does not split on it: the critic decides on the
+    # pooled groups of every task that states it; the judged stricter criterion follows
     flat = RubricCriteria.suggest(_lax(["The sun is here.", "Sun is warm.", "Sunny day.", "A sun day."]))
-    assert flat[0].tag == "stricter"
+    tags = [s.tag for s in flat]
+    assert tags[0] == "induced" and "stricter" in tags
 
 
 def test_induced_criteria_can_be_turned_off_for_an_ablation():

@@ -15,7 +15,6 @@ from harnessrl.critic.acceptance import Measured, decide
 from harnessrl.critic.trials import SIGNAL_SHARE, FrozenPolicyTrials
 from harnessrl.data import Criterion, Task
 from harnessrl.detection.detectors import DetectorConfig, FailureDetector
-from harnessrl.evolution.carried import CarriedRepairs
 from harnessrl.evolution.service import EvolutionService
 from harnessrl.interfaces import Harness, SetGuidance
 from harnessrl.interfaces.evidence import FailureView, ProposalEvidence, TaskView
@@ -122,21 +121,21 @@ def test_only_an_update_that_takes_guidance_away_fades():
 
 def test_non_inferiority_accepts_a_candidate_that_keeps_the_signal_and_rejects_one_that_may_lose_it():
     kept = Measured(baseline=1.0, candidate=1.0, improvement=0.0, ci_low=0.0, ci_high=0.0, margin=0.25)
-    ok, reason = decide(kept, SIGNAL_SHARE, 0.25, 0.95)
-    assert ok and "holds without the harness it removes" in reason and "margin 0.25" in reason
+    ok, kind, reason = decide(kept, SIGNAL_SHARE, 0.25, 0.95)
+    assert ok and kind == "accepted" and "holds without the harness it removes" in reason and "margin 0.25" in reason
     lost = Measured(baseline=1.0, candidate=0.5, improvement=-0.5, ci_low=-1.0, ci_high=0.0, margin=0.25)
-    ok, reason = decide(lost, SIGNAL_SHARE, 0.25, 0.95)
-    assert not ok and reason.startswith("rejected: removing it may cost more signal than the margin")
+    ok, kind, reason = decide(lost, SIGNAL_SHARE, 0.25, 0.95)
+    assert not ok and kind == "inferior"
+    assert reason.startswith("rejected: removing it may cost more signal than the margin")
     # without a margin the same numbers are judged for improvement, as always
     assert not decide(Measured(1.0, 1.0, 0.0, 0.0, 0.0), SIGNAL_SHARE, 0.25, 0.95)[0]
 
 
-def test_a_fade_is_not_carried_to_the_siblings():
-    tasks = {t.id: t.model_copy(update={"metadata": {"family": "f"}}) for t in (FRUIT, SEA)}
-    carried = CarriedRepairs(tasks)
-    detector = FailureDetector()
-    (failure,) = [f for f in _observe(detector, 1, [1.0, 1.0, 1.0, 0.0], 2) if f.kind == "scaffold_outgrown"]
-    assert carried.after_commit(failure, SetGuidance(target="fruit", text=HINT, fraction=0.25), step=1) == []
+def test_a_fade_is_the_tasks_own_and_reaches_no_other_task():
+    tasks = [t.model_copy(update={"metadata": {"family": "f"}}) for t in (FRUIT, SEA)]
+    fade = SetGuidance(target="fruit", text=HINT, fraction=0.25)
+    guidance = Harness(tasks).guidance
+    assert guidance.widen(fade) is fade and [t.id for t in guidance.targets(fade)] == ["fruit"]
 
 
 # ------------------------------------------------------------------------------------------- evolution points

@@ -146,6 +146,7 @@ class FakeTrials:
             ci_low=0.1 if accepted else -0.1,
             ci_high=0.3,
             accepted=accepted,
+            verdict_kind="accepted" if accepted else "not_reliable",
             reason="interval above 0" if accepted else "interval includes 0",
             measurements={"n": 8},
             cost=TrialCost(rollouts=0, judge_calls=8, seconds=0.01),
@@ -253,7 +254,16 @@ def test_tool_table_is_flat_and_documented():
         "commit_update",
     ]
     names = {n: [p.name for p in flat_parameters(s.args)] for n, s in TOOLS.items()}
-    assert names["reweight_tasks"] == ["task_ids", "action", "weight", "park_steps", "rationale", "failure_id"]
+    assert names["reweight_tasks"] == [
+        "task_ids",
+        "action",
+        "weight",
+        "park_steps",
+        "rationale",
+        "remedy",
+        "failure_id",
+    ]
+    assert "signature" not in names["edit_rubric"] and "cover" not in names["edit_rubric"]  # the trainer's to fill
     assert names["query_memory"] == ["mode", "task_id", "text", "kind", "interface", "n"]  # a filter, kept
     assert "interface" not in names["edit_rubric"]  # the update's tag is implied by the tool
     for spec in TOOLS.values():
@@ -607,13 +617,11 @@ def test_events_record_every_decision(world):
     svc.on_event("proposal", {"candidate_id": cand.candidate_id})  # already written by the tool: not twice
     svc.on_event("give_up", {"failure_id": fid, "kind": "x", "rounds": 3})
     kinds = [e["kind"] for e in world.events()]
-    # the commit's repair is carried to the task's siblings (the same domain: these tasks have no family)
     assert kinds == [
-        "attribution", "proposal", "trial", "verdict", "commit", "repair_carried", "failure_handled", "give_up",
-        "failure_handled",
+        "attribution", "proposal", "trial", "verdict", "commit", "failure_handled", "give_up", "failure_handled",
     ]  # fmt: skip
-    att, prop, trial, verdict, commit, carried, committed, give_up, gave_up = world.events()
-    assert carried["failure_id"] == fid and carried["task_id"] == "t2" and "t2" not in carried["siblings"]
+    att, prop, trial, verdict, commit, committed, give_up, gave_up = world.events()
+    assert commit["covers"] == ["t2"] and verdict["verdict_kind"] == "accepted"
     assert (committed["failure_id"], committed["outcome"], committed["candidate_id"]) == (
         fid, "committed", cand.candidate_id,
     )  # fmt: skip

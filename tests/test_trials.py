@@ -18,7 +18,7 @@ import torch
 from helpers import FRUIT, record_group
 
 from harnessrl.critic.rollouts import TransformersSampler
-from harnessrl.critic.signal import MOVED_SIGNAL_SHARE
+from harnessrl.critic.signal import CHECK_SPLIT_SHARE, MOVED_SIGNAL_SHARE
 from harnessrl.critic.trials import (
     CRITERION_SIGNAL,
     NO_EFFECT,
@@ -188,11 +188,15 @@ def test_metric_follows_the_failure_kind():
     def choose_metric(update, failure=None):  # the update's interface chooses
         return harness.interface(update).metric(update, failure)
 
+    judged = EditRubric(task_id="sea", add=[Criterion(id="j", text="Names the tide", weight=1)])
     assert choose_metric(edit) == SIGNAL_SHARE
-    assert choose_metric(edit, failure("non_discriminative_high")) == SIGNAL_SHARE
-    assert choose_metric(edit, failure("criterion_saturated", criterion_id="detail")) == CRITERION_SIGNAL
+    # an exact check added for a lax rubric or a requirement the rubric misses: the share of groups it splits
+    assert choose_metric(edit, failure("non_discriminative_high")) == CHECK_SPLIT_SHARE
+    assert choose_metric(edit, failure("unchecked_requirement")) == CHECK_SPLIT_SHARE
+    assert choose_metric(judged, failure("non_discriminative_high")) == SIGNAL_SHARE
+    assert choose_metric(judged, failure("criterion_saturated", criterion_id="detail")) == CRITERION_SIGNAL
     assert choose_metric(guide, failure("criterion_dead", criterion_id="banana")) == CRITERION_SIGNAL
-    assert choose_metric(edit, failure("criterion_saturated")) == SIGNAL_SHARE  # no criterion named
+    assert choose_metric(judged, failure("criterion_saturated")) == SIGNAL_SHARE  # no criterion named
     assert choose_metric(edit, failure("spurious_length")) == "rho_reward_length"
     assert choose_metric(edit, failure("spurious_feature", feature="bullets")) == "rho_reward_bullets"
     assert choose_metric(edit, failure("reference_below_policy")) == REFERENCE_RANK
@@ -274,11 +278,13 @@ def test_rubric_trial_signal_share_accepts_a_stricter_criterion_and_rejects_a_la
     )
     accepted = trials.run(strict, "strict", flat)
     assert accepted.accepted, accepted.reason
-    assert accepted.baseline == 0 and accepted.candidate == 1.0
-    assert accepted.threshold == TrialConfig().signal.min_effect[SIGNAL_SHARE]
+    # an exact check: decided by the share of groups it would split, from the pooled rate the policy breaks it
+    assert accepted.metric == CHECK_SPLIT_SHARE and accepted.verdict_kind == "accepted"
+    assert accepted.baseline == 0 and accepted.candidate > 0.8 and accepted.ci_low >= accepted.threshold
+    assert accepted.threshold == TrialConfig().signal.min_effect[CHECK_SPLIT_SHARE]
     assert accepted.advantage_effect > 1 and f"{accepted.threshold:g}" in accepted.reason
-    assert accepted.measurements["n_groups"] == 2
-    assert len(accepted.measurements["group_std_candidate"]) == 2
+    assert accepted.measurements["n_groups"] == 2 and accepted.measurements["split"]["rollouts"] == 16
+    assert accepted.min_detectable_effect is not None
 
 
 def test_only_new_judged_criteria_reach_the_judge():
@@ -715,10 +721,10 @@ class LengthsSampler:
 
 
 def _one_cached_group_and_a_word_limit():
-    """One cached group of task "sea" (two answers within 50 words, two beyond), a candidate that adds a 50-word
+    """One cached group of task "sea" (one answer within 50 words, three beyond), a candidate that adds a 50-word
     limit, and the uniformly-high failure it answers."""
     harness, _, judge, recorder = make_env()
-    record_group(harness, judge, recorder, 1, "sea", [text_of(n) for n in (45, 60, 46, 61)])
+    record_group(harness, judge, recorder, 1, "sea", [text_of(n) for n in (45, 60, 62, 61)])
     strict = EditRubric(
         task_id="sea",
         add=[Criterion(id="concise", text="Stays within 50 words", weight=1, check={"type": "word_count", "max": 50})],
@@ -727,11 +733,12 @@ def _one_cached_group_and_a_word_limit():
 
 
 def test_a_rubric_trial_on_too_few_cached_groups_tops_them_up_with_fresh_ones_when_asked():
-    """One cached group splits 2/2 under the candidate: too little for the bootstrap (its interval reaches 0);
-    with ``min_regrade_groups`` fresh groups of the frozen policy are re-graded beside it and decide."""
+    """One cached group splits 1/3 under the candidate: too little to decide (pending); with ``min_regrade_groups``
+    fresh groups of the frozen policy are re-graded beside it and decide."""
     harness, judge, recorder, strict, flat = _one_cached_group_and_a_word_limit()
     cached_only = FrozenPolicyTrials(harness, recorder, judge, NoSampler(), TrialConfig()).run(strict, "c1", flat)
-    assert not cached_only.accepted and cached_only.measurements["n_groups"] == 1 and cached_only.cost.rollouts == 0
+    assert not cached_only.accepted and cached_only.verdict_kind == "pending"
+    assert cached_only.measurements["n_groups"] == 1 and cached_only.cost.rollouts == 0
     sampler = LengthsSampler()
     config = TrialConfig(min_regrade_groups=3, max_rollouts=16)
     topped = FrozenPolicyTrials(harness, recorder, judge, sampler, config).run(strict, "c2", flat)

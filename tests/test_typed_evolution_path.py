@@ -31,7 +31,7 @@ def test_one_candidate_status_for_the_tools_and_the_memory():
 
     assert Candidate.model_fields["status"].annotation is CandidateStatus
     assert CandidateEntry.model_fields["verdict"].annotation is CandidateStatus
-    assert typing.get_args(CandidateStatus) == ("proposed", "accepted", "rejected", "committed")
+    assert typing.get_args(CandidateStatus) == ("proposed", "accepted", "rejected", "pending", "committed")
 
 
 def test_the_trial_tool_and_its_runner_are_typed_with_the_records_trial_result():

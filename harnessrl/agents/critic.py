@@ -10,7 +10,9 @@ reason and its measurements), parses its answer once into the tool contract's
 (:class:`~harnessrl.graph.state.CriticDecision`, which holds that result) in the state. An accepted candidate goes to
 ``commit`` (``commit_update``, which refuses any candidate whose latest trial was not accepted); a
 rejected one goes back to the proposer with the measurements for a revision, at most
-``max_revisions`` times, after which the failure is given up and the reason recorded.
+``max_revisions`` times, after which the failure is given up and the reason recorded. A candidate the trial could
+not decide yet (``pending``: too few groups of the tasks it covers for the sequential test) is neither revised nor
+given up: the failure is deferred, and measured again when more of its tasks' groups are graded.
 """
 
 from __future__ import annotations
@@ -43,8 +45,10 @@ def _decision(message: ToolMessage, failure_id: str, candidate_id: str, revision
     return CriticDecision(**fields, trial=trial)
 
 
-async def critic(state: EvolverState, config: RunnableConfig) -> Command[Literal["commit", "proposer", "give_up"]]:
-    """Run the candidate's trial and decide: commit, revise, or give up."""
+async def critic(
+    state: EvolverState, config: RunnableConfig
+) -> Command[Literal["commit", "proposer", "give_up", "defer"]]:
+    """Run the candidate's trial and decide: commit, revise, give up, or defer (the trial could not decide yet)."""
     deps = get_deps(config)
     cfg = deps.config
     failure = state["current"] or {}
@@ -60,6 +64,9 @@ async def critic(state: EvolverState, config: RunnableConfig) -> Command[Literal
     update: dict[str, Any] = {"trials": [trial], "decisions": [decision]}
     if decision.accepted:
         return Command(goto="commit", update=update)
+    if decision.trial is not None and decision.trial.pending:
+        update["give_up_reason"] = decision.reason
+        return Command(goto="defer", update=update)
     attempt = {
         "revision": revision,
         "candidate_id": candidate_id,

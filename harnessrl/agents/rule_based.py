@@ -28,11 +28,11 @@ Proposal (bound to a builder): read ``inspect_rollouts`` (rubric, per-criterion 
 answer, lengths) and ``get_harness_state`` once, parse them with the failure, the earlier attempts and the
 critic's last trial into a :class:`~harnessrl.interfaces.evidence.ProposalEvidence`, and take the first
 candidate of the attributed interface's own remedies (its ``suggest``: a built-in's or a plug-in's alike)
-whose builder is bound and that was not tried yet (each candidate's rationale ends with its remedy's tag,
-so earlier attempts and builder errors are read back from the conversation). Once the interface's remedies
-are spent, a group that teaches nothing falls back to task sampling (guidance and a dead criterion: park the
-task; a lax rubric: retire it); a spurious reward or a loose criterion never does, since dropping its task
-would hide it. The remedies themselves (what each builds, and why) are documented where they live: the
+whose builder is bound and that was not tried yet (each candidate names its remedy in the update's typed
+``remedy`` field, so earlier attempts and builder errors are read back from the conversation). Once the
+interface's remedies are spent, a group that teaches nothing falls back to task sampling (guidance and a dead
+criterion: park the task; a lax rubric: retire it); a spurious reward or a loose criterion never does, since
+dropping its task would hide it. The remedies themselves (what each builds, and why) are documented where they live: the
 guidance hints in :mod:`harnessrl.interfaces.guidance`, the rubric edits in :mod:`harnessrl.interfaces.rubric`,
 parking, retiring and demoting in :mod:`harnessrl.interfaces.sampling`.
 
@@ -84,7 +84,6 @@ SUBMIT = "submit_attribution"
 SAMPLING, GUIDANCE, RUBRIC = TaskSampling.name, RolloutGuidance.name, RubricCriteria.name
 
 _JSON_BLOCK = re.compile(r"```json\s*\n(.*?)\n```", re.DOTALL)
-_TAG = re.compile(r"\[rule-based: ([a-z_]+)\]")
 
 _M = TypeVar("_M", bound=BaseModel)
 
@@ -183,6 +182,7 @@ _FALLBACK: dict[tuple[str | None, str], str | None] = {
     ("criterion_dead", RUBRIC): "park",
     ("non_discriminative_high", RUBRIC): "retire",
     # a spurious reward or a loose criterion is the rubric's to fix: dropping its task would hide it
+    ("unchecked_requirement", RUBRIC): None,
     ("spurious_length", RUBRIC): None,
     ("spurious_feature", RUBRIC): None,
     ("reference_below_policy", RUBRIC): None,
@@ -322,11 +322,6 @@ class RuleBasedChatModel(BaseChatModel):
             evidence.append(f"criterion {ev.get('criterion_id')} is a pitfall every rollout commits")
         allowed = set(allowed_interfaces(self.interfaces).get(kind, (default,)))
         interface, why = default, f"{kind.replace('_', ' ')} is usually fixed through {default}"
-        carried = ev.get("carried_from")
-        if carried and ev.get("interface") in allowed | {default}:
-            interface = str(ev["interface"])
-            why = f"the same kind of {interface} repair was committed for its sibling {carried}"
-            evidence.append(f"carried from {carried}: remedy {ev.get('remedy') or 'unnamed'}")
         for r in h.errors():
             evidence.append(f"{r.name} failed: {clip_text(r.text, 160)}")
 
@@ -346,11 +341,11 @@ class RuleBasedChatModel(BaseChatModel):
             # does not check, as an exact criterion (a lax rubric is not a solved task)
             evidence.append(f"no rubric repair was tried for {failure.task_id} yet: not retired on the memory's vote")
             best = None
-        if not carried and best and best != interface and votes[best] >= 2 and votes[best] > votes[interface]:
+        if best and best != interface and votes[best] >= 2 and votes[best] > votes[interface]:
             interface = best
             why = f"updates of {best} fixed similar {kind} failures before ({votes[best]} votes vs {votes[default]})"
 
-        if interface == GUIDANCE and SAMPLING in allowed and not carried:
+        if interface == GUIDANCE and SAMPLING in allowed:
             failed = self._guidance_failed(h, failure)
             if failed:
                 evidence.extend(failed)
@@ -406,7 +401,6 @@ class RuleBasedChatModel(BaseChatModel):
             if s.tag in tried or builders.get(s.update.interface) not in names:
                 continue
             args = {**s.builder_arguments(), "failure_id": failure.failure_id}
-            args["rationale"] = f"{args.get('rationale', '').strip()} [rule-based: {s.tag}]"
             return self._calls([(builders[s.update.interface], args)])
         done = ", ".join(sorted(tried)) or "none"
         return AIMessage(content=f"No further candidate for {failure.kind} via {interface} (tried: {done}).")
@@ -419,22 +413,21 @@ class RuleBasedChatModel(BaseChatModel):
         if cls is None:
             return []
         ladder = list(cls.suggest(e))
-        if e.ev.get("carried_from"):  # a repair carried from a sibling: that remedy only, and no task dropped
-            remedy = e.ev.get("remedy")
-            return [s for s in ladder if s.tag == remedy] if remedy else ladder
         fallback = _fallback(e.failure.kind, interface)
         last = classes[SAMPLING].suggestion(fallback, e) if fallback and SAMPLING in classes else None
         return [*ladder, last] if last is not None else ladder
 
     def _tried(self, h: _History) -> set[str]:
+        """The remedies already tried for the failure: the typed ``remedy`` of each earlier attempt's update and
+        of each builder call in this conversation (an error included)."""
         tags = set()
         builders = self._builder_tools
         for a in h.context.get("attempts") or []:
-            tags.update(_TAG.findall(str((a.get("payload") or {}).get("rationale") or "")))
+            tags.add(str((a.get("payload") or {}).get("remedy") or ""))
         for r in h.results:
             if r.name in builders:
-                tags.update(_TAG.findall(str(r.args.get("rationale") or "")))
-        return tags
+                tags.add(str(r.args.get("remedy") or ""))
+        return tags - {""}
 
     def _evidence(self, h: _History, failure: FailureView) -> ProposalEvidence:
         attempts = [a for a in (_parsed(Attempt, x) for x in h.context.get("attempts") or []) if a is not None]

@@ -20,8 +20,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.stats import norm
 
 __all__ = ["Measured", "decide", "fmt", "percentile_interval"]
+
+_POWER = 0.8  # the probability of acceptance at which an effect counts as detectable
 
 
 @dataclass
@@ -33,9 +36,13 @@ class Measured:
     improvement: float | None = None
     ci_low: float | None = None
     ci_high: float | None = None
-    guard: str | None = None  # a reason to reject even when the interval is above 0
+    guard: str | None = None  # the reference guard's reason to reject even when the interval is above 0
     advantage_effect: float | None = None
     margin: float | None = None  # non-inferiority: accept when ci_low > -margin (a candidate that removes harness)
+    spread: float | None = None  # the bootstrap std of the improvement (for the smallest detectable effect)
+    verdict: str | None = None  # a recipe that decides by its own rule (power.py): accepted, pending or futile
+    verdict_reason: str | None = None
+    min_detectable: float | None = None  # the smallest improvement this trial could have detected
 
 
 def percentile_interval(got: Measured, diffs: np.ndarray, confidence: float) -> Measured:
@@ -46,15 +53,44 @@ def percentile_interval(got: Measured, diffs: np.ndarray, confidence: float) -> 
     c = confidence
     lo, hi = np.quantile(diffs, [(1 - c) / 2, (1 + c) / 2])
     got.ci_low, got.ci_high = float(lo), float(hi)
+    got.spread = float(np.std(diffs))
     return got
 
 
-def decide(got: Measured, metric: str, threshold: float, confidence: float) -> tuple[bool, str]:
-    """The verdict on a trial that was measured to the end: (accepted, the reason in one sentence)."""
+def detectable(got: Measured, threshold: float, confidence: float) -> float | None:
+    """The smallest improvement the rule could have detected on this trial's data: the recipe's own figure, else
+    the larger of the threshold and the effect whose interval would clear 0 with probability 0.8 at the
+    bootstrap's spread (normal approximation: (z_{(1+c)/2} + z_{0.8}) x spread)."""
+    if got.min_detectable is not None or got.spread is None:
+        return got.min_detectable
+    z = float(norm.ppf((1 + confidence) / 2) + norm.ppf(_POWER))
+    return round(max(threshold, z * got.spread), 4)
+
+
+def decide(got: Measured, metric: str, threshold: float, confidence: float) -> tuple[bool, str, str]:
+    """The verdict on a trial that was measured to the end: (accepted, its
+    :data:`~harnessrl.records.trials.VerdictKind`, the reason in one sentence)."""
+    accepted, reason = _decide(got, metric, threshold, confidence)
+    if got.guard:  # the one guard there is: a rubric candidate may not push the reference answer down
+        return False, "reference_guard", reason
+    if got.verdict is not None:
+        return accepted, got.verdict, reason
+    if accepted:
+        return True, "accepted", reason
     if got.improvement is None or got.ci_low is None:
-        return False, "nothing measurable: no improvement could be computed"
+        return False, "unmeasurable", reason
+    if got.margin is not None:
+        return False, "inferior", reason
+    return False, ("not_reliable" if got.ci_low <= 0 else "too_small"), reason
+
+
+def _decide(got: Measured, metric: str, threshold: float, confidence: float) -> tuple[bool, str]:
     if got.guard:
         return False, got.guard
+    if got.verdict is not None:
+        return got.verdict == "accepted", got.verdict_reason or got.verdict
+    if got.improvement is None or got.ci_low is None:
+        return False, "nothing measurable: no improvement could be computed"
     if got.margin is not None:
         kept = (
             f"{metric} {fmt(got.baseline)} -> {fmt(got.candidate)} (change {got.improvement:.3f}, "

@@ -34,12 +34,15 @@ logger = logging.getLogger(__name__)
 
 
 class Rejected(Exception):
-    """Ends a trial early with a rejection (``reason``) and whatever was measured so far."""
+    """Ends a trial early with a rejection (``reason``, in words), its ``kind`` (a
+    :data:`~harnessrl.records.trials.VerdictKind`: budget, invalid, no_effect, unmeasurable) and whatever was
+    measured so far."""
 
-    def __init__(self, reason: str, measured: Measured | None = None):
+    def __init__(self, reason: str, measured: Measured | None = None, kind: str = "unmeasurable"):
         super().__init__(reason)
         self.reason = reason
         self.measured = measured
+        self.kind = kind
 
 
 def count_judged(criteria: Sequence[Criterion]) -> int:
@@ -104,7 +107,8 @@ class Budget:
         if self.seconds + estimate > limit:
             raise Rejected(
                 f"budget: {what} would exceed max_seconds={limit:g} ({self.seconds:.1f} s spent, "
-                f"about {estimate:.1f} s more needed)"
+                f"about {estimate:.1f} s more needed)",
+                kind="budget",
             )
 
     def need_judge(self, calls: int, what: str) -> None:
@@ -113,7 +117,8 @@ class Budget:
         if calls > left:
             raise Rejected(
                 f"budget: {what} needs {calls} judge calls, {left} left of max_judge_calls="
-                f"{self.config.max_judge_calls}"
+                f"{self.config.max_judge_calls}",
+                kind="budget",
             )
 
     # ------------------------------------------------------------------------------ spending
@@ -164,7 +169,8 @@ class Budget:
         if self.rollouts + len(prompts) > self.config.max_rollouts:
             raise Rejected(
                 f"budget: {len(prompts)} more rollouts would exceed max_rollouts={self.config.max_rollouts} "
-                f"({self.rollouts} generated)"
+                f"({self.rollouts} generated)",
+                kind="budget",
             )
         try:
             extra = {k: v for k, v in generation.items() if k not in ("temperature", "max_new_tokens")}

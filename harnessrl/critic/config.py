@@ -43,6 +43,13 @@ class TrialConfig(BaseModel):
         "trial is rejected for its budget. null: no bound over the run (on the gold suite the unbounded critic "
         "spent about as many trial rollouts as training did, and scored no higher: docs/design.md section 8).",
     )
+    max_looks: int = Field(
+        default=2,
+        ge=1,
+        description="How many times the critic may measure a candidate whose data cannot decide yet (the sequential "
+        "test of the checks a rubric candidate adds: harnessrl/critic/power.py); each look spends an equal share of "
+        "the error, 1 - confidence.",
+    )
     bootstrap: int = Field(default=1000, ge=10, description="Bootstrap resamples of the improvement.")
     confidence: float = Field(default=0.9, gt=0, lt=1, description="Coverage of the bootstrap interval.")
     seed: int = Field(default=0, description="Seed of the bootstrap resampling.")

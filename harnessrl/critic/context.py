@@ -17,6 +17,7 @@ from typing import Any, NoReturn
 from harnessrl.critic.acceptance import Measured
 from harnessrl.critic.budget import Budget, Rejected
 from harnessrl.critic.config import TrialConfig
+from harnessrl.critic.power import SplitEvidence
 from harnessrl.critic.protocols import HarnessView
 from harnessrl.critic.signal import AdvantageSpec
 from harnessrl.records.failures import Failure
@@ -38,6 +39,7 @@ class TrialContext:
     metric: str
     budget: Budget
     measurements: dict[str, Any]
+    split_evidence: SplitEvidence | None = None  # the pooled evidence of earlier looks at the same repair
 
     @property
     def next_step(self) -> int:
@@ -51,6 +53,6 @@ class TrialContext:
         gsz = max(2, min(self.advantage.group_size, n))
         return gsz, (n // gsz) * gsz
 
-    def reject(self, reason: str, measured: Measured | None = None) -> NoReturn:
-        """End the trial: rejected for ``reason``, with whatever was measured."""
-        raise Rejected(reason, measured)
+    def reject(self, reason: str, measured: Measured | None = None, kind: str = "invalid") -> NoReturn:
+        """End the trial: rejected for ``reason`` (of ``kind``, a verdict kind), with whatever was measured."""
+        raise Rejected(reason, measured, kind)

@@ -176,7 +176,8 @@ def _measure(
     if moved < 1e-6:
         raise Rejected(
             f"{NO_EFFECT}: the candidate leaves the sampling probabilities of every task with known reward "
-            "statistics as they are (the trainer would draw the same batches)"
+            "statistics as they are (the trainer would draw the same batches)",
+            kind="no_effect",
         )
     share = np.array([np.mean([v.gives_signal() for v in stats[t][1]]) for t in known])
     # the draws the candidate moves: mass leaves the tasks whose probability falls (where those draws

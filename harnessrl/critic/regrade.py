@@ -22,12 +22,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from scipy.stats import rankdata
 
 from harnessrl.critic.acceptance import Measured, fmt, percentile_interval
 from harnessrl.critic.budget import Rejected
 from harnessrl.critic.context import TrialContext
+from harnessrl.critic.power import SplitEvidence, decide_split, expected_groups_split
 from harnessrl.critic.protocols import RubricVersionView
 from harnessrl.critic.signal import (
+    CHECK_SPLIT_SHARE,
     CRITERION_SIGNAL,
     NO_EFFECT,
     REFERENCE_RANK,
@@ -55,7 +58,7 @@ from harnessrl.critic.stats import (
 from harnessrl.data.schema import Criterion, Task
 from harnessrl.records.steps import RolloutRecord
 
-__all__ = ["regrade"]
+__all__ = ["RegradePart", "regrade"]
 
 
 @dataclass
@@ -76,37 +79,80 @@ class _Regraded:
         return ~np.isnan(self.base) & ~np.isnan(self.cand)
 
 
-def regrade(
-    trial: TrialContext,
-    task: Task,
-    current: RubricVersionView,
-    candidate: Sequence[Criterion],
-    targeted: tuple[list[str], list[str]],
-) -> Measured:
-    """Re-grade ``task``'s cached rollouts and reference answer under ``current`` (a rubric version) and
-    ``candidate`` criteria; ``targeted``: the criteria a criterion-signal trial watches on each side."""
-    rollouts = _cached_rollouts(trial, task, current, candidate)
-    graded = _grade(trial, task, rollouts, current.criteria, candidate)
-    groups = _groups(trial, graded, current.criteria, candidate, targeted)
-    effect = _advantage_gate(trial, groups)
+@dataclass(frozen=True)
+class RegradePart:
+    """One task of a rubric candidate: its current rubric version, the candidate's criteria for it, the criteria a
+    criterion-signal trial watches on each side, and the exact checks the candidate adds to it."""
+
+    task: Task
+    current: RubricVersionView
+    candidate: Sequence[Criterion]
+    targeted: tuple[list[str], list[str]]
+    added: Sequence[Criterion] = ()
+
+
+def regrade(trial: TrialContext, parts: Sequence[RegradePart]) -> Measured:
+    """Re-grade the cached rollouts and reference answers of every task of the candidate (``parts``: its own task
+    first, then those it covers) under the current and the candidate rubric, and measure the pooled groups.
+
+    A task without cached rollouts adds no group (a covered task not drawn yet: its reference answer passed its
+    instance when the repair was widened). The metric is measured on every group of every task together, except
+    the reference answer's rank (the failure's own task); the reference guard holds on every task."""
+    source = parts[0]
+    graded: list[tuple[RegradePart, _Regraded]] = []
+    for i, part in enumerate(parts):
+        rollouts = _cached_rollouts(trial, part.task, part.current, part.candidate, record=i == 0)
+        if len(rollouts) >= 2:
+            graded.append((part, _grade(trial, part.task, rollouts, part.current.criteria, part.candidate, i == 0)))
+    if not graded:
+        raise Rejected("no cached rollouts to re-grade")
+    if len(parts) > 1:
+        trial.measurements["covered"] = [
+            {"task_id": p.task.id, "rollouts": len(g.rollouts), "steps": sorted({r.step for r in g.rollouts})}
+            for p, g in graded
+        ]
+    groups = [
+        g
+        for part, regraded in graded
+        for g in _groups(trial, regraded, part.current.criteria, part.candidate, part.targeted)
+    ]
+    trial.measurements["n_groups"] = len(groups)
+    if not groups:
+        raise Rejected("no cached group has 2 or more rewards under both rubrics")
+    split = trial.metric == CHECK_SPLIT_SHARE
+    effect = _advantage_gate(trial, groups, gate=not split)
     rng = np.random.default_rng(trial.config.seed)
-    if trial.metric in (SIGNAL_SHARE, CRITERION_SIGNAL):
+    if split:
+        got = _split_share(trial, graded)
+    elif trial.metric in (SIGNAL_SHARE, CRITERION_SIGNAL):
         got = share_verdict(groups, trial.metric, trial.config, rng, trial.measurements)
     elif trial.metric == REFERENCE_RANK:
-        got = _reference_rank(trial, task, graded, rng)
+        own = next((g for p, g in graded if p is source), None)
+        if own is None:
+            raise Rejected(f"task {source.task.id} has no cached rollouts: the reference's rank cannot be measured")
+        got = _reference_rank(trial, source.task, own, rng)
     else:  # rho_reward_<feature>
-        got = _correlation(trial, graded, rng)
+        got = _correlation(trial, [g for _, g in graded], rng)
     got.advantage_effect = effect
-    ok = graded.ok
-    got.guard = got.guard or _reference_guard(trial, graded.ref_b, graded.ref_c, graded.base[ok], graded.cand[ok], got)
+    for part, regraded in graded:
+        ok = regraded.ok
+        own = part is source
+        guard = _reference_guard(
+            trial, part.task, regraded.ref_b, regraded.ref_c, regraded.base[ok], regraded.cand[ok], got, own
+        )
+        got.guard = got.guard or guard
     return got
 
 
 # ---------------------------------------------------------------------------------------------- stages
 def _cached_rollouts(
-    trial: TrialContext, task: Task, current: RubricVersionView, candidate: Sequence[Criterion]
+    trial: TrialContext, task: Task, current: RubricVersionView, candidate: Sequence[Criterion], record: bool = True
 ) -> list[RolloutRecord]:
-    """The task's cached rollouts of its latest steps (rejected with fewer than 2)."""
+    """The task's cached rollouts of its latest steps (the candidate's own task, ``record``: written to the
+    measurements and topped up with fresh groups when ``min_regrade_groups`` asks for more)."""
+    rollouts = trial.recorder.latest_rollouts(task.id)
+    if not record:
+        return rollouts
     m = trial.measurements
     m.update(
         task_id=task.id,
@@ -114,13 +160,9 @@ def _cached_rollouts(
         candidate_rubric=_criteria_view(candidate),
         generations=0,
     )
-    rollouts = trial.recorder.latest_rollouts(task.id)
     m["n_rollouts"] = len(rollouts)
     m["steps"] = sorted({r.step for r in rollouts})
-    rollouts = rollouts + _fresh_groups(trial, task, current, len(_groups_by_step(rollouts)))
-    if len(rollouts) < 2:
-        raise Rejected("no cached rollouts to re-grade")
-    return rollouts
+    return rollouts + _fresh_groups(trial, task, current, len(_groups_by_step(rollouts)))
 
 
 def _fresh_groups(trial: TrialContext, task: Task, current: RubricVersionView, cached: int) -> list[RolloutRecord]:
@@ -164,6 +206,7 @@ def _grade(
     rollouts: list[RolloutRecord],
     base_rubric: Sequence[Criterion],
     cand_rubric: Sequence[Criterion],
+    record: bool = True,
 ) -> _Regraded:
     """Every distinct completion (a collapsed group is graded once) and the reference under both rubrics,
     the baseline first: its verdicts fill the cache the candidate's unchanged criteria then hit."""
@@ -185,6 +228,8 @@ def _grade(
         ref_b=base_res[ref].reward if ref is not None else None,
         ref_c=cand_res[ref].reward if ref is not None else None,
     )
+    if not record:
+        return graded
     ok = graded.ok
     trial.measurements.update(
         baseline_rewards=rounded_all(none_if_nan(graded.base)),
@@ -209,7 +254,7 @@ def _groups(
     both only; a group needs 2)."""
     m = trial.measurements
     targets_b, targets_c = targeted
-    if trial.metric == CRITERION_SIGNAL:
+    if trial.metric == CRITERION_SIGNAL and "targeted_criteria" not in m:
         m["targeted_criteria"] = {"baseline": targets_b, "candidate": targets_c}
     noise, eps = trial.config.signal.verdict_noise, trial.advantage.flat_eps
     side_b = Side.graded(graded.base, graded.rows_b, base_rubric, noise, targets_b, eps)
@@ -220,15 +265,14 @@ def _groups(
         keep = np.array([i for i in idx if ok[i]], dtype=int)
         if keep.size >= 2:
             groups.append(Group.paired(side_b.take(keep), side_c.take(keep)))
-    m["n_groups"] = len(groups)
-    if not groups:
-        raise Rejected("no cached group has 2 or more rewards under both rubrics")
     return groups
 
 
-def _advantage_gate(trial: TrialContext, groups: list[Group]) -> float:
+def _advantage_gate(trial: TrialContext, groups: list[Group], gate: bool = True) -> float:
     """Does the candidate change anything the trainer learns from? The largest change to any rollout's
-    advantage (rejected as no effect below the tolerance); marks the groups it leaves as they were."""
+    advantage (rejected as no effect below the tolerance, when ``gate``); marks the groups it leaves as they were.
+    Checks a candidate adds are not gated here: whether they split any group is their own metric, and groups
+    that none splits yet leave them pending, not refused (:mod:`harnessrl.critic.power`)."""
     tol = trial.config.signal.advantage_tolerance
     spec = trial.advantage
     effect, per_group = advantage_effect([g.base.rewards for g in groups], [g.cand.rewards for g in groups], spec)
@@ -243,7 +287,7 @@ def _advantage_gate(trial: TrialContext, groups: list[Group]) -> float:
         "gives_signal_baseline": [bool(g.base.gives_signal()) for g in groups],
         "gives_signal_candidate": [bool(g.cand.gives_signal()) for g in groups],
     }
-    if effect < tol:
+    if gate and effect < tol:
         spread_b, spread_c = mean_reward_std([g.base for g in groups]), mean_reward_std([g.cand for g in groups])
         raise Rejected(
             f"{NO_EFFECT}: the candidate rubric changes no cached rollout's advantage by more than "
@@ -251,6 +295,7 @@ def _advantage_gate(trial: TrialContext, groups: list[Group]) -> float:
             f"({spec.scale_rewards}), so training would learn exactly what it learns now; "
             f"raw group reward std {fmt(spread_b)} -> {fmt(spread_c)} is a rescaling, not a signal",
             Measured(advantage_effect=effect),
+            kind="no_effect",
         )
     return effect
 
@@ -272,44 +317,132 @@ def _reference_rank(trial: TrialContext, task: Task, graded: _Regraded, rng: np.
     return percentile_interval(got, diffs, trial.config.confidence)
 
 
-def _correlation(trial: TrialContext, graded: _Regraded, rng: np.random.Generator) -> Measured:
-    """|Spearman rho| of reward with length (the trainer's token counts) or a surface feature, under both rubrics."""
+def _correlation(trial: TrialContext, graded: Sequence[_Regraded], rng: np.random.Generator) -> Measured:
+    """|Spearman rho| of reward with length (the trainer's token counts) or a surface feature, under both rubrics.
+    Over several tasks, each task's rewards and features are replaced by their ranks within the task first, so the
+    pooled correlation is one of within-task orderings (tasks differ in length and score, which says nothing)."""
     feature = trial.metric[len(RHO_PREFIX) :]
-    rollouts, ok = graded.rollouts, graded.ok
-    if feature == "length":
-        feat = _length_of(rollouts)
-    else:
-        fn = surface_feature(feature)
-        feat = np.array([fn(r.completion) for r in rollouts], dtype=float)
-    if ok.sum() < 4:
+    fn = None if feature == "length" else surface_feature(feature)
+    cols: list[list[np.ndarray]] = [[], [], []]
+    for g in graded:
+        rollouts, ok = g.rollouts, g.ok
+        feat = _length_of(rollouts) if fn is None else np.array([fn(r.completion) for r in rollouts], dtype=float)
+        b, c, f = g.base[ok], g.cand[ok], feat[ok]
+        if len(graded) > 1:
+            b, c, f = (_within_ranks(x) for x in (b, c, f))
+        for col, x in zip(cols, (b, c, f), strict=True):
+            col.append(x)
+    b, c, f = (np.concatenate(col) if col else np.array([]) for col in cols)
+    if b.size < 4:
         raise Rejected("fewer than 4 cached rollouts have rewards under both rubrics: no correlation to measure")
-    b, c, f = graded.base[ok], graded.cand[ok], feat[ok]
     trial.measurements.update(feature=feature, feature_values=rounded_all(f.tolist()))
     return correlation_fall((b, f), (c, f), trial.config, rng, paired=True)
 
 
+def _within_ranks(x: np.ndarray) -> np.ndarray:
+    """Ranks of ``x`` scaled to [0, 1] (ties share their mean rank; one value: 0.5)."""
+    if x.size <= 1:
+        return np.full(x.shape, 0.5)
+    return (rankdata(x) - 1) / (x.size - 1)
+
+
+def _split_share(trial: TrialContext, graded: Sequence[tuple[RegradePart, _Regraded]]) -> Measured:
+    """The share of groups the added checks would split, from the rate at which the frozen policy's cached rollouts
+    break them, pooled over every task and over the earlier looks at the same repair (:mod:`harnessrl.critic.power`);
+    the verdict is the power rule's (accepted, pending or futile)."""
+    evidence = trial.split_evidence if trial.split_evidence is not None else SplitEvidence()
+    new = 0
+    for part, g in graded:
+        if not part.added:
+            continue
+        for r in g.rollouts:
+            broken = not all(c.check is not None and c.check.evaluate(r.completion) >= 1 for c in part.added)
+            new += evidence.add(r.step, r.task_id, r.member, broken)
+    if new:
+        evidence.looks += 1
+    look = max(1, evidence.looks)
+    cfg, gsz = trial.config, max(2, trial.advantage.group_size)
+    threshold = cfg.signal.threshold(CHECK_SPLIT_SHARE)
+    v = decide_split(evidence.broken, evidence.rollouts, gsz, threshold, cfg.confidence, look, cfg.max_looks)
+    trial.measurements["split"] = {
+        "broken": v.broken,
+        "rollouts": v.rollouts,
+        "tasks": evidence.tasks(),
+        "new_rollouts": new,
+        "look": v.look,
+        "max_looks": cfg.max_looks,
+        "alpha_per_look": round(v.alpha, 4),
+        "group_size": gsz,
+        "split_share": rounded(v.share),
+        "interval": [rounded(v.low), rounded(v.high)],
+    }
+    rate = f"{v.broken} of {v.rollouts} pooled rollouts over {len(evidence.tasks())} task(s) break the added checks"
+    numbers = (
+        f"{rate}: {CHECK_SPLIT_SHARE} {v.share:.3f} ({expected_groups_split(v.share)}), "
+        f"{1 - v.alpha:.1%} interval [{v.low:.3f}, {v.high:.3f}], smallest effect worth a change {threshold:g}, "
+        f"look {v.look} of {cfg.max_looks}"
+    )
+    reasons = {
+        "accepted": f"accepted: {numbers}",
+        "pending": f"pending: the data cannot decide yet ({numbers}); measured again when more groups are graded",
+        "not_reliable": f"rejected: the data could not decide in {cfg.max_looks} look(s) ({numbers})",
+        "futile": f"rejected: the checks would split fewer groups than worth a change ({numbers})"
+        + (
+            "; no rollout meets them yet: guidance must come first"
+            if v.broken == v.rollouts
+            else "; the policy already meets them"
+            if v.broken == 0
+            else ""
+        ),
+    }
+    return Measured(
+        baseline=0.0,
+        candidate=v.share,
+        improvement=v.share,
+        ci_low=v.low,
+        ci_high=v.high,
+        verdict=v.kind,
+        verdict_reason=reasons[v.kind],
+        min_detectable=v.min_detectable,
+    )
+
+
 def _reference_guard(
-    trial: TrialContext, ref_b: float | None, ref_c: float | None, base: np.ndarray, cand: np.ndarray, got: Measured
+    trial: TrialContext,
+    task: Task,
+    ref_b: float | None,
+    ref_c: float | None,
+    base: np.ndarray,
+    cand: np.ndarray,
+    got: Measured,
+    own: bool = True,
 ) -> str | None:
     """The reference answer must keep its place: its rank among the policy's rollouts may not fall
-    below the policy's median under the candidate rubric (unless it was already below it)."""
+    below the policy's median under the candidate rubric (unless it was already below it). ``own``: the
+    candidate's own task (its guard is ``reference_guard`` in the measurements; a covered task's is listed in
+    ``reference_guard_covered``)."""
     m = trial.measurements
     if ref_c is None or ref_b is None or base.size == 0:
-        m["reference_guard"] = None  # no reference answer: nothing to guard
+        if own:
+            m["reference_guard"] = None  # no reference answer: nothing to guard
         return None
     rank_b, rank_c = reference_rank(ref_b, base), reference_rank(ref_c, cand)
     passed = rank_c >= min(0.5, rank_b)
-    m["reference_guard"] = {
+    entry = {
         "reference_reward": rounded(ref_c),
         "policy_median": rounded(median(cand)),
         "reference_rank_baseline": rounded(rank_b),
         "reference_rank_candidate": rounded(rank_c),
         "passed": passed,
     }
+    if own:
+        m["reference_guard"] = entry
+    else:
+        m.setdefault("reference_guard_covered", []).append({"task_id": task.id, **entry})
     if passed:
         return None
     return (
-        f"rejected by the reference guard: under the candidate rubric the reference answer scores "
+        f"rejected by the reference guard: under the candidate rubric the reference answer of task {task.id} scores "
         f"{ref_c:.3f} and ranks above {rank_c:.0%} of the policy's rollouts (before: {ref_b:.3f}, {rank_b:.0%}), "
         f"below the policy's median {median(cand):.3f}; the candidate punishes good answers too "
         f"({trial.metric} {fmt(got.baseline)} -> {fmt(got.candidate)})"

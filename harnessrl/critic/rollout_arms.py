@@ -150,7 +150,8 @@ def _fit_budget(trial: TrialContext, plans: list[_Plan], n: int) -> list[_Plan]:
         gens, judge_calls = cost(first)
         raise Rejected(
             f"budget: probing task {first.task.id} needs {gens} rollouts ({n} per arm, {n - len(first.differ)} "
-            f"shared) and up to {judge_calls} judge calls; {bounds_text(cfg, trial.measurements)}"
+            f"shared) and up to {judge_calls} judge calls; {bounds_text(cfg, trial.measurements)}",
+            kind="budget",
         )
     if len(fitted) < len(plans):
         trial.measurements["tasks_dropped_for_budget"] = [p.task.id for p in plans[len(fitted) :]]

@@ -48,6 +48,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from harnessrl.data.schema import Criterion
 
 __all__ = [
+    "CHECK_SPLIT_SHARE",
     "CRITERION_SIGNAL",
     "MOVED_SIGNAL_SHARE",
     "NO_EFFECT",
@@ -79,6 +80,9 @@ CRITERION_SIGNAL = "criterion_signal"
 rollouts apart beyond the judge's noise: whether a saturated or dead criterion now carries signal."""
 REFERENCE_RANK = "reference_rank"
 """Share of the policy's rollouts the reference answer scores at least as high as (ties count half)."""
+CHECK_SPLIT_SHARE = "check_split_share"
+"""The share of groups the checks a rubric candidate adds would split, from the pooled rate at which the frozen
+policy breaks them (:mod:`harnessrl.critic.power`)."""
 RHO_PREFIX = "rho_reward_"
 """``rho_reward_<feature>``: |Spearman rho| of reward with length or a surface feature (should fall)."""
 
@@ -107,7 +111,9 @@ class SignalConfig(BaseModel):
       of groups that give signal differed by 0 at the 90th percentile (0.25 asks for one group in four;
       the same for ``moved_signal_share``, one moved draw in four);
       the reference answer's rank by 0.125 (0.2); |Spearman rho(reward, length)| by 0.29 on average
-      between arms of 8 (0.3: a smaller fall of a correlation is what two draws of the same policy show).
+      between arms of 8 (0.3: a smaller fall of a correlation is what two draws of the same policy show);
+      the share of groups the checks a candidate adds would split, 0.2 (one group in five: an exact check has
+      no judge noise, so no A/A test sets it; its false-accept rate is measured instead, docs/design.md §8).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -127,6 +133,7 @@ class SignalConfig(BaseModel):
             CRITERION_SIGNAL: 0.25,
             REFERENCE_RANK: 0.2,
             RHO_PREFIX: 0.3,
+            CHECK_SPLIT_SHARE: 0.2,
         },
         description="Smallest improvement worth a harness change, per metric (rho_reward_ covers every feature).",
     )

@@ -42,19 +42,22 @@ with "budget" (:mod:`harnessrl.critic.budget`).
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from harnessrl.critic.acceptance import Measured, decide
+from harnessrl.critic.acceptance import Measured, decide, detectable
 from harnessrl.critic.budget import Budget, Rejected
 from harnessrl.critic.config import TrialConfig
 from harnessrl.critic.context import TrialContext
 from harnessrl.critic.moved_draws import moved_draws
+from harnessrl.critic.power import SplitEvidence
 from harnessrl.critic.protocols import HarnessView, PolicySampler, RubricVersionView
-from harnessrl.critic.regrade import regrade
+from harnessrl.critic.regrade import RegradePart, regrade
 from harnessrl.critic.rollout_arms import rollout_arms
 from harnessrl.critic.signal import (
+    CHECK_SPLIT_SHARE,
     CRITERION_SIGNAL,
     MOVED_SIGNAL_SHARE,
     NO_EFFECT,
@@ -70,6 +73,7 @@ from harnessrl.records.steps import Recorder
 from harnessrl.records.trials import TrialCost, TrialResult
 
 __all__ = [
+    "CHECK_SPLIT_SHARE",
     "CRITERION_SIGNAL",
     "MOVED_SIGNAL_SHARE",
     "NO_EFFECT",
@@ -83,6 +87,7 @@ __all__ = [
     "TrialCost",
     "TrialHarness",
     "TrialResult",
+    "repair_key",
 ]
 
 logger = logging.getLogger(__name__)
@@ -95,6 +100,8 @@ class MeasuredInterface(Protocol):
     def metric(self, update: Any, failure: Failure | None) -> str: ...
 
     def trial(self, update: Any, trial: Trial) -> Measured: ...
+
+    def targets(self, update: Any) -> list[Task]: ...
 
 
 @runtime_checkable
@@ -118,17 +125,23 @@ class Trial(TrialContext):
     - :meth:`reject`: end the trial with a rejection and a reason.
     """
 
-    def regrade(
-        self,
+    @staticmethod
+    def part(
         task: Task,
         current: RubricVersionView,
         candidate: Sequence[Criterion],
         targeted: tuple[list[str], list[str]],
-    ) -> Measured:
-        """Re-grade ``task``'s cached rollouts and reference answer under ``current`` (a rubric version:
-        ``.version``, ``.criteria``) and ``candidate`` criteria; ``targeted``: the criteria a
-        criterion-signal trial watches on each side."""
-        return regrade(self, task, current, candidate, targeted)
+        added: Sequence[Criterion] = (),
+    ) -> RegradePart:
+        """One task of a rubric candidate for :meth:`regrade`: ``current`` (a rubric version: ``.version``,
+        ``.criteria``), the ``candidate`` criteria, the criteria a criterion-signal trial watches on each side
+        (``targeted``), and the exact checks the candidate adds to it (``added``)."""
+        return RegradePart(task, current, candidate, targeted, tuple(added))
+
+    def regrade(self, parts: Sequence[RegradePart]) -> Measured:
+        """Re-grade the cached rollouts and reference answers of every task of the candidate (``parts``, its own
+        task first) under the current and the candidate rubric, pooled (:mod:`harnessrl.critic.regrade`)."""
+        return regrade(self, parts)
 
     def rollout_arms(self, targets: Sequence[Task], describe: str) -> Measured:
         """Two arms of fresh rollouts on ``targets`` (the failure's task first, then recently flat and
@@ -141,6 +154,16 @@ class Trial(TrialContext):
         """The share of the draws moving from sampling probabilities ``p`` to ``q`` that give signal,
         where they land vs where they were; ``promoted`` tasks are probed with fresh rollouts."""
         return moved_draws(self, p, q, changed, promoted)
+
+
+def repair_key(update: Any) -> str:
+    """What identifies one repair across looks and proposers: its interface, the signature it covers (else its
+    task) and what it adds (each exact check by its type, a judged criterion by its text), not its wording or
+    who built it."""
+    sig = getattr(update, "signature", None)
+    where = sig.key if sig is not None else str(getattr(update, "task_id", "") or getattr(update, "target", ""))
+    adds = sorted(c.check.type if c.check is not None else c.text for c in getattr(update, "add", None) or [])
+    return json.dumps([update.interface, where, adds])
 
 
 class FrozenPolicyTrials:
@@ -172,6 +195,9 @@ class FrozenPolicyTrials:
         self.sampler = sampler
         self.config = config or TrialConfig()
         self.advantage = advantage or AdvantageSpec()
+        self.split_evidence: dict[str, SplitEvidence] = {}
+        """The pooled evidence of the looks at each repair still pending (:mod:`harnessrl.critic.power`), by
+        :func:`repair_key`: a later look at the same repair, whoever proposed it, adds to it."""
 
     def run(
         self, update: Any, candidate_id: str, failure: Failure | None = None, *, max_rollouts: int | None = None
@@ -182,12 +208,17 @@ class FrozenPolicyTrials:
         lowers the config's bound for this trial (what the run's ``max_rollout_share`` leaves)."""
         interface = self.harness.interface(update)
         trial = self._start(update, failure, interface.metric(update, failure), max_rollouts)
-        got, reason = Measured(), ""
+        key = repair_key(update)
+        if trial.metric == CHECK_SPLIT_SHARE:
+            trial.split_evidence = self.split_evidence.setdefault(key, SplitEvidence())
+        got, reason, kind = Measured(), "", "unmeasurable"
         try:
             got = interface.trial(update, trial)
         except Rejected as e:
-            reason, got = e.reason, e.measured or got
-        result = self._result(candidate_id, trial, got, reason)
+            reason, got, kind = e.reason, e.measured or got, e.kind
+        result = self._result(candidate_id, trial, got, reason, kind)
+        if result.verdict_kind != "pending":
+            self.split_evidence.pop(key, None)  # decided: a later proposal of it starts a new test
         logger.info(
             "trial %s (%s, %s): %s [%d rollouts, %d judge calls, %.1f s]",
             candidate_id,
@@ -227,12 +258,18 @@ class FrozenPolicyTrials:
             measurements=measurements,
         )
 
-    def _result(self, candidate_id: str, trial: Trial, got: Measured, reason: str) -> TrialResult:
-        """The verdict (the acceptance rule, unless the trial was rejected with ``reason``) and what it cost."""
+    def _result(self, candidate_id: str, trial: Trial, got: Measured, reason: str, kind: str) -> TrialResult:
+        """The verdict (the acceptance rule, unless the trial was rejected with ``reason`` of ``kind``) and what it
+        cost."""
         threshold = self.config.signal.threshold(trial.metric)
         accepted = False
         if not reason:
-            accepted, reason = decide(got, trial.metric, threshold, self.config.confidence)
+            accepted, kind, reason = decide(got, trial.metric, threshold, self.config.confidence)
+        update = trial.update
+        try:
+            covers = [t.id for t in self.harness.interface(update).targets(update)]
+        except ValueError:  # an update whose target is no training task: it covers none
+            covers = []
         return TrialResult(
             candidate_id=candidate_id,
             interface=trial.update.interface,
@@ -246,6 +283,10 @@ class FrozenPolicyTrials:
             margin=got.margin,
             advantage_effect=rounded(got.advantage_effect),
             accepted=accepted,
+            verdict_kind=kind,
+            min_detectable_effect=detectable(got, threshold, self.config.confidence),
+            remedy=getattr(update, "remedy", None),
+            covers=covers,
             reason=reason,
             measurements=trial.measurements,
             cost=trial.budget.cost(),

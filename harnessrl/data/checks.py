@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
 
 from harnessrl.data import ifeval
 
@@ -38,6 +39,7 @@ __all__ = [
     "SentenceCount",
     "StartsWith",
     "WordCount",
+    "check_passes",
     "count_words",
     "split_sentences",
     "words",
@@ -365,3 +367,12 @@ CHECK_TYPES: dict[str, type[_CheckBase]] = {
     )
 }
 """The valid ``type`` names, each with its model."""
+
+
+def check_passes(check: Mapping[str, Any], text: str) -> bool:
+    """Whether ``text`` passes the check written as a rubric's ``check`` object (raises ValueError when the object
+    is no valid check)."""
+    return _CHECK_ADAPTER.validate_python(dict(check)).evaluate(text) >= 1
+
+
+_CHECK_ADAPTER: TypeAdapter = TypeAdapter(Check)

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from harnessrl.data.checks import Check
 
-__all__ = ["ChatMessage", "Criterion", "Task", "prompt_text"]
+__all__ = ["ChatMessage", "Criterion", "Task", "prompt_text", "task_group"]
 
 
 class ChatMessage(BaseModel):
@@ -159,3 +159,18 @@ def prompt_text(prompt: str | list[ChatMessage] | list[dict[str, str]]) -> str:
     if len(turns) == 1:
         return turns[0]["content"]
     return "\n".join(f"{t['role']}: {t['content']}" for t in turns)
+
+
+def task_group(task: Task) -> str:
+    """The group of the data a task belongs to, for repairs that reach a whole group (docs/design.md §4):
+    ``family:<name>`` from ``metadata.family`` (our suites), else ``tag:<tag>`` from the first of
+    ``metadata.tags`` or ``metadata.example_tags`` (HealthBench's ``theme:…``; RaR and RubricHub keep their
+    source as the domain), else ``domain:<domain>``."""
+    meta = task.metadata or {}
+    if meta.get("family") is not None:
+        return f"family:{meta['family']}"
+    for name in ("tags", "example_tags"):
+        tags = meta.get(name)
+        if isinstance(tags, list) and tags and isinstance(tags[0], str):
+            return f"tag:{tags[0]}"
+    return f"domain:{task.domain}"

@@ -36,7 +36,10 @@ logger = logging.getLogger(__name__)
 
 
 class EvolutionCallback(TrainerCallback):
-    """Runs an evolution point at the end of every ``every_steps``-th step that saw new failures.
+    """Runs the rubric audit before step 1, and an evolution point at the end of every ``every_steps``-th step
+    that saw new failures, and at any step the service says one is due at first evidence
+    (:meth:`~harnessrl.evolution.service.EvolutionService.point_due`: a finding of the audit has newly graded
+    groups, or a failure of a new kind on a group of the data).
 
     ``settings`` is the run's ``evolver`` section (:class:`~harnessrl.trainer.train_config.EvolverSettings`).
     """
@@ -68,6 +71,14 @@ class EvolutionCallback(TrainerCallback):
 
     def on_train_begin(self, args, state, control, **kwargs):
         self.service.training = True
+        if state.is_world_process_zero:
+            findings = self.service.run_audit(record=state.global_step == 0)
+            if findings and self.console is not None and state.global_step == 0:
+                covered = len({t for f in findings for t in f["tasks"]})
+                self.console.log(
+                    f"rubric audit: {len(findings)} requirement(s) the prompts of {covered} task(s) state and their "
+                    "rubrics do not check"
+                )
 
     def on_train_end(self, args, state, control, **kwargs):
         self.service.training = False
@@ -82,10 +93,12 @@ class EvolutionCallback(TrainerCallback):
         self.service.step_boundary(step)
         if self.settings.mode != "in-process":
             return
-        if step % self.settings.every_steps or step >= state.max_steps:
+        if step >= state.max_steps:
             return
         failures = self.failures()
-        if len(failures) <= self._seen_failures:
+        due = step % self.settings.every_steps == 0 and len(failures) > self._seen_failures
+        early = None if due else self.service.point_due(step)
+        if not (due or early):
             return
         since = max(0, step - self.settings.every_steps + 1)
         graph_config = self.settings.graph.model_copy(update={"since_step": since})
@@ -106,6 +119,7 @@ class EvolutionCallback(TrainerCallback):
         self.seconds += elapsed
         self.points += 1
         self._seen_failures = len(failures)
+        self.service.saw_failures()
         outcomes = final.get("outcomes", []) if isinstance(final, dict) else []
         committed = sum(1 for o in outcomes if getattr(o, "status", None) == "committed")
         if self.run_dir is not None:
@@ -114,6 +128,7 @@ class EvolutionCallback(TrainerCallback):
             self.run_dir.event(
                 "evolution_point",
                 step=step,
+                early=early,
                 seconds=elapsed,
                 stop_reason=final.get("stop_reason") if isinstance(final, dict) else None,
                 error=error,

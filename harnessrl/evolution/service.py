@@ -60,10 +60,10 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from pydantic import BaseModel
 
-from harnessrl.data.schema import prompt_text
+from harnessrl.data.schema import prompt_text, task_group
 from harnessrl.errors import HarnessRLError
+from harnessrl.evolution.audit import RubricAudit
 from harnessrl.evolution.candidates import CandidateError, CandidateRecord
-from harnessrl.evolution.carried import CarriedRepairs, is_carried
 from harnessrl.evolution.handled import HandledFailures
 from harnessrl.evolution.hold import TrainingHold
 from harnessrl.evolution.outcomes import OutcomeTracker
@@ -138,12 +138,18 @@ def _dump(x: Any) -> Any:
     return x.model_dump(mode="json") if isinstance(x, BaseModel) else x
 
 
-def _interleaved(first: list[Any], second: list[Any]) -> list[Any]:
-    """``first[0], second[0], first[1], second[1], ...``, then what is left of the longer one."""
-    out: list[Any] = []
-    for i in range(max(len(first), len(second))):
-        out += first[i : i + 1] + second[i : i + 1]
-    return out
+_COVERED_KINDS = frozenset(
+    {
+        "unchecked_requirement",
+        "non_discriminative_high",
+        "criterion_saturated",
+        "spurious_length",
+        "spurious_feature",
+        "reference_below_policy",
+    }
+)
+"""Failure kinds a committed rubric repair answers on every task it covers: a failure of one of these kinds, on a
+covered task, detected before the repair applies, is handled by it (outcome ``covered``)."""
 
 
 class EvolutionService:
@@ -165,8 +171,11 @@ class EvolutionService:
         outcome_groups: a committed update's *outcome* is measured on this many of the changed tasks'
             groups trained after it (against as many before it; :meth:`observe_step`) ...
         outcome_steps: ... or on what came within this many steps (a parked task may never come back).
-        carry_repairs: after a commit, offer its siblings (same family) the same kind of repair
-            (:mod:`harnessrl.evolution.carried`), each measured like any candidate.
+        audit_rubrics: before step 1, list the requirements the training prompts state and their rubrics do not
+            check (:mod:`harnessrl.evolution.audit`), offered as failures from the first graded groups on.
+        first_evidence: an evolution point also comes at the step where a failure of a new kind is first detected
+            on a group of the data, or where the audit's findings have new groups, not only every
+            ``every_steps`` (:meth:`point_due`).
     """
 
     def __init__(
@@ -183,7 +192,8 @@ class EvolutionService:
         completion_chars: int = 600,
         outcome_groups: int = 2,
         outcome_steps: int = 10,
-        carry_repairs: bool = True,
+        audit_rubrics: bool = True,
+        first_evidence: bool = True,
     ):
         self.harness = harness
         self.recorder = recorder
@@ -202,7 +212,11 @@ class EvolutionService:
         self.hold = TrainingHold(self.current_step, self._event)
         self.outcomes = OutcomeTracker(recorder, outcome_groups, outcome_steps)
         self.handled = HandledFailures()
-        self.carried = CarriedRepairs(harness.tasks, enabled=carry_repairs)
+        self.audit = RubricAudit(
+            harness.tasks, lambda task_id: harness.rubrics.current(task_id).criteria, enabled=audit_rubrics
+        )
+        self.first_evidence = first_evidence
+        self._seen: set[tuple[str, str]] = set()  # (failure kind, group of the data) an evolution point saw
 
     @property
     def training(self) -> bool:
@@ -289,10 +303,60 @@ class EvolutionService:
             )
         return cand
 
+    def _graded_groups(self, task_id: str) -> int:
+        """How many groups of ``task_id`` are kept (what a rubric trial can re-grade)."""
+        return len({r.step for r in self.recorder.latest_rollouts(task_id)})
+
+    def _audit_failures(self) -> list[Failure]:
+        return self.audit.ready(self._graded_groups, self.current_step())
+
     def _all_failures(self) -> list[Failure]:
-        """The detected failures, then the carried ones whose task can be measured now."""
-        ready = self.carried.ready(lambda task_id: bool(self.recorder.latest_rollouts(task_id)))
-        return [*self._failures(), *ready]
+        """The rubric audit's findings whose tasks have new graded groups, then the detected failures."""
+        return [*self._audit_failures(), *self._failures()]
+
+    # ------------------------------------------------------------------------------------ when to evolve
+    def run_audit(self, record: bool = True) -> list[dict[str, Any]]:
+        """The rubric audit before step 1 (:mod:`harnessrl.evolution.audit`): its findings, also written as a
+        ``rubric_audit`` event when ``record`` (a resumed run audits again, quietly: what was committed since is
+        checked by the rubrics now, so its findings are closed); none when the audit is off."""
+        if not self.audit.enabled:
+            return []
+        with self.lock:
+            findings = [f.view() for f in self.audit.run()]
+        if not record:
+            return findings
+        self._event(
+            "rubric_audit",
+            step=0,
+            findings=findings,
+            tasks=len(self.harness.tasks),
+            covered=sorted({t for f in findings for t in f["tasks"]}),
+        )
+        return findings
+
+    def point_due(self, step: int) -> str | None:
+        """Why an evolution point should come now, out of its schedule (None: no reason): a finding of the rubric
+        audit has newly graded groups, or a failure of a kind no point has seen on its group of the data (family,
+        tag or domain) was detected at this step. Off with ``first_evidence=False``."""
+        if not self.first_evidence:
+            return None
+        with self.lock:
+            ready = self._audit_failures()
+            if ready:
+                return f"the rubric audit's finding {ready[0].evidence.get('requirement_key')} has graded groups"
+            for f in self._failures():
+                task = self.harness.tasks.get(f.task_id)
+                if f.step == step and task is not None and (f.kind, task_group(task)) not in self._seen:
+                    return f"first {f.kind} on {task_group(task)}"
+        return None
+
+    def saw_failures(self) -> None:
+        """An evolution point ran: every failure kind detected so far counts as seen on its group."""
+        with self.lock:
+            for f in self._failures():
+                task = self.harness.tasks.get(f.task_id)
+                if task is not None:
+                    self._seen.add((f.kind, task_group(task)))
 
     def _find_failure(self, failure_id: str) -> Failure | None:
         for f in reversed(self._all_failures()):
@@ -302,20 +366,18 @@ class EvolutionService:
 
     # ------------------------------------------------------------------------------------ read tools
     def get_failures(self, args: GetFailures | Mapping[str, Any] | None = None, /, **kwargs: Any) -> FailureList:
-        """The detected failures, newest first, one entry per persisting failure (see :class:`GetFailures`), with
-        the carried ones (:mod:`harnessrl.evolution.carried`) in every second place while both last: a carried
-        failure dates from the commit that queued it, so newest-first alone put it behind every later detection
-        and an evolution point, which handles the first few, seldom reached it (seen on the gold suite: 12 commits
-        carried to 60 siblings, 1 carried failure attributed, in two runs whose points mostly had 4 detections)."""
+        """The failures to handle, one entry per persisting failure (see :class:`GetFailures`): first the rubric
+        audit's findings whose tasks have newly graded groups (a requirement the prompts state that no rubric checks
+        is exploited early, so it is repaired first), then the detected failures, newest first."""
         a = _coerce(GetFailures, args, kwargs)
         if a.task_id is not None:
             self._task(a.task_id)  # an id that is no training task is an error, not an empty list
         with self.lock:
             groups: dict[tuple, list[Failure]] = {}
             handled: set[tuple] = set()
+            audit = {f.id for f in self._audit_failures()}
             for f in self._all_failures():
-                # a carried failure is offered until handled, whatever the step
-                if a.since_step is not None and f.step < a.since_step and not is_carried(f.evidence):
+                if a.since_step is not None and f.step < a.since_step and f.id not in audit:
                     continue
                 if a.kinds and f.kind not in a.kinds:
                     continue
@@ -326,10 +388,7 @@ class EvolutionService:
                     continue
                 groups.setdefault(f.key, []).append(f)
             views = [self._failure_view(fs) for fs in groups.values()]
-        views.sort(key=lambda v: (-v.step, v.kind, v.task_id))
-        views = _interleaved(
-            [v for v in views if not is_carried(v.evidence)], [v for v in views if is_carried(v.evidence)]
-        )
+        views.sort(key=lambda v: (v.failure_id not in audit, -v.step, v.kind, v.task_id))
         return FailureList(failures=views[: a.limit], total=len(views), handled=len(handled - set(groups)))
 
     @staticmethod
@@ -456,8 +515,14 @@ class EvolutionService:
         iface = self.harness.interface(interface)
         a = _coerce(builder_args(type(iface)), args, kwargs)
         update = a.update()
+        if update.signature is not None or getattr(update, "cover", None):
+            # what a repair covers is the trainer's to compute (an evolver's own list is not trusted): start afresh
+            update = update.model_copy(
+                update={"signature": None, **({"cover": []} if hasattr(update, "cover") else {})}
+            )
         with self.lock:
             try:
+                update = iface.widen(update)  # every task that shares the repair's signature, each its own instance
                 preview = iface.preview(update, self.current_step() + 1)
             except ValueError as e:
                 raise CandidateError(f"invalid {iface.builder_tool} candidate: {e}") from None
@@ -506,6 +571,8 @@ class EvolutionService:
             candidate_id=cid,
             interface=update.interface,
             failure_id=failure_id,
+            remedy=update.remedy,
+            covers=[t.id for t in self._targets(update)],
             update=update.model_dump(mode="json"),
             preview=preview,
             revision=cand.revision,
@@ -538,7 +605,7 @@ class EvolutionService:
                 point.trials += 1
                 point.trial_seconds += seconds
             cand.trials.append(result)
-            cand.status = "accepted" if result.accepted else "rejected"
+            cand.status = "accepted" if result.accepted else "pending" if result.pending else "rejected"
             cand.trial_step, cand.trial_target = step, target
             self.counts[f"{cand.status}/{cand.update.interface}"] += 1
             self._record_trial(cand, result, seconds)
@@ -559,6 +626,8 @@ class EvolutionService:
             candidate_id=cid,
             interface=interface,
             failure_id=cand.failure_id,
+            remedy=result.remedy,
+            verdict_kind=result.verdict_kind,
             result=result.model_dump(mode="json"),
             seconds=round(seconds, 3),
         )
@@ -568,6 +637,9 @@ class EvolutionService:
             interface=interface,
             failure_id=cand.failure_id,
             verdict=cand.status,
+            verdict_kind=result.verdict_kind,
+            remedy=result.remedy,
+            covers=result.covers,
             reason=result.reason,
         )
 
@@ -610,26 +682,25 @@ class EvolutionService:
                 failure_id=cand.failure_id,
                 version=version,
                 applies_from_step=applies,
+                remedy=cand.update.remedy,
+                covers=self._outcome_tasks(cand),
                 update=cand.update.model_dump(mode="json"),
             )
             if cand.failure_id:
-                self._carry(cand, applies)
                 self._mark_handled(cand.failure_id, "committed", candidate_id=cid)
+            self._cover_failures(cand)
             return CommitResult(candidate_id=cid, interface=interface, version=version, applies_from_step=applies)
 
-    def _carry(self, cand: CandidateRecord, applies: int) -> None:
-        """Queue the committed repair for the failure's siblings (a ``repair_carried`` event names them)."""
-        failure = self._find_failure(cand.failure_id or "")
-        siblings = self.carried.after_commit(failure, cand.update, applies)
-        if siblings and failure is not None:
-            self._event(
-                "repair_carried",
-                candidate_id=cand.candidate_id,
-                interface=cand.update.interface,
-                failure_id=failure.id,
-                task_id=failure.task_id,
-                siblings=siblings,
-            )
+    def _cover_failures(self, cand: CandidateRecord) -> None:
+        """A rubric repair that reached several tasks handles the failures it answers on all of them, detected
+        before it applies (outcome ``covered``): their groups were graded by the rubric it replaces."""
+        if cand.update.signature is None:
+            return
+        covered = set(self._outcome_tasks(cand))
+        for f in self._all_failures():
+            mine = f.task_id in covered and f.kind in _COVERED_KINDS and f.id != cand.failure_id
+            if mine and not self.handled.is_handled(f):
+                self._mark_handled(f.id, "covered", candidate_id=cand.candidate_id)
 
     def _targets(self, update: InterfaceUpdate) -> list:
         try:
@@ -744,7 +815,8 @@ class EvolutionService:
             step = point.step if point is not None else self.current_step()
             key = failure.key if failure is not None else None
             self.handled.add(failure_id, key, step)
-            self.carried.forget(failure_id)
+            if self.audit.owns(failure_id):
+                self.audit.handled(failure_id, outcome)
             if point is not None:
                 point.handled += 1
         self._event(
@@ -775,7 +847,7 @@ class EvolutionService:
                     self.counts[f"proposed/{iface}"] += 1
                     if e.get("revision"):
                         self.counts[f"revisions/{iface}"] += 1
-                elif kind == "verdict" and iface and e.get("verdict") in ("accepted", "rejected"):
+                elif kind == "verdict" and iface and e.get("verdict") in ("accepted", "rejected", "pending"):
                     self.counts[f"{e['verdict']}/{iface}"] += 1
                 elif kind == "commit" and iface:
                     self.counts[f"committed/{iface}"] += 1
@@ -843,3 +915,6 @@ class EvolutionService:
             if kind == "give_up" and data.get("failure_id"):
                 reason = str(data.get("reason") or "")
                 self._mark_handled(str(data["failure_id"]), "gave_up", data.get("candidate_id"), reason)
+            elif kind == "deferred" and data.get("failure_id"):
+                with self.lock:  # pending: not handled; the audit offers its finding again on new groups
+                    self.audit.handled(str(data["failure_id"]), "deferred")

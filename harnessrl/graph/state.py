@@ -152,7 +152,7 @@ class FailureOutcome(BaseModel):
     failure_id: str
     task_id: str | None = None
     kind: str | None = None
-    status: Literal["committed", "gave_up"]
+    status: Literal["committed", "gave_up", "deferred"]
     interface: str | None = None
     candidate_id: str | None = None
     revisions: int = 0

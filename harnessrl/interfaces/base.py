@@ -37,7 +37,7 @@ import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -58,12 +58,25 @@ __all__ = [
     "Interface",
     "InterfaceUpdate",
     "Row",
+    "Signature",
     "Suggestion",
     "failure_metric",
     "suggestions",
 ]
 
 logger = logging.getLogger(__name__)
+
+
+class Signature(BaseModel):
+    """What a repair covers (docs/design.md §4, "Repairs that reach a signature"): every training task that
+    shares one stated requirement the rubric does not check (``kind="requirement"``, ``key``: the
+    requirement's :func:`~harnessrl.interfaces.induction.requirement_key`), or one group of the data
+    (``kind="group"``, ``key``: ``family:<name>``, ``tag:<tag>`` or ``domain:<name>``). ``tasks``: the
+    tasks the repair changes, each with its own instance. Filled in by the trainer, not by the evolver."""
+
+    kind: Literal["requirement", "group"]
+    key: str = Field(min_length=1)
+    tasks: list[str] = Field(default_factory=list)
 
 
 class InterfaceUpdate(BaseModel):
@@ -76,15 +89,30 @@ class InterfaceUpdate(BaseModel):
     rationale: str = Field(
         default="", max_length=2000, description="Why this update: the failure and evidence it answers."
     )
+    remedy: str | None = Field(
+        default=None,
+        max_length=80,
+        pattern=r"^[A-Za-z0-9_.:-]+$",
+        description="The name of the remedy that built it (e.g. 'requirement', 'length_pitfall'), if it has one: a "
+        "revision does not propose the same remedy twice, and the report groups trials and commits by it.",
+    )
+    signature: Signature | None = Field(
+        default=None,
+        description="Leave null: the trainer fills it in when it widens the repair to every task that shares it.",
+    )
 
 
 @dataclass(frozen=True)
 class Suggestion:
-    """One candidate an interface proposes for a failure: the name of the remedy that built it (``tag``,
-    recorded in the candidate's rationale so that a revision does not propose it again) and the update."""
+    """One candidate an interface proposes for a failure: the name of the remedy that built it (``tag``, also
+    the update's typed ``remedy`` field, so that a revision does not propose it again) and the update."""
 
     tag: str
     update: InterfaceUpdate
+
+    def __post_init__(self):
+        if self.update.remedy != self.tag:
+            object.__setattr__(self, "update", self.update.model_copy(update={"remedy": self.tag}))
 
     def builder_arguments(self) -> dict[str, Any]:
         """The update as its builder tool's arguments: the fields the remedy set (the tool implies
@@ -233,6 +261,12 @@ class Interface(ABC):
     def targets(self, update: Any) -> list[Task]:
         """The training tasks ``update`` can change (the default rollout trial probes these)."""
         return []
+
+    def widen(self, update: Any) -> Any:
+        """``update`` extended to every training task that shares its signature (:class:`Signature`), each
+        task with its own instance, built trainer-side so that any evolver's repair reaches them; the critic
+        then measures it on all of them together. Default: unchanged (the update is the task's own)."""
+        return update
 
     # ------------------------------------------------------------------ how it reaches training
     def shape(self, task: Task, member: int, group_size: int, row: Row, overlay: Any | None = None) -> Row:

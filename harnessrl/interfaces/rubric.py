@@ -18,20 +18,21 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from harnessrl.critic.signal import REFERENCE_RANK
-from harnessrl.data.checks import words
-from harnessrl.data.schema import Criterion, Task
+from harnessrl.critic.signal import CHECK_SPLIT_SHARE, REFERENCE_RANK
+from harnessrl.data.checks import check_passes, words
+from harnessrl.data.schema import Criterion, Task, prompt_text, task_group
 from harnessrl.interfaces.base import (
     AppliedUpdate,
     HarnessContext,
     Interface,
     InterfaceUpdate,
+    Signature,
     Suggestion,
     failure_metric,
     suggestions,
 )
 from harnessrl.interfaces.evidence import ProposalEvidence, as_sentence, clip_text, excerpt, number, round_weight
-from harnessrl.interfaces.induction import induce_checks, stated_requirements, tightened_bound
+from harnessrl.interfaces.induction import InducedCheck, requirement_key, stated_requirements, tightened_bound
 from harnessrl.records.failures import Failure
 
 if TYPE_CHECKING:
@@ -42,6 +43,7 @@ __all__ = [
     "MAX_CRITERION_CHARS",
     "MAX_RUBRIC_CRITERIA",
     "MAX_WEIGHT",
+    "CoveredEdit",
     "EditRubric",
     "RubricCriteria",
     "RubricVersion",
@@ -59,6 +61,14 @@ _CriterionText = Annotated[str, Field(min_length=1, max_length=MAX_CRITERION_CHA
 _Weight = Annotated[float, Field(ge=-MAX_WEIGHT, le=MAX_WEIGHT)]
 
 
+class CoveredEdit(BaseModel):
+    """A repair's instance for one more task that shares its signature: the criteria added to that task's rubric
+    (built from its own prompt and reference answer)."""
+
+    task_id: str = Field(min_length=1)
+    add: list[Criterion] = Field(min_length=1, max_length=8)
+
+
 class EditRubric(InterfaceUpdate):
     """Edit one task's rubric. ``add`` new criteria (a stricter criterion when every rollout passes a
     lax one; a pitfall with a negative weight against a reward hack such as padding, keyword stuffing
@@ -72,6 +82,15 @@ class EditRubric(InterfaceUpdate):
     remove: list[str] = Field(default_factory=list, max_length=MAX_RUBRIC_CRITERIA)
     reword: dict[str, _CriterionText] = Field(default_factory=dict, max_length=MAX_RUBRIC_CRITERIA)
     reweight: dict[str, _Weight] = Field(default_factory=dict, max_length=MAX_RUBRIC_CRITERIA)
+    cover: list[CoveredEdit] = Field(
+        default_factory=list,
+        description="Leave empty: the trainer adds the instances of this repair for every other task that shares its "
+        "signature (the same stated requirement, or the same group of the data).",
+    )
+
+    def task_ids(self) -> list[str]:
+        """Every task this edit changes: its own, then the covered ones."""
+        return [self.task_id, *(c.task_id for c in self.cover)]
 
     @model_validator(mode="after")
     def _changes_something(self):
@@ -110,6 +129,7 @@ class RubricCriteria(Interface):
     builder_tool = "edit_rubric"
     answers = ("criterion_dead",)
     hint_for = (
+        "unchecked_requirement",
         "non_discriminative_high",
         "spurious_length",
         "spurious_feature",
@@ -151,8 +171,19 @@ class RubricCriteria(Interface):
         """Version 0, the dataset's rubric (what evaluation grades with)."""
         return self.versions[task_id][0].criteria
 
+    def rubric_for(self, update: EditRubric, task_id: str) -> list[Criterion]:
+        """The rubric ``update`` would make for ``task_id`` (its own task, or one it covers), without applying it;
+        raises ValueError when it is invalid."""
+        if task_id == update.task_id:
+            return self.rubric_with(update)
+        covered = next((c for c in update.cover if c.task_id == task_id), None)
+        if covered is None:
+            raise ValueError(f"the edit does not cover task {task_id!r}")
+        return self.rubric_with(EditRubric(task_id=task_id, add=covered.add))
+
     def rubric_with(self, update: EditRubric) -> list[Criterion]:
-        """The rubric ``update`` would make, without applying it; raises ValueError when it is invalid."""
+        """The rubric ``update`` would make for its own task, without applying it; raises ValueError when it is
+        invalid."""
         crits = {c.id: c for c in self.current(update.task_id).criteria}
         size_now = len(crits)
         unknown = [cid for cid in (*update.remove, *update.reword, *update.reweight) if cid not in crits]
@@ -189,17 +220,19 @@ class RubricCriteria(Interface):
         return out
 
     def apply(self, update: EditRubric, step: int, candidate_id: str | None = None) -> int:
-        """Apply an edit from ``step`` on; returns the task's new rubric version."""
-        criteria = self.rubric_with(update)
-        new = RubricVersion(
-            version=self.current(update.task_id).version + 1, step=step, criteria=criteria, candidate_id=candidate_id
-        )
-        self.versions[update.task_id].append(new)
+        """Apply an edit from ``step`` on, to its task and every task it covers (all or nothing); returns its own
+        task's new rubric version."""
+        rubrics = {tid: self.rubric_for(update, tid) for tid in update.task_ids()}
+        for tid, criteria in rubrics.items():
+            new = RubricVersion(
+                version=self.current(tid).version + 1, step=step, criteria=criteria, candidate_id=candidate_id
+            )
+            self.versions[tid].append(new)
         self._version += 1
         self._history.append(
             AppliedUpdate(version=self._version, step=step, update=update.model_dump(), candidate_id=candidate_id)
         )
-        return new.version
+        return self.current(update.task_id).version
 
     def to_dict(self) -> dict:
         # version 0 comes from the data; only edited tasks' later versions are stored
@@ -230,10 +263,13 @@ class RubricCriteria(Interface):
         return cls.from_dict(data, list(ctx.tasks.values()))
 
     def targets(self, update: EditRubric) -> list[Task]:
-        self.current(update.task_id)  # ValueError for an unknown task
-        return [self.tasks[update.task_id]]
+        for tid in update.task_ids():
+            self.current(tid)  # ValueError for an unknown task
+        return [self.tasks[tid] for tid in update.task_ids()]
 
     def describe(self, update: EditRubric) -> str:
+        if update.cover and update.signature is not None:
+            return f"the rubrics of task {update.task_id!r} and {len(update.cover)} more sharing {update.signature.key}"
         return f"the rubric of task {update.task_id!r}"
 
     def preview(self, update: EditRubric, step: int) -> dict[str, Any]:
@@ -241,45 +277,139 @@ class RubricCriteria(Interface):
         after = self.rubric_with(update)
         old = {c.id: c for c in current.criteria}
         new = {c.id: c for c in after}
-        return {
+        out: dict[str, Any] = {
             "rubric_version_now": current.version,
             "added": [i for i in new if i not in old],
             "removed": [i for i in old if i not in new],
             "changed": [i for i in new if i in old and new[i] != old[i]],
             "rubric_after": criteria_view(after),
         }
+        if update.cover:
+            for c in update.cover:
+                self.rubric_for(update, c.task_id)  # ValueError: an instance that does not apply
+            out["covers"] = [
+                {
+                    "task_id": c.task_id,
+                    "added": [x.text for x in c.add],
+                    "rubric_version_now": self.current(c.task_id).version,
+                }
+                for c in update.cover
+            ]
+            out["signature"] = update.signature.model_dump() if update.signature else None
+        return out
 
     def target_state(self, update: EditRubric) -> Any:
-        return self.current(update.task_id).version
+        if not update.cover:
+            return self.current(update.task_id).version
+        return {tid: self.current(tid).version for tid in update.task_ids()}
+
+    # ------------------------------------------------------------------ a repair that reaches its signature
+    def widen(self, update: EditRubric) -> EditRubric:
+        """An edit that only adds criteria, extended to every other training task that shares its signature
+        (docs/design.md §4): when each added criterion is an exact check of a requirement the task's prompt
+        states, every task whose prompt states requirements of the same kinds (:func:`requirement_key`) that
+        its rubric does not check yet, each with its own instance (its own numbers and phrases), kept only
+        where its reference answer passes it; else, for a remedy with a group instance (a length or padding
+        pitfall), the tasks of the same group of the data (:func:`~harnessrl.data.schema.task_group`). Any
+        other edit is the task's own. An edit that already names what it covers is left as it is."""
+        if update.cover or update.signature is not None or not update.add:
+            return update
+        if update.remove or update.reword or update.reweight or update.task_id not in self.tasks:
+            return update
+        widened = self._requirement_cover(update) or self._group_cover(update)
+        return widened or update
+
+    def _requirement_cover(self, update: EditRubric) -> EditRubric | None:
+        source = self.tasks[update.task_id]
+        added = [(c, _key(c)) for c in update.add]
+        if any(k is None for _, k in added):
+            return None
+        stated = {requirement_key(ch) for ch, _ in stated_requirements(prompt_text(source.prompt))}
+        if not all(k in stated for _, k in added):
+            return None
+        cover: list[CoveredEdit] = []
+        for task in sorted(self.tasks.values(), key=lambda t: t.id):
+            if task.id == source.id:
+                continue
+            own = {
+                requirement_key(ch): (ch, text) for ch, text in reversed(stated_requirements(prompt_text(task.prompt)))
+            }
+            checked = {k for c in self.current(task.id).criteria if (k := _key(c)) is not None}
+            add = []
+            for crit, key in added:
+                if key in checked or key not in own:
+                    continue
+                check, text = own[key]
+                if task.reference_answer is not None and not check_passes(check, task.reference_answer):
+                    continue
+                add.append(_criterion(crit.id, text, crit.weight, check))
+            if add:
+                cover.append(CoveredEdit(task_id=task.id, add=add))
+        key = "+".join(sorted({str(k) for _, k in added}))
+        sig = Signature(kind="requirement", key=key, tasks=[source.id, *(c.task_id for c in cover)])
+        return update.model_copy(update={"cover": cover, "signature": sig})
+
+    def _group_cover(self, update: EditRubric) -> EditRubric | None:
+        build = _GROUP_INSTANCES.get(update.remedy or "")
+        if build is None:
+            return None
+        source = self.tasks[update.task_id]
+        group = task_group(source)
+        cover: list[CoveredEdit] = []
+        for task in sorted(self.tasks.values(), key=lambda t: t.id):
+            if task.id == source.id or task_group(task) != group:
+                continue
+            add = [x for c in update.add if (x := build(c, source, task)) is not None]
+            if len(add) == len(update.add):
+                cover.append(CoveredEdit(task_id=task.id, add=add))
+        if not cover:
+            return None
+        sig = Signature(kind="group", key=group, tasks=[source.id, *(c.task_id for c in cover)])
+        return update.model_copy(update={"cover": cover, "signature": sig})
 
     # ------------------------------------------------------------------ how the critic measures a candidate
     def metric(self, update: EditRubric, failure: Failure | None) -> str:
-        """From the failure; for reference_below_policy, the reference answer's rank among the rollouts."""
+        """From the failure; for reference_below_policy, the reference answer's rank among the rollouts. An edit
+        that only adds exact checks, for a lax rubric, a saturated criterion or a requirement the rubric does not
+        check, is measured by the share of groups the checks would split (:mod:`harnessrl.critic.power`)."""
+        adds_checks = bool(update.add) and all(c.check is not None for c in update.add)
+        adds_only = not (update.remove or update.reword or update.reweight)
+        if adds_checks and adds_only and failure is not None and failure.kind in _SPLIT_KINDS:
+            return CHECK_SPLIT_SHARE
         return failure_metric(failure, reference_rank=REFERENCE_RANK)
 
     def trial(self, update: EditRubric, trial: Trial) -> Measured:
-        """Re-grade the task's cached rollouts (samples of the frozen policy) and its reference answer
-        under the current and the candidate rubric: paired, nothing generated (:meth:`Trial.regrade`).
-        A criterion-signal trial watches the failure's criterion and every criterion the candidate
-        rewords, reweights, removes (baseline side) or adds (candidate side)."""
+        """Re-grade the cached rollouts (samples of the frozen policy) and the reference answers of every task
+        the edit changes, under the current and the candidate rubric: paired, pooled, nothing generated
+        (:meth:`Trial.regrade`). A criterion-signal trial watches the failure's criterion and every criterion
+        the candidate rewords, reweights, removes (baseline side) or adds (candidate side)."""
         try:
-            task = self.targets(update)[0]
-            candidate = self.rubric_with(update)
+            tasks = self.targets(update)
+            candidates = [self.rubric_for(update, t.id) for t in tasks]
         except ValueError as e:
             trial.reject(f"invalid candidate: {e}")
-        current = self.current(task.id)
         cid = trial.failure.evidence.get("criterion_id") if trial.failure is not None else None
         touched = ({str(cid)} if cid else set()) | set(update.reword) | set(update.reweight)
-        base_ids, cand_ids = touched | set(update.remove), touched | {c.id for c in update.add}
-        return trial.regrade(
-            task,
-            current,
-            candidate,
-            targeted=(
-                [c.id for c in current.criteria if c.id in base_ids],
-                [c.id for c in candidate if c.id in cand_ids],
-            ),
-        )
+        parts = []
+        for task, candidate in zip(tasks, candidates, strict=True):
+            current = self.current(task.id)
+            own = update if task.id == update.task_id else next(c for c in update.cover if c.task_id == task.id)
+            added = {c.id for c in own.add}
+            base_ids = touched | set(update.remove) if task.id == update.task_id else set()
+            cand_ids = (touched if task.id == update.task_id else set()) | added
+            parts.append(
+                trial.part(
+                    task,
+                    current,
+                    candidate,
+                    targeted=(
+                        [c.id for c in current.criteria if c.id in base_ids],
+                        [c.id for c in candidate if c.id in cand_ids],
+                    ),
+                    added=[c for c in candidate if c.id in added and c.check is not None],
+                )
+            )
+        return trial.regrade(parts)
 
     # ------------------------------------------------------------------ the evolver and the report
     def summary(self) -> dict[str, Any]:
@@ -306,6 +436,50 @@ class RubricCriteria(Interface):
 def criteria_view(criteria: Sequence[Criterion]) -> list[dict[str, Any]]:
     """Criteria as plain JSON objects (id, text, weight, kind, check) for the evolver's tools."""
     return [c.model_dump(mode="json", exclude_none=True) for c in criteria]
+
+
+_SPLIT_KINDS = frozenset({"unchecked_requirement", "non_discriminative_high", "criterion_saturated"})
+"""Failure kinds whose added exact checks are judged by the share of groups they split."""
+
+
+def _key(criterion: Criterion) -> str | None:
+    """The requirement a criterion's exact check asks (None: a judged criterion)."""
+    if criterion.check is None:
+        return None
+    return requirement_key(criterion.check.model_dump(mode="json", exclude_none=True))
+
+
+def _length_instance(crit: Criterion, source: Task, task: Task) -> Criterion | None:
+    """A length pitfall (``word_count`` with a ``min``) for ``task``: the limit its prompt states, else the source's
+    limit scaled by the two reference answers' lengths."""
+    check = crit.check.model_dump(mode="json", exclude_none=True) if crit.check is not None else {}
+    if check.get("type") != "word_count" or check.get("min") is None:
+        return None
+    stated = [c["max"] for c, _ in stated_requirements(prompt_text(task.prompt)) if c.get("type") == "word_count"]
+    if stated and stated[0] is not None:
+        limit = int(stated[0])
+    else:
+        src_words, own_words = len((source.reference_answer or "").split()), len((task.reference_answer or "").split())
+        if not src_words or not own_words:
+            return None
+        limit = math.ceil((int(check["min"]) - 1) * own_words / src_words)
+    text = f"The response is longer than {limit} words (padding instead of substance)."
+    return _criterion(crit.id, text, crit.weight, {"type": "word_count", "min": limit + 1})
+
+
+def _same_instance(crit: Criterion, source: Task, task: Task) -> Criterion | None:
+    """A criterion that says nothing of its task (a padding or feature pitfall) is its own instance everywhere."""
+    return crit
+
+
+_GROUP_INSTANCES: dict[str, Callable[[Criterion, Task, Task], Criterion | None]] = {
+    "length_pitfall": _length_instance,
+    "length_revise": _length_instance,
+    "padding_pitfall": _same_instance,
+    "feature_pitfall": _same_instance,
+    "feature_heavier": _same_instance,
+}
+"""The remedies whose repair reaches the task's group of the data, each with how it is built for another task."""
 
 
 # ---------------------------------------------------------------------------------------------- remedies
@@ -706,11 +880,26 @@ def _partial_criterion(e: ProposalEvidence) -> EditRubric | None:
     )
 
 
-def _induced_candidates(e: ProposalEvidence) -> list:
+def _induced_candidates(e: ProposalEvidence) -> list[InducedCheck]:
+    """The requirements the prompt states that the rubric does not check and the reference answer passes, those
+    that split the task's own rollouts first (a split of one group is not needed: the critic measures the
+    candidate on the pooled groups of every task that states the requirement)."""
     if not e.settings.induced_criteria:
         return []
-    existing = [c.check.model_dump(mode="json", exclude_none=True) for c in e.rubric if c.check is not None]
-    return induce_checks(e.prompt or "", e.reference, e.completions(), existing)
+    checked = {_key(c) for c in e.rubric}
+    rollouts = e.completions()
+    found: list[InducedCheck] = []
+    for check, text in stated_requirements(e.prompt or ""):
+        if requirement_key(check) in checked or any(requirement_key(f.check) == requirement_key(check) for f in found):
+            continue
+        try:
+            if e.reference is not None and not check_passes(check, e.reference):
+                continue
+            passes = sum(check_passes(check, r) for r in rollouts)
+        except ValueError:
+            continue
+        found.append(InducedCheck(check, text, "prompt", passes, len(rollouts)))
+    return sorted(found, key=lambda c: -c.balance)
 
 
 def _induced(e: ProposalEvidence, rank: int = 0) -> EditRubric | None:
@@ -751,12 +940,34 @@ def _tightened(e: ProposalEvidence) -> EditRubric | None:
     )
 
 
+def _requirement(e: ProposalEvidence) -> EditRubric | None:
+    """The requirement the rubric audit found the prompt states and the rubric does not check (the failure's
+    ``requirement_key``), as this task's own exact criterion; the trainer widens it to every task that states it."""
+    key = e.ev.get("requirement_key")
+    for check, text in stated_requirements(e.prompt or ""):
+        if requirement_key(check) != key:
+            continue
+        if any(_key(c) == key for c in e.rubric):
+            return None  # checked already (a repair landed since the audit)
+        cid = f"req_{check['type']}"
+        if any(x.id == cid for x in e.rubric):
+            cid = f"{cid}_{len(e.rubric)}"
+        return EditRubric(
+            task_id=e.task_id,
+            add=[_criterion(cid, text, round_weight(e.max_pos), check)],
+            rationale=f"The prompt states a requirement its rubric does not check ({e.summary}): {text!r}, exact, "
+            "weighted like the heaviest criterion, for every task whose prompt states it.",
+        )
+    return None
+
+
 def _saturated_first(e: ProposalEvidence) -> EditRubric | None:
     crit = _target(e)
     return _tightened(e) if crit is not None and crit.programmatic else _reword_grounded(e)
 
 
 _REMEDIES: dict[str, Callable[[ProposalEvidence], EditRubric | None]] = {
+    "requirement": _requirement,
     "induced": _induced,
     "induced_next": lambda e: _induced(e, rank=1),
     "tightened_or_reworded": _saturated_first,
@@ -777,6 +988,7 @@ _REMEDIES: dict[str, Callable[[ProposalEvidence], EditRubric | None]] = {
     "reweight_down": _reweight_down,
 }
 _PLAYBOOK: dict[str, tuple[str, ...]] = {
+    "unchecked_requirement": ("requirement",),
     "non_discriminative_high": ("induced", "induced_next", "stricter", "stricter_more"),
     "spurious_length": ("length_pitfall", "length_revise", "padding_pitfall"),
     "spurious_feature": ("feature_pitfall", "feature_heavier", "padding_pitfall"),

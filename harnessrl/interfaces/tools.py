@@ -416,16 +416,18 @@ def tool_table(extra: Iterable[str] = ()) -> dict[str, ToolSpec]:
     return {s.name: s for s in specs}
 
 
-_LAST = ("rationale", "failure_id")  # the update's own fields first, then why and for which failure
+_LAST = ("rationale", "remedy", "failure_id")  # the update's own fields first, then why, how and for which failure
+_TRAINER_FILLED = ("signature", "cover")  # what a repair covers: the trainer widens it (Interface.widen), not the LLM
 
 
 def flat_parameters(model: type[BaseModel]) -> list[inspect.Parameter]:
     """The model's fields as keyword-only function parameters (type, constraints, description,
     default), for a tool function whose signature *is* the model: MCP's FastMCP builds the tool's
-    input schema from it. An update model's ``interface`` tag is left out (the tool implies it)."""
+    input schema from it. An update model's ``interface`` tag is left out (the tool implies it), and so is what
+    the trainer fills in (the tasks a repair covers and its signature)."""
     names = list(model.model_fields)
     if issubclass(model, InterfaceUpdate):
-        names = [n for n in names if n != "interface"]
+        names = [n for n in names if n != "interface" and n not in _TRAINER_FILLED]
         names = [n for n in names if n not in _LAST] + [n for n in _LAST if n in names]
     params = []
     for name in names:

@@ -26,8 +26,9 @@ __all__ = [
     "EvolverEventKind",
 ]
 
-EvolverEventKind = Literal["attribution", "proposal", "trial", "verdict", "commit", "give_up"]
-"""The evolver's steps: the graph reports them; the tools write proposal, trial, verdict and commit."""
+EvolverEventKind = Literal["attribution", "proposal", "trial", "verdict", "commit", "give_up", "deferred"]
+"""The evolver's steps: the graph reports them; the tools write proposal, trial, verdict and commit. ``deferred``:
+the critic could not decide a candidate yet (pending), so its failure comes back with more evidence."""
 EventKind = Literal[
     EvolverEventKind,
     # the trainer's
@@ -38,8 +39,9 @@ EventKind = Literal[
     "evolution_point",
     "outcome",
     "training_hold",
-    "repair_carried",
+    "repair_carried",  # written by runs before repairs reached a whole signature (read back, never written now)
     "failure_handled",
+    "rubric_audit",
 ]
 EVENT_KINDS: tuple[str, ...] = get_args(EvolverEventKind)
 """The kinds the evolver graph reports through its :data:`EventCallback`."""

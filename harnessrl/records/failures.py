@@ -26,9 +26,12 @@ FailureKind = Literal[
     "criterion_dead",
     "judge_disagreement",
     "scaffold_outgrown",
+    "unchecked_requirement",
 ]
 
 FAILURE_KINDS: tuple[str, ...] = get_args(FailureKind)
+"""``unchecked_requirement`` is the rubric audit's finding (a requirement the prompts of some tasks state and
+their rubrics do not check), not a detector's; every other kind is a detector's."""
 
 
 class Failure(BaseModel):
@@ -53,8 +56,10 @@ class Failure(BaseModel):
 
     @property
     def key(self) -> tuple[str, str, str | None]:
-        """(kind, task, criterion or feature): what stays the same while a failure persists across steps."""
-        return self.kind, self.task_id, self.evidence.get("criterion_id") or self.evidence.get("feature")
+        """(kind, task, criterion, feature or requirement): what stays the same while a failure persists across
+        steps."""
+        ev = self.evidence
+        return self.kind, self.task_id, ev.get("criterion_id") or ev.get("feature") or ev.get("requirement_key")
 
 
 def failure_id(failure: Failure | Mapping[str, Any] | Any) -> str:

@@ -13,12 +13,34 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-__all__ = ["CandidateStatus", "TrialCost", "TrialResult"]
+__all__ = ["CandidateStatus", "TrialCost", "TrialResult", "VerdictKind"]
 
-CandidateStatus = Literal["proposed", "accepted", "rejected", "committed"]
+CandidateStatus = Literal["proposed", "accepted", "rejected", "pending", "committed"]
 """A candidate harness update's status: proposed (built, not measured yet), accepted or rejected by its latest
-trial, committed (applied). The tool contract's ``Candidate.status``, and the training memory's ``verdict`` of
-a candidate."""
+trial, pending (its trial could not decide yet: measured again when more groups of the tasks it covers come),
+committed (applied). The tool contract's ``Candidate.status``, and the training memory's ``verdict`` of a
+candidate."""
+
+VerdictKind = Literal[
+    "accepted",
+    "pending",
+    "not_reliable",
+    "too_small",
+    "futile",
+    "no_effect",
+    "reference_guard",
+    "inferior",
+    "budget",
+    "invalid",
+    "unmeasurable",
+]
+"""Why a trial decided as it did, as a field code reads (the ``reason`` says it in words for people):
+accepted; pending (the data cannot decide yet: neither the effect nor its absence is established, and the
+sequential test has looks left); not_reliable (the interval reaches 0); too_small (real but below the smallest
+effect worth a change); futile (the data rule out an effect worth a change); no_effect (no advantage moves);
+reference_guard (the reference answer loses its place); inferior (a candidate that removes harness may cost
+signal); budget (the trial could not afford its measurement); invalid (the candidate does not apply);
+unmeasurable (nothing to measure it on)."""
 
 
 class TrialCost(BaseModel):
@@ -53,6 +75,20 @@ class TrialResult(BaseModel):
     margin: float | None = Field(default=None, description="Non-inferiority margin (a candidate that removes harness).")
     advantage_effect: float | None = None
     accepted: bool
+    verdict_kind: VerdictKind = Field(description="Why it decided so, as a field (the reason says it in words).")
+    min_detectable_effect: float | None = Field(
+        default=None,
+        description="The smallest improvement this trial could have detected (accepted with probability 0.8) on the "
+        "data it had: a rejection at a detectable effect above the threshold says the data were too few, not that "
+        "the candidate is useless.",
+    )
+    remedy: str | None = Field(default=None, description="The candidate's remedy (its update's typed field).")
+    covers: list[str] = Field(default_factory=list, description="The training tasks the candidate changes.")
     reason: str
     measurements: dict[str, Any]
     cost: TrialCost
+
+    @property
+    def pending(self) -> bool:
+        """Whether the trial left the candidate undecided (measured again when more evidence comes)."""
+        return self.verdict_kind == "pending"

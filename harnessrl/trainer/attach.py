@@ -215,7 +215,8 @@ def _start_evolver(settings, trainer, memory, run: RunDir, monitor, *, seed: int
         failures=lambda: monitor.failures,
         step=lambda: trainer.state.global_step,
         max_trial_age_steps=settings.max_trial_age_steps,
-        carry_repairs=settings.carry_repairs,
+        audit_rubrics=settings.audit_rubrics,
+        first_evidence=settings.first_evidence,
     )
     # training is about to run: a hold asked for from now on waits for the first step boundary
     service.training = True

@@ -299,10 +299,17 @@ class EvolverSettings(_Section):
         ge=0,
         description="Training steps a trial stays valid for a commit (0: the policy must not have moved since).",
     )
-    carry_repairs: bool = Field(
+    audit_rubrics: bool = Field(
         default=True,
-        description="After a rubric or guidance commit, offer the same kind of repair to the task's siblings (same "
-        "metadata.family, else domain), each measured by the critic like any candidate; false: one task at a time.",
+        description="Before step 1, list the requirements the training prompts state and their rubrics do not check "
+        "(exact checks their reference answers pass), offered to the evolver from the first graded groups on "
+        "(docs/design.md section 4); false: repairs wait for a detected failure.",
+    )
+    first_evidence: bool = Field(
+        default=True,
+        description="An evolution point also at the step where a failure of a new kind is first detected on a group "
+        "of the data (family, tag or domain), or where the audit's findings have new graded groups; false: only "
+        "every every_steps steps.",
     )
     graph: GraphConfig = Field(default_factory=GraphConfig)
     trials: TrialConfig = Field(default_factory=TrialConfig)

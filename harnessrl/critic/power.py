@@ -1,0 +1,173 @@
+"""The decision rule for checks a candidate adds: how often the policy breaks them, and what that teaches.
+
+A check added to a rubric changes what GRPO learns from a group only when it **splits** the group: some rollouts
+pass it, some do not. If the frozen policy breaks the check at rate ``p``, a group of ``G`` rollouts is split
+with probability ``s(p) = 1 - p**G - (1 - p)**G``; ``s`` is the expected share of the groups the check gives a
+spread to (docs/design.md §4, "Acceptance with power"). The critic estimates ``p`` from the cached rollouts of
+*every* task the candidate covers, pooled (each covered task's own instance of the check, graded exactly), and
+decides on ``s``:
+
+- **accepted** when the lower end of the interval of ``s`` reaches the smallest effect worth a change
+  (``threshold``: ``signal.min_effect["check_split_share"]``, 0.2, one group in five), i.e. the check will split
+  at least that share of groups, with confidence. An exact check has no judge noise, so this threshold is not
+  set by the A/A noise of two arms of the same prompts as the signal share's 0.25 is: 0.2 is the smallest share
+  worth a rubric change, a choice, and the false-accept rate it gives is measured (docs/design.md §8);
+- **futile** when the upper end is below it: the data rule out a useful split (every pooled rollout passes:
+  the policy already does it; every one fails: no rollout meets it yet, so guidance must come first);
+- **pending** otherwise, while the sequential test has looks left: the candidate is measured again when more
+  groups of its tasks have been graded, on all the evidence so far, instead of being refused and proposed again;
+  once the looks are spent and the data still cannot decide it is **not reliable** (refused; a later proposal of
+  it starts a new test).
+
+The interval of ``p`` is Clopper-Pearson's exact one; ``s`` is concave and symmetric about ``p = 1/2``, so its
+interval follows from the ends of ``p``'s. Looking again at growing data inflates the chance of a false accept,
+so each of at most ``max_looks`` looks spends an equal share of the error (Bonferroni over looks): with
+``confidence`` 0.9 and 2 looks, each interval has coverage 0.95, and the chance that either look accepts a
+check whose true ``s`` is below the threshold stays under 5% (the accepting side of a two-sided interval).
+Unlike a bootstrap over one group of four (which shows no split in one resample of eight when the group splits
+2:2, so its interval always reaches 0), this rule accepts a 2:2 split of a single group (``s`` in [0.245, 0.875]);
+a 1:3 split stays pending, and 3 of 8 pooled rollouts broken accepts.
+
+:func:`min_detectable_share` gives the smallest ``s`` the rule accepts with probability 0.8 at a sample size:
+what a trial records as the smallest effect it could have detected.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from scipy.stats import beta, binom
+
+__all__ = [
+    "SplitEvidence",
+    "SplitVerdict",
+    "clopper_pearson",
+    "decide_split",
+    "min_detectable_share",
+    "split_share",
+    "split_share_interval",
+]
+
+DETECTION_POWER = 0.8
+"""The probability of acceptance at which an effect counts as detectable."""
+
+
+def split_share(p: float, group_size: int) -> float:
+    """The share of groups of ``group_size`` that a check broken at rate ``p`` splits (some pass, some fail)."""
+    return 1.0 - p**group_size - (1.0 - p) ** group_size
+
+
+def clopper_pearson(k: int, n: int, alpha: float) -> tuple[float, float]:
+    """The exact two-sided ``1 - alpha`` interval of a rate seen ``k`` times in ``n``."""
+    if n <= 0:
+        return 0.0, 1.0
+    lo = 0.0 if k <= 0 else float(beta.ppf(alpha / 2, k, n - k + 1))
+    hi = 1.0 if k >= n else float(beta.ppf(1 - alpha / 2, k + 1, n - k))
+    return lo, hi
+
+
+def split_share_interval(k: int, n: int, group_size: int, alpha: float) -> tuple[float, float]:
+    """The interval of :func:`split_share` implied by the Clopper-Pearson interval of the rate ``k / n``."""
+    lo, hi = clopper_pearson(k, n, alpha)
+    ends = (split_share(lo, group_size), split_share(hi, group_size))
+    top = split_share(0.5, group_size) if lo <= 0.5 <= hi else max(ends)
+    return min(ends), top
+
+
+@dataclass(frozen=True)
+class SplitVerdict:
+    """A look's decision: its kind (accepted, pending, futile), the estimate of the split share, its interval,
+    the rate and the data behind them, and the smallest share this sample could have detected."""
+
+    kind: str
+    share: float
+    low: float
+    high: float
+    broken: int
+    rollouts: int
+    look: int
+    alpha: float
+    min_detectable: float | None
+
+
+def _alpha(confidence: float, max_looks: int) -> float:
+    return (1.0 - confidence) / max(1, max_looks)
+
+
+def decide_split(
+    broken: int, rollouts: int, group_size: int, threshold: float, confidence: float, look: int, max_looks: int
+) -> SplitVerdict:
+    """The rule of the module docstring on ``broken`` of ``rollouts`` pooled rollouts, at look ``look`` (1-based)
+    of at most ``max_looks``."""
+    alpha = _alpha(confidence, max_looks)
+    low, high = split_share_interval(broken, rollouts, group_size, alpha)
+    share = split_share(broken / rollouts, group_size) if rollouts else 0.0
+    if rollouts and low >= threshold:
+        kind = "accepted"
+    elif rollouts and high < threshold:
+        kind = "futile"
+    elif look < max_looks or not rollouts:
+        kind = "pending"
+    else:
+        kind = "not_reliable"  # the looks are spent and the data still cannot decide
+    mde = min_detectable_share(rollouts, group_size, threshold, confidence, max_looks)
+    return SplitVerdict(kind, share, low, high, broken, rollouts, look, alpha, mde)
+
+
+def min_detectable_share(
+    rollouts: int, group_size: int, threshold: float, confidence: float, max_looks: int
+) -> float | None:
+    """The smallest split share the rule accepts with probability :data:`DETECTION_POWER` at ``rollouts``
+    pooled rollouts (None: no rate does, the sample is too small for any acceptance)."""
+    if rollouts <= 0:
+        return None
+    alpha = _alpha(confidence, max_looks)
+    accepts = [split_share_interval(k, rollouts, group_size, alpha)[0] >= threshold for k in range(rollouts + 1)]
+    if not any(accepts):
+        return None
+    best: float | None = None
+    for i in range(1, 201):  # rates in (0, 1/2]: s is symmetric about 1/2
+        p = 0.5 * i / 200
+        power = sum(binom.pmf(k, rollouts, p) for k in range(rollouts + 1) if accepts[k])
+        if power >= DETECTION_POWER:
+            best = split_share(p, group_size)
+            break
+    return None if best is None else round(best, 3)
+
+
+@dataclass
+class SplitEvidence:
+    """The pooled evidence on one candidate repair over the looks so far: each rollout graded once (by its step,
+    task and member), whether it breaks the candidate's checks, and how many looks have been taken."""
+
+    outcomes: dict[tuple[int, str, int], bool] = field(default_factory=dict)
+    fresh: list[bool] = field(default_factory=list)  # fresh rollouts a trial drew (each a sample of its own)
+    looks: int = 0
+
+    def add(self, step: int, task_id: str, member: int, broken: bool) -> bool:
+        """Record one rollout's outcome (a fresh one, not of a training step, has ``step < 0``); whether it is
+        new evidence."""
+        if step < 0:
+            self.fresh.append(broken)
+            return True
+        key = (step, task_id, member)
+        if key in self.outcomes:
+            return False
+        self.outcomes[key] = broken
+        return True
+
+    @property
+    def broken(self) -> int:
+        return sum(self.outcomes.values()) + sum(self.fresh)
+
+    @property
+    def rollouts(self) -> int:
+        return len(self.outcomes) + len(self.fresh)
+
+    def tasks(self) -> list[str]:
+        return sorted({k[1] for k in self.outcomes})
+
+
+def expected_groups_split(share: float) -> str:
+    """``share`` as words for a reason: 'about 68% of groups split'."""
+    return "no group split" if share <= 0 else f"about {share:.0%} of groups split"

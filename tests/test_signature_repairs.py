@@ -1,0 +1,248 @@
+"""Repairs that reach a whole signature at first evidence (docs/design.md §4): the rubric audit before step 1 finds
+what the prompts state and the rubrics miss, the first graded groups bring it to an evolution point, the trainer
+widens the evolver's one-task repair to every task that states the same requirement (each with its own instance,
+tasks not drawn yet included, across families and without them), the critic decides on the pooled groups with
+the power rule, and one commit covers them all.
+
+The trainer-side service behind the real MCP tool server, the graph in the MCP client, the rule-based evolver and
+a scripted chat model standing in for an LLM evolver.
+"""
+
+from __future__ import annotations
+
+from helpers import record_group, rule_based_point
+
+from harnessrl.agents.testing import ScriptedChatModel, tool_call
+from harnessrl.critic.power import decide_split, min_detectable_share, split_share
+from harnessrl.critic.trials import FrozenPolicyTrials
+from harnessrl.data import Task
+from harnessrl.evolution.service import EvolutionService
+from harnessrl.interfaces import EditRubric, Harness
+from harnessrl.judges import RubricJudge
+from harnessrl.records.failures import Failure
+from harnessrl.records.run_dir import RunDir
+from harnessrl.records.steps import Recorder
+
+
+def _task(tid: str, word: str, reference: str, domain: str = "writing", **meta) -> Task:
+    return Task.model_validate(
+        {
+            "id": tid,
+            "domain": domain,
+            "prompt": f"Describe the {word} in one sentence, without using any commas.",
+            "reference_answer": reference,
+            "rubric": [
+                {
+                    "id": "topic",
+                    "text": f"Mentions '{word}'",
+                    "weight": 1,
+                    "check": {"type": "contains", "phrases": [word]},
+                }
+            ],
+            "metadata": meta,
+        }
+    )
+
+
+class NoJudge:
+    name = "none"
+
+    def grade(self, requests):
+        raise AssertionError("every criterion here is an exact check")
+
+
+COMMAS = {
+    "sea": ["The sea, wide and blue", "The sea is calm", "Sea, sky, sun", "A grey sea"],
+    "city": ["The city, loud and bright", "The city sleeps", "City lights, cars", "A city at dawn"],
+}
+
+
+def _world(tmp_path, steps=(2, 3), groups=COMMAS, **service_kw):
+    """Four tasks that each ask for one sentence without commas: two of family nocomma, one of another family, one
+    with no family and another domain (RaR-like data); only sea and city have graded groups."""
+    tasks = [
+        _task("sea", "sea", "The calm sea shines under a pale blue sky.", family="nocomma"),
+        _task("city", "city", "The busy city hums with cars and people.", family="nocomma"),
+        _task("forest", "forest", "A quiet forest of tall old trees.", family="elsewhere"),
+        _task("rain", "rain", "Rain falls softly on the roof.", domain="medical"),
+        Task.model_validate(
+            {
+                "id": "list",
+                "domain": "writing",
+                "prompt": "List three fruits.",
+                "reference_answer": "apple, pear, plum",
+                "rubric": [
+                    {"id": "any", "text": "Names fruit", "weight": 1, "check": {"type": "contains", "phrases": ["a"]}}
+                ],
+            }
+        ),
+    ]
+    harness = Harness(tasks, seed=0)
+    recorder = Recorder(tmp_path / "run", keep_steps=10)
+    judge = RubricJudge(NoJudge())
+    for step in steps:
+        for tid, texts in groups.items():
+            record_group(harness, judge, recorder, step, tid, [f"{t} {step}." for t in texts])
+    failures: list[Failure] = []
+    run = RunDir(tmp_path / "run")
+    service = EvolutionService(
+        harness,
+        recorder,
+        None,
+        FrozenPolicyTrials(harness, recorder, judge, None),
+        run,
+        failures=lambda: failures,
+        step=lambda: max(steps),
+        **service_kw,
+    )
+    return service, harness, run, failures
+
+
+def _checks(harness: Harness, task_id: str) -> set[str]:
+    return {c.check.type for c in harness.rubrics.current(task_id).criteria if c.check is not None}
+
+
+def test_the_audit_lists_what_the_prompts_state_and_the_rubrics_miss_across_families_and_domains(tmp_path):
+    service, _, run, _ = _world(tmp_path)
+    findings = {f["key"]: f for f in service.run_audit()}
+    assert set(findings) == {"not_contains:[',']", "sentence_count:max"}
+    # a requirement, not a family: the other family and the family-less task of another domain are in it
+    assert findings["not_contains:[',']"]["tasks"] == ["city", "forest", "rain", "sea"]
+    (audit,) = [e for e in run.read("events.jsonl") if e["kind"] == "rubric_audit"]
+    assert audit["step"] == 0 and audit["covered"] == ["city", "forest", "rain", "sea"] and audit["tasks"] == 5
+
+
+def test_one_commit_covers_every_task_that_states_the_requirement_measured_on_the_pooled_groups(tmp_path):
+    service, harness, run, failures = _world(tmp_path)
+    service.run_audit()
+    # a detection on city predates the repair: the repair that covers city handles it
+    failures.append(
+        Failure(kind="non_discriminative_high", step=3, task_id="city", domain="writing", summary="all high")
+    )
+    assert service.point_due(3) is not None  # the audit's findings have graded groups: a point comes now
+    listed = service.get_failures().failures
+    assert [f.kind for f in listed[:2]] == ["unchecked_requirement"] * 2  # the audit's findings come first
+    outcomes = rule_based_point(service)
+    committed = [o for o in outcomes if o.status == "committed"]
+    assert committed
+    for tid in ("sea", "city", "forest", "rain"):  # forest and rain were never drawn: covered all the same
+        assert "not_contains" in _checks(harness, tid)
+    assert "not_contains" not in _checks(harness, "list")
+    events = run.read("events.jsonl")
+    commit = next(e for e in events if e["kind"] == "commit" and "not_contains" in str(e["update"]))
+    assert sorted(commit["covers"]) == ["city", "forest", "rain", "sea"] and commit["remedy"] == "requirement"
+    assert commit["update"]["signature"]["kind"] == "requirement"
+    trial = next(e for e in events if e["kind"] == "trial" and e["candidate_id"] == commit["candidate_id"])
+    split = trial["result"]["measurements"]["split"]
+    assert trial["verdict_kind"] == "accepted" and split["rollouts"] == 16 and split["tasks"] == ["city", "sea"]
+    assert trial["result"]["min_detectable_effect"] is not None and trial["result"]["covers"] == commit["covers"]
+    handled = {e["failure_id"]: e["outcome"] for e in events if e["kind"] == "failure_handled"}
+    assert handled[failures[0].id] == "covered"
+    assert service.point_due(4) is None and not [f for f in service.get_failures().failures]
+
+
+def test_a_repair_the_data_cannot_decide_yet_is_deferred_and_decided_on_more_groups(tmp_path):
+    """One group that splits 1:3 cannot decide (pending): the finding is deferred, not given up or retired; once
+    more of its tasks' groups are graded it is offered again and the evidence of both looks decides."""
+    one = {"sea": ["The sea, wide and blue", "The sea is calm", "Sea, sky, sun", "A grey, cold sea"]}
+    service, harness, run, _ = _world(tmp_path, steps=(2,), groups=one)
+    service.run_audit()
+    rule_based_point(service)
+    events = run.read("events.jsonl")
+    deferred = [e for e in events if e["kind"] == "deferred"]
+    assert deferred and all("pending" in e["reason"] for e in deferred)
+    assert "not_contains" not in _checks(harness, "sea")
+    assert not [e for e in events if e["kind"] == "give_up"]
+    assert service.point_due(2) is None  # nothing new to look at
+    # a second group of city is graded: the finding comes back
+    judge = service.trials.judge
+    record_group(
+        harness, judge, service.recorder, 3, "city", ["The city, loud", "City lights and cars", "A city, grey", "Dawn"]
+    )
+    assert service.point_due(3) is not None
+    rule_based_point(service)
+    assert "not_contains" in _checks(harness, "rain")
+    trials = [e for e in run.read("events.jsonl") if e["kind"] == "trial" and "not_contains" in str(e["result"])]
+    assert [t["verdict_kind"] for t in trials] == ["pending", "accepted"]
+    assert trials[-1]["result"]["measurements"]["split"]["look"] == 2
+    assert trials[-1]["result"]["measurements"]["split"]["rollouts"] == 8  # both looks' rollouts, each once
+
+
+def test_an_llm_evolvers_one_task_repair_is_widened_the_same_way(tmp_path):
+    """The scripted chat model stands in for an LLM: it proposes the no-comma check for sea alone, with no remedy
+    name; the trainer widens it, the critic measures it pooled, and the records are the rule-based evolver's."""
+    service, harness, run, failures = _world(tmp_path, audit_rubrics=False)
+    failures.append(Failure(kind="non_discriminative_high", step=3, task_id="sea", domain="writing", summary="high"))
+    fid = failures[0].id
+    check = {"type": "not_contains", "phrases": [","]}
+    model = ScriptedChatModel(
+        responses=[
+            tool_call(
+                "submit_attribution",
+                {"failure_id": fid, "task_id": "sea", "interface": "rubric_criteria", "rationale": "lax rubric"},
+            ),
+            tool_call(
+                "edit_rubric",
+                {
+                    "failure_id": fid,
+                    "task_id": "sea",
+                    "add": [{"id": "nocomma", "text": "Uses no commas", "weight": 1, "check": check}],
+                    "rationale": "the prompt forbids commas",
+                },
+            ),
+        ]
+    )
+    (outcome,) = rule_based_point(service, model)
+    assert outcome.status == "committed"
+    assert all("not_contains" in _checks(harness, t) for t in ("sea", "city", "forest", "rain"))
+    commit = next(e for e in run.read("events.jsonl") if e["kind"] == "commit")
+    assert commit["remedy"] is None and sorted(commit["covers"]) == ["city", "forest", "rain", "sea"]
+    assert commit["update"]["signature"]["key"] == "not_contains:[',']"
+
+
+def test_a_group_remedy_reaches_the_tasks_group_and_rebuilds_each_instance():
+    """A length pitfall reaches the tasks of the source's group of the data (family, else tag, else domain),
+    each with the limit its own prompt states or its reference's length."""
+    rows = [
+        ("a", "Explain tides in at most 12 words.", "The moon pulls the sea.", {"family": "brief"}),
+        ("b", "Explain rain briefly.", "Clouds drop water when droplets grow heavy enough.", {"family": "brief"}),
+        ("c", "Explain snow briefly.", "Cold clouds make ice.", {"family": "other"}),
+    ]
+    tasks = [
+        Task.model_validate(
+            {
+                "id": i,
+                "domain": "science",
+                "prompt": p,
+                "reference_answer": r,
+                "rubric": [{"id": "x", "text": "Explains", "weight": 2}],
+                "metadata": m,
+            }
+        )
+        for i, p, r, m in rows
+    ]
+    rubrics = Harness(tasks).rubrics
+    pitfall = {"type": "word_count", "min": 13}
+    update = EditRubric(
+        task_id="a",
+        remedy="length_pitfall",
+        add=[{"id": "length_pitfall", "text": "Longer than 12 words", "weight": -1, "check": pitfall}],
+    )
+    wide = rubrics.widen(update)
+    assert wide.signature.kind == "group" and wide.signature.key == "family:brief"
+    (b,) = wide.cover
+    assert b.task_id == "b" and b.add[0].check.min == 21  # 12 x 8/5 words (b's reference over a's), rounded up, + 1
+    assert [t.id for t in rubrics.targets(wide)] == ["a", "b"]
+    # a remedy with no group instance, or an edit that rewords, stays the task's own
+    assert rubrics.widen(update.model_copy(update={"remedy": "stricter"})).cover == []
+
+
+def test_the_power_rule_decides_a_two_two_split_of_one_group_and_records_what_it_could_detect():
+    assert split_share(0.5, 4) == 0.875
+    assert decide_split(2, 4, 4, 0.2, 0.9, 1, 2).kind == "accepted"  # a 2:2 split of one group
+    assert decide_split(1, 4, 4, 0.2, 0.9, 1, 2).kind == "pending"  # 1:3 cannot decide yet
+    assert decide_split(1, 4, 4, 0.2, 0.9, 2, 2).kind == "not_reliable"  # the looks are spent, still undecided
+    assert decide_split(0, 80, 4, 0.2, 0.9, 2, 2).kind == "futile"  # 80 pass: the policy already does it
+    assert decide_split(3, 8, 4, 0.2, 0.9, 1, 2).kind == "accepted"
+    assert min_detectable_share(4, 4, 0.2, 0.9, 2) is None  # one group: no rate is accepted with power 0.8
+    assert 0.5 < min_detectable_share(16, 4, 0.2, 0.9, 2) < 0.9
