@@ -44,7 +44,7 @@ class TrialConfig(BaseModel):
         "spent about as many trial rollouts as training did, and scored no higher: docs/design.md section 8).",
     )
     max_looks: int = Field(
-        default=2,
+        default=3,
         ge=1,
         description="How many times the critic may measure a candidate whose data cannot decide yet (the sequential "
         "test of the checks a rubric candidate adds: harnessrl/critic/power.py); each look spends an equal share of "

@@ -22,11 +22,11 @@ decides on ``s``:
 The interval of ``p`` is Clopper-Pearson's exact one; ``s`` is concave and symmetric about ``p = 1/2``, so its
 interval follows from the ends of ``p``'s. Looking again at growing data inflates the chance of a false accept,
 so each of at most ``max_looks`` looks spends an equal share of the error (Bonferroni over looks): with
-``confidence`` 0.9 and 2 looks, each interval has coverage 0.95, and the chance that either look accepts a
+``confidence`` 0.9 and 3 looks, each interval has coverage 1 - 0.1/3, and the chance that any look accepts a
 check whose true ``s`` is below the threshold stays under 5% (the accepting side of a two-sided interval).
 Unlike a bootstrap over one group of four (which shows no split in one resample of eight when the group splits
-2:2, so its interval always reaches 0), this rule accepts a 2:2 split of a single group (``s`` in [0.245, 0.875]);
-a 1:3 split stays pending, and 3 of 8 pooled rollouts broken accepts.
+2:2, so its interval always reaches 0), this rule accepts a 2:2 split of a single group (``s`` in [0.201, 0.875]);
+a 1:3 split stays pending, 3 of 8 pooled rollouts broken accepts, and so do 4 of 16 (a rate of a quarter).
 
 :func:`min_detectable_share` gives the smallest ``s`` the rule accepts with probability 0.8 at a sample size:
 what a trial records as the smallest effect it could have detected.
