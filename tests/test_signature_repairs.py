@@ -162,7 +162,11 @@ def test_a_repair_the_data_cannot_decide_yet_is_deferred_and_decided_on_more_gro
     assert service.point_due(3) is not None
     rule_based_point(service)
     assert "not_contains" in _checks(harness, "rain")
-    trials = [e for e in run.read("events.jsonl") if e["kind"] == "trial" and "not_contains" in str(e["result"])]
+    events = run.read("events.jsonl")
+    nocomma = {
+        e["candidate_id"] for e in events if e["kind"] == "proposal" and "not_contains" in str(e["update"]["add"])
+    }
+    trials = [e for e in events if e["kind"] == "trial" and e["candidate_id"] in nocomma]
     assert [t["verdict_kind"] for t in trials] == ["pending", "accepted"]
     assert trials[-1]["result"]["measurements"]["split"]["look"] == 2
     assert trials[-1]["result"]["measurements"]["split"]["rollouts"] == 8  # both looks' rollouts, each once
@@ -246,3 +250,38 @@ def test_the_power_rule_decides_a_two_two_split_of_one_group_and_records_what_it
     assert decide_split(3, 8, 4, 0.2, 0.9, 1, 2).kind == "accepted"
     assert min_detectable_share(4, 4, 0.2, 0.9, 2) is None  # one group: no rate is accepted with power 0.8
     assert 0.5 < min_detectable_share(16, 4, 0.2, 0.9, 2) < 0.9
+
+
+def test_a_repair_does_not_close_another_finding_on_the_same_tasks(tmp_path):
+    """The no-comma repair covers the tasks of the one-sentence finding too; that finding stays open (it closes only
+    once its own requirement is checked), and an evolver's own cover is recomputed by the trainer."""
+    service, harness, _, _ = _world(tmp_path)
+    service.run_audit()
+    own = EditRubric(
+        task_id="sea",
+        cover=[
+            {
+                "task_id": "list",
+                "add": [
+                    {"id": "x", "text": "No commas", "weight": 1, "check": {"type": "not_contains", "phrases": [","]}}
+                ],
+            }
+        ],
+        add=[
+            {
+                "id": "nocomma",
+                "text": "Uses no commas",
+                "weight": 1,
+                "check": {"type": "not_contains", "phrases": [","]},
+            }
+        ],
+    )
+    wide = harness.rubrics.widen(own)
+    assert sorted(c.task_id for c in wide.cover) == ["city", "forest", "rain"]  # not "list": its prompt states none
+    cand = service.build_candidate("rubric_criteria", own.model_dump(exclude={"interface"}))
+    service.run_frozen_policy_trial(candidate_id=cand.candidate_id)
+    service.commit_update(candidate_id=cand.candidate_id)
+    assert "not_contains" in _checks(harness, "city")
+    keys = {f.evidence["requirement_key"] for f in service.get_failures().failures if f.kind == "unchecked_requirement"}
+    assert keys == {"sentence_count:max"}
+    assert service.audit.findings["not_contains:[',']"].status == "closed"  # checked now, by this commit

@@ -140,7 +140,6 @@ def _dump(x: Any) -> Any:
 
 _COVERED_KINDS = frozenset(
     {
-        "unchecked_requirement",
         "non_discriminative_high",
         "criterion_saturated",
         "spurious_length",
@@ -149,7 +148,9 @@ _COVERED_KINDS = frozenset(
     }
 )
 """Failure kinds a committed rubric repair answers on every task it covers: a failure of one of these kinds, on a
-covered task, detected before the repair applies, is handled by it (outcome ``covered``)."""
+covered task, detected before the repair applies, is handled by it (outcome ``covered``). Not the audit's findings:
+each closes itself once its own requirement is checked on its tasks (another finding on the same tasks is still
+open)."""
 
 
 class EvolutionService:
@@ -176,6 +177,8 @@ class EvolutionService:
         first_evidence: an evolution point also comes at the step where a failure of a new kind is first detected
             on a group of the data, or where the audit's findings have new groups, not only every
             ``every_steps`` (:meth:`point_due`).
+        max_hold_s: the longest lease of an evolver's hold on training (the run's ``evolver.hold_s``): a client
+            may ask for less, never for more; None: as long as asked (:class:`~harnessrl.evolution.hold.TrainingHold`).
     """
 
     def __init__(
@@ -194,6 +197,7 @@ class EvolutionService:
         outcome_steps: int = 10,
         audit_rubrics: bool = True,
         first_evidence: bool = True,
+        max_hold_s: float | None = None,
     ):
         self.harness = harness
         self.recorder = recorder
@@ -209,7 +213,7 @@ class EvolutionService:
         self.counts: Counter[str] = Counter()
         self._candidates: dict[str, CandidateRecord] = {}
         self._attributions: dict[str, dict[str, Any]] = {}
-        self.hold = TrainingHold(self.current_step, self._event)
+        self.hold = TrainingHold(self.current_step, self._event, max_lease_s=max_hold_s)
         self.outcomes = OutcomeTracker(recorder, outcome_groups, outcome_steps)
         self.handled = HandledFailures()
         self.audit = RubricAudit(
@@ -515,11 +519,6 @@ class EvolutionService:
         iface = self.harness.interface(interface)
         a = _coerce(builder_args(type(iface)), args, kwargs)
         update = a.update()
-        if update.signature is not None or getattr(update, "cover", None):
-            # what a repair covers is the trainer's to compute (an evolver's own list is not trusted): start afresh
-            update = update.model_copy(
-                update={"signature": None, **({"cover": []} if hasattr(update, "cover") else {})}
-            )
         with self.lock:
             try:
                 update = iface.widen(update)  # every task that shares the repair's signature, each its own instance

@@ -311,10 +311,10 @@ class RubricCriteria(Interface):
         its rubric does not check yet, each with its own instance (its own numbers and phrases), kept only
         where its reference answer passes it; else, for a remedy with a group instance (a length or padding
         pitfall), the tasks of the same group of the data (:func:`~harnessrl.data.schema.task_group`). Any
-        other edit is the task's own. An edit that already names what it covers is left as it is."""
-        if update.cover or update.signature is not None or not update.add:
-            return update
-        if update.remove or update.reword or update.reweight or update.task_id not in self.tasks:
+        other edit is the task's own. What an evolver wrote in ``cover`` or ``signature`` is not trusted: the cover
+        is computed here, afresh."""
+        update = update.model_copy(update={"cover": [], "signature": None})
+        if not update.add or update.remove or update.reword or update.reweight or update.task_id not in self.tasks:
             return update
         widened = self._requirement_cover(update) or self._group_cover(update)
         return widened or update
