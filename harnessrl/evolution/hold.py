@@ -5,7 +5,10 @@ in-process evolution point, :meth:`TrainingHold.at_boundary`, or an external evo
 :meth:`TrainingHold.hold`) or while no training runs at all; one that arrives mid-step is refused with the
 reason (:meth:`TrainingHold.policy_still`). An external evolver's hold is a lease: the trainer, at its next
 step boundary (:meth:`TrainingHold.step_boundary`), waits until the evolver releases it or the lease runs
-out, and in either case until the trials and commits in flight (the busy count) have ended. Each stop is an
+out, and in either case until the trials and commits in flight (the busy count) have ended. The run sets how
+long a lease may be (``evolver.hold_s``, :attr:`TrainingHold.max_lease_s`): a client may ask for less, never for
+more (a longer request is granted at the run's limit, and the answer says so), so an evolver that dies holding
+training stalls it for at most that long, whatever it asked for. Each stop is an
 evolution point of the run: a :class:`Point` counts its trials, their seconds, the failures handled and the
 updates committed, and an external one ends with an ``evolution_point`` event.
 
@@ -33,6 +36,9 @@ from harnessrl.interfaces.tools import HoldState
 __all__ = ["AtBoundary", "Point", "TrainingHold"]
 
 logger = logging.getLogger(__name__)
+
+_DEFAULT_LEASE_S = 300.0
+"""The lease of a request that names none, on a hold with no limit of its own (``evolver.hold_s``'s default)."""
 
 EventWriter = Callable[..., None]
 """``event(kind, /, step=..., **payload)``: writes one event of the run (never raises)."""
@@ -65,11 +71,14 @@ class TrainingHold:
     Args:
         step: returns the current training step (the last one trained).
         event: writes one event of the run (``training_hold``, ``evolution_point``).
+        max_lease_s: the longest lease this run grants (its ``evolver.hold_s``); None: as long as asked.
     """
 
-    def __init__(self, step: Callable[[], int], event: EventWriter):
+    def __init__(self, step: Callable[[], int], event: EventWriter, max_lease_s: float | None = None):
         self._step = step
         self._event = event
+        self.max_lease_s = max_lease_s
+        """The longest lease granted: a longer request gets this (the run's ``evolver.hold_s``)."""
         self._cond = threading.Condition()
         self._until: float | None = None  # when the lease runs out; None: no hold asked or granted
         self._lease_s = 0.0
@@ -81,13 +90,29 @@ class TrainingHold:
         self.training = False
         """Set by the trainer's evolution callback while training runs."""
 
-    def hold(self, seconds: float, wait_s: float) -> HoldState:
-        """Ask the trainer to stop at its next step boundary for a lease of ``seconds``; wait up to ``wait_s``
-        for it to stop. Asking again while held renews the lease."""
+    def lease(self, seconds: float | None) -> tuple[float, str]:
+        """The lease granted for a request of ``seconds`` (None: the run's limit) and a note when it is not what
+        was asked for."""
+        limit = self.max_lease_s
+        if seconds is None:
+            return (limit if limit is not None else _DEFAULT_LEASE_S), ""
+        if limit is None or seconds <= limit:
+            return seconds, ""
+        return limit, (
+            f"asked for a lease of {seconds:g} s; this run grants at most {limit:g} s (its evolver.hold_s): held for "
+            f"{limit:g} s. Renew the hold (call hold_training again) before it runs out to keep training stopped"
+        )
+
+    def hold(self, seconds: float | None, wait_s: float) -> HoldState:
+        """Ask the trainer to stop at its next step boundary for a lease of ``seconds`` (at most
+        :attr:`max_lease_s`; None: that limit); wait up to ``wait_s`` for it to stop. Asking again while held
+        renews the lease."""
         if not self.training and self._paused_at is None:
             return HoldState(
                 held=False, step=self._step(), training=False, note="no training is running here: nothing to hold"
             )
+        asked = seconds
+        seconds, capped = self.lease(seconds)
         with self._cond:
             renewed = self._until is not None
             self._lease_s = seconds
@@ -103,8 +128,15 @@ class TrainingHold:
                 held=False, step=step, note=f"the trainer did not reach a step boundary within {wait_s:g} s"
             )
         if not renewed:
-            self._event("training_hold", step=step, action="held", lease_s=seconds)
-        return HoldState(held=True, step=step, expires_in_s=round(left, 3) if left is not None else None)
+            extra = {"asked_s": asked} if capped else {}
+            self._event("training_hold", step=step, action="held", lease_s=seconds, **extra)
+        return HoldState(
+            held=True,
+            step=step,
+            expires_in_s=round(left, 3) if left is not None else None,
+            lease_s=seconds,
+            note=capped,
+        )
 
     def release(self) -> HoldState:
         """End the hold: the trainer goes on at once."""

@@ -273,12 +273,18 @@ class HoldTraining(BaseModel):
     and commit them (an evolver in its own process needs this: a trial and its commit must see the same
     frozen policy). The hold is a lease: it ends ``seconds`` after the trainer stopped, unless renewed
     (call again) or released (``release_training``), so an evolver that dies never stalls training; a
-    trial or commit in flight when it runs out still ends first. Returns whether the trainer stopped, and
-    at which step."""
+    trial or commit in flight when it runs out still ends first. The run sets the longest lease (its
+    ``evolver.hold_s``): you may ask for less, never for more; a longer request is held for the run's limit,
+    and the answer's ``lease_s`` and ``note`` say so. Returns whether the trainer stopped, and at which step."""
 
     model_config = _STRICT
 
-    seconds: float = Field(default=300, gt=0, le=3600, description="The lease: training goes on after this.")
+    seconds: float | None = Field(
+        default=None,
+        gt=0,
+        le=3600,
+        description="The lease: training goes on after this. At most the run's evolver.hold_s (null: that limit).",
+    )
     wait_s: float = Field(default=600, ge=0, le=3600, description="How long to wait for the trainer to stop.")
 
 
@@ -292,6 +298,9 @@ class HoldState(BaseModel):
     held: bool = Field(description="True: the trainer is stopped at a step boundary, the policy frozen.")
     step: int = Field(description="The step the trainer stopped after (or the current step when not held).")
     expires_in_s: float | None = Field(default=None, description="Seconds left on the lease.")
+    lease_s: float | None = Field(
+        default=None, description="The lease granted (at most the run's evolver.hold_s, whatever was asked for)."
+    )
     training: bool = Field(
         default=True,
         description="False: no training runs at this server, so nothing moves the policy (no hold needed).",
