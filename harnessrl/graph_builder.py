@@ -138,12 +138,15 @@ async def select_failure(state: EvolverState, config: RunnableConfig) -> Command
     return Command(goto="attributor", update={**_PER_FAILURE_RESET, "current": failures[cursor], "cursor": cursor + 1})
 
 
-async def give_up(state: EvolverState, config: RunnableConfig) -> Command[Literal["select_failure"]]:
-    """Record that the current failure was given up, and why; go on with the next one."""
+async def _end_failure(
+    state: EvolverState, config: RunnableConfig, event: Literal["give_up", "deferred"], default_reason: str
+) -> Command[Literal["select_failure"]]:
+    """Record how the current failure ended without a commit (an event of kind ``event``, and its outcome) and go
+    on with the next one."""
     deps = get_deps(config)
     failure = state.get("current") or {}
     attribution = state.get("attribution")
-    reason = state.get("give_up_reason") or "unknown"
+    reason = state.get("give_up_reason") or default_reason
     candidate = state.get("candidate") or {}
     payload = {
         "failure_id": failure.get("failure_id"),
@@ -155,12 +158,12 @@ async def give_up(state: EvolverState, config: RunnableConfig) -> Command[Litera
         "candidates": [a.get("candidate_id") for a in state.get("attempts") or []],
         "reason": reason,
     }
-    await deps.emit("give_up", payload)
+    await deps.emit(event, payload)
     outcome = FailureOutcome(
         failure_id=str(failure.get("failure_id")),
         task_id=failure.get("task_id"),
         kind=failure.get("kind"),
-        status="gave_up",
+        status="gave_up" if event == "give_up" else "deferred",
         interface=payload["interface"],
         candidate_id=payload["candidate_id"],
         revisions=payload["revisions"],
@@ -169,34 +172,15 @@ async def give_up(state: EvolverState, config: RunnableConfig) -> Command[Litera
     return Command(goto="select_failure", update={"outcomes": [outcome], "give_up_reason": None})
 
 
+async def give_up(state: EvolverState, config: RunnableConfig) -> Command[Literal["select_failure"]]:
+    """Record that the current failure was given up, and why; go on with the next one."""
+    return await _end_failure(state, config, "give_up", "unknown")
+
+
 async def defer(state: EvolverState, config: RunnableConfig) -> Command[Literal["select_failure"]]:
     """The critic could not decide the current failure's candidate yet (pending): record that (a ``deferred``
     event) and go on with the next failure; the failure is not handled and comes back with more evidence."""
-    deps = get_deps(config)
-    failure = state.get("current") or {}
-    attribution = state.get("attribution")
-    candidate = state.get("candidate") or {}
-    reason = state.get("give_up_reason") or "pending"
-    payload = {
-        "failure_id": failure.get("failure_id"),
-        "task_id": failure.get("task_id"),
-        "failure_kind": failure.get("kind"),
-        "interface": attribution.interface if attribution else None,
-        "candidate_id": candidate.get("candidate_id"),
-        "reason": reason,
-    }
-    await deps.emit("deferred", payload)
-    outcome = FailureOutcome(
-        failure_id=str(failure.get("failure_id")),
-        task_id=failure.get("task_id"),
-        kind=failure.get("kind"),
-        status="deferred",
-        interface=payload["interface"],
-        candidate_id=payload["candidate_id"],
-        revisions=state.get("revision", 0),
-        reason=reason,
-    )
-    return Command(goto="select_failure", update={"outcomes": [outcome], "give_up_reason": None})
+    return await _end_failure(state, config, "deferred", "pending")
 
 
 def build_graph(deps: EvolverDeps) -> Runnable:
