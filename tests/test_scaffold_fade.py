@@ -135,7 +135,7 @@ def test_a_fade_is_the_tasks_own_and_reaches_no_other_task():
     tasks = [t.model_copy(update={"metadata": {"family": "f"}}) for t in (FRUIT, SEA)]
     fade = SetGuidance(target="fruit", text=HINT, fraction=0.25)
     guidance = Harness(tasks).guidance
-    assert guidance.widen(fade) is fade and [t.id for t in guidance.targets(fade)] == ["fruit"]
+    assert guidance.widen(fade).cover == [] and [t.id for t in guidance.targets(fade)] == ["fruit"]
 
 
 # ------------------------------------------------------------------------------------------- evolution points

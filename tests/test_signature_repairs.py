@@ -285,3 +285,49 @@ def test_a_repair_does_not_close_another_finding_on_the_same_tasks(tmp_path):
     keys = {f.evidence["requirement_key"] for f in service.get_failures().failures if f.kind == "unchecked_requirement"}
     assert keys == {"sentence_count:max"}
     assert service.audit.findings["not_contains:[',']"].status == "closed"  # checked now, by this commit
+
+
+def test_a_first_hint_reaches_the_unguided_tasks_of_its_group_each_built_from_its_own_rubric():
+    from harnessrl.interfaces import SetGuidance
+
+    def tag(i: str, fam: str, answer: str) -> Task:
+        return Task.model_validate(
+            {
+                "id": i,
+                "domain": "science",
+                "prompt": f"Capital? Reply in the form 'ANSWER: <city>'. ({i})",
+                "reference_answer": f"ANSWER: {answer}",
+                "rubric": [
+                    {
+                        "id": "fmt",
+                        "text": "Begins with 'ANSWER:'",
+                        "weight": 3,
+                        "check": {"type": "starts_with", "text": "ANSWER:"},
+                    },
+                    {
+                        "id": "ans",
+                        "text": f"Gives {answer}",
+                        "weight": 1,
+                        "check": {"type": "contains", "phrases": [answer]},
+                    },
+                ],
+                "metadata": {"family": fam},
+            }
+        )
+
+    harness = Harness(
+        [tag("fr", "tag", "Paris"), tag("it", "tag", "Rome"), tag("es", "tag", "Madrid"), tag("x", "other", "Oslo")]
+    )
+    guidance = harness.guidance
+    guidance.apply(SetGuidance(target="es", text="Own hint.", fraction=0.5), step=1)  # es has its own already
+    hint = SetGuidance(
+        target="fr", text="A good answer must meet each of these: Begins with 'ANSWER:'.", remedy="guide"
+    )
+    wide = guidance.widen(hint)
+    assert [c.task_id for c in wide.cover] == ["it"] and wide.signature.key == "family:tag"
+    assert "gives Rome" in wide.cover[0].text and "Paris" not in wide.cover[0].text
+    guidance.apply(wide, step=2)
+    assert guidance.rule_for(harness.tasks["it"]).text == wide.cover[0].text
+    assert guidance.rule_for(harness.tasks["es"]).text == "Own hint."  # another task's own rule is left as it is
+    # a fade, or a hint another remedy built, stays the task's own
+    assert guidance.widen(hint.model_copy(update={"remedy": "fade"})).cover == []

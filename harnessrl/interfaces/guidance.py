@@ -15,13 +15,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from harnessrl.data.schema import Task
+from harnessrl.data.schema import Task, task_group
 from harnessrl.interfaces.base import (
     AppliedUpdate,
     HarnessContext,
     Interface,
     InterfaceUpdate,
     Row,
+    Signature,
     Suggestion,
     suggestions,
 )
@@ -31,7 +32,10 @@ if TYPE_CHECKING:
     from harnessrl.critic.acceptance import Measured
     from harnessrl.critic.trials import Trial
 
-__all__ = ["GuidanceRule", "RolloutGuidance", "RolloutGuidanceState", "SetGuidance", "guided_count"]
+__all__ = ["CoveredHint", "GuidanceRule", "RolloutGuidance", "RolloutGuidanceState", "SetGuidance", "guided_count"]
+
+MAX_COVER = 16
+"""Most tasks a hint reaches beyond its own (a group of the data can be a whole domain of a public set)."""
 
 HINT_TEMPLATE = "\n\n(Hint: {text})"
 
@@ -42,6 +46,14 @@ class GuidanceRule(BaseModel):
     text: str | None = None
     fraction: float = Field(default=0.0, ge=0, le=1)
     temperature: float | None = Field(default=None, gt=0, le=3)
+
+
+class CoveredHint(BaseModel):
+    """A hint's instance for one more task of the same group of the data, built from that task's own rubric (and
+    reference answer)."""
+
+    task_id: str = Field(min_length=1)
+    text: str = Field(min_length=1, max_length=2000)
 
 
 class SetGuidance(InterfaceUpdate):
@@ -57,6 +69,10 @@ class SetGuidance(InterfaceUpdate):
     text: str | None = Field(default=None, max_length=2000, description="The hint shown to guided rollouts.")
     fraction: float = Field(default=0.5, ge=0, le=1, description="Share of each group that sees the hint.")
     temperature: float | None = Field(default=None, gt=0, le=3, description="Sampling temperature override.")
+    cover: list[CoveredHint] = Field(
+        default_factory=list,
+        description="Leave empty: the trainer adds this hint's instances for the other tasks of the task's group.",
+    )
 
     @model_validator(mode="after")
     def _text_with_fraction(self):
@@ -68,8 +84,13 @@ class SetGuidance(InterfaceUpdate):
         """Whether this update removes the rule for its target (no hint and no temperature)."""
         return self.fraction == 0 and self.temperature is None
 
-    def rule(self) -> GuidanceRule:
-        return GuidanceRule(text=self.text, fraction=self.fraction if self.text else 0.0, temperature=self.temperature)
+    def rule(self, task_id: str | None = None) -> GuidanceRule:
+        """The rule it puts in force for its target, or for ``task_id`` when that is a task it covers."""
+        text = next((c.text for c in self.cover if c.task_id == task_id), self.text) if task_id else self.text
+        return GuidanceRule(text=text, fraction=self.fraction if text else 0.0, temperature=self.temperature)
+
+    def covered(self) -> list[str]:
+        return [c.task_id for c in self.cover]
 
 
 class RolloutGuidanceState(BaseModel):
@@ -120,8 +141,8 @@ class RolloutGuidance(Interface):
         per_task = self.state.per_task.get(task.id)
         per_domain = self.state.per_domain.get(task.domain)
         if overlay is not None:
-            new = None if overlay.removes() else overlay.rule()
-            if overlay.scope == "task" and overlay.target == task.id:
+            new = None if overlay.removes() else overlay.rule(task.id)
+            if overlay.scope == "task" and (overlay.target == task.id or task.id in overlay.covered()):
                 per_task = new
             elif overlay.scope == "domain" and overlay.target == task.domain:
                 per_domain = new
@@ -150,10 +171,11 @@ class RolloutGuidance(Interface):
         if update.scope == "domain" and self.domains is not None and update.target not in self.domains:
             raise ValueError(f"unknown domain {update.target!r}; known: {sorted(self.domains)}")
         table = self.state.per_task if update.scope == "task" else self.state.per_domain
-        if update.removes():
-            table.pop(update.target, None)
-        else:
-            table[update.target] = update.rule()
+        for target in [update.target, *update.covered()]:
+            if update.removes():
+                table.pop(target, None)
+            else:
+                table[target] = update.rule(target)
         self.state.version += 1
         self.state.history.append(
             AppliedUpdate(version=self.state.version, step=step, update=update.model_dump(), candidate_id=candidate_id)
@@ -194,18 +216,20 @@ class RolloutGuidance(Interface):
         )
 
     def targets(self, update: SetGuidance) -> list[Task]:
-        """The task, or the tasks of the domain, the update can change (ValueError: unknown)."""
+        """The task (and those it covers), or the tasks of the domain, the update can change (ValueError: unknown)."""
         if update.scope == "task":
-            if update.target not in self.tasks:
-                raise ValueError(f"unknown task id {update.target!r}")
-            return [self.tasks[update.target]]
+            for tid in [update.target, *update.covered()]:
+                if tid not in self.tasks:
+                    raise ValueError(f"unknown task id {tid!r}")
+            return [self.tasks[tid] for tid in [update.target, *update.covered()]]
         domains = sorted(self.domains or {t.domain for t in self.tasks.values()})
         if update.target not in domains:
             raise ValueError(f"unknown domain {update.target!r}; known: {domains}")
         return [t for t in self.tasks.values() if t.domain == update.target]
 
     def describe(self, update: SetGuidance) -> str:
-        return f"{update.scope} {update.target!r}"
+        more = f" and {len(update.cover)} more of its group" if update.cover else ""
+        return f"{update.scope} {update.target!r}{more}"
 
     def preview(self, update: SetGuidance, step: int) -> dict[str, Any]:
         scope = self.targets(update)
@@ -227,8 +251,8 @@ class RolloutGuidance(Interface):
 
     def target_state(self, update: SetGuidance) -> Any:
         if update.scope == "task":
-            task = self.tasks.get(update.target)
-            tids, domains = [update.target], [task.domain] if task else []
+            tids = [update.target, *update.covered()]
+            domains = sorted({self.tasks[t].domain for t in tids if t in self.tasks})
         else:
             tids = [t.id for t in self.tasks.values() if t.domain == update.target]
             domains = [update.target]
@@ -240,6 +264,33 @@ class RolloutGuidance(Interface):
             "task": {t: dump(self.state.per_task.get(t)) for t in tids},
             "domain": {d: dump(self.state.per_domain.get(d)) for d in domains},
         }
+
+    def widen(self, update: SetGuidance) -> SetGuidance:
+        """A first hint for a task (remedies ``guide`` and ``guide_more``), extended to the other tasks of its group
+        of the data (:func:`~harnessrl.data.schema.task_group`: a family, a tag, a domain) that have no guidance
+        yet, at most :data:`MAX_COVER`, each with the same remedy's hint built from its own rubric (and reference
+        answer): the failure a family shares (a format the policy never tries) is answered on every task of it, not
+        one draw at a time. A fade, a removal, a domain rule or another remedy's hint stays the task's own; what an
+        evolver wrote in ``cover`` is not trusted (computed here, afresh)."""
+        update = update.model_copy(update={"cover": [], "signature": None})
+        build = _GROUP_HINTS.get(update.remedy or "")
+        source = self.tasks.get(update.target)
+        if build is None or update.scope != "task" or source is None or not update.text or update.fraction <= 0:
+            return update
+        group = task_group(source)
+        cover = []
+        for task in sorted(self.tasks.values(), key=lambda t: t.id):
+            if task.id == source.id or task_group(task) != group or self.rule_for(task) is not None:
+                continue
+            text = build(task, update.text)
+            if text:
+                cover.append(CoveredHint(task_id=task.id, text=text))
+            if len(cover) >= MAX_COVER:
+                break
+        if not cover:
+            return update
+        sig = Signature(kind="group", key=group, tasks=[source.id, *(c.task_id for c in cover)])
+        return update.model_copy(update={"cover": cover, "signature": sig})
 
     def fades(self, update: SetGuidance) -> bool:
         """Whether ``update`` only takes guidance away: on each task it changes, a hint in force now is shown to
@@ -314,6 +365,30 @@ class RolloutGuidance(Interface):
 # rises by 0.25 and the measurements decide the rest: a guided arm that still showed no spread also gets a
 # more explicit hint (the start of the reference answer) and temperature 1.3; one that helped keeps its hint.
 # A pitfall every rollout commits: a hint to avoid it.
+
+
+def _task_hint(task: Task) -> str | None:
+    """A task's first hint without rollouts: its positive criteria, heaviest first (what ``_failing_hint`` gives
+    when every criterion fails)."""
+    positive = sorted((c for c in task.rubric if c.weight > 0), key=lambda c: -c.weight)
+    texts = [as_sentence(clip_text(c.text, 200)) for c in positive if c.text]
+    return clip_text("A good answer must meet each of these: " + "; ".join(texts) + ".", 600) if texts else None
+
+
+def _task_hint_explicit(task: Task, source_text: str) -> str | None:
+    """The explicit hint for ``task``: its first hint with the start of its own reference answer, when the source's
+    hint quoted its reference."""
+    hint = _task_hint(task)
+    if hint and task.reference_answer and "A good answer could start" in source_text:
+        return clip_text(f'{hint} A good answer could start: "{excerpt(task.reference_answer, 30)}"', 1000)
+    return hint
+
+
+_GROUP_HINTS = {
+    "guide": lambda task, text: _task_hint(task),
+    "guide_more": _task_hint_explicit,
+}
+"""The remedies whose hint reaches the task's group, each with how the hint is built for another task."""
 
 
 def _failing_hint(e: ProposalEvidence) -> str | None:
