@@ -756,6 +756,7 @@ def evolver_cmd(
     if not url or not token:
         raise HarnessRLError("give --url and --token (or --run-dir of a live run)")
     settings = load_train_config(config, override).evolver
+    hold_s = _lease(settings, run_dir)
     model = make_evolver_model(settings.backend, settings.llm, settings.graph.interfaces, settings.graph.remedies)
 
     def on_event(kind: str, payload: dict) -> None:
@@ -764,9 +765,7 @@ def evolver_cmd(
     # no since_step: the trainer leaves out every failure an evolution point (this one, an earlier one, or
     # an in-process one) has handled already, and offers a failure again only when it recurs after that
     while True:
-        point = run_evolution_point(
-            url, token, model, settings.graph, on_event, hold_s=settings.hold_s, run_dir=run_dir
-        )
+        point = run_evolution_point(url, token, model, settings.graph, on_event, hold_s=hold_s, run_dir=run_dir)
         state = asyncio.run(point)
         if isinstance(state, dict) and state.get("held") is False:
             message = f"no evolution point: {state.get('stop_reason')}"
@@ -782,6 +781,21 @@ def evolver_cmd(
         if watch is None:
             return
         time.sleep(watch)
+
+
+def _lease(settings, run_dir: Path | None) -> float:
+    """The lease ``harnessrl evolver`` asks for: ``evolver.hold_s`` when given (``--config`` or ``-s``), else the
+    live run's own (its config.yaml in ``--run-dir``), else the default. The run grants at most its own
+    ``evolver.hold_s`` whatever is asked (a longer lease is cut to it, and the evolver is told)."""
+    if "hold_s" in settings.model_fields_set or run_dir is None:
+        return settings.hold_s
+    from harnessrl.trainer.train_config import load_train_config
+
+    try:
+        return load_train_config(run_dir / "config.yaml", None).evolver.hold_s
+    except HarnessRLError as e:  # the trainer caps the lease anyway: ask for the default
+        logging.getLogger(__name__).warning("%s; asking for a lease of %g s", e, settings.hold_s)
+        return settings.hold_s
 
 
 def main() -> None:
