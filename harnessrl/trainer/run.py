@@ -487,7 +487,8 @@ def _check_settings(r: _Run) -> RunSummary | None:
         )
     if r.resume and r.overwrite:
         raise HarnessRLError("--resume and --overwrite contradict each other: choose one")
-    build_grpo_config(config, r.run_path / "checkpoints", r.device, _num_processes())
+    args = build_grpo_config(config, r.run_path / "checkpoints", r.device, _num_processes())
+    _check_pool_fills_a_step(config, args, len(r.tasks.train))
     if not r.resume:
         return None
     run = RunDir(r.run_path, create=False)
@@ -508,6 +509,27 @@ def _check_settings(r: _Run) -> RunSummary | None:
         "ending it now (the final evaluation and the summary), with no step trained"
     )
     return None
+
+
+def _check_pool_fills_a_step(config: TrainConfig, args, pool: int) -> None:
+    """A step draws its tasks from the training pool without repeating one (TRL's sampler: a generation batch of
+    ``generation_batch_size / num_generations`` distinct prompts, dropping a batch it cannot fill), so a pool
+    smaller than that trains no step at all: refused before anything is written, naming the pool's size."""
+    distinct = args.generation_batch_size // args.num_generations
+    if pool >= distinct:
+        return
+    g, d = config.grpo, config.data
+    need = f"grpo.tasks_per_step {g.tasks_per_step}"
+    if distinct != g.tasks_per_step:
+        need += f" x grpo.gradient_accumulation_steps {g.gradient_accumulation_steps}"
+    per_task = distinct / g.tasks_per_step  # distinct tasks a step needs per task of tasks_per_step
+    fix = f"set grpo.tasks_per_step to at most {int(pool // per_task)}, or " if pool >= per_task else ""
+    limit = f" (data.tasks_per_domain {d.tasks_per_domain} keeps that many a domain)" if d.tasks_per_domain else ""
+    more = "raise data.tasks_per_domain or add training tasks" if d.tasks_per_domain else "add training tasks"
+    raise ConfigError(
+        f"the training pool holds {pool} task(s){limit}, and a step needs {distinct} distinct ones ({need}): "
+        f"no step could be trained. Fix: {fix}{more}"
+    )
 
 
 def _load_models_and_judges(r: _Run) -> None:
