@@ -33,7 +33,7 @@ from pydantic import ValidationError
 from harnessrl.data import ifeval
 from harnessrl.data.checks import CHECK_TYPES
 from harnessrl.data.schema import Task
-from harnessrl.errors import DataValidationError, HarnessRLError, RowError
+from harnessrl.errors import ConfigError, DataValidationError, HarnessRLError, RowError
 
 __all__ = [
     "FILE_FORMATS",
@@ -66,9 +66,11 @@ class ValidationReport:
     def ok(self) -> bool:
         return not self.errors
 
-    def raise_if_invalid(self) -> list[Task]:
+    def raise_if_invalid(self, check_command: str | None = None) -> list[Task]:
+        """The tasks, or :class:`DataValidationError` listing every bad row; ``check_command``: what checks the
+        rows again (default: ``harnessrl data validate <source>``, for a file)."""
         if self.errors:
-            raise DataValidationError(self.source, self.errors)
+            raise DataValidationError(self.source, self.errors, check_command)
         return self.tasks
 
     def summary(self) -> dict[str, Any]:
@@ -109,8 +111,8 @@ def read_rows(path: str | Path) -> tuple[list[tuple[int, dict[str, Any]]], list[
         return list(enumerate(rows, start=1)), []
     rows: list[tuple[int, dict[str, Any]]] = []
     errors: list[RowError] = []
-    try:
-        text = path.read_text(encoding="utf-8")
+    try:  # utf-8-sig: a leading byte-order mark (Windows editors write one) is read as nothing
+        text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as e:
         raise HarnessRLError(f"{path}: not UTF-8 text ({e}); save it as UTF-8 JSON lines") from e
     for lineno, line in enumerate(text.splitlines(), start=1):
@@ -494,8 +496,9 @@ def _loc_name(loc: tuple[Any, ...], raw: Mapping[str, Any]) -> str:
     return " ".join(parts) if parts else "row"
 
 
-def _explain(err: ValidationError, raw: Mapping[str, Any]) -> str:
-    """One readable sentence per pydantic error, joined: what is wrong and where."""
+def _explain(err: ValidationError, raw: Mapping[str, Any], columns: Mapping[str, str] | None = None) -> str:
+    """One readable sentence per pydantic error, joined: what is wrong and where. ``columns``: where each of our
+    fields is read from in the user's layout (a preset's or a mapping's), named beside a missing field."""
     msgs: list[str] = []
     for e in err.errors(include_url=False):
         loc = tuple(e["loc"])
@@ -504,7 +507,8 @@ def _explain(err: ValidationError, raw: Mapping[str, Any]) -> str:
         if loc and loc[0] == "prompt" and len(loc) > 1 and not isinstance(loc[1], int):
             msgs.append("prompt must be text or a list of {role, content} chat messages")
         elif typ == "missing":
-            msgs.append(f"missing {where}")
+            column = (columns or {}).get(str(loc[0])) if len(loc) == 1 else None
+            msgs.append(f"missing {where}" + (f" ({column})" if column else ""))
         elif typ == "extra_forbidden":
             field_name = loc[-1]
             hint = " (put free data under 'metadata')" if len(loc) == 1 else ""
@@ -535,10 +539,15 @@ def row_to_task(
     default_domain: str | None = None,
 ) -> Task:
     """Build one task from one raw row; raises ``ValueError`` with a readable reason."""
+    columns: dict[str, str] = {}  # where the user's layout reads each field: named beside a missing one
     if fmt in PRESETS:
         data = _from_preset(PRESETS[fmt], row, index, default_domain)
+        for ours, theirs in PRESETS[fmt].columns.items():
+            columns[ours] = f"the {fmt} format reads it from the column {theirs!r}, which this row lacks"
     elif fmt == "hf":
         data = _from_mapping(row, index, mapping or {}, default_domain)
+        for ours, theirs in (mapping or {}).items():
+            columns[ours] = f"the mapping reads it from the column {theirs!r}, which this row lacks"
     elif fmt == "harnessrl":
         data = dict(row)
         if default_domain and not data.get("domain"):
@@ -548,7 +557,7 @@ def row_to_task(
     try:
         return Task.model_validate(data)
     except ValidationError as e:
-        raise _RowProblem(_explain(e, data)) from None
+        raise _RowProblem(_explain(e, data, columns)) from None
 
 
 def validate_rows(
@@ -620,4 +629,37 @@ def load_hf_dataset(
     """
     rows = [(i, _drop_arrow_nulls(dict(r))) for i, r in enumerate(dataset, start=1)]
     errors = [] if rows else [RowError(0, "dataset is empty: it holds no tasks")]
-    return validate_rows(rows, source, fmt, mapping, default_domain, errors).raise_if_invalid()
+    if fmt == "hf" and rows:
+        names = getattr(dataset, "column_names", None)
+        columns = list(names) if isinstance(names, list) else list(dict.fromkeys(k for _, r in rows for k in r))
+        _check_columns(columns, mapping or {}, default_domain, source)
+    again = f"load_hf_dataset({source}, ...)" if source != "dataset" else "load_hf_dataset(dataset, ...)"
+    return validate_rows(rows, source, fmt, mapping, default_domain, errors).raise_if_invalid(again)
+
+
+_REQUIRED = ("prompt", "rubric", "domain")
+"""The fields a task cannot do without (the id is made up when absent)."""
+
+
+def _check_columns(columns: list[str], mapping: Mapping[str, str], default_domain: str | None, source: str) -> None:
+    """Refuse, before any row is read, a mapping that names a column the dataset lacks, or a required field with
+    no column to read it from: naming the column, the dataset's columns, and (for the domain) ``default_domain``."""
+    problems = []
+    for ours in _TASK_FIELDS:
+        theirs = mapping.get(ours, ours)
+        if theirs in columns or (ours == "domain" and default_domain):
+            continue
+        if ours in mapping:
+            problems.append(f"mapping[{ours!r}] names the column {theirs!r}, which {source} does not have")
+        elif ours in _REQUIRED:
+            problems.append(f"{source} has no {ours!r} column and the mapping names none for {ours}")
+    if not problems:
+        return
+    fix = "Map each field to one of them (mapping={'prompt': COLUMN, 'rubric': COLUMN, ...})"
+    if any("domain" in p for p in problems):
+        fix += ", or leave domain out of the mapping and pass default_domain='<domain>' to give every task one"
+    unknown = [k for k in mapping if k not in _TASK_FIELDS]
+    if unknown:
+        fix += f". Unknown fields in the mapping: {unknown} (ours: {', '.join(_TASK_FIELDS)})"
+    listed = ", ".join(map(repr, columns)) or "none"
+    raise ConfigError(f"{source}: {'; '.join(problems)}. Its columns: {listed}. {fix}")

@@ -9,6 +9,11 @@ A task may also carry a ``gold_rubric``: what the prompt truly asks (exact check
 is formal). It is for evaluation only: a run strips it from every task it trains on before the harness,
 the tool server, the memory or the evolver see them (:meth:`Task.without_gold`), and scores held-out
 tasks with it, so that an evaluation never shares the failure of the rubric the harness may repair.
+
+Each text field has a size limit, so that a file with a runaway field (a whole document pasted into one cell) is
+refused with its line instead of being trained on: the prompt :data:`MAX_PROMPT_CHARS` (all its turns together),
+the reference answer :data:`MAX_REFERENCE_CHARS`, a criterion's text :data:`MAX_CRITERION_CHARS`. They are far
+above what a policy's context or a judge's prompt holds; a task that needs more is not one this trainer can use.
 """
 
 from __future__ import annotations
@@ -19,7 +24,32 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from harnessrl.data.checks import Check
 
-__all__ = ["ChatMessage", "Criterion", "Task", "prompt_text", "task_group"]
+__all__ = [
+    "MAX_CRITERION_CHARS",
+    "MAX_PROMPT_CHARS",
+    "MAX_REFERENCE_CHARS",
+    "ChatMessage",
+    "Criterion",
+    "Task",
+    "prompt_text",
+    "task_group",
+]
+
+MAX_PROMPT_CHARS = 200_000
+"""The longest prompt, in characters, all its chat turns together (about 50,000 tokens)."""
+MAX_REFERENCE_CHARS = 100_000
+"""The longest reference answer, in characters (the judge reads it beside a response)."""
+MAX_CRITERION_CHARS = 10_000
+"""The longest criterion text, in characters (rubric and gold rubric)."""
+
+
+def _within(value: str, limit: int, name: str, fix: str = "shorten it") -> str:
+    """``value``, or a ValueError (the loaders put the field and the line before it) when it is over ``limit``."""
+    if len(value) > limit:
+        raise ValueError(
+            f"{len(value):,} characters long, over the limit of {limit:,} (harnessrl.data.schema.{name}): {fix}"
+        )
+    return value
 
 
 class ChatMessage(BaseModel):
@@ -54,7 +84,7 @@ class Criterion(BaseModel):
     def _text_not_blank(cls, v: str) -> str:
         if not v.strip():
             raise ValueError("criterion text is blank: say in words what the response must (not) do")
-        return v.strip()
+        return _within(v.strip(), MAX_CRITERION_CHARS, "MAX_CRITERION_CHARS")
 
     @field_validator("weight", mode="before")
     @classmethod
@@ -106,14 +136,18 @@ class Task(BaseModel):
         if isinstance(v, str):
             if not v.strip():
                 raise ValueError("prompt is empty")
-        elif not v or not any(m.role == "user" and m.content.strip() for m in v):
+            return _within(v, MAX_PROMPT_CHARS, "MAX_PROMPT_CHARS")
+        if not v or not any(m.role == "user" and m.content.strip() for m in v):
             raise ValueError("prompt has no non-empty user message")
+        _within("".join(m.content for m in v), MAX_PROMPT_CHARS, "MAX_PROMPT_CHARS", "shorten its turns")
         return v
 
     @field_validator("reference_answer")
     @classmethod
     def _blank_reference_is_none(cls, v: str | None) -> str | None:
-        return v if v and v.strip() else None
+        if not v or not v.strip():
+            return None
+        return _within(v, MAX_REFERENCE_CHARS, "MAX_REFERENCE_CHARS", "shorten it, or leave it out (it is optional)")
 
     @field_validator("rubric", "gold_rubric")
     @classmethod
