@@ -5,7 +5,11 @@ What a kill (SIGKILL, power loss) can leave, and what ``--resume`` does with it:
 - **Steps after the last checkpoint** were trained, recorded, and are now trained again (the policy goes
   back to the checkpoint). Their rows leave ``steps.jsonl``, ``metrics.jsonl``, ``eval.jsonl`` and
   ``discarded_groups.jsonl`` (and their kept rollouts) for ``rolled_back/`` before training goes on, so
-  each step is recorded once: :func:`roll_back`. Nothing is deleted; a torn last line goes there too.
+  each step is recorded once: :func:`roll_back`. So do their events (failures, evaluations, evolution points,
+  holds, attributions, trials, outcomes...: the re-run detects and decides again, and a reader of
+  ``events.jsonl`` counts each once), but for what still stands: the ``commit`` of an update the harness kept
+  and the proposal, trial and verdict of that candidate (its evidence). Nothing is deleted; a torn last line
+  goes to ``rolled_back/`` too.
 - **Committed harness updates are never lost.** ``harness.json`` is rewritten atomically at every
   commit, so the harness resumes with every update committed before the kill, including updates
   committed after the checkpoint: those apply to the re-run steps as well (the harness is not versioned
@@ -14,8 +18,9 @@ What a kill (SIGKILL, power loss) can leave, and what ``--resume`` does with it:
   ``recovered_at_resume`` (:func:`reconcile_commits`).
 - **The detectors' windows and the critic's step records** are rebuilt from the kept step records and
   rollouts (:func:`replay`), so failure detection and sampling trials go on where they were instead of
-  starting empty. Failures detected before the kill stay in ``events.jsonl`` and the memory; they are
-  not offered to the evolver again.
+  starting empty. Failures detected at or before the checkpoint stay in ``events.jsonl`` and the memory, and
+  those an evolution point handled are not offered to the evolver again; those of the re-run steps are
+  detected again (their first events are in ``rolled_back/events.jsonl``; the memory keeps both).
 - **Candidates measured but not committed** are dropped: their trial measured a policy that no longer
   exists. The memory and the events keep them (proposal, trial, verdict); the evolver proposes again.
 """
@@ -61,25 +66,45 @@ def _rewrite(path: Path, lines: list[str]) -> None:
     os.replace(tmp, path)
 
 
+_STANDS = frozenset({"commit", "proposal", "trial", "verdict"})
+"""Event kinds of a committed candidate that stay after a roll-back: the update stays in the harness."""
+
+
+def _committed(lines: list[str]) -> set[str]:
+    """The candidate ids of the ``commit`` events among ``lines``."""
+    ids = set()
+    for line in lines:
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(row, dict) and row.get("kind") == "commit" and row.get("candidate_id"):
+            ids.add(str(row["candidate_id"]))
+    return ids
+
+
 def roll_back(run: RunDir, step: int) -> list[int]:
-    """Move every record of a step after ``step`` (the checkpoint resumed from) to ``rolled_back/``; returns
-    the steps moved. A line that does not parse (torn by the kill) is moved too."""
+    """Move every record of a step after ``step`` (the checkpoint resumed from) to ``rolled_back/``, events
+    included but for a committed update's (see the module docstring); returns the steps moved. A line that
+    does not parse (torn by the kill) is moved too."""
     rolled: set[int] = set()
     out = run.path / ROLLED_BACK
-    for name in _STEP_FILES:
+    for name in (*_STEP_FILES, "events.jsonl"):
         path = run.path / name
         if not path.exists():
             continue
+        lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        committed = _committed(lines) if name == "events.jsonl" else set()
         keep, drop = [], []
-        for line in path.read_text(encoding="utf-8").splitlines():
-            if not line.strip():
-                continue
+        for line in lines:
             try:
-                row_step = int(json.loads(line).get("step") or 0)
+                row = json.loads(line)
+                row_step = int(row.get("step") or 0)
             except (ValueError, TypeError, AttributeError):
                 drop.append(line)
                 continue
-            if row_step > step:
+            stands = row.get("kind") in _STANDS and str(row.get("candidate_id")) in committed
+            if row_step > step and not stands:
                 drop.append(line)
                 rolled.add(row_step)
             else:
