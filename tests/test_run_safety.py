@@ -328,15 +328,17 @@ def test_a_run_dir_in_use_by_a_live_process_is_refused(holder, data, caplog):
             train(_config(path, data), **kw)
     assert [p.name for p in path.iterdir()] == [LOCK_NAME]
 
-    # the holder dies (SIGKILL: no clean-up); the OS dropped its flock, so the lock is taken over silently
+    # the holder dies (SIGKILL: no clean-up); the OS dropped its flock, so the lock is taken over, and said to
+    # be stale (issue 29: the file stayed with the dead pid, and nothing said so)
     proc.kill()
     proc.wait(timeout=30)
     caplog.set_level("INFO")
     with lock_run_dir(path) as lock:
-        assert lock.held
+        assert lock.held and lock.stale is not None and lock.stale["pid"] == proc.pid
         owner = json.loads((path / LOCK_NAME).read_text())
         assert owner["pid"] == os.getpid()
-        assert not [r for r in caplog.records if r.levelname in ("WARNING", "ERROR")]
+        warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+        assert len(warned) == 1 and f"{LOCK_NAME} was stale: pid {proc.pid} on host" in warned[0], warned
     assert not (path / LOCK_NAME).exists()  # released and removed; the directory's content stays
     assert path.is_dir()
 
@@ -538,7 +540,7 @@ def test_a_checkpoint_cut_short_by_a_full_disk_then_resume(tmp_path, data, tiny_
         return real_save(self, output_dir)
 
     monkeypatch.setattr(HarnessGRPOTrainer, "_save_optimizer_and_scheduler", full_disk_at_step_2)
-    with pytest.raises(HarnessRLError, match="the disk filled up while training, at step 2") as e:
+    with pytest.raises(HarnessRLError, match="the disk filled up while saving checkpoint-2, at step 2") as e:
         train(config)
     monkeypatch.undo()
     run = RunDir(run_path, create=False)

@@ -23,7 +23,9 @@ the previous version in place and says so (:class:`RunFileError`).
 One live process trains into a run directory at a time: :func:`lock_run_dir` takes an exclusive
 ``flock`` on ``.lock`` in it (with the owner's pid and host written there for the error message), and a
 second process, training or resuming, is refused with :class:`RunDirInUseError`. The OS releases a
-flock when its process dies however it dies, so a lock left by a killed run is simply taken over.
+flock when its process dies however it dies, so a lock left by a killed run is taken over, with a warning
+that says it was stale and whose it was (:attr:`RunDirLock.stale`; a process that ends normally removes
+the file).
 """
 
 from __future__ import annotations
@@ -56,12 +58,14 @@ __all__ = [
     "RunDirLock",
     "RunFileError",
     "clear_run_dir",
+    "free_bytes",
     "is_disk_full",
     "json_safe",
     "lock_run_dir",
     "open_append",
     "read_json_file",
     "read_jsonl",
+    "stale_lock_message",
     "write_atomic",
 ]
 
@@ -71,18 +75,48 @@ LOCK_NAME = ".lock"
 """The run directory's lock file (see :func:`lock_run_dir`)."""
 
 _DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
+_DISK_FULL_TEXT = (
+    "no space left on device",  # strerror(ENOSPC), in a library's own error (safetensors' SafetensorError)
+    "os error 28",  # Rust's io::Error for ENOSPC (safetensors, tokenizers)
+    "disk quota exceeded",
+    "os error 122",  # EDQUOT
+    "database or disk is full",  # sqlite (the training memory's Chroma store)
+)
+_TORCH_WRITE_TEXT = ("pytorchstreamwriter failed writing", "unexpected pos", "file write failed")
+"""torch.save's errors when a write comes up short: they name no cause (a full disk is the usual one)."""
+_LOW_SPACE = 256 * 2**20
 
 
-def is_disk_full(error: BaseException) -> bool:
-    """Whether ``error`` (or an error it was raised from) is a full disk or an exhausted quota."""
+def is_disk_full(error: BaseException, path: str | Path | None = None) -> bool:
+    """Whether ``error`` (or an error it was raised from) is a full disk or an exhausted quota: an ``OSError``
+    with ENOSPC or EDQUOT, or a library's own error whose text says so (safetensors raises a
+    ``SafetensorError`` "... No space left on device (os error 28)", sqlite "database or disk is full"). With
+    ``path``: also a torch.save whose write came up short (its error names no cause) while the file system of
+    ``path`` has less than 256 MiB free."""
     seen: set[int] = set()
     e: BaseException | None = error
     while e is not None and id(e) not in seen:
         if isinstance(e, OSError) and e.errno in _DISK_FULL:
             return True
+        text = str(e).lower()
+        if any(t in text for t in _DISK_FULL_TEXT):
+            return True
+        if path is not None and any(t in text for t in _TORCH_WRITE_TEXT) and 0 <= free_bytes(path) < _LOW_SPACE:
+            return True
         seen.add(id(e))
         e = e.__cause__ or e.__context__
     return False
+
+
+def free_bytes(path: str | Path) -> int:
+    """Bytes free on the file system of ``path`` (its nearest existing parent); -1 when unknown."""
+    p = Path(path)
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    try:
+        return shutil.disk_usage(p).free
+    except OSError:
+        return -1
 
 
 class RunFileError(HarnessRLError, OSError):
@@ -183,10 +217,13 @@ class RunDirLock:
     """This process's exclusive lock on a run directory (from :func:`lock_run_dir`): :meth:`release` it,
     or use it as a context manager."""
 
-    def __init__(self, path: Path, fd: int, created: bool):
+    def __init__(self, path: Path, fd: int, created: bool, stale: dict[str, Any] | None = None):
         self.path = path
         self._fd: int | None = fd
         self._created = created
+        self.stale = stale
+        """The owner written in a lock file left behind by a process that ended without releasing it (killed,
+        crashed): its pid, host and start time; None when the lock was free."""
 
     @property
     def held(self) -> bool:
@@ -258,8 +295,9 @@ def lock_run_dir(path: str | Path) -> RunDirLock:
     else:  # pragma: no cover - a hundred releases in a row between our open and our flock
         raise RunDirInUseError(f"{path}: could not take {lock_path}; other processes keep taking it: try again")
     previous = _lock_owner(fd)
-    if previous.get("pid"):
-        logger.debug("%s: taking over the lock of pid %s, which has ended", path, previous["pid"])
+    stale = previous if previous.get("pid") else None
+    if stale is not None:  # released locks take their file with them: this one's process ended holding it
+        logger.warning("%s", stale_lock_message(lock_path, stale))
     owner = {
         "pid": os.getpid(),
         "host": socket.gethostname(),
@@ -267,7 +305,20 @@ def lock_run_dir(path: str | Path) -> RunDirLock:
     }
     os.ftruncate(fd, 0)
     os.pwrite(fd, json.dumps(owner).encode("utf-8"), 0)
-    return RunDirLock(path, fd, created)
+    return RunDirLock(path, fd, created, stale)
+
+
+def stale_lock_message(lock_path: Path, owner: dict[str, Any]) -> str:
+    """What a lock file left by a process that ended without releasing it says, in one sentence."""
+    since = owner.get("since")
+    when = (
+        f", since {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(since))}" if isinstance(since, int | float) else ""
+    )
+    host = f" on host {owner['host']}" if owner.get("host") else ""
+    return (
+        f"{lock_path} was stale: pid {owner.get('pid')}{host}{when} ended without releasing it (killed or crashed; "
+        "the OS dropped its lock), so this process took it over. Nothing else is needed"
+    )
 
 
 def clear_run_dir(path: str | Path) -> None:

@@ -33,7 +33,16 @@ from harnessrl.data import Task, data_path, load_tasks
 from harnessrl.errors import ConfigError, HarnessRLError
 from harnessrl.interfaces.harness import Harness
 from harnessrl.judges.config import JudgeConfig
-from harnessrl.records.run_dir import LOCK_NAME, RunDir, clear_run_dir, is_disk_full, lock_run_dir
+from harnessrl.records.run_dir import (
+    LOCK_NAME,
+    RunDir,
+    RunDirLock,
+    RunFileError,
+    clear_run_dir,
+    free_bytes,
+    is_disk_full,
+    lock_run_dir,
+)
 from harnessrl.trainer.methods import method_spec
 from harnessrl.trainer.totals import run_totals
 from harnessrl.trainer.train_config import TrainConfig
@@ -362,12 +371,73 @@ def _last_checkpoint(run: RunDir) -> str | None:
     return str(max(found)[1]) if found else None
 
 
-def _disk_full_while_training(run: RunDir, step: int) -> HarnessRLError:
+def _size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"  # pragma: no cover
+
+
+def _cause(error: BaseException) -> str:
+    """The innermost message of ``error``'s chain, short (what the OS or the library said)."""
+    e, seen = error, {id(error)}
+    while (nxt := e.__cause__ or e.__context__) is not None and id(nxt) not in seen:
+        e = nxt
+        seen.add(id(e))
+    text = " ".join(str(e).split()) or type(e).__name__
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def _checkpoint_bytes(r: _Run) -> int | None:
+    """About what one checkpoint of this run takes: the last complete one's files, else the weights and
+    (for the trained parameters) AdamW's two moments in float32."""
+    last = _last_checkpoint(r.run) if r.run is not None else None
+    if last is not None:
+        return sum(p.stat().st_size for p in Path(last).rglob("*") if p.is_file())
+    if r.model is None:
+        return None
+    params = list(r.model.parameters())
+    return sum(p.numel() * p.element_size() for p in params) + sum(8 * p.numel() for p in params if p.requires_grad)
+
+
+def _disk_full(r: _Run, error: BaseException) -> HarnessRLError:
+    """One paragraph for a full disk: what ran out, where, what is intact, how to go on; ``run_end`` recorded
+    (``reason: disk_full``) when the disk still takes a line."""
+    run = r.run
+    assert run is not None
+    step = r.trainer.state.global_step if r.trainer is not None else 0
+    cut = run.checkpoints / f"checkpoint-{step}"
+    if r.stage == "training" and cut.is_dir() and not _complete_checkpoint(cut):
+        what = f"while saving {cut.name}"
+    elif isinstance(error, RunFileError) and error.filename:
+        what = f"while writing {Path(error.filename).name}"
+    else:
+        what = {"training": "while training", "final": "while saving the final model"}.get(r.stage, "while ending")
     last = _last_checkpoint(run)
+    free = free_bytes(run.path)
+    intact = [
+        f"{Path(last).name} (the last complete checkpoint)" if last else "no complete checkpoint yet",
+        "harness.json (the harness as last committed"
+        + (f": versions {r.harness.versions})" if r.harness is not None else ")"),
+        f"the records of steps 1-{step} (events, metrics, steps)" if step else "the config and the events",
+    ]
+    if cut.is_dir() and not _complete_checkpoint(cut):
+        intact.append(f"{cut.name} was cut short: --resume skips it (delete it to free its space)")
+    need = _checkpoint_bytes(r)
+    try:
+        run.event("run_end", step=step, reason="disk_full", error=_cause(error), resume_from=last and Path(last).name)
+        recorded = "run_end is recorded in events.jsonl (reason: disk_full)"
+    except OSError:
+        recorded = "no run_end could be recorded (events.jsonl could not take a line either)"
+    room = f" (a checkpoint of this run takes about {_size(need)}; grpo.save_total_limit bounds how many stay)"
     return HarnessRLError(
-        f"the disk filled up while training, at step {step} (writing a checkpoint or a record into {run.path}): "
-        f"free disk space, then run again with --resume; it goes on from {last or 'the start (no complete checkpoint)'}"
-        " with the harness as last saved, and a checkpoint cut short is skipped"
+        f"the disk filled up {what}, at step {step}: the file system of {run.path} has no space left "
+        f"({_cause(error)}; {_size(free) if free >= 0 else 'unknown'} free there now). Intact: {'; '.join(intact)}. "
+        f"To go on: free space on that file system{room if need else ''}, or move the run directory to a larger "
+        "disk and point run_dir there; then run the same command with --resume: it goes on from "
+        f"{last or 'the start (no complete checkpoint)'} with the harness as last saved. "
+        f"{recorded}."
     )
 
 
@@ -393,7 +463,10 @@ def train(
                 f"--resume: {run_path} holds no run to resume ({what}). Check run_dir for a typo, or drop --resume "
                 "to start a new run there"
             )
-        return _train(config, resume=resume, overwrite=overwrite, console=console, trainer_hook=trainer_hook)
+        stale = lock.stale if isinstance(lock, RunDirLock) else None
+        return _train(
+            config, resume=resume, overwrite=overwrite, console=console, trainer_hook=trainer_hook, stale_lock=stale
+        )
 
 
 def _saved_summary(run: RunDir) -> RunSummary | None:
@@ -419,6 +492,8 @@ class _Run:
     trainer_hook: Any
     t_start: float = field(default_factory=time.perf_counter)
     main: bool = True
+    stale_lock: dict[str, Any] | None = None  # the owner of a lock file a killed process left (run_start says so)
+    stage: str = "starting"  # training | final (saving the final model) | ending: what a full disk interrupted
     # checked before anything is loaded or written
     tasks: RunTasks | None = None
     grade_with: str = "rubric"
@@ -451,22 +526,31 @@ def _train(
     overwrite: bool,
     console: Console | None,
     trainer_hook,
+    stale_lock: dict[str, Any] | None = None,
 ) -> RunSummary:
     """The stages of a run: everything that can be refused is checked, and the model and the judges are built
-    and asked, before anything on disk changes (--overwrite deletes the previous run only then)."""
+    and asked, before anything on disk changes (--overwrite deletes the previous run only then). A full disk
+    at any stage after that ends the run with one paragraph (:func:`_disk_full`), not a traceback."""
     r = _Run(config, resume, overwrite, console or Console(), trainer_hook, main=_is_main_process())
+    r.stale_lock = stale_lock
     finished = _check_settings(r)
     if finished is not None:
         return finished
     _load_models_and_judges(r)
-    _open_run_dir(r)
-    _build_harness(r)
-    _build_trainer(r)
-    _attach_listeners(r)
-    if r.main:
-        _write_start_event(r)
-    _run_training(r)
-    return _finish(r)
+    try:
+        _open_run_dir(r)
+        _build_harness(r)
+        _build_trainer(r)
+        _attach_listeners(r)
+        if r.main:
+            _write_start_event(r)
+        _run_training(r)
+        r.stage = "ending"
+        return _finish(r)
+    except Exception as e:
+        if r.run is None or not r.main or not is_disk_full(e, r.run_path):
+            raise
+        raise _disk_full(r, e) from e
 
 
 def _check_settings(r: _Run) -> RunSummary | None:
@@ -739,6 +823,7 @@ def _write_start_event(r: _Run) -> None:
         devices=r.devices,
         judge_preflight=r.preflight,
         resume=r.resume,
+        **({"stale_lock": r.stale_lock} if r.stale_lock else {}),
         **(
             {
                 "resumed_from_step": checkpoint_step(r.checkpoint),
@@ -756,18 +841,16 @@ def _run_training(r: _Run) -> None:
     """TRL's training loop (the tool server stops with it, whatever happens); the final model saved."""
     run, trainer = r.run, r.trainer
     assert run is not None
+    r.stage = "training"
     try:
         if r.end_only:
             _end_without_training(trainer, r.checkpoint)
         else:
             trainer.train(resume_from_checkpoint=r.checkpoint)
-    except OSError as e:
-        if is_disk_full(e) and not isinstance(e, HarnessRLError):  # a run file's own error says it already
-            raise _disk_full_while_training(run, trainer.state.global_step) from e
-        raise
     finally:
         if r.attachment is not None:
             r.attachment.stop_server()
+    r.stage = "final"
     trainer.save_model(str(run.checkpoints / "final"))
 
 
