@@ -331,3 +331,24 @@ def test_a_first_hint_reaches_the_unguided_tasks_of_its_group_each_built_from_it
     assert guidance.rule_for(harness.tasks["es"]).text == "Own hint."  # another task's own rule is left as it is
     # a fade, or a hint another remedy built, stays the task's own
     assert guidance.widen(hint.model_copy(update={"remedy": "fade"})).cover == []
+
+
+def test_two_different_checks_on_one_task_are_two_tests_and_a_widened_repair_is_one_whoever_proposes_it():
+    from harnessrl.critic.trials import repair_key
+
+    def add(phrase: str) -> EditRubric:
+        check = {"type": "contains", "phrases": [phrase]}
+        return EditRubric(task_id="sea", add=[{"id": "w", "text": f"Uses {phrase}", "weight": 1, "check": check}])
+
+    assert repair_key(add("garden")) != repair_key(add("blue"))
+    assert repair_key(add("garden")) == repair_key(add("garden").model_copy(update={"remedy": "induced"}))
+    tasks = [_task("sea", "sea", "The calm sea shines."), _task("city", "city", "The busy city hums.")]
+    rubrics = Harness(tasks).rubrics
+    check = {"type": "not_contains", "phrases": [","]}
+    from_sea = rubrics.widen(
+        EditRubric(task_id="sea", add=[{"id": "a", "text": "No commas", "weight": 1, "check": check}])
+    )
+    from_city = rubrics.widen(
+        EditRubric(task_id="city", add=[{"id": "b", "text": "None", "weight": 2, "check": check}])
+    )
+    assert repair_key(from_sea) == repair_key(from_city)  # one finding, one sequential test

@@ -157,13 +157,19 @@ class Trial(TrialContext):
 
 
 def repair_key(update: Any) -> str:
-    """What identifies one repair across looks and proposers: its interface, the signature it covers (else its
-    task) and what it adds (each exact check by its type, a judged criterion by its text), not its wording or
-    who built it."""
+    """What identifies one repair across looks and proposers: its interface, and either the signature it covers
+    (a widened repair: the kinds of requirement are the signature's key, each task's own numbers and phrases are
+    its instance) or its task and exactly what it adds (each check with its parameters, a judged criterion by its
+    text). Not its wording, its criterion ids or who built it."""
     sig = getattr(update, "signature", None)
-    where = sig.key if sig is not None else str(getattr(update, "task_id", "") or getattr(update, "target", ""))
-    adds = sorted(c.check.type if c.check is not None else c.text for c in getattr(update, "add", None) or [])
-    return json.dumps([update.interface, where, adds])
+    if sig is not None:
+        return json.dumps([update.interface, sig.kind, sig.key])
+    adds = sorted(
+        json.dumps(c.check.model_dump(mode="json"), sort_keys=True) if c.check is not None else c.text
+        for c in getattr(update, "add", None) or []
+    )
+    task = str(getattr(update, "task_id", "") or getattr(update, "target", ""))
+    return json.dumps([update.interface, task, adds])
 
 
 class FrozenPolicyTrials:

@@ -143,7 +143,7 @@ class RubricAudit:
             summary=(
                 f"the rubric audit found that the prompts of {n} task(s) ({', '.join(tasks[:4])}"
                 f"{', ...' if n > 4 else ''}) state '{finding.text}' and their rubrics do not check it; "
-                f"{total} of their groups are graded"
+                f"{total} graded group(s) of them are kept"
             ),
             interface_hint="rubric_criteria",
         )

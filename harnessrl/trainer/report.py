@@ -156,9 +156,9 @@ def _story_task(failure_id: str, events: list[dict]) -> str | None:
     return parts[1] if len(parts) > 2 else None
 
 
-def _effect(groups: list[dict], task_id: str | None, from_step: int) -> str:
-    """The task's learning signal before vs after an update (its groups' std and flat share)."""
-    mine = [g for g in groups if g.get("task_id") == task_id and g.get("std") is not None]
+def _effect(groups: list[dict], task_ids: list[str], from_step: int) -> str:
+    """The learning signal of the tasks an update changed, before vs after it (their groups' std and flat share)."""
+    mine = [g for g in groups if g.get("task_id") in task_ids and g.get("std") is not None]
     before = [g for g in mine if g["step"] < from_step]
     after = [g for g in mine if g["step"] >= from_step]
 
@@ -249,9 +249,7 @@ def update_stories(events: list[dict], groups: list[dict]) -> str:
     candidate with its trial numbers and verdict, the commit, and the task's signal afterwards."""
     by_failure: dict[str, list[dict]] = {}
     for e in events:
-        if e.get("kind") in ("attribution", "proposal", "trial", "verdict", "commit", "give_up") and e.get(
-            "failure_id"
-        ):
+        if e.get("kind") in _STORY_KINDS and e.get("failure_id"):
             by_failure.setdefault(e["failure_id"], []).append(e)
     if not by_failure:
         return ""
@@ -264,7 +262,8 @@ def update_stories(events: list[dict], groups: list[dict]) -> str:
         task = _story_task(fid, evs)
         attribution = next((e for e in evs if e["kind"] == "attribution"), {})
         committed = next((e for e in evs if e["kind"] == "commit"), None)
-        status = "committed" if committed else "gave up" if any(e["kind"] == "give_up" for e in evs) else "open"
+        ended = next((_ENDED[e["kind"]] for e in reversed(evs) if e["kind"] in _ENDED), "open")
+        status = "committed" if committed else ended
         out.append(f"<h3>{html.escape(fid)} — {status}</h3><ul>")
         if attribution:
             out.append(f"<li><b>Failure</b>: {html.escape(attribution.get('summary', ''))}</li>")
@@ -286,26 +285,67 @@ def update_stories(events: list[dict], groups: list[dict]) -> str:
                 adv = r.get("advantage_effect")
                 adv_txt = f", largest change to a rollout's advantage {adv}" if adv is not None else ""
                 thr = f", smallest effect worth a change {r.get('threshold')}" if r.get("threshold") is not None else ""
+                verdict = r.get("verdict_kind") or ("accepted" if r.get("accepted") else "rejected")
+                mde = r.get("min_detectable_effect")
+                mde_txt = f", smallest detectable effect {mde}" if mde is not None else ""
+                covers = r.get("covers") or []
+                pooled = f" over {len(covers)} tasks" if len(covers) > 1 else ""
                 out.append(
-                    f"<li><b>Trial</b> on the frozen policy: {html.escape(str(r.get('metric')))} "
+                    f"<li><b>Trial</b> on the frozen policy{pooled}: {html.escape(str(r.get('metric')))} "
                     f"{r.get('baseline')} → {r.get('candidate')}, interval [{r.get('ci_low')}, {r.get('ci_high')}]"
-                    f"{thr}{adv_txt} "
-                    f"— <b>{'accepted' if r.get('accepted') else 'rejected'}</b>: "
+                    f"{thr}{adv_txt}{mde_txt} "
+                    f"— <b>{html.escape(str(verdict))}</b>: "
                     f"{html.escape(_without_verdict(str(r.get('reason'))))} "
                     f"(cost: {cost.get('rollouts')} rollouts, {cost.get('judge_calls')} judge calls, "
                     f"{cost.get('seconds')} s)</li>"
                 )
             elif e["kind"] == "give_up":
                 out.append(f"<li><b>Gave up</b>: {html.escape(e.get('reason', ''))}</li>")
+            elif e["kind"] == "deferred":
+                out.append(f"<li><b>Deferred</b> until more groups are graded (step {e.get('step')})</li>")
         if committed:
             start = committed.get("applies_from_step", committed.get("step", 0) + 1)
+            covers = committed.get("covers") or [task]
+            reach = (
+                f" covering {len(covers)} tasks ({', '.join(map(str, covers[:6]))}{', ...' if len(covers) > 6 else ''})"
+            )
             out.append(
                 f"<li><b>Committed</b> as {html.escape(committed['interface'])} version {committed.get('version')}, "
-                f"from step {start}. <b>Effect on {html.escape(str(task))}</b>: "
-                f"{html.escape(_effect(groups, task, start))}</li>"
+                f"from step {start}{html.escape(reach) if len(covers) > 1 else ''}. <b>Effect</b>: "
+                f"{html.escape(_effect(groups, [str(t) for t in covers], start))}</li>"
             )
         out.append("</ul>")
     return "\n".join(out)
+
+
+_STORY_KINDS = ("attribution", "proposal", "trial", "verdict", "commit", "give_up", "deferred")
+_ENDED = {"give_up": "gave up", "deferred": "deferred"}
+
+
+def audit_section(events: list[dict]) -> str:
+    """The rubric audit before step 1: each requirement the prompts state and the rubrics did not check, its tasks,
+    and whether a commit covered it."""
+    audit = next((e for e in events if e.get("kind") == "rubric_audit"), None)
+    if audit is None:
+        return ""
+    findings = audit.get("findings") or []
+    if not findings:
+        return "<h2>Rubric audit</h2><p>every requirement the training prompts state is checked by their rubrics</p>"
+    covered: dict[tuple[str, str], int] = {}  # (requirement, task) -> the step its repair applies from
+    for e in events:
+        signature = (e.get("update") or {}).get("signature") or {} if e.get("kind") == "commit" else {}
+        for key in str(signature.get("key") or "").split("+") if signature.get("kind") == "requirement" else []:
+            for t in e.get("covers") or []:
+                covered.setdefault((key, str(t)), int(e.get("applies_from_step") or 0))
+    rows = []
+    for f in findings:
+        tasks = [str(t) for t in f.get("tasks") or []]
+        steps = [covered[(str(f.get("key")), t)] for t in tasks if (str(f.get("key")), t) in covered]
+        reached = f"{len(steps)} of {len(tasks)} tasks, from step {min(steps)}" if steps else "not repaired"
+        rows.append([f.get("key"), f.get("text"), len(tasks), _fold(", ".join(tasks)), reached])
+    return "<h2>Rubric audit (before step 1)</h2>" + _table(
+        rows, ["requirement", "criterion", "tasks", "which", "repaired"]
+    )
 
 
 def _table(rows: list[list], header: list[str]) -> str:
@@ -361,6 +401,7 @@ def write_report(run_dir: str | Path) -> Path:
     if evals:
         parts.append(_evaluation_section(evals))
     parts.append(harness_section(harness, events))
+    parts.append(audit_section(events))
     parts.append(update_stories(events, run.read("steps.jsonl")))
     parts.append(_failures_section([e for e in events if e.get("kind") == "failure"]))
     parts.append(_events_section([e for e in events if e.get("kind") != "failure"]))
