@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 from scipy.stats import beta, binom
 
 __all__ = [
@@ -122,17 +123,14 @@ def min_detectable_share(
     if rollouts <= 0:
         return None
     alpha = _alpha(confidence, max_looks)
-    accepts = [split_share_interval(k, rollouts, group_size, alpha)[0] >= threshold for k in range(rollouts + 1)]
-    if not any(accepts):
+    ks = np.arange(rollouts + 1)
+    accepts = np.array([split_share_interval(int(k), rollouts, group_size, alpha)[0] >= threshold for k in ks])
+    if not accepts.any():
         return None
-    best: float | None = None
-    for i in range(1, 201):  # rates in (0, 1/2]: s is symmetric about 1/2
-        p = 0.5 * i / 200
-        power = sum(binom.pmf(k, rollouts, p) for k in range(rollouts + 1) if accepts[k])
-        if power >= DETECTION_POWER:
-            best = split_share(p, group_size)
-            break
-    return None if best is None else round(best, 3)
+    rates = 0.5 * np.arange(1, 201) / 200  # rates in (0, 1/2]: s is symmetric about 1/2
+    power = (binom.pmf(ks[None, :], rollouts, rates[:, None]) * accepts[None, :]).sum(axis=1)
+    hits = np.flatnonzero(power >= DETECTION_POWER)
+    return None if hits.size == 0 else round(split_share(float(rates[hits[0]]), group_size), 3)
 
 
 @dataclass
