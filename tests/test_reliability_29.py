@@ -315,6 +315,7 @@ def test_the_events_of_rolled_back_steps_move_aside_but_a_kept_commit_stands(tmp
     run.event("verdict", step=3, candidate_id="c3-2", interface="task_sampling", verdict="rejected")
     run.event("evolution_point", step=3, seconds=1.0)
     run.event("training_hold", step=4, action="held")
+    run.event("run_end", step=2, reason="disk_full")  # a process that stopped on a full disk: the run goes on
     assert roll_back(run, 2) == [3, 4]
     kept = [(e["kind"], e["step"], e.get("candidate_id")) for e in run.read("events.jsonl")]
     assert kept == [
@@ -334,6 +335,7 @@ def test_the_events_of_rolled_back_steps_move_aside_but_a_kept_commit_stands(tmp
         ("verdict", 3),
         ("evolution_point", 3),
         ("training_hold", 4),
+        ("run_end", 2),
     ]
     assert roll_back(run, 2) == []  # a second resume from the same checkpoint moves nothing
 

@@ -8,8 +8,9 @@ What a kill (SIGKILL, power loss) can leave, and what ``--resume`` does with it:
   each step is recorded once: :func:`roll_back`. So do their events (failures, evaluations, evolution points,
   holds, attributions, trials, outcomes...: the re-run detects and decides again, and a reader of
   ``events.jsonl`` counts each once), but for what still stands: the ``commit`` of an update the harness kept
-  and the proposal, trial and verdict of that candidate (its evidence). Nothing is deleted; a torn last line
-  goes to ``rolled_back/`` too.
+  and the proposal, trial and verdict of that candidate (its evidence). The ``run_end`` of a process that
+  stopped on a full disk goes too, whatever its step: the run did not end there. Nothing is deleted; a torn
+  last line goes to ``rolled_back/`` too.
 - **Committed harness updates are never lost.** ``harness.json`` is rewritten atomically at every
   commit, so the harness resumes with every update committed before the kill, including updates
   committed after the checkpoint: those apply to the re-run steps as well (the harness is not versioned
@@ -107,6 +108,8 @@ def roll_back(run: RunDir, step: int) -> list[int]:
             if row_step > step and not stands:
                 drop.append(line)
                 rolled.add(row_step)
+            elif row.get("kind") == "run_end":  # an earlier process's end (a full disk): the run goes on
+                drop.append(line)
             else:
                 keep.append(line)
         if drop:

@@ -357,8 +357,8 @@ def _complete_checkpoint(path: Path) -> bool:
         return False
 
 
-def _last_checkpoint(run: RunDir) -> str | None:
-    """The newest complete ``checkpoint-<step>`` (an incomplete one is skipped, with a warning)."""
+def _last_checkpoint(run: RunDir, warn: bool = True) -> str | None:
+    """The newest complete ``checkpoint-<step>`` (an incomplete one is skipped, with a warning when ``warn``)."""
     found = []
     for path in run.checkpoints.glob("checkpoint-*"):
         match = _CHECKPOINT.fullmatch(path.name)
@@ -366,7 +366,7 @@ def _last_checkpoint(run: RunDir) -> str | None:
             continue
         if _complete_checkpoint(path):
             found.append((int(match[1]), path))
-        else:
+        elif warn:
             logger.warning("%s is incomplete (no trainer_state.json: cut short mid-save); skipped", path)
     return str(max(found)[1]) if found else None
 
@@ -389,10 +389,9 @@ def _cause(error: BaseException) -> str:
     return text if len(text) <= 200 else text[:197] + "..."
 
 
-def _checkpoint_bytes(r: _Run) -> int | None:
-    """About what one checkpoint of this run takes: the last complete one's files, else the weights and
+def _checkpoint_bytes(r: _Run, last: str | None) -> int | None:
+    """About what one checkpoint of this run takes: the ``last`` complete one's files, else the weights and
     (for the trained parameters) AdamW's two moments in float32."""
-    last = _last_checkpoint(r.run) if r.run is not None else None
     if last is not None:
         return sum(p.stat().st_size for p in Path(last).rglob("*") if p.is_file())
     if r.model is None:
@@ -414,7 +413,7 @@ def _disk_full(r: _Run, error: BaseException) -> HarnessRLError:
         what = f"while writing {Path(error.filename).name}"
     else:
         what = {"training": "while training", "final": "while saving the final model"}.get(r.stage, "while ending")
-    last = _last_checkpoint(run)
+    last = _last_checkpoint(run, warn=False)  # the paragraph names a checkpoint cut short
     free = free_bytes(run.path)
     intact = [
         f"{Path(last).name} (the last complete checkpoint)" if last else "no complete checkpoint yet",
@@ -424,7 +423,7 @@ def _disk_full(r: _Run, error: BaseException) -> HarnessRLError:
     ]
     if cut.is_dir() and not _complete_checkpoint(cut):
         intact.append(f"{cut.name} was cut short: --resume skips it (delete it to free its space)")
-    need = _checkpoint_bytes(r)
+    need = _checkpoint_bytes(r, last)
     try:
         run.event("run_end", step=step, reason="disk_full", error=_cause(error), resume_from=last and Path(last).name)
         recorded = "run_end is recorded in events.jsonl (reason: disk_full)"
