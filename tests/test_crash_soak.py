@@ -107,6 +107,15 @@ def test_killed_and_resumed_runs_lose_nothing_and_record_each_step_once(tmp_path
     starts = [e for e in events if e["kind"] == "run_start"]
     assert len(starts) == 4 and all(s.get("resumed_from_step") is not None for s in starts[1:])
     assert [e["kind"] for e in events].count("run_end") == 1
+    # a failure at most once per group of its task in its step: a step trained again detects its failures again,
+    # and the first detection moved to rolled_back/ with the step (a task drawn twice in a step fails twice)
+    groups = Counter((g["step"], g["task_id"]) for g in run.read("steps.jsonl"))
+    failures = Counter(
+        (e["step"], e.get("task_id"), e.get("failure"), (e.get("evidence") or {}).get("criterion_id"))
+        for e in events
+        if e["kind"] == "failure"
+    )
+    assert all(n <= groups[key[:2]] for key, n in failures.items()), [k for k, n in failures.items() if n > 1]
     # every committed update: in harness.json, once in the events, and in the memory
     harness = json.loads((run_path / "harness.json").read_text())
     applied = {
