@@ -177,6 +177,7 @@ class TaskSampling(Interface):
         if not 0 <= floor <= 1:
             raise ConfigError(f"sampling floor must be in [0, 1], got {floor}")
         self.seed = seed
+        self.tasks: dict[str, Task] = {}  # the run's tasks, when built over them (create, restore)
         self.state = TaskSamplingState(
             weights=dict.fromkeys(ids, 1.0), status=dict.fromkeys(ids, "active"), floor=floor
         )
@@ -307,13 +308,16 @@ class TaskSampling(Interface):
         obj = cls.__new__(cls)
         data = dict(data)
         obj.seed = data.pop("seed", 0)
+        obj.tasks = {}
         obj.state = TaskSamplingState.model_validate(data)
         return obj
 
     # ------------------------------------------------------------------ as a harness interface
     @classmethod
     def create(cls, ctx: HarnessContext) -> TaskSampling:
-        return cls(ctx.tasks, floor=ctx.sampling_floor, seed=ctx.seed)
+        obj = cls(ctx.tasks, floor=ctx.sampling_floor, seed=ctx.seed)
+        obj.tasks = dict(ctx.tasks)
+        return obj
 
     @classmethod
     def restore(cls, data: Mapping[str, Any], ctx: HarnessContext) -> TaskSampling:
@@ -324,7 +328,12 @@ class TaskSampling(Interface):
         extra = set(obj.task_ids) - set(ctx.tasks)
         if extra:
             raise ValueError(f"it samples tasks {sorted(extra)[:5]} that this run's training data lacks")
+        obj.tasks = dict(ctx.tasks)
         return obj
+
+    def targets(self, update: ReweightTasks) -> list[Task]:
+        """The tasks whose weight or status ``update`` changes (those of the run's tasks it names)."""
+        return [self.tasks[t] for t in update.task_ids if t in self.tasks]
 
     @property
     def history(self) -> list[AppliedUpdate]:
