@@ -130,3 +130,90 @@ def test_a_two_process_training_run_agrees_on_the_harness_at_every_step(tmp_path
     changed = [row["step"] for row in ranks[1] if sum(row["versions"].values()) > 0]
     assert changed[0] == first  # the other rank applied the commit at the step it applies from
     print([(row["step"], row["versions"]) for row in ranks[1]])
+
+
+def _two_process_run(tmp_path, tiny_model_dir, config_updates: dict, processes: int = 2):
+    """``harnessrl train`` of the tiny policy on ``processes`` CPU processes (torchrun: gloo, MULTI_CPU; one:
+    no torchrun); returns the run directory."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import yaml
+    from helpers import TINY_POLICY_TASKS
+
+    root = Path(__file__).resolve().parents[1]
+    data = tmp_path / "train.jsonl"
+    data.write_text("".join(json.dumps(t) + "\n" for t in TINY_POLICY_TASKS))
+    held_out = tmp_path / "validation.jsonl"
+    held_out.write_text("".join(json.dumps({**t, "id": f"v-{t['id']}"}) + "\n" for t in TINY_POLICY_TASKS))
+    run_path = tmp_path / f"run{processes}"
+    config = {
+        "run_dir": str(run_path), "model": str(tiny_model_dir), "device": "cpu",
+        "data": {"train": str(data), "validation": str(held_out), "test": None},
+        "grpo": {"num_generations": 4, "tasks_per_step": 2, "max_completion_length": 8, "max_steps": 6,
+                 "save_steps": 6, "learning_rate": 1e-3},
+        "harness": {"memory": {"enabled": False}},
+        **config_updates,
+    }  # fmt: skip
+    cfg = tmp_path / f"config{processes}.yaml"
+    cfg.write_text(yaml.safe_dump(config))
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env["PYTHONPATH"] = os.pathsep.join([str(root), *filter(None, [env.get("PYTHONPATH")])])
+    if processes > 1:
+        launch = [str(Path(sys.executable).parent / "torchrun"), "--nproc_per_node", str(processes), "-m"]
+    else:
+        launch = [sys.executable, "-m"]
+    out = subprocess.run(
+        [*launch, "harnessrl.cli", "train", "--config", str(cfg)],
+        cwd=root, env=env, capture_output=True, text=True, timeout=1200,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    return run_path
+
+
+@pytest.mark.slow
+def test_two_processes_generate_the_trials_and_the_evaluation_together(tmp_path, tiny_model_dir):
+    """Trials and evaluation under two processes (DDP over gloo: accelerate 1.16 does not shard a CPU run,
+    docs/design.md §6): every process generates its share at the step boundary; the evolution point's trials
+    and commits reach both; the evaluation scores what one process scores on the same draws."""
+    from harnessrl.trainer.run import evaluate_run
+
+    run_path = _two_process_run(
+        tmp_path,
+        tiny_model_dir,
+        {
+            "eval": {"every_steps": None, "before_training": True, "completions": 2, "batch_size": 1,
+                     "max_new_tokens": 8, "seed": 5},
+            "evolver": {"every_steps": 2, "trials": {"rollouts_per_arm": 4, "max_new_tokens": 8,
+                                                     "max_rollout_share": None}},
+        },
+    )  # fmt: skip
+    points = [
+        [json.loads(line) for line in (run_path / "ranks" / f"rank{r}.points.jsonl").read_text().splitlines()]
+        for r in (0, 1)
+    ]
+    assert len(points[0]) == len(points[1]) > 0
+    for a, b in zip(*points, strict=True):
+        assert {**a, "rank": 1} == b  # the same trials (every number), versions and harness digest
+    trials = [t for row in points[0] for t in row["trials"]]
+    assert any(t["cost"]["rollouts"] > 0 for t in trials), "no trial generated: the collective sampler was not used"
+    events = RunDir(run_path, create=False).read("events.jsonl")
+    commits = [e for e in events if e["kind"] == "commit"]
+    assert commits, "the run committed no update"
+    ranks = [
+        [json.loads(line) for line in (run_path / "ranks" / f"rank{r}.jsonl").read_text().splitlines()] for r in (0, 1)
+    ]
+    assert [(a["versions"], a["digest"]) for a in ranks[0]] == [(b["versions"], b["digest"]) for b in ranks[1]]
+    # the evaluation before training (two processes, each a share) against one process on the same draws
+    two = next(e for e in RunDir(run_path, create=False).read("eval.jsonl") if e["step"] == 0)
+    alone = evaluate_run(run_path, str(tiny_model_dir))["results"]["validation"]
+    assert (two["overall"], two["per_task"]) == (alone.overall, alone.per_task)
+    assert [s["response"] for s in two["samples"]] == [s["response"] for s in alone.samples]
+    print(
+        "two processes:",
+        {"eval": two["overall"], "versions": points[0][-1]["versions"], "trials": [
+            (t["candidate_id"], t["metric"], t["baseline"], t["candidate"], t["verdict_kind"], t["cost"]["rollouts"])
+            for t in trials]},
+    )  # fmt: skip

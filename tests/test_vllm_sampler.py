@@ -30,6 +30,7 @@ from harnessrl.trainer.evaluation import evaluate_policy
 from harnessrl.trainer.policy_sampling import (
     check_main_process_sampling,
     engine_sampler,
+    evaluation_sampler,
     policy_sampler,
     push_weights_if_stale,
     sampling_place,
@@ -390,32 +391,61 @@ def test_routing_picks_the_engine_training_generates_with(fake_vllm, tok):
     assert sampling_place(server, "cuda") == "vllm server http://gpu-box:8000"
 
 
-def test_sharded_training_is_refused_at_start_up(tok):
+def test_only_tensor_parallel_colocate_is_refused_at_start_up(tok):
+    """DDP, FSDP and ZeRO-3 sample at the step boundary on every process (harnessrl.trainer.step_boundary); a
+    colocated engine with tensor parallelism, whose processes must all generate each request, is refused."""
+
     def two(**attrs):
         return fake_trainer(FakeGeneration("server", tok), **attrs)
 
-    for trainer in (two(), fake_trainer()):
+    for trainer in (two(), fake_trainer(), two(is_fsdp_enabled=True), fake_trainer(is_fsdp_enabled=True)):
         trainer.accelerator.num_processes = 2
-        check_main_process_sampling(trainer)  # DDP: fine
-    fsdp = two(is_fsdp_enabled=True)
-    fsdp.accelerator.num_processes = 2
-    with pytest.raises(ConfigError, match=r"main process only.*FSDP.*not supported: train with DDP"):
-        engine_sampler(fsdp, tok, seed=0)
+        check_main_process_sampling(trainer)
     zero3 = two(is_deepspeed_enabled=True)
     zero3.accelerator = SimpleNamespace(
         num_processes=2, state=SimpleNamespace(deepspeed_plugin=SimpleNamespace(zero_stage=3))
     )
-    with pytest.raises(ConfigError, match="DeepSpeed ZeRO-3"):
-        policy_sampler(zero3, tok, seed=0)
-    zero3.accelerator.state.deepspeed_plugin.zero_stage = 2  # ZeRO-2 keeps whole parameters
     check_main_process_sampling(zero3)
-    zero3.accelerator.num_processes = 1  # one process: nothing to wait for
-    fsdp.accelerator.num_processes = 1
-    check_main_process_sampling(fsdp)
     tp = fake_trainer(FakeGeneration("colocate", tok, tensor_parallel_size=2))
     tp.accelerator.num_processes = 2
-    with pytest.raises(ConfigError, match="tensor parallelism spans 2 processes"):
+    with pytest.raises(ConfigError, match=r"tensor parallelism spans 2 processes.*vllm_mode: server"):
         policy_sampler(tp, tok, seed=0)
+    tp.accelerator.num_processes = 1  # one process: its engine generates alone
+    check_main_process_sampling(tp)
+
+
+class RecordingBoundary:
+    """A step boundary that records the requests it is asked (the real one is tested over gloo)."""
+
+    def __init__(self):
+        self.requests: list[tuple[str, object]] = []
+
+    def request(self, kind, payload=None):
+        self.requests.append((kind, payload))
+        return [None, None]
+
+
+def test_several_processes_sample_through_the_step_boundary(fake_vllm, tok):
+    from harnessrl.trainer.step_boundary import CollectiveSampler
+
+    boundary = RecordingBoundary()
+    plain = fake_trainer(boundary=boundary, generation_autocast="generate")
+    plain.accelerator.num_processes = 2
+    sampler = policy_sampler(plain, tok, seed=3, batch_size=4)
+    assert isinstance(sampler, CollectiveSampler) and (sampler.seed, sampler.batch_size) == (3, 4)
+    assert sampling_place(plain, "cpu") == "cpu x2 processes"
+    decoding = {"seed": 5, "batch_size": 2, "completions": 3, "autocast": "generate"}
+    ev = evaluation_sampler(plain, tok, decoding)
+    assert isinstance(ev, CollectiveSampler) and ev.batch_size == 6 and ev.same_draws_each_call  # as one process
+    # vLLM: every process takes part in the weight sync, then the main process's engine generates
+    gen = FakeGeneration("colocate", tok)
+    trainer = fake_trainer(gen, step=4, loaded=3, boundary=boundary)
+    trainer.accelerator.num_processes = 2
+    sampler = policy_sampler(trainer, tok, seed=2)
+    assert isinstance(sampler, VLLMSampler)
+    sampler.sample([chat("Q1")], 1.0, 4)
+    assert boundary.requests == [("sync_vllm", None)] and len(gen.engine.calls) == 1
+    assert gen.syncs == 0  # the boundary's handler syncs, on every process (the fake one records only)
 
 
 # ------------------------------------------------------------------------------------------- evaluation

@@ -40,8 +40,9 @@ class TransformersSampler:
     padding; the texts come back in the prompts' order), padded on the left and sampled
     (``do_sample=True``; temperature 0: greedy) under ``torch.inference_mode`` with the model in eval
     mode; the model's training mode is restored afterwards and its weights never change. The global
-    torch RNG is forked, so a trial does not shift the training run's random stream, and seeded
-    (``seed`` plus a call counter) so a trial is reproducible.
+    torch RNG is forked, so a trial does not shift the training run's random stream, and each batch is
+    seeded (``seed``, a call counter and the batch's number: :meth:`batch_seed`) so a trial is reproducible
+    and draws alike however many processes share its batches out.
 
     Args:
         model: the policy (unwrapped: not a DDP/accelerate wrapper).
@@ -76,39 +77,73 @@ class TransformersSampler:
         self, prompts: list[list[dict[str, str]]], temperature: float, max_new_tokens: int, **settings: float
     ) -> list[str]:
         """``settings``: further ``generate`` arguments for this call (``top_p``, ``top_k``, ...)."""
-        import torch
-
         if not prompts:
             return []
+        texts, special, batches = self.plan(prompts)
+        call = self.calls
+        self.calls += 1
+        done = self.run_batches(texts, special, list(enumerate(batches)), call, temperature, max_new_tokens, settings)
+        return [done[i] for i in range(len(texts))]
+
+    def plan(self, prompts: list[list[dict[str, str]]]) -> tuple[list[str], bool, list[list[int]]]:
+        """The prompts' texts (:func:`chat_prompts`), whether tokenizing them adds special tokens, and the
+        batches they are generated in: indices of similar length, ``batch_size`` at a time, copies of a
+        prompt together. The plan depends on the prompts and ``batch_size`` alone, so processes that share
+        the batches out (:class:`harnessrl.trainer.step_boundary.CollectiveSampler`) each get the same."""
         texts, special = chat_prompts(self.tokenizer, prompts)
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # stable: copies of a prompt stay together
+        return texts, special, [order[s : s + self.batch_size] for s in range(0, len(order), self.batch_size)]
+
+    def batch_seed(self, call: int, batch: int) -> int | None:
+        """The seed of batch ``batch`` of call ``call``: each batch is seeded on its own, so its draws do not
+        depend on which batches were generated before it, nor on which process generates it (batch 0 takes
+        ``seed + call``, as a call of one batch always did)."""
+        return None if self.seed is None else self.seed + call + _BATCH_SEED_STRIDE * batch
+
+    def run_batches(
+        self,
+        texts: list[str],
+        special: bool,
+        batches: list[tuple[int, list[int]]],
+        call: int,
+        temperature: float,
+        max_new_tokens: int,
+        settings: dict[str, Any] | None = None,
+        *,
+        model: Any = None,
+    ) -> dict[int, str]:
+        """Generate ``batches`` (``(batch number, text indices)``) of :meth:`plan`'s texts for call number
+        ``call`` on ``model`` (default: this sampler's): each batch seeded by :meth:`batch_seed`, in a forked
+        RNG, the model in eval mode (restored after). Returns each generated index's text."""
+        import torch
+
         if temperature <= 0:
             decoding: dict[str, Any] = {"do_sample": False, "temperature": None, "top_p": None, "top_k": None}
         else:
             decoding = {"do_sample": True, "temperature": float(temperature), **self.generation_kwargs}
-        decoding.update(settings)
-        model = self.model
+        decoding.update(settings or {})
+        model = self.model if model is None else model
         device = next(model.parameters()).device
         was_training = model.training
         fork = [device.index or 0] if device.type == "cuda" else []
-        out: list[str] = [""] * len(texts)
+        out: dict[int, str] = {}
         with torch.random.fork_rng(devices=fork):
-            if self.seed is not None:
-                torch.manual_seed(self.seed + self.calls)
-            self.calls += 1
             model.eval()
             try:
                 with torch.inference_mode(), generation_precision(model, self.autocast):
-                    for start in range(0, len(order), self.batch_size):
-                        idx = order[start : start + self.batch_size]
-                        batch = self._generate([texts[i] for i in idx], special, max_new_tokens, decoding)
-                        for i, text in zip(idx, batch, strict=True):
-                            out[i] = text
+                    for number, idx in batches:
+                        seed = self.batch_seed(call, number)
+                        if seed is not None:
+                            torch.manual_seed(seed)
+                        batch = self._generate(model, [texts[i] for i in idx], special, max_new_tokens, decoding)
+                        out.update(zip(idx, batch, strict=True))
             finally:
                 model.train(was_training)
         return out
 
-    def _generate(self, texts: list[str], special: bool, max_new_tokens: int, decoding: dict[str, Any]) -> list[str]:
+    def _generate(
+        self, model: Any, texts: list[str], special: bool, max_new_tokens: int, decoding: dict[str, Any]
+    ) -> list[str]:
         tok = self.tokenizer
         if tok.pad_token_id is None and tok.eos_token is not None:
             tok.pad_token = tok.eos_token
@@ -118,11 +153,14 @@ class TransformersSampler:
             enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=special)
         finally:
             tok.padding_side = side
-        device = next(self.model.parameters()).device
+        device = next(model.parameters()).device
         enc = {k: v.to(device) for k, v in enc.items()}
-        ids = self.model.generate(**enc, max_new_tokens=max_new_tokens, pad_token_id=tok.pad_token_id, **decoding)
+        ids = model.generate(**enc, max_new_tokens=max_new_tokens, pad_token_id=tok.pad_token_id, **decoding)
         return tok.batch_decode(ids[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
 
+
+_BATCH_SEED_STRIDE = 1_000_003
+"""Batch b of a call is seeded ``seed + call + b * stride``: distinct over any run's calls and batches."""
 
 _SAMPLER_SETS = frozenset({"n", "temperature", "max_tokens", "seed", "logprobs"})
 """Sampling parameters :class:`VLLMSampler` sets itself (a setting may not override them)."""

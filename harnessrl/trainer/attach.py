@@ -180,6 +180,9 @@ class _LockedTrials:
                 self.trainer.timings["trials"] += time.perf_counter() - t0
         self.trainer.accounting["rollouts/trial"] += result.cost.rollouts
         self.trainer.accounting["judge/calls_trial"] += result.cost.judge_calls
+        boundary = getattr(self.trainer, "boundary", None)
+        if boundary is not None:  # several processes: every one receives the trial's result at the boundary
+            boundary.note_trial(result)
         return result
 
     def allowance(self) -> int | None:

@@ -112,7 +112,8 @@ class EvalCallback(TrainerCallback):
     alone (highest overall; the earliest step on a tie; an evaluation without a score never wins): it is saved to
     ``checkpoints/best`` and described in ``best.json`` (its step, validation scores, and the test
     scores at that step, which are reported, never used to choose). Without a validation split no best
-    checkpoint is chosen. Completions come from ``sampler`` when the run sets one (its vLLM engine), else
+    checkpoint is chosen. Completions come from ``sampler`` when the run sets one (its vLLM engine, or every
+    process's share when several train: :func:`~harnessrl.trainer.policy_sampling.evaluation_sampler`), else
     from transformers ``generate`` on the policy.
     """
 
@@ -254,10 +255,19 @@ class EvalCallback(TrainerCallback):
                 "test": _best_test(test) if test else None,
             }
             if self.trainer is not None and step > 0:
-                self.trainer.save_model(str(self.run_dir.checkpoints / "best"))
+                self._save_best(str(self.run_dir.checkpoints / "best"))
                 self.best["checkpoint"] = str(self.run_dir.checkpoints / "best")
             self.run_dir.write_json("best.json", self.best)
         return out
+
+    def _save_best(self, path: str) -> None:
+        """Save the policy: with several processes, every one takes part (under FSDP or ZeRO-3 gathering the
+        state dict is a collective), at the step boundary the evaluation runs at."""
+        boundary = getattr(self.trainer, "boundary", None)
+        if boundary is not None:
+            boundary.request("save", path)
+        else:
+            self.trainer.save_model(path)
 
     def _evaluated(self, step: int) -> bool:
         return all(any(r.split == split and r.step == step for r in self.results) for split in self.splits)

@@ -28,7 +28,9 @@ Hook points, and what each does:
 - ``_prepare_inputs`` and a callback around the optimiser step: a step skipped for judge faults (below)
   changes no weight.
 - ``log``: adds the run's cumulative accounting (``rollouts/*``, ``judge/calls_total``) to every log.
-- callbacks (``harnessrl.trainer.callbacks``): metrics.jsonl, progress display, evaluation.
+- callbacks (``harnessrl.trainer.callbacks``): metrics.jsonl, progress display, evaluation. With several
+  processes every process meets at ``on_train_begin``, ``on_step_end`` and ``on_train_end``
+  (:mod:`harnessrl.trainer.step_boundary`), so that trials and evaluation generate on all of them.
 
 With no harness update applied this is an ordinary GRPO run: uniform task sampling, unguided
 prompts, version-0 rubrics. That is the fixed-harness baseline.
@@ -68,7 +70,9 @@ from harnessrl.records.run_dir import open_append
 from harnessrl.records.steps import GroupRecord, Recorder, RolloutRecord, StepRecord, group_stats
 from harnessrl.trainer.dynamic_sampling import DynamicSampling
 from harnessrl.trainer.harness_sync import sync_harness
+from harnessrl.trainer.policy_sampling import push_weights_if_stale
 from harnessrl.trainer.rewards import RubricReward
+from harnessrl.trainer.step_boundary import StepBoundary, meet_at_step_boundaries
 
 __all__ = ["HarnessGRPOTrainer", "harness_dataset"]
 
@@ -143,6 +147,7 @@ class HarnessGRPOTrainer(DynamicSampling, GRPOTrainer):
     generation_autocast: str = "generate"  # as __init__ (and generation.autocast): one default
     guidance_train_on: Literal["plain", "hinted"] = "plain"  # as __init__ (and harness.guidance.train_on)
     _plain_prompts: list[list[dict[str, str]] | None] | None = None
+    boundary: StepBoundary | None = None  # as __init__: one process, none
     _update_has_signal: bool = False
 
     def __init__(
@@ -207,6 +212,13 @@ class HarnessGRPOTrainer(DynamicSampling, GRPOTrainer):
         self.add_callback(_HoldSkippedUpdates(self))
         self._update_lock = _LockPolicyThroughUpdate(self)
         self.add_callback(self._update_lock)  # before any evolution point's callback
+        # several processes: trials, evaluation, vLLM syncs and saves at a step boundary take every process
+        self.boundary: StepBoundary | None = None
+        if self.accelerator.num_processes > 1:
+            self.boundary = StepBoundary(self)
+            if self.use_vllm:
+                self.boundary.handle("sync_vllm", lambda _: push_weights_if_stale(self))
+            meet_at_step_boundaries(self.callback_handler, self.boundary)
         if dapo_eps is not None and self.accelerator.num_processes > 1:
             raise ConfigError(
                 "method 'dapo' runs on one process only (its refill regroups rows across rounds): "

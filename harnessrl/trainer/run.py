@@ -711,7 +711,7 @@ def _build_trainer(r: _Run) -> None:
     from harnessrl.trainer.callbacks import EvalCallback, MetricsCallback, ProgressCallback
     from harnessrl.trainer.evaluation import eval_decoding
     from harnessrl.trainer.grpo_trainer import HarnessGRPOTrainer
-    from harnessrl.trainer.policy_sampling import check_main_process_sampling, engine_sampler, sampling_place
+    from harnessrl.trainer.policy_sampling import check_main_process_sampling, evaluation_sampler, sampling_place
     from harnessrl.trainer.rewards import RubricReward
 
     config, run = r.config, r.run
@@ -761,8 +761,9 @@ def _build_trainer(r: _Run) -> None:
         check_main_process_sampling(trainer)  # on every process, so that all of them stop
     if r.eval_cb is not None:
         r.eval_cb.trainer = trainer
-        # through the run's vLLM engine when it has one (None: transformers), every checkpoint on the same draws
-        r.eval_cb.sampler = engine_sampler(trainer, r.tokenizer, seed=config.eval.seed, same_draws_each_call=True)
+        # through the run's vLLM engine when it has one, every process's share with several (None: transformers
+        # here), every checkpoint on the same draws
+        r.eval_cb.sampler = evaluation_sampler(trainer, r.tokenizer, eval_decoding(config))
     r.devices["critic_trials"] = r.devices["evaluation"] = sampling_place(trainer, r.device)
 
 
