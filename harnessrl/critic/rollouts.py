@@ -283,7 +283,14 @@ class VLLMSampler:
             generate = self._server(ids, ns, call, sampling, settings)
         with self._lock:
             if self.prepare is not None:
-                self.prepare()
+                try:
+                    self.prepare()
+                except Exception as e:
+                    raise RuntimeError(
+                        f"the weight sync into the vLLM engine ({self._engine()}) before sampling failed "
+                        f"({type(e).__name__}: {e}). Nothing falls back to another engine: bring the engine back "
+                        "(a server: restart `trl vllm-serve`), then continue the run with --resume"
+                    ) from e
             completions = generate()
         for n, got in zip(ns, completions, strict=True):
             if len(got) != n:
@@ -291,6 +298,13 @@ class VLLMSampler:
         return self.tokenizer.batch_decode([c for got in completions for c in got], skip_special_tokens=True)
 
     # ------------------------------------------------------------------------------------------ helpers
+    def _engine(self) -> str:
+        """Which engine, in words: the server's address, or the colocated engine."""
+        if self.generation.mode == "server":
+            client = getattr(self.generation, "vllm_client", None)
+            return f"the server at {getattr(client, 'base_url', None) or 'its address'}"
+        return "colocated"
+
     def _prompt_ids(self, messages: list[dict[str, str]]) -> list[int]:
         (text,), special = chat_prompts(self.tokenizer, [messages])
         return list(self.tokenizer(text, add_special_tokens=special)["input_ids"])
@@ -369,15 +383,22 @@ class VLLMSampler:
             out: list[list[list[int]]] = [[] for _ in ids]
             for c, ((n, _), requests) in enumerate(calls.items()):
                 seed = self._seed(call, c)
-                got = client.generate(
-                    prompts=[ids[r] for r in requests],
-                    n=n,
-                    temperature=temperature,
-                    max_tokens=max_tokens,
-                    logprobs=None,
-                    generation_kwargs={**sampling, **({} if seed is None else {"seed": seed})},
-                    **args,
-                )["completion_ids"]
+                try:
+                    got = client.generate(
+                        prompts=[ids[r] for r in requests],
+                        n=n,
+                        temperature=temperature,
+                        max_tokens=max_tokens,
+                        logprobs=None,
+                        generation_kwargs={**sampling, **({} if seed is None else {"seed": seed})},
+                        **args,
+                    )["completion_ids"]
+                except Exception as e:  # requests' errors, TRL's "Request failed: <status>": say where and what
+                    raise RuntimeError(
+                        f"the vLLM engine ({self._engine()}) failed a request of {len(requests)} prompt(s) x n={n} "
+                        f"({type(e).__name__}: {e}). Is `trl vllm-serve` still running there? Nothing falls back "
+                        "to another engine: restart the server, then continue the run with --resume"
+                    ) from e
                 if len(got) != n * len(requests):
                     raise RuntimeError(f"the vLLM server returned {len(got)} completions for {len(requests)} x n={n}")
                 for j, r in enumerate(requests):  # prompt-major: the n completions of a prompt, then the next's

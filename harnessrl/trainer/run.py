@@ -285,6 +285,7 @@ def build_grpo_config(config: TrainConfig, output_dir: Path, device: str, num_pr
         kwargs.update(use_vllm=True, vllm_mode=config.generation.vllm_mode)
         if config.generation.vllm_mode == "server":
             kwargs["vllm_server_base_url"] = config.generation.vllm_server_base_url
+            kwargs["vllm_server_timeout"] = config.generation.vllm_server_timeout_s
         else:
             kwargs["vllm_gpu_memory_utilization"] = config.generation.vllm_gpu_memory_utilization
     gen = config.generation
@@ -623,6 +624,14 @@ def _load_models_and_judges(r: _Run) -> None:
 
     config, console, device = r.config, r.console, r.device
     eval_splits = r.tasks.eval_splits  # type: ignore[union-attr]
+    gen = config.generation
+    if gen.backend == "vllm" and gen.vllm_mode == "server":  # a server that is down stops the run here
+        from harnessrl.trainer.vllm_server import check_vllm_server, server_url
+
+        url = server_url(gen.vllm_server_base_url, config.grpo.extra)
+        with console.status(f"waiting for the vLLM server at {url} (up to {gen.vllm_server_timeout_s:.0f} s)..."):
+            served = check_vllm_server(url, timeout_s=gen.vllm_server_timeout_s)
+        console.log(f"vLLM server at {url} serves {served}")
     with console.status(f"loading {config.model} on {device}..."):
         r.model, r.tokenizer = load_causal_lm(config.model, device=device)
         r.model.train()

@@ -147,6 +147,12 @@ class GenerationConfig(_Section):
     backend: Literal["transformers", "vllm"] = "transformers"
     vllm_mode: Literal["colocate", "server"] = "colocate"
     vllm_server_base_url: str | None = None
+    vllm_server_timeout_s: float = Field(
+        default=240.0,
+        gt=0,
+        description="Server mode: how long the run waits before step 1 for the vLLM server to answer /health (TRL's "
+        "vllm_server_timeout); past it the run stops with the address and the fix.",
+    )
     vllm_gpu_memory_utilization: float = Field(default=0.3, gt=0, le=1)
     autocast: Literal["generate", "forward", "never"] = Field(
         default="generate",
