@@ -7,7 +7,9 @@
   (accelerate 1.16 does not turn FSDP on for a CPU run, docs/design.md §6: torch does, so the sharding is
   torch's own here.)
 - The boundary's decisions (a trial's result, a commit) reach the other process, which applies the harness
-  and records the same trial numbers and versions; a request outside an open boundary is refused.
+  and records the same trial numbers and versions; the best checkpoint is saved by both; a request that fails
+  on the other process is raised on the main one with its name, and the next request still works; a request
+  outside an open boundary is refused.
 """
 
 from __future__ import annotations
@@ -79,7 +81,16 @@ def _rank(rank: int, world: int, port: int, model_dir: str, out: str) -> None:
     sampler = CollectiveSampler(boundary, seed=7, batch_size=2)
     got: dict = {"sharded": sharded}
 
+    saved = Path(out, f"saved{rank}")
+    trainer.save_model = saved.write_text  # what the real trainer's save_model is asked, on every process
+    boundary.handle("fail_on_1", lambda _: 1 / 0 if rank == 1 else "fine")
+
     def main_work():
+        boundary.request("save", "checkpoints/best")
+        try:
+            boundary.request("fail_on_1")
+        except RuntimeError as e:  # every process still met at the gather: the next request goes on
+            got["failed"] = str(e)
         got["texts"] = sampler.sample(PROMPTS, 1.0, 6)
         got["greedy"] = sampler.sample(PROMPTS[:1], 0.0, 6)  # one batch: the other process runs it and drops it
         boundary.note_trial(_trial(TrialResult, TrialCost))
@@ -130,3 +141,6 @@ def test_fsdp2_sharded_sampling_draws_what_one_process_draws(tmp_path, tiny_mode
     assert rows[0]["trials"] == rows[1]["trials"] and rows[0]["trials"][0]["improvement"] == 0.25
     assert rows[0]["digest"] == rows[1]["digest"] and (rows[0]["rank"], rows[1]["rank"]) == (0, 1)
     assert "training is not stopped at one now" in main["closed"]
+    # the best checkpoint is saved by every process; a failure on one is raised on the main one, named
+    assert [(tmp_path / f"saved{r}").read_text() for r in (0, 1)] == ["checkpoints/best"] * 2
+    assert main["failed"] == "a step boundary's 'fail_on_1' failed on process 1: ZeroDivisionError: division by zero"

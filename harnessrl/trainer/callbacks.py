@@ -180,6 +180,8 @@ class EvalCallback(TrainerCallback):
             "policy": self.policy_identity,
             "judge": self.judge.name,
             "decoding": self.decoding,
+            # each batch seeded on its own since issue 31: entries from the one-seed-per-call draws do not match
+            "draws": "seeded per batch",
             "torch_threads": torch.get_num_threads(),
             "tasks": [t.model_dump(mode="json") for t in self.splits[split]],
         }
