@@ -12,7 +12,11 @@
 # Each part trains a random ~0.68B model (benchmarks/scale_check.py) 4 steps with the rule-based evolver and an
 # evaluation before training, then $OUT/scale.json holds the median step time, the trials' and the evaluation's
 # seconds per rollout, and the raw engine's (transformers generate, vLLM where installed) on the same batch.
-# Not run yet: no GPU was lent to the session that wrote it.
+# Not run on a GPU yet: no GPU was lent to the session that wrote it. Tried on a CPU at a micro size, where it
+# runs end to end (accelerate prepares DDP there: it turns FSDP on for GPU runs only):
+#   SCALE_DEVICE=cpu SCALE_ARGS="--tasks 2 --g 2 --tokens 4 --steps 3" SCALE_MODEL_ARGS="--override hidden_size=64
+#   --override intermediate_size=128 --override num_hidden_layers=2 --override num_attention_heads=4
+#   --override num_key_value_heads=2" bash benchmarks/gpu_check_scale.sh fsdp2
 set -euo pipefail
 cd "$(dirname "$0")/.."
 stage="${1:-all}"
