@@ -132,9 +132,9 @@ def test_a_two_process_training_run_agrees_on_the_harness_at_every_step(tmp_path
     print([(row["step"], row["versions"]) for row in ranks[1]])
 
 
-def _two_process_run(tmp_path, tiny_model_dir, config_updates: dict, processes: int = 2):
+def _two_process_run(tmp_path, tiny_model_dir, config_updates: dict, processes: int = 2, launcher: str | None = None):
     """``harnessrl train`` of the tiny policy on ``processes`` CPU processes (torchrun: gloo, MULTI_CPU; one:
-    no torchrun); returns the run directory."""
+    no torchrun), or through ``launcher`` (a script run by torchrun in its place); returns the run directory."""
     import os
     import subprocess
     import sys
@@ -155,41 +155,43 @@ def _two_process_run(tmp_path, tiny_model_dir, config_updates: dict, processes: 
         "grpo": {"num_generations": 4, "tasks_per_step": 2, "max_completion_length": 8, "max_steps": 6,
                  "save_steps": 6, "learning_rate": 1e-3},
         "harness": {"memory": {"enabled": False}},
-        **config_updates,
+        **{k: v for k, v in config_updates.items() if k != "grpo"},
     }  # fmt: skip
+    config["grpo"].update(config_updates.get("grpo", {}))
     cfg = tmp_path / f"config{processes}.yaml"
     cfg.write_text(yaml.safe_dump(config))
     env = dict(os.environ, OMP_NUM_THREADS="1")
     env["PYTHONPATH"] = os.pathsep.join([str(root), *filter(None, [env.get("PYTHONPATH")])])
-    if processes > 1:
-        launch = [str(Path(sys.executable).parent / "torchrun"), "--nproc_per_node", str(processes), "-m"]
+    torchrun = [str(Path(sys.executable).parent / "torchrun"), "--nproc_per_node", str(processes)]
+    if launcher is not None:
+        launch = [*torchrun, launcher]
+    elif processes > 1:
+        launch = [*torchrun, "-m", "harnessrl.cli"]
     else:
-        launch = [sys.executable, "-m"]
+        launch = [sys.executable, "-m", "harnessrl.cli"]
+    env["HARNESSRL_FSDP_REPORT"] = str(tmp_path / "fsdp.json")
     out = subprocess.run(
-        [*launch, "harnessrl.cli", "train", "--config", str(cfg)],
+        [*launch, "train", "--config", str(cfg)],
         cwd=root, env=env, capture_output=True, text=True, timeout=1200,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
     return run_path
 
 
-@pytest.mark.slow
-def test_two_processes_generate_the_trials_and_the_evaluation_together(tmp_path, tiny_model_dir):
-    """Trials and evaluation under two processes (DDP over gloo: accelerate 1.16 does not shard a CPU run,
-    docs/design.md §6): every process generates its share at the step boundary; the evolution point's trials
-    and commits reach both; the evaluation scores what one process scores on the same draws."""
+SHARED_RUN = {
+    "eval": {"every_steps": None, "before_training": True, "completions": 2, "batch_size": 1, "max_new_tokens": 8,
+             "seed": 5},
+    "evolver": {"every_steps": 2, "trials": {"rollouts_per_arm": 4, "max_new_tokens": 8, "max_rollout_share": None}},
+}  # fmt: skip
+"""An evaluation before training in 3 batches (2 completions of 3 tasks, 2 a batch), trials that generate."""
+
+
+def _assert_shared_run(run_path, policy) -> list[dict]:
+    """Both processes hold the same trial results and versions at every boundary and step, a trial generated,
+    an update was committed, and the evaluation before training scored what one process scores on the same
+    draws (``harnessrl eval`` of the untrained policy). Returns the trials."""
     from harnessrl.trainer.run import evaluate_run
 
-    run_path = _two_process_run(
-        tmp_path,
-        tiny_model_dir,
-        {
-            "eval": {"every_steps": None, "before_training": True, "completions": 2, "batch_size": 1,
-                     "max_new_tokens": 8, "seed": 5},
-            "evolver": {"every_steps": 2, "trials": {"rollouts_per_arm": 4, "max_new_tokens": 8,
-                                                     "max_rollout_share": None}},
-        },
-    )  # fmt: skip
     points = [
         [json.loads(line) for line in (run_path / "ranks" / f"rank{r}.points.jsonl").read_text().splitlines()]
         for r in (0, 1)
@@ -200,20 +202,44 @@ def test_two_processes_generate_the_trials_and_the_evaluation_together(tmp_path,
     trials = [t for row in points[0] for t in row["trials"]]
     assert any(t["cost"]["rollouts"] > 0 for t in trials), "no trial generated: the collective sampler was not used"
     events = RunDir(run_path, create=False).read("events.jsonl")
-    commits = [e for e in events if e["kind"] == "commit"]
-    assert commits, "the run committed no update"
+    assert [e for e in events if e["kind"] == "commit"], "the run committed no update"
     ranks = [
         [json.loads(line) for line in (run_path / "ranks" / f"rank{r}.jsonl").read_text().splitlines()] for r in (0, 1)
     ]
     assert [(a["versions"], a["digest"]) for a in ranks[0]] == [(b["versions"], b["digest"]) for b in ranks[1]]
-    # the evaluation before training (two processes, each a share) against one process on the same draws
     two = next(e for e in RunDir(run_path, create=False).read("eval.jsonl") if e["step"] == 0)
-    alone = evaluate_run(run_path, str(tiny_model_dir))["results"]["validation"]
+    alone = evaluate_run(run_path, str(policy))["results"]["validation"]
     assert (two["overall"], two["per_task"]) == (alone.overall, alone.per_task)
     assert [s["response"] for s in two["samples"]] == [s["response"] for s in alone.samples]
     print(
-        "two processes:",
         {"eval": two["overall"], "versions": points[0][-1]["versions"], "trials": [
             (t["candidate_id"], t["metric"], t["baseline"], t["candidate"], t["verdict_kind"], t["cost"]["rollouts"])
             for t in trials]},
     )  # fmt: skip
+    return trials
+
+
+@pytest.mark.slow
+def test_two_fsdp2_processes_generate_the_trials_and_the_evaluation_together(tmp_path, tiny_model_dir):
+    """The whole run under accelerate's FSDP2 on two CPU processes (tests/fsdp_cpu_launch.py turns on what
+    accelerate 1.16 offers GPU runs only): the parameters are sharded, and trials, commits and evaluation
+    behave as under DDP."""
+    from pathlib import Path
+
+    layers = {"transformer_layer_cls_to_wrap": ["LlamaDecoderLayer"], "state_dict_type": "FULL_STATE_DICT"}
+    fsdp = {"fsdp": "full_shard", "fsdp_config": {"fsdp_version": 2, **layers}}
+    launcher = str(Path(__file__).resolve().parent / "fsdp_cpu_launch.py")
+    run_path = _two_process_run(tmp_path, tiny_model_dir, {**SHARED_RUN, "grpo": {"extra": fsdp}}, launcher=launcher)
+    for rank in (0, 1):
+        trained = json.loads((tmp_path / f"fsdp.json.{rank}").read_text())
+        assert trained == {"is_fsdp_enabled": True, "fsdp_version": 2, "parameters": "DTensor"}
+    _assert_shared_run(run_path, tiny_model_dir)
+
+
+@pytest.mark.slow
+def test_two_processes_generate_the_trials_and_the_evaluation_together(tmp_path, tiny_model_dir):
+    """Trials and evaluation under two DDP processes over gloo (accelerate 1.16 does not shard a CPU run,
+    docs/design.md §6): every process generates its share at the step boundary; the evolution point's trials
+    and commits reach both; the evaluation scores what one process scores on the same draws."""
+    run_path = _two_process_run(tmp_path, tiny_model_dir, SHARED_RUN)
+    _assert_shared_run(run_path, tiny_model_dir)

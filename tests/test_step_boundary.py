@@ -98,6 +98,10 @@ def _rank(rank: int, world: int, port: int, model_dir: str, out: str) -> None:
 
     boundary.around(main_work if rank == 0 else lambda: None)
     boundary.end("on_step_end", 2)
+    # training goes on over the same sharded parameters (buffers gathered under inference mode could not be)
+    ids = torch.tensor([[5, 6, 7, 8]])
+    model(input_ids=ids, labels=ids).loss.backward()
+    got["trained_after"] = all(p.grad is not None for p in model.parameters())
     if rank == 0:
         try:
             sampler.sample(PROMPTS[:1], 1.0, 4)
@@ -121,6 +125,7 @@ def test_fsdp2_sharded_sampling_draws_what_one_process_draws(tmp_path, tiny_mode
     mp.spawn(_rank, args=(2, _free_port(), str(tiny_model_dir), str(tmp_path)), nprocs=2, join=True)
     main, other = (json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1))
     assert main["sharded"] == other["sharded"] == "DTensor"  # the parameters really were sharded
+    assert main["trained_after"] and other["trained_after"]
 
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer

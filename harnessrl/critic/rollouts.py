@@ -38,7 +38,7 @@ class TransformersSampler:
 
     Prompts go through the tokenizer's chat template (:func:`chat_prompts`), are batched by length (less
     padding; the texts come back in the prompts' order), padded on the left and sampled
-    (``do_sample=True``; temperature 0: greedy) under ``torch.inference_mode`` with the model in eval
+    (``do_sample=True``; temperature 0: greedy) under ``torch.inference_mode`` (or ``no_grad``) with the model in eval
     mode; the model's training mode is restored afterwards and its weights never change. The global
     torch RNG is forked, so a trial does not shift the training run's random stream, and each batch is
     seeded (``seed``, a call counter and the batch's number: :meth:`batch_seed`) so a trial is reproducible
@@ -53,6 +53,9 @@ class TransformersSampler:
             sampling (``top_k=0``, ``top_p=1.0``: plain temperature sampling).
         autocast: how a mixed-precision run's policy samples (``generation.autocast``, as the trainer's
             rollouts; see :func:`harnessrl.models.generation_precision`).
+        inference_mode: sample under ``torch.inference_mode`` (default) or, when False, ``torch.no_grad``, as
+            TRL generates: parameters sharded by FSDP2 are gathered into buffers that training writes to
+            later, and a buffer first made under inference mode cannot be written outside it.
     """
 
     def __init__(
@@ -64,9 +67,11 @@ class TransformersSampler:
         seed: int | None = 0,
         generation_kwargs: dict[str, Any] | None = None,
         autocast: str = "generate",
+        inference_mode: bool = True,
     ):
         self.model = model
         self.autocast = autocast
+        self.inference_mode = inference_mode
         self.tokenizer = tokenizer
         self.batch_size = max(1, batch_size)
         self.seed = seed
@@ -130,7 +135,8 @@ class TransformersSampler:
         with torch.random.fork_rng(devices=fork):
             model.eval()
             try:
-                with torch.inference_mode(), generation_precision(model, self.autocast):
+                grad_off = torch.inference_mode() if self.inference_mode else torch.no_grad()
+                with grad_off, generation_precision(model, self.autocast):
                     for number, idx in batches:
                         seed = self.batch_seed(call, number)
                         if seed is not None:

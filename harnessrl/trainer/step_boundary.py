@@ -183,6 +183,7 @@ class StepBoundary:
             batch_size=request["batch_size"],
             seed=request["seed"],
             autocast=request["autocast"],
+            inference_mode=False,  # as TRL generates: FSDP2's gathered buffers are written by training later
         )
         texts, special, batches = sampler.plan(request["prompts"])
         mine = [(b, idx) for b, idx in enumerate(batches) if b % self.processes == self.rank]
