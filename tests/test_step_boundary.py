@@ -149,3 +149,22 @@ def test_fsdp2_sharded_sampling_draws_what_one_process_draws(tmp_path, tiny_mode
     # the best checkpoint is saved by every process; a failure on one is raised on the main one, named
     assert [(tmp_path / f"saved{r}").read_text() for r in (0, 1)] == ["checkpoints/best"] * 2
     assert main["failed"] == "a step boundary's 'fail_on_1' failed on process 1: ZeroDivisionError: division by zero"
+
+
+def test_an_evolution_point_longer_than_the_process_group_allows_is_refused():
+    """The other processes wait at the boundary inside a collective: a point that may last longer than its
+    timeout (transformers' ddp_timeout) would end the run, so it is refused at start-up with the fix."""
+    from harnessrl.errors import ConfigError
+    from harnessrl.trainer.attach import check_boundary_wait
+    from harnessrl.trainer.train_config import EvolverSettings
+
+    trainer = SimpleNamespace(accelerator=SimpleNamespace(num_processes=2), args=SimpleNamespace(ddp_timeout=1800))
+    check_boundary_wait(trainer, EvolverSettings())  # the defaults: a 600 s point, 1800 s timeout
+    slow = EvolverSettings.model_validate({"graph": {"time_budget_s": 2400}})
+    with pytest.raises(ConfigError, match=r"time_budget_s is 2400 s.*grpo.extra.ddp_timeout above it"):
+        check_boundary_wait(trainer, slow)
+    held = EvolverSettings.model_validate({"mode": "external", "hold_s": 1800})
+    with pytest.raises(ConfigError, match=r"evolver.hold_s is 1800 s"):
+        check_boundary_wait(trainer, held)
+    trainer.accelerator.num_processes = 1  # one process: nobody waits
+    check_boundary_wait(trainer, slow)

@@ -29,7 +29,7 @@ from harnessrl.errors import ConfigError
 from harnessrl.records.run_dir import RunDir
 from harnessrl.records.trials import TrialResult
 
-__all__ = ["HarnessAttachment", "attach_harness"]
+__all__ = ["HarnessAttachment", "attach_harness", "check_boundary_wait"]
 
 
 @dataclass
@@ -111,6 +111,8 @@ def attach_harness(
             f"attach_harness needs a harnessrl.HarnessGRPOTrainer (a trl.GRPOTrainer with the harness wired in), "
             f"not a {type(trainer).__name__}: build the trainer with harnessrl.HarnessGRPOTrainer(..., harness=...)"
         )
+    if evolver is not None and evolver.enabled:
+        check_boundary_wait(trainer, evolver)
     main = trainer.accelerator.is_main_process
     run = RunDir(Path(run_dir) if run_dir is not None else Path(trainer.args.output_dir))
     detectors = detectors if detectors is not None else DetectorConfig()
@@ -137,6 +139,27 @@ def attach_harness(
     if close_at_train_end:
         trainer.add_callback(_CloseAtTrainEnd(attachment))
     return attachment
+
+
+def check_boundary_wait(trainer, evolver) -> None:
+    """Raise :class:`ConfigError` when the other processes of a run would wait at an evolution point longer
+    than their process group allows: they wait inside a collective (``harnessrl.trainer.step_boundary``), which
+    times out after transformers' ``ddp_timeout`` and ends the run. An in-process point lasts up to
+    ``evolver.graph.time_budget_s`` (and the trial in flight), an external evolver's hold up to
+    ``evolver.hold_s``."""
+    if trainer.accelerator.num_processes <= 1:
+        return
+    external = evolver.mode == "external"
+    wait, name = (
+        (evolver.hold_s, "evolver.hold_s") if external else (evolver.graph.time_budget_s, "evolver.graph.time_budget_s")
+    )
+    timeout = getattr(trainer.args, "ddp_timeout", 1800)
+    if wait >= timeout:
+        raise ConfigError(
+            f"{name} is {wait:.0f} s, and with {trainer.accelerator.num_processes} processes the others wait that long "
+            f"at the step boundary inside a collective that times out after {timeout} s (ddp_timeout), which would "
+            f"end the run: set grpo.extra.ddp_timeout above it (e.g. {int(wait * 2)}), or lower {name}"
+        )
 
 
 def _second_opinion(trainer):
