@@ -28,7 +28,7 @@ import numpy as np
 from harnessrl.critic.rollouts import TransformersSampler
 from harnessrl.critic.signal import AdvantageSpec, advantages, gives_signal, noise_floor, reference_rank
 from harnessrl.data import bundled_path, load_tasks
-from harnessrl.detection.detectors import spearman
+from harnessrl.detection.ranks import spearman
 from harnessrl.judges import RubricRequest, build_judge
 from harnessrl.models import load_causal_lm
 

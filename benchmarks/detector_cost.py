@@ -1,6 +1,6 @@
 """Cost of the failure detectors per training step, against the step time.
 
-Feeds :class:`harnessrl.detection.detectors.FailureDetector` synthetic steps of realistic size (task
+Feeds :class:`harnessrl.detection.failure_detector.FailureDetector` synthetic steps of realistic size (task
 groups per step x group size G, completions of a few dozen to a few hundred words with bullet lines,
 exclamation marks and repeated words, per-criterion means, a reference reward) and times only
 ``observe`` (window bookkeeping, surface features from the texts, every detector). By default each
@@ -21,7 +21,7 @@ import time
 
 import numpy as np
 
-from harnessrl.detection.detectors import DetectorConfig, FailureDetector
+from harnessrl.detection import DetectorConfig, FailureDetector
 from harnessrl.records.steps import GroupRecord, RolloutRecord, StepRecord, group_stats
 
 _VOCAB_TEXT = (

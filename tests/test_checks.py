@@ -342,7 +342,7 @@ def test_letter_case_validated():
 def test_one_word_counter_for_checks_detectors_and_the_evolver():
     """The word_count check, the detectors' words feature and the rule-based evolver's limits count alike:
     a pitfall "above N words" is measured in the words the policy's lengths were counted in."""
-    from harnessrl.detection.detectors import word_count
+    from harnessrl.detection.features import word_count
     from harnessrl.interfaces.evidence import FailureView, ProposalEvidence
 
     text = "Well -- it's a well-known fact: 3 cats, 2 dogs… and  “quotes” !"

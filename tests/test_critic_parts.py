@@ -17,7 +17,7 @@ from harnessrl.critic.protocols import HarnessView
 from harnessrl.critic.stats import abs_spearman, abs_spearman_rows
 from harnessrl.critic.trials import TrialHarness
 from harnessrl.data import Criterion, Task
-from harnessrl.detection.detectors import rank_rows, spearman, spearman_rows
+from harnessrl.detection.ranks import rank_rows, spearman, spearman_rows
 from harnessrl.interfaces import Harness
 from harnessrl.judges import BackendVerdict, GradeRequest, RubricJudge
 from harnessrl.records.trials import TrialCost, TrialResult

@@ -11,13 +11,10 @@ import pytest
 from pydantic import ValidationError
 
 from harnessrl.data import Criterion
-from harnessrl.detection.detectors import (
-    Detector,
-    DetectorConfig,
-    FailureDetector,
-    judge_disagreement,
-    spearman,
-)
+from harnessrl.detection.config import DetectorConfig
+from harnessrl.detection.detectors import Detector, judge_disagreement
+from harnessrl.detection.failure_detector import FailureDetector
+from harnessrl.detection.ranks import spearman
 from harnessrl.interfaces.registry import failure_hints
 from harnessrl.records.failures import FAILURE_KINDS, Failure
 from harnessrl.records.steps import GroupRecord, RolloutRecord, StepRecord, group_stats
@@ -127,7 +124,7 @@ def test_spearman_matches_scipy_with_ties():
 
 
 def test_surface_features():
-    from harnessrl.detection.detectors import bullet_lines, exclamations, repeated_word
+    from harnessrl.detection.features import bullet_lines, exclamations, repeated_word
 
     text = "Intro\n- one\n  * two\n• three\n+ four\n1. five\n12) six\n---\n**bold**\n-\n2024 was a year"
     assert bullet_lines(text) == 6

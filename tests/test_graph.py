@@ -27,7 +27,7 @@ from harnessrl.agents import RuleBasedChatModel, make_chat_model
 from harnessrl.agents.testing import ScriptedChatModel, tool_call
 from harnessrl.agents.tool_loop import adapt_args
 from harnessrl.data.schema import Task
-from harnessrl.detection.detectors import spearman
+from harnessrl.detection.ranks import spearman
 from harnessrl.errors import ConfigError
 from harnessrl.graph import EvolverDeps, GraphConfig, LLMConfig
 from harnessrl.graph.prompts import load_prompt

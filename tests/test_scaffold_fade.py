@@ -14,7 +14,7 @@ from helpers import FRUIT, FruitJudge, record_group, rule_based_point
 from harnessrl.critic.acceptance import Measured, decide
 from harnessrl.critic.trials import SIGNAL_SHARE, FrozenPolicyTrials
 from harnessrl.data import Criterion, Task
-from harnessrl.detection.detectors import DetectorConfig, FailureDetector
+from harnessrl.detection import DetectorConfig, FailureDetector
 from harnessrl.evolution.service import EvolutionService
 from harnessrl.interfaces import Harness, SetGuidance
 from harnessrl.interfaces.evidence import FailureView, ProposalEvidence, TaskView

@@ -38,6 +38,7 @@ from typing import Any
 import yaml
 
 from harnessrl.bench.decisions import Trial, Update, UpdateEvent, changed_tasks, refusal_kind
+from harnessrl.detection.config import FLAT_HIGH, FLAT_LOW
 from harnessrl.errors import HarnessRLError
 
 __all__ = [
@@ -86,7 +87,7 @@ FIXED_METHOD = "fixed"
 MIN_ORACLE_GAP = 0.01
 """Below this oracle-minus-fixed difference a share of the gap is not computed (noise over a tiny gap)."""
 
-DETECTOR_DEFAULTS = {"low": 0.3, "high": 0.8}
+DETECTOR_DEFAULTS = {"low": FLAT_LOW, "high": FLAT_HIGH}
 """``harness.detectors.low`` / ``high`` when a run's config.yaml has none: a flat group's mean below
 ``low`` is uniformly low, above ``high`` uniformly high (as the trainer splits them)."""
 

@@ -12,7 +12,7 @@ The bootstrap is seeded (``TrialConfig.seed``); a recipe's numbers with their re
 become a :class:`~harnessrl.critic.acceptance.Measured` with its percentile interval
 (:func:`~harnessrl.critic.acceptance.percentile_interval`), and the acceptance rule stays in
 :mod:`harnessrl.critic.acceptance`. The rank correlation is the package's one
-(:func:`~harnessrl.detection.detectors.spearman_rows`, as the detectors use it). The few helpers at the
+(:func:`~harnessrl.detection.ranks.spearman_rows`, as the detectors use it). The few helpers at the
 end write numbers and texts into a trial's measurements.
 """
 
@@ -30,7 +30,8 @@ from harnessrl.critic.budget import Rejected
 from harnessrl.critic.config import TrialConfig
 from harnessrl.critic.signal import CRITERION_SIGNAL, TRL_STD_EPS, noise_floor
 from harnessrl.data.schema import Criterion
-from harnessrl.detection.detectors import SURFACE_FEATURES, spearman_rows
+from harnessrl.detection.features import SURFACE_FEATURES
+from harnessrl.detection.ranks import spearman_rows
 from harnessrl.judges.rubric_judge import GradeResult
 
 __all__ = [

@@ -1,7 +1,7 @@
 """The step monitor: after every scored step, detect reward failures and write the training memory.
 
 It is a step listener of :class:`~harnessrl.trainer.grpo_trainer.HarnessGRPOTrainer`: the step's
-group records (and kept rollouts) go through the :class:`~harnessrl.detection.detectors.FailureDetector`;
+group records (and kept rollouts) go through the :class:`~harnessrl.detection.failure_detector.FailureDetector`;
 the groups, with the failures each task showed, go to the training memory; each failure, with its
 evidence, goes to the memory and to ``events.jsonl``; the counts and the seconds spent go to the
 step's metrics (``failures/*``, ``time/detectors``, ``time/memory``). Only the main process does this.
@@ -14,7 +14,8 @@ import time
 from collections import defaultdict
 
 from harnessrl.data.schema import prompt_text
-from harnessrl.detection.detectors import DetectorConfig, FailureDetector
+from harnessrl.detection.config import DetectorConfig
+from harnessrl.detection.failure_detector import FailureDetector
 from harnessrl.records.failures import Failure
 from harnessrl.records.steps import StepRecord
 

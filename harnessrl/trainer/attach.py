@@ -93,7 +93,7 @@ def attach_harness(
         trainer: the trainer, built with the harness and the rubric reward.
         run_dir: where the run's records go (events.jsonl, steps.jsonl, rollouts/, memory/, tool_server.json);
             default: the trainer's ``args.output_dir``.
-        detectors: a :class:`~harnessrl.detection.detectors.DetectorConfig` (default: its defaults).
+        detectors: a :class:`~harnessrl.detection.config.DetectorConfig` (default: its defaults).
         memory: True (the training memory in ``<run_dir>/memory``), False, or a ``MemoryConfig`` (its ``url``
             names a Chroma server).
         evolver: an :class:`~harnessrl.trainer.train_config.EvolverSettings` (``EvolverSettings()``: the
@@ -102,7 +102,7 @@ def attach_harness(
         console: a ``rich.console.Console`` for the evolution points' lines (default: none).
         close_at_train_end: stop the server and close the memory when training ends.
     """
-    from harnessrl.detection.detectors import DetectorConfig
+    from harnessrl.detection.config import DetectorConfig
     from harnessrl.detection.monitor import StepMonitor
     from harnessrl.trainer.train_config import MemoryConfig
 

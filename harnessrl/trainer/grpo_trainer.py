@@ -63,6 +63,7 @@ from transformers import TrainerCallback
 from trl import GRPOTrainer
 
 from harnessrl.data.checks import count_words
+from harnessrl.detection.config import FLAT_HIGH, FLAT_LOW
 from harnessrl.errors import ConfigError, JudgeError
 from harnessrl.interfaces.harness import Harness
 from harnessrl.models import generation_precision
@@ -157,8 +158,8 @@ class HarnessGRPOTrainer(DynamicSampling, GRPOTrainer):
         rubric_reward: RubricReward | None = None,
         recorder: Recorder | None = None,
         zero_std_eps: float = 0.02,
-        flat_low: float = 0.3,
-        flat_high: float = 0.8,
+        flat_low: float = FLAT_LOW,
+        flat_high: float = FLAT_HIGH,
         dapo_eps: float | None = None,
         dapo_max_extra_groups: int = 0,
         max_missing_share: float = 0.5,

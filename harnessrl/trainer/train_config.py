@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from harnessrl.config import apply_overrides, load_yaml
 from harnessrl.critic.trials import TrialConfig
 from harnessrl.data.loaders import FILE_FORMATS, PRESETS
-from harnessrl.detection.detectors import DetectorConfig
+from harnessrl.detection.config import DetectorConfig
 from harnessrl.errors import ConfigError
 from harnessrl.graph.state import GraphConfig, LLMConfig
 from harnessrl.interfaces.registry import interface_classes
