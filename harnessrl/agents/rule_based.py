@@ -33,8 +33,8 @@ whose builder is bound and that was not tried yet (each candidate names its reme
 interface's remedies are spent, a group that teaches nothing falls back to task sampling (guidance and a dead
 criterion: park the task; a lax rubric: retire it); a spurious reward or a loose criterion never does, since
 dropping its task would hide it. The remedies themselves (what each builds, and why) are documented where they live: the
-guidance hints in :mod:`harnessrl.interfaces.guidance`, the rubric edits in :mod:`harnessrl.interfaces.rubric`,
-parking, retiring and demoting in :mod:`harnessrl.interfaces.sampling`.
+guidance hints in :mod:`harnessrl.interfaces.guidance`, the rubric edits in
+:mod:`harnessrl.interfaces.rubric_remedies`, parking, retiring and demoting in :mod:`harnessrl.interfaces.sampling`.
 
 When no remedy is left it answers without a tool call, and the graph gives the failure up.
 """

@@ -6,7 +6,8 @@ from harnessrl.interfaces.evidence import ProposalEvidence
 from harnessrl.interfaces.guidance import GuidanceRule, RolloutGuidance, SetGuidance, guided_count
 from harnessrl.interfaces.harness import Harness, parse_update
 from harnessrl.interfaces.registry import ENTRY_POINT_GROUP, interface_classes, load_interface
-from harnessrl.interfaces.rubric import EditRubric, RubricCriteria, RubricVersion
+from harnessrl.interfaces.rubric import RubricCriteria, RubricVersion
+from harnessrl.interfaces.rubric_edit import EditRubric
 from harnessrl.interfaces.sampling import DifficultyFilterSettings, ReweightTasks, TaskSampling
 
 __all__ = [

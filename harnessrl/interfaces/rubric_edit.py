@@ -1,0 +1,103 @@
+"""The rubric interface's typed update: :class:`EditRubric` (add, remove, reword, reweight criteria of one
+task's rubric, and the instances of a repair for the tasks that share its signature), the bounds an edit
+keeps, and :func:`new_criterion`, how an edit's criterion is built.
+
+The interface's state (the versioned rubrics) is :mod:`harnessrl.interfaces.rubric`; the edits it suggests
+for each failure kind are :mod:`harnessrl.interfaces.rubric_remedies`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Field, model_validator
+
+from harnessrl.data.schema import Criterion
+from harnessrl.interfaces.base import InterfaceUpdate
+from harnessrl.interfaces.induction import requirement_key
+
+__all__ = [
+    "MAX_CRITERION_CHARS",
+    "MAX_RUBRIC_CRITERIA",
+    "MAX_WEIGHT",
+    "CoveredEdit",
+    "EditRubric",
+    "criterion_requirement",
+    "new_criterion",
+]
+
+MAX_CRITERION_CHARS = 1000
+"""Longest criterion text an edit may write (added or reworded)."""
+MAX_WEIGHT = 100.0
+"""Largest criterion weight, in absolute value, an edit may set."""
+MAX_RUBRIC_CRITERIA = 32
+"""Most criteria an edit may leave a rubric with (a dataset rubric that has more may keep them)."""
+
+_CriterionText = Annotated[str, Field(min_length=1, max_length=MAX_CRITERION_CHARS)]
+_Weight = Annotated[float, Field(ge=-MAX_WEIGHT, le=MAX_WEIGHT)]
+
+
+class CoveredEdit(BaseModel):
+    """A repair's instance for one more task that shares its signature: the criteria added to that task's rubric
+    (built from its own prompt and reference answer)."""
+
+    task_id: str = Field(min_length=1)
+    add: list[Criterion] = Field(min_length=1, max_length=8)
+
+
+class EditRubric(InterfaceUpdate):
+    """Edit one task's rubric. ``add`` new criteria (a stricter criterion when every rollout passes a
+    lax one; a pitfall with a negative weight against a reward hack such as padding, keyword stuffing
+    or a format trick; a programmatic check with ``check`` for anything formal), ``remove`` criteria by
+    id, ``reword`` a loose criterion (id -> new text) or ``reweight`` one (id -> new weight). Use it
+    when scores are uniformly high on a lax rubric, or when higher scores stop meaning better answers."""
+
+    interface: Literal["rubric_criteria"] = "rubric_criteria"
+    task_id: str = Field(min_length=1)
+    add: list[Criterion] = Field(default_factory=list, max_length=8)
+    remove: list[str] = Field(default_factory=list, max_length=MAX_RUBRIC_CRITERIA)
+    reword: dict[str, _CriterionText] = Field(default_factory=dict, max_length=MAX_RUBRIC_CRITERIA)
+    reweight: dict[str, _Weight] = Field(default_factory=dict, max_length=MAX_RUBRIC_CRITERIA)
+    cover: list[CoveredEdit] = Field(
+        default_factory=list,
+        description="Leave empty: the trainer adds the instances of this repair for every other task that shares its "
+        "signature (the same stated requirement, or the same group of the data).",
+    )
+
+    def task_ids(self) -> list[str]:
+        """Every task this edit changes: its own, then the covered ones."""
+        return [self.task_id, *(c.task_id for c in self.cover)]
+
+    @model_validator(mode="after")
+    def _changes_something(self):
+        if not (self.add or self.remove or self.reword or self.reweight):
+            raise ValueError("an EditRubric must add, remove, reword or reweight at least one criterion")
+        if any(w == 0 for w in self.reweight.values()):
+            raise ValueError("reweight to 0 is not allowed: remove the criterion instead")
+        for c in self.add:
+            if len(c.text) > MAX_CRITERION_CHARS:
+                raise ValueError(
+                    f"added criterion {c.id!r} has {len(c.text)} characters of text: at most {MAX_CRITERION_CHARS}; "
+                    "say in one or two sentences what the response must (not) do"
+                )
+            if abs(c.weight) > MAX_WEIGHT:
+                raise ValueError(
+                    f"added criterion {c.id!r} has weight {c.weight:g}: "
+                    f"keep it between -{MAX_WEIGHT:g} and {MAX_WEIGHT:g}"
+                )
+        return self
+
+
+def new_criterion(cid: str, text: str, weight: float, check: dict[str, Any] | None = None) -> Criterion:
+    """A criterion to add: judged, or programmatic with ``check`` (validated like a dataset's)."""
+    data: dict[str, Any] = {"id": cid, "text": text, "weight": weight}
+    if check is not None:
+        data.update(kind="programmatic", check=check)
+    return Criterion.model_validate(data)
+
+
+def criterion_requirement(criterion: Criterion) -> str | None:
+    """The requirement a criterion's exact check asks (None: a judged criterion)."""
+    if criterion.check is None:
+        return None
+    return requirement_key(criterion.check.model_dump(mode="json", exclude_none=True))
