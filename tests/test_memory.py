@@ -252,7 +252,7 @@ def test_failures_round_trip_and_similarity(mem):
 
 @pytest.mark.parametrize("scan_limit", [500, 2])  # 2: the first neighbours rarely match, Chroma filters
 def test_filtered_search_agrees_with_chromas_own_filter(mem, ef, scan_limit):
-    from harnessrl.memory.store import _matches, _where
+    from harnessrl.memory.filters import MetaFilter, at_least, equals, is_in, not_equal
 
     mem.scan_limit = scan_limit
     mem.add_failures(FAILURES)
@@ -267,11 +267,14 @@ def test_filtered_search_agrees_with_chromas_own_filter(mem, ef, scan_limit):
         ({"interface": "rubric_criteria", "exclude_task": "essay-0"}, None),
         ({"kind": "spurious_length", "domain": "medical"}, None),
     ]:
-        where = where or _where(
-            {"interface": kw.get("interface")} if "interface" in kw else None,
-            {"kind": kw.get("kind")} if "kind" in kw else None,
-            {"domain": kw.get("domain")} if "domain" in kw else None,
-            {"task_id": {"$ne": kw["exclude_task"]}} if "exclude_task" in kw else None,
+        where = (
+            where
+            or MetaFilter.of(
+                equals("interface", kw["interface"]) if "interface" in kw else None,
+                equals("kind", kw["kind"]) if "kind" in kw else None,
+                equals("domain", kw["domain"]) if "domain" in kw else None,
+                not_equal("task_id", kw["exclude_task"]) if "exclude_task" in kw else None,
+            ).where()
         )
         want = col.query(query_embeddings=[qv], n_results=3, where=where)["ids"][0]
         assert [h.id for h in mem.similar_failures(q, n=3, **kw)] == want, kw
@@ -281,15 +284,18 @@ def test_filtered_search_agrees_with_chromas_own_filter(mem, ef, scan_limit):
     mem.add_step(StepRecord(step=2, groups=[group(2, "t1", guidance="g", guided=2)]))
     got = mem.collection("steps").get(include=["metadatas"])
     for where in [
-        {"task_id": "t1"},
-        {"task_id": {"$ne": "t1"}},
-        {"mean": {"$gte": 0.2}},
-        {"guidance": {"$ne": "g"}},
-        {"fail_x_y": True},
-        {"$and": [{"task_id": {"$in": ["t1", "t2"]}}, {"step": {"$gte": 2}}]},
+        MetaFilter.of(equals("task_id", "t1")),
+        MetaFilter.of(not_equal("task_id", "t1")),
+        MetaFilter.of(at_least("mean", 0.2)),
+        MetaFilter.of(not_equal("guidance", "g")),
+        MetaFilter.of(equals("fail_x_y", True)),
+        MetaFilter.of(is_in("task_id", ["t1", "t2"]), at_least("step", 2)),
     ]:
-        want = set(mem.collection("steps").get(where=where)["ids"])
-        assert {i for i, m in zip(got["ids"], got["metadatas"], strict=True) if _matches(m, where)} == want, where
+        want = set(mem.collection("steps").get(where=where.where())["ids"])
+        assert {i for i, m in zip(got["ids"], got["metadatas"], strict=True) if where.matches(m)} == want, where
+    assert MetaFilter.of(is_in("task_id", ["t1"]), at_least("step", 2)).where() == {
+        "$and": [{"task_id": {"$in": ["t1"]}}, {"step": {"$gte": 2}}]
+    }
 
 
 def test_failure_from_a_pydantic_model_keeps_extra_fields(mem):

@@ -43,6 +43,7 @@ from chromadb.utils.embedding_functions import register_embedding_function
 from pydantic import BaseModel, Field
 
 from harnessrl.errors import ConfigError, HarnessRLError
+from harnessrl.memory.filters import MetaFilter, at_least, equals, is_in, not_equal
 from harnessrl.records.failures import failure_id as _failure_id
 from harnessrl.records.steps import GroupRecord, StepRecord
 from harnessrl.records.trials import CandidateStatus
@@ -232,45 +233,6 @@ def _loads(s: Any, default: Any = None) -> Any:
         return default
 
 
-def _where(*conds: dict[str, Any] | None) -> dict[str, Any] | None:
-    conds = [c for c in conds if c]
-    if not conds:
-        return None
-    return conds[0] if len(conds) == 1 else {"$and": list(conds)}
-
-
-def _matches(md: Mapping[str, Any], where: Mapping[str, Any] | None) -> bool:
-    """Evaluate the subset of Chroma's ``where`` language this module writes (``$and``, equality,
-    ``$ne``, ``$nin``, ``$in``, ``$gte``) on one record's metadata, with Chroma's semantics (``$ne`` and
-    ``$nin`` match a record that lacks the key; the others do not)."""
-    if not where:
-        return True
-    for key, cond in where.items():
-        if key == "$and":
-            if not all(_matches(md, c) for c in cond):
-                return False
-            continue
-        op, val = next(iter(cond.items())) if isinstance(cond, Mapping) else ("$eq", cond)
-        if op in ("$ne", "$nin"):
-            if key in md and (md[key] == val if op == "$ne" else md[key] in val):
-                return False
-            continue
-        if key not in md or md[key] is None:
-            return False
-        have = md[key]
-        if op == "$eq":
-            ok = have == val
-        elif op == "$in":
-            ok = have in val
-        elif op == "$gte":
-            ok = have >= val
-        else:
-            raise ValueError(f"unsupported where operator {op!r}")
-        if not ok:
-            return False
-    return True
-
-
 def _as_dict(obj: Any) -> dict[str, Any]:
     if isinstance(obj, BaseModel):
         return obj.model_dump(mode="json")
@@ -407,7 +369,7 @@ class TrainingMemory:
         kind: str,
         text: str,
         n: int,
-        where: dict[str, Any] | None = None,
+        where: MetaFilter,
         distinct: str | None = None,
     ) -> list[tuple[str, str | None, dict[str, Any], float]]:
         """The ``n`` records of collection ``kind`` nearest to ``text`` that satisfy ``where`` (at most
@@ -416,10 +378,10 @@ class TrainingMemory:
         Chroma's own where-filtered vector search evaluates the filter over the whole collection (60 ms
         and more at 100k records on two CPUs, ~180 ms for a ``$ne``, against ~2 ms unfiltered). So a
         filtered search first ranks the nearest neighbours unfiltered (ids and distances only) and checks
-        the filter on their metadata in rank order, going deeper while only exclusions (``$ne``/``$nin``)
+        the filter on their metadata in rank order, going deeper while only exclusions (``$ne``)
         or distinctness are asked; when the first ``scan_limit`` neighbours hold too few matches for a
         positive condition (kind, domain, interface...), Chroma filters on the positive conditions and the
-        exclusions are checked here."""
+        exclusions are checked here (:class:`~harnessrl.memory.filters.MetaFilter` does both)."""
         col = self.collection(kind)
         total = col.count()
         if total == 0 or n <= 0:
@@ -432,7 +394,7 @@ class TrainingMemory:
         def take(rows) -> bool:
             for i, d, m, dist in rows:
                 m = m or {}
-                if not _matches(m, where):
+                if not where.matches(m):
                     continue
                 if distinct is not None:
                     if m.get(distinct) in seen:
@@ -446,12 +408,11 @@ class TrainingMemory:
         def rows_of(res):
             return zip(res["ids"][0], res["documents"][0], res["metadatas"][0], res["distances"][0], strict=True)
 
-        if where is None and distinct is None:
+        if not where and distinct is None:
             take(rows_of(col.query(query_embeddings=[qv], n_results=min(total, n), include=full)))
             return picked
 
-        conds = where.get("$and", [where]) if where else []
-        positive = [c for c in conds if not any(isinstance(v, Mapping) and {*v} & {"$ne", "$nin"} for v in c.values())]
+        positive = where.positive()
         depth, done = min(total, max(self.scan_limit, n)), set()
         while True:
             res = col.query(query_embeddings=[qv], n_results=depth, include=["distances"])
@@ -474,7 +435,7 @@ class TrainingMemory:
             return sorted(picked, key=lambda r: r[3])  # only exclusions/distinctness: the deep scan is the answer
         want = n + 32 if distinct is None else max(64, 20 * n)
         while True:
-            res = col.query(query_embeddings=[qv], n_results=min(total, want), where=_where(*positive), include=full)
+            res = col.query(query_embeddings=[qv], n_results=min(total, want), where=positive.where(), include=full)
             picked.clear()
             seen.clear()
             if take(rows_of(res)) or len(res["ids"][0]) < min(total, want) or want >= total:
@@ -601,8 +562,10 @@ class TrainingMemory:
     def task_history(self, task_id: str, last_n: int | None = None, since_step: int | None = None) -> list[StepEntry]:
         """A task's step records, oldest first: every step it was sampled at (from ``since_step`` on,
         and only the last ``last_n`` of them when given)."""
-        where = _where({"task_id": task_id}, {"step": {"$gte": int(since_step)}} if since_step is not None else None)
-        got = self.collection("steps").get(where=where, include=["documents", "metadatas"])
+        where = MetaFilter.of(
+            equals("task_id", task_id), at_least("step", int(since_step)) if since_step is not None else None
+        )
+        got = self.collection("steps").get(where=where.where(), include=["documents", "metadatas"])
         rows = sorted(
             (self._to_step(i, d, m) for i, d, m in zip(got["ids"], got["documents"], got["metadatas"], strict=True)),
             key=lambda e: (e.step, e.id),
@@ -629,10 +592,10 @@ class TrainingMemory:
         description), at most one per task (its best-matching step), best first (``similarity`` 0..1).
         For cross-task evidence pass the task at hand as ``exclude_task``. Filters: keep only ``domain``;
         keep only groups where failure kind ``failure`` was detected."""
-        where = _where(
-            {"task_id": {"$ne": exclude_task}} if exclude_task else None,
-            {"domain": domain} if domain else None,
-            {f"fail_{failure}": True} if failure else None,
+        where = MetaFilter.of(
+            not_equal("task_id", exclude_task) if exclude_task else None,
+            equals("domain", domain) if domain else None,
+            equals(f"fail_{failure}", True) if failure else None,
         )
         return [self._to_step(i, d, m, dist) for i, d, m, dist in self._search("steps", text, n, where, "task_id")]
 
@@ -723,13 +686,13 @@ class TrainingMemory:
         interface: str | None = None,
     ) -> list[FailureEntry]:
         """Stored failures matching every given filter, oldest first."""
-        where = _where(
-            {"task_id": task_id} if task_id else None,
-            {"kind": kind} if kind else None,
-            {"interface": interface} if interface else None,
-            {"step": {"$gte": int(since_step)}} if since_step is not None else None,
+        where = MetaFilter.of(
+            equals("task_id", task_id) if task_id else None,
+            equals("kind", kind) if kind else None,
+            equals("interface", interface) if interface else None,
+            at_least("step", int(since_step)) if since_step is not None else None,
         )
-        got = self.collection("failures").get(where=where, include=["metadatas"])
+        got = self.collection("failures").get(where=where.where(), include=["metadatas"])
         rows = [self._to_failure(i, m) for i, m in zip(got["ids"], got["metadatas"], strict=True)]
         return sorted(rows, key=lambda e: (e.step, e.id))
 
@@ -745,11 +708,11 @@ class TrainingMemory:
         """Past failures whose description reads most like ``text``, best first (``similarity`` 0..1).
         Filters: failure ``kind``, attributed ``interface``, ``domain``; ``exclude_task`` skips one task
         (ask for cross-task evidence by excluding the task at hand)."""
-        where = _where(
-            {"kind": kind} if kind else None,
-            {"interface": interface} if interface else None,
-            {"domain": domain} if domain else None,
-            {"task_id": {"$ne": exclude_task}} if exclude_task else None,
+        where = MetaFilter.of(
+            equals("kind", kind) if kind else None,
+            equals("interface", interface) if interface else None,
+            equals("domain", domain) if domain else None,
+            not_equal("task_id", exclude_task) if exclude_task else None,
         )
         return [self._to_failure(i, m, dist) for i, _, m, dist in self._search("failures", text, n, where)]
 
@@ -898,12 +861,12 @@ class TrainingMemory:
     ) -> list[CandidateEntry]:
         """Stored candidates matching every given filter, oldest first."""
         verdicts = [verdict] if isinstance(verdict, str) else list(verdict or [])
-        where = _where(
-            {"task_id": task_id} if task_id else None,
-            {"interface": interface} if interface else None,
-            {"verdict": {"$in": verdicts}} if verdicts else None,
+        where = MetaFilter.of(
+            equals("task_id", task_id) if task_id else None,
+            equals("interface", interface) if interface else None,
+            is_in("verdict", verdicts) if verdicts else None,
         )
-        got = self.collection("updates").get(where=where, include=["metadatas"])
+        got = self.collection("updates").get(where=where.where(), include=["metadatas"])
         rows = sorted(
             zip(got["ids"], got["metadatas"], strict=True),
             key=lambda r: (r[1].get("step", -1), r[1].get("stored_ns") or 0, r[0]),
@@ -925,12 +888,12 @@ class TrainingMemory:
         (``trials``) and what happened afterwards (``outcome``, null while unmeasured). Filters: failure
         ``kind``, ``interface``, ``exclude_task``; ``with_outcome`` keeps only updates whose outcome has
         been measured."""
-        where = _where(
-            {"verdict": {"$in": _WORKED}},
-            {"failure_kind": kind} if kind else None,
-            {"interface": interface} if interface else None,
-            {"task_id": {"$ne": exclude_task}} if exclude_task else None,
-            {"has_outcome": True} if with_outcome else None,
+        where = MetaFilter.of(
+            is_in("verdict", _WORKED),
+            equals("failure_kind", kind) if kind else None,
+            equals("interface", interface) if interface else None,
+            not_equal("task_id", exclude_task) if exclude_task else None,
+            equals("has_outcome", True) if with_outcome else None,
         )
         hits = [self._to_candidate(i, m, dist) for i, _, m, dist in self._search("updates", failure_text, 4 * n, where)]
         rank = {True: 0, None: 1, False: 2}
