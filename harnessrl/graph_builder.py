@@ -28,8 +28,6 @@ imports the other both ways.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
@@ -46,6 +44,7 @@ from harnessrl.errors import ConfigError
 from harnessrl.graph.state import DEPS_KEY, EvolverDeps, EvolverState, FailureOutcome, LLMConfig, get_deps
 from harnessrl.graph.tracing import point_config, point_tracing, traced_node
 from harnessrl.interfaces.evidence import SuggestSettings
+from harnessrl.records.failures import failure_id
 
 __all__ = ["build_graph", "defer", "evolve", "fetch_failures", "give_up", "select_failure"]
 
@@ -65,17 +64,10 @@ _PER_FAILURE_RESET: dict[str, Any] = {
 
 def _failure_dict(failure: Any) -> dict[str, Any]:
     """A failure as a plain dict with a ``failure_id`` (a failure given without one gets the id the
-    training memory gives it: ``step:task:kind:digest``)."""
+    training memory gives it: :func:`harnessrl.records.failures.failure_id`)."""
     d = failure.model_dump(mode="json") if isinstance(failure, BaseModel) else dict(failure)
     if not d.get("failure_id"):
-        if d.get("id"):
-            d["failure_id"] = str(d["id"])
-        else:
-            blob = json.dumps(
-                {"summary": d.get("summary") or "", "evidence": d.get("evidence") or {}}, sort_keys=True, default=str
-            )
-            digest = hashlib.sha1(blob.encode()).hexdigest()[:10]
-            d["failure_id"] = f"{d.get('step', -1)}:{d.get('task_id') or '-'}:{d.get('kind', 'failure')}:{digest}"
+        d["failure_id"] = failure_id(d)
     return d
 
 

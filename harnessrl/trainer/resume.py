@@ -39,20 +39,21 @@ from typing import Any
 from harnessrl.records.run_dir import RunDir
 from harnessrl.records.steps import GroupRecord, Recorder, StepRecord
 
-__all__ = ["ROLLED_BACK", "checkpoint_step", "reconcile_commits", "replay", "roll_back"]
+__all__ = ["CHECKPOINT_NAME", "ROLLED_BACK", "checkpoint_step", "reconcile_commits", "replay", "roll_back"]
 
 logger = logging.getLogger(__name__)
 
 ROLLED_BACK = "rolled_back"
 _STEP_FILES = ("steps.jsonl", "metrics.jsonl", "eval.jsonl", "discarded_groups.jsonl")
-_CHECKPOINT = re.compile(r"checkpoint-(\d+)")
+CHECKPOINT_NAME = re.compile(r"checkpoint-(\d+)")
+"""A checkpoint folder's name, ``checkpoint-<step>`` (as TRL's Trainer names it); run and resume both read it."""
 
 
 def checkpoint_step(checkpoint: str | Path | None) -> int:
     """The step a ``checkpoint-<step>`` folder was saved at (0: no checkpoint, training starts over)."""
     if checkpoint is None:
         return 0
-    match = _CHECKPOINT.fullmatch(Path(checkpoint).name)
+    match = CHECKPOINT_NAME.fullmatch(Path(checkpoint).name)
     if match is None:
         raise ValueError(f"{checkpoint} is not a checkpoint-<step> folder")
     return int(match[1])

@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import re
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -44,6 +43,7 @@ from harnessrl.records.run_dir import (
     lock_run_dir,
 )
 from harnessrl.trainer.methods import method_spec
+from harnessrl.trainer.resume import CHECKPOINT_NAME
 from harnessrl.trainer.totals import run_totals
 from harnessrl.trainer.train_config import TrainConfig
 
@@ -345,9 +345,6 @@ def _is_main_process() -> bool:
     return int(os.environ.get("RANK", "0")) == 0
 
 
-_CHECKPOINT = re.compile(r"checkpoint-(\d+)")
-
-
 def _complete_checkpoint(path: Path) -> bool:
     """Whether a checkpoint was written to the end: the Trainer writes ``trainer_state.json`` after the
     weights, optimizer, scheduler and RNG states, so one without a readable state was cut short (the
@@ -362,7 +359,7 @@ def _last_checkpoint(run: RunDir, warn: bool = True) -> str | None:
     """The newest complete ``checkpoint-<step>`` (an incomplete one is skipped, with a warning when ``warn``)."""
     found = []
     for path in run.checkpoints.glob("checkpoint-*"):
-        match = _CHECKPOINT.fullmatch(path.name)
+        match = CHECKPOINT_NAME.fullmatch(path.name)
         if match is None or not path.is_dir():
             continue
         if _complete_checkpoint(path):
@@ -989,7 +986,8 @@ def evaluate_run(run_dir: str | Path, checkpoint: str | None = None) -> dict[str
         raise HarnessRLError(f"no checkpoint {checkpoint!r} in {run.checkpoints}; found: {found or 'none'}")
     device = _device(config)
     model, tokenizer = load_causal_lm(str(path), device=device)
-    step = int(path.name.split("-")[1]) if path.name.startswith("checkpoint-") else -1
+    named = CHECKPOINT_NAME.fullmatch(path.name)
+    step = int(named[1]) if named else -1
     judge = build_judge(_on_device(config.eval_judge, device))
     grade_with = resolve_grade_with(config.eval.grade_with, splits)
     results = {}
