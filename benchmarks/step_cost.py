@@ -395,7 +395,7 @@ def judge_figures(trainer, fresh: list[tuple[dict[str, Any], list[str]]]) -> dic
     def requests(rows, texts):
         out = []
         for (tid, version, _), text in zip(rows, texts, strict=True):
-            rubric = harness.rubrics.versions[tid][version].criteria
+            rubric = harness.rubrics.criteria_at(tid, version)
             out.append(RubricRequest.for_task(harness.tasks[tid], text, rubric))
         return out
 

@@ -61,7 +61,7 @@ class FailureDetector:
         detector = FailureDetector(
             config,
             reference_reward=cached_reference_grader,  # (task_id, version) -> float | None
-            rubric_for=lambda t, v: harness.rubrics.versions[t][v].criteria,
+            rubric_for=lambda t, v: harness.rubrics.criteria_at(t, v),
             rollouts_for=lambda s: recorder.rollouts.get(s),
             on_failures=memory.add_failures,
         )

@@ -45,7 +45,7 @@ class StepMonitor:
         # the reference answer's reward reaches the detectors in each GroupRecord (the trainer grades it)
         self.detector = FailureDetector(
             config,
-            rubric_for=lambda t, v: harness.rubrics.versions[t][v].criteria,
+            rubric_for=lambda t, v: harness.rubrics.criteria_at(t, v),
             regrade=regrade,
             hints=harness.failure_hints(),
         )

@@ -116,7 +116,12 @@ class RubricCriteria(Interface):
 
     def original(self, task_id: str) -> list[Criterion]:
         """Version 0, the dataset's rubric (what evaluation grades with)."""
-        return self.versions[task_id][0].criteria
+        return self.criteria_at(task_id, 0)
+
+    def criteria_at(self, task_id: str, version: int) -> list[Criterion]:
+        """The criteria of ``task_id``'s rubric at ``version`` (what a group recorded at that version was graded
+        with); the one accessor the trainer, the reward, the detectors and the monitor read a rubric by."""
+        return self.versions[task_id][version].criteria
 
     def rubric_for(self, update: EditRubric, task_id: str) -> list[Criterion]:
         """The rubric ``update`` would make for ``task_id`` (its own task, or one it covers), without applying it;

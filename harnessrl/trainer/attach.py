@@ -172,7 +172,7 @@ def _second_opinion(trainer):
     def regrade(rollouts: list) -> list:
         requests = [
             RubricRequest.for_task(
-                harness.tasks[r.task_id], r.completion, harness.rubrics.versions[r.task_id][r.rubric_version].criteria
+                harness.tasks[r.task_id], r.completion, harness.rubrics.criteria_at(r.task_id, r.rubric_version)
             )
             for r in rollouts
         ]

@@ -641,7 +641,7 @@ class HarnessGRPOTrainer(DynamicSampling, GRPOTrainer):
             task = self.harness.tasks[task_id]
             reward = None
             if task.reference_answer:
-                rubric = self.harness.rubrics.versions[task_id][rubric_version].criteria
+                rubric = self.harness.rubrics.criteria_at(task_id, rubric_version)
                 reward = self.rubric_reward.judge.grade_one(task, task.reference_answer, rubric).reward
             self._reference_rewards[key] = reward
         return self._reference_rewards[key]
@@ -663,7 +663,7 @@ class HarnessGRPOTrainer(DynamicSampling, GRPOTrainer):
         }
         kinds: dict[str, list[float]] = defaultdict(list)
         for g in record.groups:
-            crits = {c.id: c for c in self.harness.rubrics.versions[g.task_id][g.rubric_version].criteria}
+            crits = {c.id: c for c in self.harness.rubrics.criteria_at(g.task_id, g.rubric_version)}
             for cid, v in g.criterion_means.items():
                 c = crits.get(cid)
                 if c is None or v is None:

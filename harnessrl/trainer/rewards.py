@@ -64,7 +64,7 @@ class RubricReward:
         reqs = []
         for tid, version, text in zip(task_id, rubric_version, texts, strict=True):
             task = self.harness.tasks[tid]
-            rubric = self.harness.rubrics.versions[tid][int(version)].criteria
+            rubric = self.harness.rubrics.criteria_at(tid, int(version))
             reqs.append(RubricRequest.for_task(task, text, rubric))
         t0 = time.perf_counter()
         results = self.judge.grade(reqs)
