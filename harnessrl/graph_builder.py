@@ -38,7 +38,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command
 from pydantic import BaseModel
 
-from harnessrl.agents import attributor, critic, proposer
+from harnessrl.agents import attributor, critic_node, proposer
 from harnessrl.agents.tool_loop import call_tool, result_json, result_text
 from harnessrl.errors import ConfigError
 from harnessrl.graph.state import DEPS_KEY, EvolverDeps, EvolverState, FailureOutcome, LLMConfig, get_deps
@@ -191,8 +191,8 @@ def build_graph(deps: EvolverDeps) -> Runnable:
     node("select_failure", select_failure, ("attributor", END))
     node("attributor", attributor.attributor, ("proposer", "give_up"))
     node("proposer", proposer.proposer, ("critic", "give_up"))
-    node("critic", critic.critic, ("commit", "proposer", "give_up", "defer"))
-    node("commit", critic.commit, ("select_failure", "give_up"))
+    node("critic", critic_node.critic, ("commit", "proposer", "give_up", "defer"))
+    node("commit", critic_node.commit, ("select_failure", "give_up"))
     node("give_up", give_up, ("select_failure",))
     node("defer", defer, ("select_failure",))
     builder.add_edge(START, "fetch_failures")

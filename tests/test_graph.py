@@ -1172,7 +1172,7 @@ def test_prompts_are_packaged_and_overridable(tmp_path):
 def test_evolver_side_imports_no_heavy_stack(first):
     code = (
         f"import sys, {first}\n"
-        "import harnessrl.graph, harnessrl.graph_builder, harnessrl.agents, harnessrl.agents.critic\n"
+        "import harnessrl.graph, harnessrl.graph_builder, harnessrl.agents, harnessrl.agents.critic_node\n"
         "import harnessrl.agents.testing\n"
         "heavy = [m for m in ('torch', 'trl', 'chromadb', 'transformers') if m in sys.modules]\n"
         "assert not heavy, heavy\n"

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 from helpers import AcceptAll
 from langchain_core.messages import ToolMessage
 
-from harnessrl.agents.critic import _decision
+from harnessrl.agents.critic_node import _decision
 from harnessrl.evolution.service import EvolutionService, TrialRunner
 from harnessrl.graph.state import CriticDecision
 from harnessrl.interfaces.tools import Candidate

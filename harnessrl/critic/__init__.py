@@ -5,7 +5,7 @@
 ``moved_draws``), ``stats`` the bootstrap and the measures, ``budget`` what a trial may spend,
 ``acceptance`` the rule that decides on the numbers, ``signal`` what may be measured (the trainer's
 advantages and their invariances), ``rollouts`` fresh rollouts of the frozen policy, ``protocols`` what
-the critic reads from the harness and the policy. The graph's critic node (:mod:`harnessrl.agents.critic`)
+the critic reads from the harness and the policy. The graph's critic node (:mod:`harnessrl.agents.critic_node`)
 only asks for a trial over the tools and routes on its verdict.
 """
 

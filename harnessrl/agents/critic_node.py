@@ -13,6 +13,9 @@ rejected one goes back to the proposer with the measurements for a revision, at 
 ``max_revisions`` times, after which the failure is given up and the reason recorded. A candidate the trial could
 not decide yet (``pending``: too few groups of the tasks it covers for the sequential test) is neither revised nor
 given up: the failure is deferred, and measured again when more of its tasks' groups are graded.
+
+The module is ``critic_node``, not ``critic``, so the graph's node is never mistaken for the trial machinery
+of :mod:`harnessrl.critic`.
 """
 
 from __future__ import annotations
