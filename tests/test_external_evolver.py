@@ -529,6 +529,6 @@ def test_a_handled_failure_comes_back_when_it_recurs_and_after_a_resume_stays_ha
     for through, first_step in ((2, 4), (1, 1)):  # the point at step 2 is after a checkpoint at 1: trained again
         resumed = make_service(tmp_path / f"resumed{through}", lambda: 4, trials=AcceptAll())
         resumed._failures = lambda: failures
-        resumed.restore(events, through_step=through)
+        resumed.replay_events(events, through_step=through)
         (view,) = resumed.get_failures().failures
         assert (view.step, view.first_step) == (4, first_step)

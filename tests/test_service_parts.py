@@ -61,8 +61,8 @@ def test_a_handled_failure_is_restored_up_to_the_checkpoint_only():
     at = {s: _flat_low(s) for s in (1, 2, 4, 5)}
     handled = HandledFailures()
     key = {"failure_kind": "non_discriminative_low", "task_id": "t1", "criterion": None}
-    handled.restore({"kind": "failure_handled", "failure_id": at[2].id, "point_step": 2, **key}, through_step=3)
-    handled.restore({"kind": "failure_handled", "failure_id": at[5].id, "point_step": 5, **key}, through_step=3)
+    handled.replay_event({"kind": "failure_handled", "failure_id": at[2].id, "point_step": 2, **key}, through_step=3)
+    handled.replay_event({"kind": "failure_handled", "failure_id": at[5].id, "point_step": 5, **key}, through_step=3)
     assert handled.is_handled(at[1]) and handled.is_handled(at[2])  # up to the point that handled it
     assert not handled.is_handled(at[4])  # a recurrence after it
     assert not handled.is_handled(at[5])  # handled after the checkpoint: trained again, new

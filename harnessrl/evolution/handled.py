@@ -4,7 +4,7 @@ A handled failure is left out of ``get_failures`` from then on: by its id, and b
 criterion or feature) up to the step of the point that handled it, so the same failure detected again at
 a later step is a recurrence and is offered again. A failure given up only because its trial or commit was
 refused for want of a hold (*interrupted*) is not handled: it is offered again at the next point. The tool
-service writes each record as a ``failure_handled`` event; :meth:`HandledFailures.restore` rebuilds the
+service writes each record as a ``failure_handled`` event; :meth:`HandledFailures.replay_event` rebuilds the
 record from those events when a run resumes.
 
 The record takes no lock of its own: the tool service calls it under its lock, except
@@ -55,7 +55,7 @@ class HandledFailures:
         if key is not None:
             self._through[key] = max(step, self._through.get(key, step))
 
-    def restore(self, event: Mapping[str, Any], through_step: int) -> None:
+    def replay_event(self, event: Mapping[str, Any], through_step: int) -> None:
         """Take in one event of a resumed run: a ``failure_handled`` by a point at or before ``through_step``
         (the checkpoint the run goes on from: the steps after it are trained again, and what they show is new)."""
         if event.get("kind") != "failure_handled" or not event.get("failure_id"):

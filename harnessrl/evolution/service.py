@@ -43,7 +43,7 @@ training go on only once that call has ended.
 Handled failures: a failure an evolution point committed an update for, or gave up, is recorded
 (a ``failure_handled`` event: which failure, by which point, with what outcome) and left out of
 ``get_failures`` from then on; the same failure detected again at a later step is a recurrence and is
-offered again. :meth:`EvolutionService.restore` rebuilds this record, and the evolver's counts, from the
+offered again. :meth:`EvolutionService.replay_events` rebuilds this record, and the evolver's counts, from the
 events of a resumed run.
 """
 
@@ -832,8 +832,9 @@ class EvolutionService:
             reason=reason,
         )
 
-    def restore(self, events: Iterable[Mapping[str, Any]], through_step: int) -> None:
-        """Rebuild what earlier processes of a resumed run decided, from their ``events``: the evolver's
+    def replay_events(self, events: Iterable[Mapping[str, Any]], through_step: int) -> None:
+        """Replay a resumed run's events (not :meth:`Interface.restore`, which reads an interface's saved state):
+        rebuild what earlier processes of a resumed run decided, from their ``events``: the evolver's
         counts (attributed, proposed, accepted, rejected, revisions, committed per interface) and the failures
         handled by evolution points at or before ``through_step`` (the checkpoint the run goes on from: the
         steps after it are trained again, and what they show is new)."""
@@ -851,7 +852,7 @@ class EvolutionService:
                 elif kind == "commit" and iface:
                     self.counts[f"committed/{iface}"] += 1
                 else:
-                    self.handled.restore(e, through_step)
+                    self.handled.replay_event(e, through_step)
 
     # ------------------------------------------------------------------------------------ graph events
     def record_attribution(

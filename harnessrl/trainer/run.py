@@ -799,7 +799,7 @@ def _attach_listeners(r: _Run) -> None:
         trainer.step_listeners.append(_DifficultyFeed(r.harness, run if main else None))
     if attach.evolution is not None:
         if r.resume:  # what earlier processes' evolution points decided (handled failures, counts) goes on
-            attach.evolution.service.restore(run.read("events.jsonl"), through_step=checkpoint_step(r.checkpoint))
+            attach.evolution.service.replay_events(run.read("events.jsonl"), through_step=checkpoint_step(r.checkpoint))
         r.console.log(
             f"harness tools served at {attach.server.url} (evolver: {config.evolver.backend}, {config.evolver.mode})"
         )
