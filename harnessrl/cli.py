@@ -476,8 +476,8 @@ def train_cmd(
 ) -> None:
     """Train a policy with GRPO and the harness; evaluate on the validation and test splits; write the run directory."""
     _quiet_transformers()
-    from harnessrl.trainer.report import print_summary, write_report
     from harnessrl.trainer.run import train
+    from harnessrl.trainer.run_report import print_summary, write_report
     from harnessrl.trainer.train_config import load_train_config
 
     cfg = load_train_config(config, override)
@@ -545,7 +545,7 @@ def report_cmd(
     run_dir: Annotated[Path, typer.Option("--run-dir", "-r", help="A run directory made by `harnessrl train`.")],
 ) -> None:
     """(Re)write a run's plots and HTML report from its files."""
-    from harnessrl.trainer.report import write_report
+    from harnessrl.trainer.run_report import write_report
 
     path = write_report(run_dir)
     console.print(f"report: {path}")

@@ -131,7 +131,7 @@ CELLS: list[tuple[str, str]] = [
         """
         from rich.console import Console
 
-        from harnessrl.trainer.report import print_summary, write_report
+        from harnessrl.trainer.run_report import print_summary, write_report
         from harnessrl.trainer.run import train
 
         console = Console(force_jupyter=False, force_terminal=False, width=110)  # plain text in the cell
@@ -338,7 +338,7 @@ CELLS: list[tuple[str, str]] = [
     (
         "code",
         """
-        from harnessrl.trainer.report import update_stories
+        from harnessrl.trainer.run_report import update_stories
 
         if story is not None:
             mine = [e for e in events if e.get("failure_id") == story.id]

@@ -25,7 +25,7 @@ from harnessrl.evolution.client import run_evolution_point
 from harnessrl.evolution.mcp_server import ToolServer
 from harnessrl.graph.state import GraphConfig, interface_menu
 from harnessrl.interfaces import ENTRY_POINT_GROUP, Harness, interface_classes
-from harnessrl.trainer.report import write_report
+from harnessrl.trainer.run_report import write_report
 
 
 @pytest.fixture(scope="module")

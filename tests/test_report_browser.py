@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 from helpers import task_row
 
-from harnessrl.trainer.report import harness_section, update_stories, write_report
 from harnessrl.trainer.run import train
+from harnessrl.trainer.run_report import harness_section, update_stories, write_report
 from harnessrl.trainer.train_config import TrainConfig
 
 LAPTOP = (1366, 900)  # the most common laptop screen

@@ -241,7 +241,7 @@ def test_run_directory_is_complete(trained, train_tasks):
 
 
 def test_report_is_written(trained):
-    from harnessrl.trainer.report import write_report
+    from harnessrl.trainer.run_report import write_report
 
     path = write_report(trained.run.path)
     assert path == trained.run.report and path.exists()
@@ -796,7 +796,7 @@ def test_training_runs_the_evolver_at_evolution_points(tmp_path, model_dir, data
     harness = Harness.load(run.harness, load_tasks(data_files["train"]))
     assert sum(harness.versions.values()) == sum(1 for k in kinds if k == "commit")
     # the report tells each handled failure's story: failure, attribution, candidate, trial, verdict
-    from harnessrl.trainer.report import write_report
+    from harnessrl.trainer.run_report import write_report
 
     page = write_report(run.path).read_text()
     assert "Harness updates" in page and "Attribution" in page and "Trial</b> on the frozen policy" in page

@@ -16,7 +16,7 @@ from rich.table import Table
 
 from harnessrl.records.run_dir import RunDir
 
-__all__ = ["print_summary", "update_stories", "write_plots", "write_report"]
+__all__ = ["print_summary", "update_stories", "write_report", "write_run_plots"]
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ def _series(metrics: list[dict], key: str) -> tuple[list[int], list[float]]:
     return [p[0] for p in pts], [p[1] for p in pts]
 
 
-def write_plots(run: RunDir) -> list[Path]:
+def write_run_plots(run: RunDir) -> list[Path]:
     """Reward, zero-std fraction (all-low / all-high), completion length, held-out score: PNGs in plots/."""
     import matplotlib
 
@@ -386,7 +386,7 @@ def harness_section(harness: dict, events: list[dict]) -> str:
 def write_report(run_dir: str | Path) -> Path:
     """Write plots and ``report.html`` for a run directory; returns the report's path."""
     run = RunDir(run_dir, create=False)
-    plots = write_plots(run)
+    plots = write_run_plots(run)
     summary = run.read_json("summary.json") or {}
     best = run.read_json("best.json")
     evals = [e for e in run.read("eval.jsonl") if "source" not in e]  # not `harnessrl eval` rows
