@@ -32,9 +32,7 @@ from harnessrl.interfaces.base import (
 from harnessrl.interfaces.evidence import ProposalEvidence
 from harnessrl.interfaces.induction import requirement_key, stated_requirements
 from harnessrl.interfaces.rubric_edit import (
-    MAX_CRITERION_CHARS,
     MAX_RUBRIC_CRITERIA,
-    MAX_WEIGHT,
     CoveredEdit,
     EditRubric,
     criterion_requirement,
@@ -47,16 +45,7 @@ if TYPE_CHECKING:
     from harnessrl.critic.acceptance import Measured
     from harnessrl.critic.trials import Trial
 
-__all__ = [
-    "MAX_CRITERION_CHARS",
-    "MAX_RUBRIC_CRITERIA",
-    "MAX_WEIGHT",
-    "CoveredEdit",
-    "EditRubric",
-    "RubricCriteria",
-    "RubricVersion",
-    "criteria_view",
-]
+__all__ = ["RubricCriteria", "RubricVersion", "criteria_view"]
 
 
 class RubricVersion(BaseModel):
