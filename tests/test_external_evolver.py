@@ -408,7 +408,7 @@ def test_an_external_evolver_holds_measures_commits_and_keeps_the_record(tmp_pat
         "eval": {"every_steps": None, "before_training": False},
         "harness": {"memory": {"enabled": False}},
         "evolver": {"mode": "external", "backend": "llm", "hold_s": 120, "llm": llm,
-                    "graph": {"failure_kinds": ["non_discriminative_low"], "max_failures": 1, "max_revisions": 0}},
+                    "graph": {"failure_kinds": ["non_discriminative_low"], "max_failures": 3, "max_revisions": 0}},
     }  # fmt: skip
     cfg = tmp_path / "config.yaml"
     cfg.write_text(yaml.safe_dump(config))
@@ -435,27 +435,30 @@ def test_an_external_evolver_holds_measures_commits_and_keeps_the_record(tmp_pat
             timeout=300,
         )
         assert evolver.returncode == 0, evolver.stderr[-3000:]
-        assert "1 failure(s) handled" in evolver.stdout, evolver.stdout[-3000:]
+        assert re.search(r"[1-3] failure\(s\) handled", evolver.stdout), evolver.stdout[-3000:]
     finally:
         train.terminate()
         out = train.communicate(timeout=60)[0].decode(errors="replace")
     events = run.read("events.jsonl")
     kinds = [e["kind"] for e in events]
     # the external evolver's own decisions are in the run's record, written trainer-side
-    attribution = next(e for e in events if e["kind"] == "attribution")
-    assert attribution["interface"] == "task_sampling" and attribution["task_id"] == "never"
+    # "never" is flat at 0 from the start; by the time the evolver connects (later on a loaded machine) the policy may
+    # have collapsed onto one end of the alphabet, leaving "early" or "late" flat at 0 as well: the point handles up
+    # to three failures, and the one on "never" is parked whatever the others come to
+    attribution = next(e for e in events if e["kind"] == "attribution" and e["task_id"] == "never")
+    assert attribution["interface"] == "task_sampling"
     holds = [e for e in events if e["kind"] == "training_hold"]
     assert [h["action"] for h in holds] == ["held", "released"], out[-2000:]
-    trial = next(e for e in events if e["kind"] == "trial")
+    trial = next(e for e in events if e["kind"] == "trial" and e["failure_id"] == attribution["failure_id"])
     assert trial["result"]["accepted"] is True, trial["result"]["reason"]
-    commit = next(e for e in events if e["kind"] == "commit")
+    commit = next(e for e in events if e["kind"] == "commit" and e["failure_id"] == attribution["failure_id"])
     assert commit["interface"] == "task_sampling"
     # measured and committed inside the hold: the policy had not moved between them
     assert holds[0]["step"] == trial["step"] == commit["step"] <= holds[1]["step"]
     assert kinds.index("training_hold") < kinds.index("trial") < kinds.index("commit")
     print([(e["kind"], e.get("step"), e.get("action") or e.get("interface")) for e in events if e["kind"] != "failure"])
     saved = json.loads((run_path / "harness.json").read_text())
-    assert saved["versions"]["task_sampling"] == 1 and saved["task_sampling"]["status"]["never"] == "parked"
+    assert saved["versions"]["task_sampling"] >= 1 and saved["task_sampling"]["status"]["never"] == "parked"
 
 
 # ------------------------------------------------------------------------------------------- handled failures
