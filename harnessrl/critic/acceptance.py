@@ -40,7 +40,7 @@ class Measured:
     advantage_effect: float | None = None
     margin: float | None = None  # non-inferiority: accept when ci_low > -margin (a candidate that removes harness)
     spread: float | None = None  # the bootstrap std of the improvement (for the smallest detectable effect)
-    verdict: str | None = None  # a recipe that decides by its own rule (power.py): accepted, pending or futile
+    verdict: str | None = None  # a recipe that decides by its own rule (power.py): accepted, pending, futile, probation
     verdict_reason: str | None = None
     min_detectable: float | None = None  # the smallest improvement this trial could have detected
 
@@ -88,7 +88,7 @@ def _decide(got: Measured, metric: str, threshold: float, confidence: float) -> 
     if got.guard:
         return False, got.guard
     if got.verdict is not None:
-        return got.verdict == "accepted", got.verdict_reason or got.verdict
+        return got.verdict in ("accepted", "probation"), got.verdict_reason or got.verdict
     if got.improvement is None or got.ci_low is None:
         return False, "nothing measurable: no improvement could be computed"
     if got.margin is not None:

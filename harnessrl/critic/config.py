@@ -7,6 +7,8 @@ trial to its first three bounds, the statistics (:mod:`harnessrl.critic.stats`) 
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from harnessrl.critic.signal import SignalConfig
@@ -49,6 +51,19 @@ class TrialConfig(BaseModel):
         description="How many times the critic may measure a candidate whose data cannot decide yet (the sequential "
         "test of the checks a rubric candidate adds: harnessrl/critic/power.py); each look spends an equal share of "
         "the error, 1 - confidence.",
+    )
+    guidance_trial: Literal["arms", "in_group"] = Field(
+        default="arms",
+        description="How a hint for part of the group is measured. arms (default): two arms of fresh rollouts of the "
+        "frozen policy (rollouts_per_arm each, within max_rollouts and what max_rollout_share leaves). in_group: "
+        "nothing is generated: the hint is committed on probation and the training groups of the tasks it covers "
+        "are the trial (their guided and unguided members are the two arms); it is kept once the share of those "
+        "groups that give signal is shown to reach signal.min_effect['signal_share'] above the share before it, and "
+        "reverted (an event) when the data rule that out or cannot decide in max_looks looks "
+        "(harnessrl/evolution/probation.py). A hint that fades is measured with arms either way.",
+    )
+    probation_look_groups: int = Field(
+        default=2, ge=1, description="in_group: the guided groups a probation gathers between two looks."
     )
     bootstrap: int = Field(default=1000, ge=10, description="Bootstrap resamples of the improvement.")
     confidence: float = Field(default=0.9, gt=0, lt=1, description="Coverage of the bootstrap interval.")

@@ -43,7 +43,9 @@ __all__ = [
     "SplitEvidence",
     "SplitVerdict",
     "clopper_pearson",
+    "decide_share",
     "decide_split",
+    "min_detectable_rate",
     "min_detectable_share",
     "split_share",
     "split_share_interval",
@@ -95,6 +97,17 @@ def _alpha(confidence: float, max_looks: int) -> float:
     return (1.0 - confidence) / max(1, max_looks)
 
 
+def _kind(low: float, high: float, n: int, threshold: float, look: int, max_looks: int) -> str:
+    """accepted, futile, pending or not_reliable for an interval ``[low, high]`` on ``n`` observations."""
+    if n and low >= threshold:
+        return "accepted"
+    if n and high < threshold:
+        return "futile"
+    if look < max_looks or not n:
+        return "pending"
+    return "not_reliable"  # the looks are spent and the data still cannot decide
+
+
 def decide_split(
     broken: int, rollouts: int, group_size: int, threshold: float, confidence: float, look: int, max_looks: int
 ) -> SplitVerdict:
@@ -103,16 +116,39 @@ def decide_split(
     alpha = _alpha(confidence, max_looks)
     low, high = split_share_interval(broken, rollouts, group_size, alpha)
     share = split_share(broken / rollouts, group_size) if rollouts else 0.0
-    if rollouts and low >= threshold:
-        kind = "accepted"
-    elif rollouts and high < threshold:
-        kind = "futile"
-    elif look < max_looks or not rollouts:
-        kind = "pending"
-    else:
-        kind = "not_reliable"  # the looks are spent and the data still cannot decide
+    kind = _kind(low, high, rollouts, threshold, look, max_looks)
     mde = min_detectable_share(rollouts, group_size, threshold, confidence, max_looks)
     return SplitVerdict(kind, share, low, high, broken, rollouts, look, alpha, mde)
+
+
+def decide_share(
+    hits: int, groups: int, threshold: float, confidence: float, look: int, max_looks: int
+) -> SplitVerdict:
+    """The same rule on a share seen directly: ``hits`` of ``groups`` groups gave signal (a probation's guided
+    groups, :mod:`harnessrl.evolution.probation`), its Clopper-Pearson interval against ``threshold``, Bonferroni
+    over ``max_looks`` looks. ``broken``/``rollouts`` of the verdict hold ``hits``/``groups``."""
+    alpha = _alpha(confidence, max_looks)
+    low, high = clopper_pearson(hits, groups, alpha)
+    share = hits / groups if groups else 0.0
+    kind = _kind(low, high, groups, threshold, look, max_looks)
+    return SplitVerdict(
+        kind, share, low, high, hits, groups, look, alpha, min_detectable_rate(groups, threshold, alpha)
+    )
+
+
+def min_detectable_rate(n: int, threshold: float, alpha: float) -> float | None:
+    """The smallest rate whose ``n`` observations the Clopper-Pearson rule accepts (lower end at or above
+    ``threshold``) with probability :data:`DETECTION_POWER` (None: no rate does at this ``n``)."""
+    if n <= 0:
+        return None
+    ks = np.arange(n + 1)
+    accepts = np.array([clopper_pearson(int(k), n, alpha)[0] >= threshold for k in ks])
+    if not accepts.any():
+        return None
+    rates = np.arange(1, 201) / 200
+    power = (binom.pmf(ks[None, :], n, rates[:, None]) * accepts[None, :]).sum(axis=1)
+    hits = np.flatnonzero(power >= DETECTION_POWER)
+    return None if hits.size == 0 else round(float(rates[hits[0]]), 3)
 
 
 def min_detectable_share(

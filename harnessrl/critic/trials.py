@@ -122,6 +122,7 @@ class Trial(TrialContext):
     - :meth:`rollout_arms`: fresh rollouts of the frozen policy, each group member as the harness shapes
       it now and as it would with the candidate (``Harness.row(..., overlay=update)``);
     - :meth:`moved_draws`: the signal of the draws a change of sampling probabilities moves;
+    - :meth:`probation`: nothing now; the candidate is committed and measured on the training groups after it;
     - :meth:`reject`: end the trial with a rejection and a reason.
     """
 
@@ -147,6 +148,29 @@ class Trial(TrialContext):
         """Two arms of fresh rollouts on ``targets`` (the failure's task first, then recently flat and
         active ones; one task, or up to two of several): rows as shaped now vs with the candidate."""
         return rollout_arms(self, targets, describe)
+
+    def probation(self, targets: Sequence[Task], describe: str) -> Measured:
+        """Nothing generated: the candidate is committed on probation and its trial is the training groups of
+        ``targets`` that follow it, their guided and unguided members the two arms (``trials.guidance_trial:
+        in_group``; the tool service's :class:`~harnessrl.evolution.probation.ProbationTracker` looks at them and
+        keeps or reverts it)."""
+        ids = [t.id for t in targets]
+        self.measurements.update(
+            probation={
+                "tasks": ids,
+                "look_groups": self.config.probation_look_groups,
+                "max_looks": self.config.max_looks,
+                "threshold": self.config.signal.threshold(SIGNAL_SHARE),
+            }
+        )
+        reason = (
+            f"on probation: {describe} is committed without fresh rollouts; the guided and unguided members of the "
+            f"next training groups of its {len(ids)} task(s) are the trial, a look every "
+            f"{self.config.probation_look_groups} guided groups (at most {self.config.max_looks}): kept once the share "
+            f"of them that give signal is shown {self.config.signal.threshold(SIGNAL_SHARE):g} above the share before "
+            "it, reverted when the data rule that out or cannot decide"
+        )
+        return Measured(verdict="probation", verdict_reason=reason)
 
     def moved_draws(
         self, p: dict[str, float], q: dict[str, float], changed: Sequence[str], promoted: Sequence[str]

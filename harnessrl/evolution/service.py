@@ -67,7 +67,9 @@ from harnessrl.evolution.candidates import CandidateError, CandidateRecord
 from harnessrl.evolution.handled import HandledFailures
 from harnessrl.evolution.hold import TrainingHold
 from harnessrl.evolution.outcomes import OutcomeTracker
+from harnessrl.evolution.probation import Probation, ProbationRule, ProbationTracker
 from harnessrl.interfaces import Harness, InterfaceUpdate
+from harnessrl.interfaces.harness import parse_update
 from harnessrl.interfaces.rubric import criteria_view
 from harnessrl.interfaces.tools import (
     BuilderArgs,
@@ -179,6 +181,8 @@ class EvolutionService:
             ``every_steps`` (:meth:`point_due`).
         max_hold_s: the longest lease of an evolver's hold on training (the run's ``evolver.hold_s``): a client
             may ask for less, never for more; None: as long as asked (:class:`~harnessrl.evolution.hold.TrainingHold`).
+        probation: how a hint committed on probation is kept or reverted (``trials.guidance_trial: in_group``;
+            :mod:`harnessrl.evolution.probation`); None: its defaults.
     """
 
     def __init__(
@@ -198,6 +202,7 @@ class EvolutionService:
         audit_rubrics: bool = True,
         first_evidence: bool = True,
         max_hold_s: float | None = None,
+        probation: ProbationRule | None = None,
     ):
         self.harness = harness
         self.recorder = recorder
@@ -215,6 +220,7 @@ class EvolutionService:
         self._attributions: dict[str, dict[str, Any]] = {}
         self.hold = TrainingHold(self.current_step, self._event, max_lease_s=max_hold_s)
         self.outcomes = OutcomeTracker(recorder, outcome_groups, outcome_steps)
+        self.probation = ProbationTracker(recorder, probation)
         self.handled = HandledFailures()
         self.audit = RubricAudit(
             harness.tasks, lambda task_id: harness.rubrics.current(task_id).criteria, enabled=audit_rubrics
@@ -652,6 +658,8 @@ class EvolutionService:
             self._check_committable(cand, step)
             applies = step + 1
             saved = self.run_dir.harness if self.run_dir is not None else None
+            on_probation = bool(cand.trials) and cand.trials[-1].verdict_kind == "probation"
+            revert = self.harness.interface(cand.update).reverting(cand.update) if on_probation else []
             try:  # all or nothing: harness.json is written before the live harness changes
                 version = self.harness.apply(cand.update, step=applies, candidate_id=cid, save_to=saved)
             except ValueError as e:
@@ -667,6 +675,11 @@ class EvolutionService:
             if (point := self.hold.point) is not None:
                 point.committed += 1
             self.outcomes.expect(cid, self._outcome_tasks(cand), applies)
+            trial_of = (
+                self.probation.start(cid, self._outcome_tasks(cand), applies, revert).event_fields()
+                if on_probation
+                else {}
+            )
             self._remember(
                 f"recording the commit of {cid}",
                 self.memory.update_candidate if self.memory else None,
@@ -684,6 +697,7 @@ class EvolutionService:
                 remedy=cand.update.remedy,
                 covers=self._outcome_tasks(cand),
                 update=cand.update.model_dump(mode="json"),
+                **trial_of,
             )
             if cand.failure_id:
                 self._mark_handled(cand.failure_id, "committed", candidate_id=cid)
@@ -759,7 +773,49 @@ class EvolutionService:
         (the policy stays as it is); a lease that runs out lets training go on, with an event saying so,
         once the trial or commit in flight (if any) has ended. The hold is an evolution point of the run:
         an ``evolution_point`` event records it (mode external) with its held seconds and trials."""
+        self.settle_probations(step)
         self.hold.step_boundary(step)
+
+    def settle_probations(self, step: int) -> None:
+        """Act on the probations decided since the last boundary (:mod:`harnessrl.evolution.probation`): a kept
+        hint stays; a reverted one gives way to the rules it replaced, applied from the next step (a new harness
+        version and a ``revert`` event). Training is between steps here (the policy lock is free), so the tools'
+        lock can be taken."""
+        for look in self.probation.settle():
+            p = look.probation
+            kept = not look.reverts
+            self._remember(
+                f"recording the probation of {p.candidate_id}",
+                self.memory.record_outcome if self.memory else None,
+                p.candidate_id,
+                {**look.fields, "probation": "kept" if kept else "reverted", "recovered": kept},
+            )
+            if kept:
+                continue
+            versions = []
+            saved = self.run_dir.harness if self.run_dir is not None else None
+            with self.lock:
+                for u in p.revert:
+                    try:
+                        versions.append(
+                            self.harness.apply(u, step=step + 1, candidate_id=f"{p.candidate_id}-revert", save_to=saved)
+                        )
+                    except ValueError as e:  # a later commit already replaced that rule: nothing to put back there
+                        logger.info("probation of %s: %s not reverted (%s)", p.candidate_id, u.target, e)
+                self.counts[f"reverted/{p.revert[0].interface if p.revert else 'harness'}"] += 1
+            self._event(
+                "revert",
+                step=step,
+                candidate_id=p.candidate_id,
+                interface=p.revert[0].interface if p.revert else None,
+                versions=versions,
+                applies_from_step=step + 1,
+                covers=p.task_ids,
+                reason=f"probation {look.kind} at look {look.fields['look']}: {look.fields['signal_groups']} of "
+                f"{look.fields['groups']} guided groups gave signal, interval {look.fields['interval']} against "
+                f"{look.fields['target']}",
+                updates=[u.model_dump(mode="json") for u in p.revert],
+            )
 
     def at_boundary(self, step: int) -> AtBoundary:
         """A context in which the trainer is stopped at ``step`` (an in-process evolution point): a hold asked
@@ -796,6 +852,8 @@ class EvolutionService:
 
         It runs on the training thread, inside the step (the policy lock held): it takes only the outcome
         tracker's own lock, never the tools' lock a trial holds while it waits for the policy."""
+        for look in self.probation.observe(record):
+            self._event("probation", step=look.step, **look.fields)
         for m in self.outcomes.observe(record):
             cid = m.candidate_id
             self._remember(
@@ -838,9 +896,12 @@ class EvolutionService:
         counts (attributed, proposed, accepted, rejected, revisions, committed per interface) and the failures
         handled by evolution points at or before ``through_step`` (the checkpoint the run goes on from: the
         steps after it are trained again, and what they show is new)."""
+        probations: dict[str, Probation] = {}
         with self.lock:
             for e in events:
                 kind, iface = e.get("kind"), e.get("interface")
+                if kind in ("commit", "probation", "revert"):
+                    self._replay_probation(e, through_step, probations)
                 if kind == "attribution" and iface:
                     self.counts[f"attributed/{iface}"] += 1
                 elif kind == "proposal" and iface:
@@ -853,6 +914,34 @@ class EvolutionService:
                     self.counts[f"committed/{iface}"] += 1
                 else:
                     self.handled.replay_event(e, through_step)
+        for p in probations.values():
+            self.probation.reopen(p)
+
+    def _replay_probation(self, e: Mapping[str, Any], through_step: int, open_: dict[str, Probation]) -> None:
+        """A resumed run's probations still open at ``through_step``: opened by their commit, brought to their last
+        look's counts, closed by a decided look (the groups trained between that look and the checkpoint are not
+        counted again; the steps after it are trained again and observed anew)."""
+        step, cid = e.get("step"), e.get("candidate_id")
+        if step is None or step > through_step or not cid:
+            return
+        if e["kind"] == "commit" and e.get("probation"):
+            revert = [parse_update(u, self.harness.extra) for u in e.get("revert") or []]
+            applied = int(e.get("applies_from_step") or step + 1)
+            before = e.get("signal_share_before")
+            open_[cid] = Probation(
+                cid, list(e.get("covers") or []), applied, revert, before, int(e.get("groups_before") or 0)
+            )
+        elif e["kind"] == "probation" and cid in open_:
+            p = open_[cid]
+            p.groups, p.signal, p.looks = int(e["groups"]), int(e["signal_groups"]), int(e["look"])
+            p.before_share, p.before_groups = e.get("signal_share_before"), int(e.get("groups_before") or 0)
+            for arm in ("guided", "unguided"):
+                n, mean = int(e.get(f"{arm}_rollouts") or 0), e.get(f"{arm}_mean_reward")
+                setattr(p, f"{arm}_n", n)
+                setattr(p, f"{arm}_sum", float(mean) * n if mean is not None else 0.0)
+            p.last_step = int(step)
+            if e.get("action"):
+                open_.pop(cid)
 
     # ------------------------------------------------------------------------------------ graph events
     def record_attribution(

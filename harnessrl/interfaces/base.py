@@ -289,6 +289,12 @@ class Interface(ABC):
         """A few words on what ``update`` targets, for the critic's reasons."""
         return f"{self.name} update"
 
+    def reverting(self, update: Any) -> list[InterfaceUpdate]:
+        """The updates that would put back what ``update`` changes, read before it is applied (a probation's
+        revert: :mod:`harnessrl.evolution.probation`). Only an interface whose trial can put a candidate on
+        probation needs it."""
+        raise NotImplementedError(f"the {self.name} interface does not put candidates on probation")
+
     # ------------------------------------------------------------------ the evolver
     def task_view(self, task: Task, step: int) -> dict[str, Any]:
         """What ``get_harness_state`` shows of this interface for ``task`` at ``step`` (JSON)."""

@@ -292,6 +292,27 @@ class RolloutGuidance(Interface):
         sig = Signature(kind="group", key=group, tasks=[source.id, *(c.task_id for c in cover)])
         return update.model_copy(update={"cover": cover, "signature": sig})
 
+    def reverting(self, update: SetGuidance) -> list[SetGuidance]:
+        """Per target of ``update`` (its own and those it covers), the rule in force there now at its scope, or its
+        removal: applied in order they put back what ``update`` replaces."""
+        table = self.state.per_task if update.scope == "task" else self.state.per_domain
+        out = []
+        for target in [update.target, *update.covered()]:
+            old = table.get(target) or GuidanceRule()
+            hint = old.text if old.fraction > 0 else None
+            out.append(
+                SetGuidance(
+                    scope=update.scope,
+                    target=target,
+                    text=hint,
+                    fraction=old.fraction if hint else 0.0,
+                    temperature=old.temperature,
+                    remedy="revert",
+                    rationale=f"probation ended: back to the rule before {update.remedy or 'the hint'}",
+                )
+            )
+        return out
+
     def fades(self, update: SetGuidance) -> bool:
         """Whether ``update`` only takes guidance away: on each task it changes, a hint in force now is shown to
         a smaller share of the group (the same text) or to none, at the same temperature."""
@@ -312,15 +333,18 @@ class RolloutGuidance(Interface):
     def trial(self, update: SetGuidance, trial: Trial) -> Measured:
         """Two arms of fresh rollouts on the task, or on up to two tasks of the domain (recently flat
         ones first): the prompts built now and with the candidate (:meth:`Trial.rollout_arms`), graded as
-        the loss sees them (under the task's plain prompt). A candidate that only fades a hint is measured
-        for non-inferiority (docs/design.md §4): it need not raise the signal, only keep it, within the
-        metric's smallest effect worth a change."""
+        the loss sees them (under the task's plain prompt). With ``trials.guidance_trial: in_group`` a hint is
+        measured on probation instead (:meth:`Trial.probation`: the training groups after it, nothing generated).
+        A candidate that only fades a hint is measured for non-inferiority (docs/design.md §4): it need not raise
+        the signal, only keep it, within the metric's smallest effect worth a change."""
         try:
             targets = self.targets(update)
         except ValueError as e:
             trial.reject(f"invalid candidate: {e}")
         fades = self.fades(update)
         trial.measurements.update(scope=update.scope, target=update.target, fades=fades)
+        if trial.config.guidance_trial == "in_group" and not fades and update.fraction > 0 and update.text:
+            return trial.probation(targets, describe=self.describe(update))
         got = trial.rollout_arms(targets, describe=self.describe(update))
         if fades:
             got.margin = trial.config.signal.threshold(trial.metric)

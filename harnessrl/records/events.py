@@ -42,6 +42,8 @@ EventKind = Literal[
     "repair_carried",  # written by runs before repairs reached a whole signature (read back, never written now)
     "failure_handled",
     "rubric_audit",
+    "probation",  # a look at a hint committed on probation (kept, reverted or still pending)
+    "revert",  # a hint on probation reverted: the rules it replaced are back
 ]
 EVENT_KINDS: tuple[str, ...] = get_args(EvolverEventKind)
 """The kinds the evolver graph reports through its :data:`EventCallback`."""

@@ -23,6 +23,7 @@ candidate."""
 
 VerdictKind = Literal[
     "accepted",
+    "probation",
     "pending",
     "not_reliable",
     "too_small",
@@ -34,12 +35,13 @@ VerdictKind = Literal[
     "invalid",
     "unmeasurable",
 ]
-"""Why a trial decided as it did, as a field code reads (the ``reason`` says it in words for people):
-accepted; pending (the data cannot decide yet: neither the effect nor its absence is established, and the
-sequential test has looks left); not_reliable (the interval reaches 0); too_small (real but below the smallest
-effect worth a change); futile (the data rule out an effect worth a change); no_effect (no advantage moves);
-reference_guard (the reference answer loses its place); inferior (a candidate that removes harness may cost
-signal); budget (the trial could not afford its measurement); invalid (the candidate does not apply);
+"""Why a trial decided as it did, as a field code reads (the ``reason`` says it in words for people): accepted;
+probation (committed, and measured on the training groups that follow it: kept or reverted by a later look,
+:mod:`harnessrl.evolution.probation`); pending (the data cannot decide yet: neither the effect nor its absence is
+established, and the sequential test has looks left); not_reliable (the interval reaches 0); too_small (real but
+below the smallest effect worth a change); futile (the data rule out an effect worth a change); no_effect (no
+advantage moves); reference_guard (the reference answer loses its place); inferior (a candidate that removes harness
+may cost signal); budget (the trial could not afford its measurement); invalid (the candidate does not apply);
 unmeasurable (nothing to measure it on)."""
 
 

@@ -219,10 +219,11 @@ class _LockedTrials:
 
 def _start_evolver(settings, trainer, memory, run: RunDir, monitor, *, seed: int, eps: float):
     """Trials, the evolution service, its MCP tool server and the evolution-point callback."""
-    from harnessrl.critic.signal import AdvantageSpec
+    from harnessrl.critic.signal import SIGNAL_SHARE, AdvantageSpec
     from harnessrl.critic.trials import FrozenPolicyTrials
     from harnessrl.evolution.mcp_server import ToolServer
     from harnessrl.evolution.point import EvolutionCallback, write_server_file
+    from harnessrl.evolution.probation import ProbationRule
     from harnessrl.evolution.service import EvolutionService
     from harnessrl.trainer.policy_sampling import policy_sampler
 
@@ -244,6 +245,12 @@ def _start_evolver(settings, trainer, memory, run: RunDir, monitor, *, seed: int
         audit_rubrics=settings.audit_rubrics,
         first_evidence=settings.first_evidence,
         max_hold_s=settings.hold_s,  # the run sets how long an evolver may hold training, not the evolver
+        probation=ProbationRule(
+            threshold=settings.trials.signal.threshold(SIGNAL_SHARE),
+            confidence=settings.trials.confidence,
+            max_looks=settings.trials.max_looks,
+            look_groups=settings.trials.probation_look_groups,
+        ),
     )
     # training is about to run: a hold asked for from now on waits for the first step boundary
     service.training = True

@@ -1,0 +1,214 @@
+"""Probation: a hint committed without fresh rollouts, measured on the training groups that follow it, and kept or
+reverted (docs/design.md §4, "Guidance measured in the group").
+
+A hint for part of a group (rollout guidance) changes what the frozen policy generates, so measuring it the usual
+way draws fresh rollouts: two arms of 8 per probed task, 12–16 at once, more than a fifth of training's rollouts
+affords on a small run (``trials.max_rollout_share``). With ``trials.guidance_trial: in_group`` the critic draws
+nothing: the hint is committed on probation, and each training group of the tasks it covers is the trial, its
+guided members one arm and its unguided members the other (RuscaRL's guidance varies within the group the same
+way, so every guided group carries its own control). What the hint is for is signal: a group whose rollouts all
+fail alike teaches nothing, and a guided member that succeeds gives the group a spread.
+
+:class:`ProbationTracker` gathers the guided groups of the covered tasks from the step the hint applies, and every
+``look_groups`` groups takes a look: the share of them that give signal (reward spread above the trainer's flat
+eps), its exact interval, against the share the same tasks' groups gave before the hint plus the smallest effect
+worth a change (:func:`~harnessrl.critic.power.decide_share`, Bonferroni over ``max_looks`` looks). **Kept** when
+the interval's lower end reaches it; **reverted** when its upper end is below it (the data rule the effect out) or
+the looks are spent undecided; otherwise the hint stays in force and the next look waits for more groups. Each look
+is a ``probation`` event with its numbers and each arm's mean reward; a revert is applied at the next step boundary
+(the rules the hint replaced come back, a new harness version) and is a ``revert`` event.
+
+Locking: like the outcome tracker, a leaf lock of its own; it is fed on the training thread inside a step.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from harnessrl.critic.power import decide_share
+
+if TYPE_CHECKING:
+    from harnessrl.interfaces.base import InterfaceUpdate
+    from harnessrl.records.steps import GroupRecord, Recorder, StepRecord
+
+__all__ = ["Probation", "ProbationLook", "ProbationRule", "ProbationTracker"]
+
+BEFORE_GROUPS = 4
+"""The covered tasks' latest groups before the hint whose signal share is its baseline."""
+
+
+@dataclass(frozen=True)
+class ProbationRule:
+    """How a probation decides: the smallest rise of the signal share worth keeping a hint (``threshold``), the
+    coverage of the interval, the most looks, and the guided groups between two looks."""
+
+    threshold: float = 0.25
+    confidence: float = 0.9
+    max_looks: int = 3
+    look_groups: int = 2
+
+
+@dataclass
+class Probation:
+    """One hint on probation: its candidate, the tasks it covers, the step it applies from, the updates that restore
+    what it replaced, the signal share before it, and the guided groups seen so far (counts: they survive a resume
+    through the ``probation`` events)."""
+
+    candidate_id: str
+    task_ids: list[str]
+    applied_step: int
+    revert: list[InterfaceUpdate]
+    before_share: float | None
+    before_groups: int
+    groups: int = 0
+    signal: int = 0
+    looks: int = 0
+    guided_sum: float = 0.0
+    guided_n: int = 0
+    unguided_sum: float = 0.0
+    unguided_n: int = 0
+    last_step: int = -1
+
+    def add(self, g: GroupRecord) -> None:
+        k = g.guided
+        self.groups += 1
+        self.signal += int(not g.flat and g.std is not None)
+        for i, r in enumerate(g.rewards):
+            if r is None:
+                continue
+            if i < k:
+                self.guided_sum, self.guided_n = self.guided_sum + r, self.guided_n + 1
+            else:
+                self.unguided_sum, self.unguided_n = self.unguided_sum + r, self.unguided_n + 1
+
+    def event_fields(self) -> dict[str, Any]:
+        """What its commit event records of it (a resumed run reopens it from them)."""
+        return {
+            "probation": True,
+            "revert": [u.model_dump(mode="json") for u in self.revert],
+            "signal_share_before": self.before_share,
+            "groups_before": self.before_groups,
+        }
+
+    def target(self, rule: ProbationRule) -> float:
+        """The signal share the guided groups must be shown to reach."""
+        return min(1.0, (self.before_share or 0.0) + rule.threshold)
+
+
+@dataclass(frozen=True)
+class ProbationLook:
+    """One look at a probation: its verdict kind (accepted: kept; futile or not_reliable: reverted; pending) and the
+    event's fields."""
+
+    probation: Probation
+    kind: str
+    step: int
+    fields: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def decided(self) -> bool:
+        return self.kind != "pending"
+
+    @property
+    def reverts(self) -> bool:
+        return self.kind in ("futile", "not_reliable")
+
+
+def _share(groups: Sequence[GroupRecord]) -> float | None:
+    return round(sum(not g.flat and g.std is not None for g in groups) / len(groups), 4) if groups else None
+
+
+class ProbationTracker:
+    """The hints on probation (see the module docstring).
+
+    Args:
+        recorder: the trainer's recorder (the covered tasks' groups before a hint).
+        rule: how a look decides.
+    """
+
+    def __init__(self, recorder: Recorder | None, rule: ProbationRule | None = None):
+        self.recorder = recorder
+        self.rule = rule or ProbationRule()
+        self._lock = threading.Lock()
+        self._open: dict[str, Probation] = {}
+        self._decided: list[ProbationLook] = []
+
+    def start(
+        self, candidate_id: str, task_ids: list[str], applied_step: int, revert: list[InterfaceUpdate]
+    ) -> Probation:
+        """Put ``candidate_id``'s hint on probation from ``applied_step``: the signal share of its tasks' latest
+        groups before it is the baseline."""
+        steps = list(self.recorder.steps.values()) if self.recorder is not None else []
+        before = [g for r in steps if r.step < applied_step for g in r.groups if g.task_id in task_ids][-BEFORE_GROUPS:]
+        p = Probation(candidate_id, list(task_ids), applied_step, list(revert), _share(before), len(before))
+        with self._lock:
+            self._open[candidate_id] = p
+        return p
+
+    def reopen(self, p: Probation) -> None:
+        """A probation a resumed run's events left open (its counts as its last look saw them)."""
+        with self._lock:
+            self._open[p.candidate_id] = p
+
+    def open(self) -> list[Probation]:
+        with self._lock:
+            return list(self._open.values())
+
+    def observe(self, record: StepRecord) -> list[ProbationLook]:
+        """A trained step's record: its guided groups of covered tasks feed the open probations; returns the looks
+        taken now (a decided one also waits for :meth:`settle`)."""
+        looks = []
+        with self._lock:
+            for p in list(self._open.values()):
+                if record.step < p.applied_step or record.step <= p.last_step:
+                    continue
+                p.last_step = record.step
+                for g in record.groups:
+                    if g.task_id in p.task_ids and g.guided > 0:
+                        p.add(g)
+                if p.groups >= (p.looks + 1) * self.rule.look_groups:
+                    look = self._look(p, record.step)
+                    looks.append(look)
+                    if look.decided:
+                        self._open.pop(p.candidate_id)
+                        self._decided.append(look)
+        return looks
+
+    def settle(self) -> list[ProbationLook]:
+        """The decided looks not yet acted on (the service reverts or keeps them at a step boundary)."""
+        with self._lock:
+            out, self._decided = self._decided, []
+        return out
+
+    def _look(self, p: Probation, step: int) -> ProbationLook:
+        r = self.rule
+        p.looks += 1
+        target = p.target(r)
+        v = decide_share(p.signal, p.groups, target, r.confidence, p.looks, r.max_looks)
+        mean = lambda s, n: round(s / n, 4) if n else None  # noqa: E731
+        fields = {
+            "candidate_id": p.candidate_id,
+            "task_ids": p.task_ids,
+            "applied_step": p.applied_step,
+            "look": p.looks,
+            "max_looks": r.max_looks,
+            "groups": p.groups,
+            "signal_groups": p.signal,
+            "signal_share": round(v.share, 4),
+            "interval": [round(v.low, 4), round(v.high, 4)],
+            "alpha_per_look": round(v.alpha, 4),
+            "signal_share_before": p.before_share,
+            "groups_before": p.before_groups,
+            "target": round(target, 4),
+            "min_detectable": v.min_detectable,
+            "guided_mean_reward": mean(p.guided_sum, p.guided_n),
+            "unguided_mean_reward": mean(p.unguided_sum, p.unguided_n),
+            "guided_rollouts": p.guided_n,
+            "unguided_rollouts": p.unguided_n,
+            "verdict_kind": v.kind,
+            "action": {"accepted": "kept", "futile": "reverted", "not_reliable": "reverted"}.get(v.kind),
+        }
+        return ProbationLook(p, v.kind, step, fields)
