@@ -282,7 +282,7 @@ def test_a_repair_does_not_close_another_finding_on_the_same_tasks(tmp_path):
     service.run_frozen_policy_trial(candidate_id=cand.candidate_id)
     service.commit_update(candidate_id=cand.candidate_id)
     assert "not_contains" in _checks(harness, "city")
-    keys = {f.evidence["requirement_key"] for f in service.get_failures().failures if f.kind == "unchecked_requirement"}
+    keys = {f.evidence.requirement_key for f in service.get_failures().failures if f.kind == "unchecked_requirement"}
     assert keys == {"sentence_count:max"}
     assert service.audit.findings["not_contains:[',']"].status == "closed"  # checked now, by this commit
 

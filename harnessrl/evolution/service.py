@@ -347,7 +347,7 @@ class EvolutionService:
         with self.lock:
             ready = self._audit_failures()
             if ready:
-                return f"the rubric audit's finding {ready[0].evidence.get('requirement_key')} has graded groups"
+                return f"the rubric audit's finding {ready[0].evidence.subject} has graded groups"
             for f in self._failures():
                 task = self.harness.tasks.get(f.task_id)
                 if f.step == step and task is not None and (f.kind, task_group(task)) not in self._seen:
@@ -406,7 +406,7 @@ class EvolutionService:
             task_id=latest.task_id,
             domain=latest.domain,
             summary=latest.summary,
-            evidence=_dump(dict(latest.evidence or {})),
+            evidence=latest.evidence,
             interface_hint=latest.interface_hint,
             rubric_version=latest.rubric_version,
             occurrences=len({f.step for f in reports}),
