@@ -39,6 +39,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.stats import beta, binom
 
+from harnessrl.critic.acceptance import DETECTION_POWER
+
 __all__ = [
     "SplitEvidence",
     "SplitVerdict",
@@ -49,8 +51,6 @@ __all__ = [
     "split_share_interval",
 ]
 
-DETECTION_POWER = 0.8
-"""The probability of acceptance at which an effect counts as detectable."""
 
 
 def split_share(p: float, group_size: int) -> float:

@@ -15,7 +15,7 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from harnessrl.data.checks import check_passes, words
+from harnessrl.data.checks import check_passes, count_bullets, words
 from harnessrl.data.schema import Criterion
 from harnessrl.interfaces.base import Suggestion, suggestions
 from harnessrl.interfaces.evidence import ProposalEvidence, as_sentence, clip_text, excerpt, number, round_weight
@@ -57,7 +57,6 @@ __all__ = ["PLAYBOOK", "REMEDIES", "suggest_edits"]
 # - spurious length (above): the limit is the prompt's own ("at most 20 words") when it states one;
 # - judge disagreement: reword the criterion to be explicitly checkable -> reweight it down.
 
-_BULLET = re.compile(r"^\s*(?:[-*•+]|\d+[.)])\s+\S", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -218,7 +217,7 @@ def _feature_pitfall(e: ProposalEvidence, heavier: bool = False) -> EditRubric |
     feature = spurious.feature or ""
     weight = -round_weight((1.0 if heavier else 0.5) * e.sum_pos)
     if feature == "bullets":
-        n = max(len(_BULLET.findall(e.reference or "")) + 2, 4)
+        n = max(count_bullets(e.reference or "") + 2, 4)
         text = f"The response uses more than {n - 1} bullet lines (list padding)."
         crit = new_criterion("bullet_pitfall", text, weight, {"type": "bullet_count", "min": n})
     elif feature == "exclamations":

@@ -21,10 +21,10 @@ import json
 import logging
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
@@ -46,6 +46,18 @@ from harnessrl.trainer.methods import method_spec
 from harnessrl.trainer.resume import CHECKPOINT_NAME
 from harnessrl.trainer.totals import run_totals
 from harnessrl.trainer.train_config import TrainConfig
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+    from harnessrl.judges.rubric_judge import RubricJudge
+    from harnessrl.records.steps import Recorder
+    from harnessrl.trainer.attach import HarnessAttachment
+    from harnessrl.trainer.callbacks import EvalCallback
+    from harnessrl.trainer.grpo_trainer import HarnessGRPOTrainer
+
+TrainerHook = Callable[["HarnessGRPOTrainer", RunDir], None]
+"""What :func:`train` may call once the trainer is built (``trainer_hook(trainer, run_dir)``)."""
 
 __all__ = [
     "RunSummary",
@@ -444,7 +456,7 @@ def train(
     resume: bool = False,
     overwrite: bool = False,
     console: Console | None = None,
-    trainer_hook=None,
+    trainer_hook: TrainerHook | None = None,
 ) -> RunSummary:
     """Run training end to end. ``trainer_hook(trainer, run_dir)`` may attach more (the evolver does).
 
@@ -486,7 +498,7 @@ class _Run:
     resume: bool
     overwrite: bool
     console: Console
-    trainer_hook: Any
+    trainer_hook: TrainerHook | None
     t_start: float = field(default_factory=time.perf_counter)
     main: bool = True
     stale_lock: dict[str, Any] | None = None  # the owner of a lock file a killed process left (run_start says so)
@@ -497,23 +509,23 @@ class _Run:
     device: str = "cpu"
     run_path: Path = Path()
     # models and judges
-    model: Any = None
-    tokenizer: Any = None
-    judge: Any = None
-    eval_judge: Any = None
-    devices: dict[str, Any] = field(default_factory=dict)
+    model: PreTrainedModel | None = None
+    tokenizer: PreTrainedTokenizerBase | None = None
+    judge: RubricJudge | None = None
+    eval_judge: RubricJudge | None = None  # a judge of the evaluation's own, when it grades apart from training
+    devices: dict[str, str | None] = field(default_factory=dict)  # where each part runs (run_start says so)
     preflight: dict[str, Any] = field(default_factory=dict)
     # the run directory and the harness
     run: RunDir | None = None
     harness: Harness | None = None
-    recorder: Any = None
+    recorder: Recorder | None = None
     checkpoint: str | None = None
     rolled_back: list[int] = field(default_factory=list)
     end_only: bool = False  # trained to its last step, stopped while it ended: the end is all that is left
     # the trainer and what listens to it
-    trainer: Any = None
-    eval_cb: Any = None
-    attachment: Any = None  # harnessrl.trainer.attach.HarnessAttachment: detectors, memory, evolver, server
+    trainer: HarnessGRPOTrainer | None = None
+    eval_cb: EvalCallback | None = None
+    attachment: HarnessAttachment | None = None  # detectors, memory, evolver, tool server
 
 
 def _train(
@@ -522,7 +534,7 @@ def _train(
     resume: bool,
     overwrite: bool,
     console: Console | None,
-    trainer_hook,
+    trainer_hook: TrainerHook | None,
     stale_lock: dict[str, Any] | None = None,
 ) -> RunSummary:
     """The stages of a run: everything that can be refused is checked, and the model and the judges are built
