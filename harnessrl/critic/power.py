@@ -52,7 +52,6 @@ __all__ = [
 ]
 
 
-
 def split_share(p: float, group_size: int) -> float:
     """The share of groups of ``group_size`` that a check broken at rate ``p`` splits (some pass, some fail)."""
     return 1.0 - p**group_size - (1.0 - p) ** group_size

@@ -58,7 +58,6 @@ __all__ = ["PLAYBOOK", "REMEDIES", "suggest_edits"]
 # - judge disagreement: reword the criterion to be explicitly checkable -> reweight it down.
 
 
-
 @dataclass(frozen=True)
 class _Target:
     """The criterion a failure names (in the rubric, or only in the failure's evidence)."""
