@@ -34,8 +34,8 @@ from harnessrl.interfaces import Harness
 from harnessrl.interfaces.tools import HoldTraining
 from harnessrl.records.run_dir import LOCK_NAME, RunDir, is_disk_full
 from harnessrl.records.steps import Recorder
-from harnessrl.trainer.resume import roll_back
-from harnessrl.trainer.run import _last_checkpoint, train
+from harnessrl.trainer.resume import last_checkpoint, roll_back
+from harnessrl.trainer.run import train
 from harnessrl.trainer.train_config import TrainConfig, load_train_config
 
 
@@ -232,7 +232,7 @@ def test_a_full_disk_ends_in_one_paragraph_with_run_end_and_resume_goes_on(tmp_p
     assert not (run.path / LOCK_NAME).exists()
 
     summary = train(config, resume=True)  # space freed (the save works again)
-    assert summary.steps == 2 and _last_checkpoint(run) == str(run.checkpoints / "checkpoint-2")
+    assert summary.steps == 2 and last_checkpoint(run) == str(run.checkpoints / "checkpoint-2")
     ends = [e for e in run.read("events.jsonl") if e["kind"] == "run_end"]
     assert [e.get("reason") for e in ends] == [None]  # the failed end was of step 2, trained again
     assert [e.get("reason") for e in run.read("rolled_back/events.jsonl") if e["kind"] == "run_end"] == ["disk_full"]

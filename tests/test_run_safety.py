@@ -58,7 +58,8 @@ from harnessrl.records.run_dir import (
     write_atomic,
 )
 from harnessrl.records.steps import Recorder
-from harnessrl.trainer.run import _last_checkpoint, load_run_tasks, train
+from harnessrl.trainer.resume import last_checkpoint
+from harnessrl.trainer.run import load_run_tasks, train
 from harnessrl.trainer.train_config import TrainConfig
 
 # --------------------------------------------------------------------------------------------- fixtures
@@ -511,7 +512,7 @@ def _checkpoint(root: Path, step: int, state: str | None = '{"global_step": 0}')
 
 def test_resume_picks_the_last_complete_checkpoint(tmp_path, caplog):
     run = RunDir(tmp_path / "run")
-    assert _last_checkpoint(run) is None
+    assert last_checkpoint(run) is None
     _checkpoint(run.checkpoints, 2)
     _checkpoint(run.checkpoints, 10)
     _checkpoint(run.checkpoints, 12, state=None)  # cut short before trainer_state.json
@@ -520,7 +521,7 @@ def test_resume_picks_the_last_complete_checkpoint(tmp_path, caplog):
     _checkpoint(run.checkpoints / "odd", 1)  # not at the top
     (run.checkpoints / "checkpoint-x").mkdir()
     (run.checkpoints / "final").mkdir()
-    assert _last_checkpoint(run) == str(run.checkpoints / "checkpoint-10")  # 10 > 2: by number, not by name
+    assert last_checkpoint(run) == str(run.checkpoints / "checkpoint-10")  # 10 > 2: by number, not by name
     assert sum("incomplete" in r.getMessage() for r in caplog.records) == 2
 
 
@@ -551,7 +552,7 @@ def test_a_checkpoint_cut_short_by_a_full_disk_then_resume(tmp_path, data, tiny_
     assert (run.checkpoints / "checkpoint-1" / "trainer_state.json").exists()
     assert (run.checkpoints / "checkpoint-2").is_dir()
     assert not (run.checkpoints / "checkpoint-2" / "trainer_state.json").exists()
-    assert _last_checkpoint(run) == str(run.checkpoints / "checkpoint-1")
+    assert last_checkpoint(run) == str(run.checkpoints / "checkpoint-1")
     Harness.load(run.harness, [Task.model_validate(r) for r in TRAIN])  # harness.json intact
     assert not (run_path / LOCK_NAME).exists()  # the failed run released its lock
 
