@@ -5,9 +5,9 @@ config into the run directory, and resumes from the directory's last checkpoint 
 when asked to.
 
 ``method`` selects what varies between the compared methods, all through the same trainer, data,
-judge, evaluation and accounting: ``harnessrl`` starts the evolver; ``fixed``, ``dapo``, ``odf`` and
-``oracle`` never do (detectors and memory stay on); ``dapo`` turns on the trainer's dynamic sampling,
-``odf`` the task-sampling interface's difficulty filter, ``oracle`` trains on the gold rubrics.
+judge, evaluation and accounting: what each one turns on (the evolver, dynamic sampling, the difficulty
+filter, the gold rubrics) is its entry in :data:`~harnessrl.trainer.methods.METHOD_TABLE`, which the run
+asks. Resuming is :mod:`harnessrl.trainer.resume`'s: the run asks it what to restore at each stage.
 
 Gold rubrics are for evaluation only: :func:`load_run_tasks` strips them from every training task
 (after putting them in the rubric's place when training is on gold), so the harness, its tool server,
@@ -41,7 +41,7 @@ from harnessrl.records.run_dir import (
     is_disk_full,
     lock_run_dir,
 )
-from harnessrl.trainer.methods import method_spec
+from harnessrl.trainer.methods import METHOD_TABLE, method_spec
 from harnessrl.trainer.resume import (
     CHECKPOINT_NAME,
     Resumed,
@@ -189,8 +189,9 @@ def training_view(tasks: Sequence[Task], train_rubric: str = "rubric") -> list[T
         return [t.without_gold() for t in tasks]
     without = [t.id for t in tasks if t.gold_rubric is None]
     if without:
+        by = " or ".join(repr(n) for n, s in METHOD_TABLE.items() if s.train_rubric == "gold") or "no method"
         raise ConfigError(
-            f"data.train_rubric is 'gold' (method 'oracle' sets it), but {len(without)} training task(s) have no "
+            f"data.train_rubric is 'gold' (method {by} sets it), but {len(without)} training task(s) have no "
             f"gold_rubric (e.g. {without[:3]}): add one to each, or train on their rubric"
         )
     return [t.trained_on_gold() for t in tasks]
