@@ -60,19 +60,6 @@ METHOD_TABLE: dict[str, MethodSpec] = {
     spec.name: spec
     for spec in (
         MethodSpec(
-            "harnessrl",
-            summary="the evolving harness",
-            evolver=True,
-            settings=lambda c: {
-                "backend": c.evolver.backend,
-                "mode": c.evolver.mode,
-                "every_steps": c.evolver.every_steps,
-            },
-            describe=lambda s: (
-                f"the evolving harness ({s['backend']} evolver, {s['mode']}, every {s['every_steps']} steps)"
-            ),
-        ),
-        MethodSpec(
             "fixed",
             summary="plain GRPO",
             describe=lambda s: "plain GRPO; the harness never changes (detectors and memory stay on)",
@@ -101,6 +88,19 @@ METHOD_TABLE: dict[str, MethodSpec] = {
             ),
         ),
         MethodSpec(
+            "harnessrl",
+            summary="the evolving harness",
+            evolver=True,
+            settings=lambda c: {
+                "backend": c.evolver.backend,
+                "mode": c.evolver.mode,
+                "every_steps": c.evolver.every_steps,
+            },
+            describe=lambda s: (
+                f"the evolving harness ({s['backend']} evolver, {s['mode']}, every {s['every_steps']} steps)"
+            ),
+        ),
+        MethodSpec(
             "oracle",
             summary="plain GRPO on the gold rubrics",
             train_rubric="gold",
@@ -112,7 +112,7 @@ METHOD_TABLE: dict[str, MethodSpec] = {
         ),
     )
 }
-"""Every training method by name, the evolving harness first."""
+"""Every training method by name, in the order a bench runs them: the baselines, the evolving harness, the oracle."""
 
 FIXED_HARNESS = "fixed"
 """The method a run config means by ``evolver.enabled: false`` without a method (the older way to ask for a fixed
