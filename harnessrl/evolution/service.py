@@ -45,7 +45,8 @@ Handled failures: a failure an evolution point committed an update for, or gave 
 (a ``failure_handled`` event: which failure, by which point, with what outcome) and left out of
 ``get_failures`` from then on; the same failure detected again at a later step is a recurrence and is
 offered again. :meth:`EvolutionService.replay_events` rebuilds this record, and the evolver's counts, from the
-events of a resumed run.
+events of a resumed run, when :mod:`harnessrl.trainer.resume` (the one home of what a resumed run restores)
+asks.
 """
 
 from __future__ import annotations
