@@ -44,6 +44,7 @@ from harnessrl.errors import ConfigError
 from harnessrl.graph.state import DEPS_KEY, EvolverDeps, EvolverState, FailureOutcome, LLMConfig, get_deps
 from harnessrl.graph.tracing import point_config, point_tracing, traced_node
 from harnessrl.interfaces.evidence import SuggestSettings
+from harnessrl.records.evidence import parse_evidence
 from harnessrl.records.failures import failure_id
 
 __all__ = ["build_graph", "defer", "evolve", "fetch_failures", "give_up", "select_failure"]
@@ -76,12 +77,7 @@ def _dedupe(failures: list[dict[str, Any]]) -> list[dict[str, Any]]:
     while it lasts; the latest report is kept, in the order the failures came."""
     latest: dict[tuple[Any, ...], dict[str, Any]] = {}
     for f in failures:
-        ev = f.get("evidence") or {}
-        key = (
-            f.get("kind"),
-            f.get("task_id"),
-            ev.get("criterion_id") or ev.get("feature") or ev.get("requirement_key"),
-        )
+        key = (f.get("kind"), f.get("task_id"), parse_evidence(f.get("kind"), f.get("evidence")).subject or None)
         if key not in latest or (f.get("step") or 0) >= (latest[key].get("step") or 0):
             latest[key] = f
     keep = {id(f) for f in latest.values()}

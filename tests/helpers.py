@@ -97,6 +97,18 @@ def record_group(
     return rollouts
 
 
+def build(service: EvolutionService, interface: str, **fields: Any):
+    """A candidate of ``interface`` built by the service, its fields validated into the builder tool's argument
+    model first (what the MCP boundary does with a call's JSON)."""
+    return service.build_candidate(interface, service.builder_args(interface).model_validate(fields))
+
+
+def call_tool(service: EvolutionService, name: str, **fields: Any):
+    """The tool ``name`` of ``service`` called with ``fields``, validated into its argument model first (what the
+    MCP boundary does with a call's JSON)."""
+    return service.tool_methods()[name](service.tools()[name].args.model_validate(fields))
+
+
 def rule_based_point(service: EvolutionService, model=None) -> list:
     """One evolution point against ``service`` behind a real tool server, with the rule-based evolver (or ``model``,
     e.g. a scripted chat model standing in for an LLM): its outcomes."""

@@ -19,7 +19,7 @@ import yaml
 from helpers import task_row
 from typer.testing import CliRunner
 
-from harnessrl.bench.config import BUILTIN_METHODS, BenchConfig, apply_overrides, load_bench_config
+from harnessrl.bench.config import BenchConfig, apply_overrides, builtin_methods, load_bench_config
 from harnessrl.bench.report import write_bench_report
 from harnessrl.bench.results import aggregate, compare, load_runs, run_figures
 from harnessrl.bench.runner import RunJob, failed_runs, plan_jobs, run_bench, subprocess_runner
@@ -102,7 +102,7 @@ def test_methods_are_named_overrides_and_resolve_in_order(tmp_path):
         },
         methods=["fixed", "dapo", "harnessrl-llm"],
     )
-    assert set(cfg.known_methods()) == {*BUILTIN_METHODS, "harnessrl-llm"}
+    assert set(cfg.known_methods()) == {*builtin_methods(), "harnessrl-llm"}
     jobs = plan_jobs(cfg)
     # seed-major: an interrupted bench still has every method on its first seeds
     assert [(j.method, j.seed) for j in jobs] == [(m, s) for s in (0, 1) for m in ("fixed", "dapo", "harnessrl-llm")]
@@ -144,11 +144,11 @@ def test_shipped_bench_configs_validate(tmp_path, name):
     cfg = load_bench_config(CONFIGS / name).select(out=str(tmp_path / "out"))
     jobs = plan_jobs(cfg)
     # the oracle needs gold rubrics: only the gold suite's bench runs it
-    assert {j.method for j in jobs} >= set(BUILTIN_METHODS) - ({"oracle"} if name != "bench-gold.yaml" else set())
+    assert {j.method for j in jobs} >= set(builtin_methods()) - ({"oracle"} if name != "bench-gold.yaml" else set())
     assert len({j.seed for j in jobs}) >= 3
     assert all(j.action == "start" for j in jobs)
     methods = {j.method: j.settings["method"] for j in jobs}
-    assert all(methods[m] == m for m in BUILTIN_METHODS if m in methods)
+    assert all(methods[m] == m for m in builtin_methods() if m in methods)
     if name == "bench-gpu.yaml":
         s = next(j.settings for j in jobs if j.method == "harnessrl-llm")
         assert s["evolver"]["backend"] == "llm" and s["generation"]["backend"] == "vllm"
@@ -745,7 +745,7 @@ def test_every_method_end_to_end_on_a_tiny_model(tmp_path, tiny_model_dir):
         data = {"train": str(files["train"]), "validation": str(files["validation"]), "test": str(files["test"])}
     else:  # a trainer from before the validation/test split
         data = {"train": str(files["train"]), "validation": str(files["test"]), "test": str(files["test"])}
-    methods = list(BUILTIN_METHODS) if "method" in TrainConfig.model_fields else ["fixed", "harnessrl"]
+    methods = list(builtin_methods()) if "method" in TrainConfig.model_fields else ["fixed", "harnessrl"]
     bench = {
         "out": str(tmp_path / "bench"),
         "methods": methods,

@@ -150,8 +150,8 @@ def test_uniformly_low_fires_with_numbers():
     assert kinds(fs) == ["non_discriminative_low"]
     f = fs[0]
     assert (f.step, f.task_id, f.domain, f.interface_hint) == (5, "t1", "writing", "rollout_guidance")
-    assert f.evidence["mean"] == pytest.approx(0.1) and f.evidence["std"] == 0.0
-    assert f.evidence["rewards"] == [0.1] * 4 and f.evidence["n"] == 4
+    assert f.evidence.mean == pytest.approx(0.1) and f.evidence.std == 0.0
+    assert f.evidence.rewards == [0.1] * 4 and f.evidence.n == 4
     assert "0.10" in f.summary and "low" in f.summary and "t1" in f.summary
     json.loads(f.model_dump_json())  # evidence is JSON-serialisable
 
@@ -190,8 +190,8 @@ def test_small_groups_and_missing_rewards():
     # missing is not zero: two 0.9s and two missing are uniformly high, not a spread
     (fs,) = run(make_detector(), step(0, group(0, [0.9, None, 0.9, None])))
     assert kinds(fs) == ["non_discriminative_high"]
-    assert fs[0].evidence["missing_rewards"] == 2 and fs[0].evidence["n"] == 2
-    assert fs[0].evidence["rewards"] == [0.9, None, 0.9, None]
+    assert fs[0].evidence.missing_rewards == 2 and fs[0].evidence.n == 2
+    assert fs[0].evidence.rewards == [0.9, None, 0.9, None]
     assert "2 missing" in fs[0].summary
     # NaN counts as missing too
     assert kinds(run(make_detector(), step(0, group(0, [0.9, float("nan"), 0.9])))[0]) == ["non_discriminative_high"]
@@ -227,10 +227,10 @@ def test_spurious_length_fires_once_enough_points():
     f = next(f for f in per_step[-1] if f.kind == "spurious_length")
     assert f.interface_hint == "rubric_criteria"
     ev = f.evidence
-    assert ev["feature"] == "length" and ev["n"] == 16 and ev["groups"] == 4 and ev["steps"] == [0, 1, 2, 3]
-    assert ev["rho"] > 0.9 and ev["p_value"] < 0.05 and ev["threshold"] == 0.6
-    assert len(ev["points"]) == 16 and ev["points"] == sorted(ev["points"])
-    assert f"{ev['rho']:.2f}" in f.summary and "16 rollouts" in f.summary
+    assert ev.feature == "length" and ev.n == 16 and ev.groups == 4 and ev.steps == [0, 1, 2, 3]
+    assert ev.rho > 0.9 and ev.p_value < 0.05 and ev.threshold == 0.6
+    assert len(ev.points) == 16 and ev.points == sorted(ev.points)
+    assert f"{ev.rho:.2f}" in f.summary and "16 rollouts" in f.summary
 
 
 def test_spurious_length_quiet_on_healthy_and_constant_lengths():
@@ -296,7 +296,7 @@ def test_correlation_ignores_missing_rewards():
     rewards = [0.1, 0.2, 0.3, 0.4, None, None]
     fs = [f for s in range(2) for f in det.observe(step(s, group(s, rewards, lengths=lengths)))]
     f = next(f for f in fs if f.kind == "spurious_length")
-    assert f.evidence["n"] == 8 and max(p[0] for p in f.evidence["points"]) == 40
+    assert f.evidence.n == 8 and max(p[0] for p in f.evidence.points) == 40
 
 
 def test_rubric_change_restarts_the_window():
@@ -340,8 +340,8 @@ def test_spurious_feature_exclamations():
     det = make_detector()
     fs = [det.observe(s, rs) for s, rs in feature_steps(4, lambda k: "Great answer" + "!" * k)][-1]
     f = next(f for f in fs if f.kind == "spurious_feature")
-    assert f.evidence["feature"] == "exclamations" and f.evidence["n"] == 16
-    assert f.evidence["partial_rho_given_length"] > 0.6 and f.evidence["rho"] > 0.6
+    assert f.evidence.feature == "exclamations" and f.evidence.n == 16
+    assert f.evidence.partial_rho_given_length > 0.6 and f.evidence.rho > 0.6
     assert "exclamations" in f.summary and f.interface_hint == "rubric_criteria"
     assert "spurious_length" not in kinds(fs)
 
@@ -349,11 +349,11 @@ def test_spurious_feature_exclamations():
 def test_spurious_feature_repeated_keyword_and_bullets():
     det = make_detector()
     fs = [det.observe(s, rs) for s, rs in feature_steps(4, lambda k: "An answer. " + "hydration " * k)][-1]
-    assert {f.evidence["feature"] for f in fs if f.kind == "spurious_feature"} == {"repeated_word"}
+    assert {f.evidence.feature for f in fs if f.kind == "spurious_feature"} == {"repeated_word"}
     det = make_detector()
     text = lambda k: "Intro\n" + "".join(f"- point {i}\n" for i in range(k))  # noqa: E731
     fs = [det.observe(s, rs) for s, rs in feature_steps(4, text)][-1]
-    assert "bullets" in {f.evidence["feature"] for f in fs if f.kind == "spurious_feature"}
+    assert "bullets" in {f.evidence.feature for f in fs if f.kind == "spurious_feature"}
 
 
 def test_feature_tracking_length_is_left_to_spurious_length():
@@ -387,7 +387,7 @@ def test_rollouts_matched_by_task_when_out_of_order():
         o = rollouts_of(other, ["a", "b"])
         record = step(s.step, other, s.groups[0])
         fs = det.observe(record, [rs[0], o[0], *rs[1:], o[1]])  # not consecutive slices: matched by task
-    assert "exclamations" in {f.evidence.get("feature") for f in fs}
+    assert "exclamations" in {f.evidence.subject for f in fs}
 
 
 # ---------------------------------------------------------------------------------------------- reference
@@ -412,8 +412,8 @@ def test_reference_below_policy():
     assert kinds(fs) == ["reference_below_policy"]
     f = fs[0]
     assert f.task_id == "t1" and f.interface_hint == "rubric_criteria"
-    assert f.evidence["reference_reward"] == 0.2 and f.evidence["median_reward"] == pytest.approx(0.65)
-    assert f.evidence["gap"] == pytest.approx(0.45) and f.evidence["rollouts_above_reference"] == 4
+    assert f.evidence.reference_reward == 0.2 and f.evidence.median_reward == pytest.approx(0.65)
+    assert f.evidence.gap == pytest.approx(0.45) and f.evidence.rollouts_above_reference == 4
     assert "0.20" in f.summary and "0.65" in f.summary
     det.observe(step(4, group(4, [0.6, 0.7, 0.8, 0.5], task="t1")))
     assert calls.count(("t1", 0)) == 1  # cached per (task, rubric version)
@@ -434,7 +434,7 @@ def test_reference_borderline_missing_and_record_field():
     assert kinds(fs) == ["reference_below_policy"]
     # missing rewards: median of what exists
     fs = make_detector().observe(step(0, group(0, [0.6, None, 0.8, None], reference=0.1)))
-    assert fs[0].evidence["median_reward"] == pytest.approx(0.7) and fs[0].evidence["n"] == 2
+    assert fs[0].evidence.median_reward == pytest.approx(0.7) and fs[0].evidence.n == 2
 
 
 def test_reference_callable_failure_does_not_break_the_step(caplog):
@@ -458,8 +458,8 @@ def test_criterion_saturated_after_k_consecutive():
     per = run(det, *crit_steps([{"c1": 1.0, "c2": 0.5}] * 4))
     assert [kinds(fs) for fs in per] == [[], [], ["criterion_saturated"], ["criterion_saturated"]]
     f = per[2][0]
-    assert f.evidence["criterion_id"] == "c1" and f.evidence["recent_means"] == [1.0, 1.0, 1.0]
-    assert f.evidence["consecutive"] == 3 and f.interface_hint == "rubric_criteria"
+    assert f.evidence.criterion_id == "c1" and f.evidence.recent_means == [1.0, 1.0, 1.0]
+    assert f.evidence.consecutive == 3 and f.interface_hint == "rubric_criteria"
     assert "c1" in f.summary and "3 consecutive" in f.summary
 
 
@@ -496,13 +496,13 @@ def test_dead_pitfall_is_healthy_and_criteria_are_quoted():
     ]
     det = make_detector(rubric_for=lambda t, v: rubric)
     per = run(det, *crit_steps([{"a": 0.0, "p": 0.0}] * 3))
-    assert kinds(per[2]) == ["criterion_dead"] and per[2][0].evidence["criterion_id"] == "a"
-    assert per[2][0].evidence["criterion_text"] == "Explains the mechanism"
+    assert kinds(per[2]) == ["criterion_dead"] and per[2][0].evidence.criterion_id == "a"
+    assert per[2][0].evidence.criterion_text == "Explains the mechanism"
     det = make_detector(DetectorConfig(dead_pitfalls=True), rubric_for=lambda t, v: rubric)
     assert len(run(det, *crit_steps([{"a": 0.0, "p": 0.0}] * 3))[2]) == 2
     det = make_detector(rubric_for=lambda t, v: rubric)
     (f,) = run(det, *crit_steps([{"a": 0.5, "p": 1.0}] * 3))[2]
-    assert f.kind == "criterion_saturated" and f.evidence["pitfall"] and "pitfall" in f.summary
+    assert f.kind == "criterion_saturated" and f.evidence.pitfall and "pitfall" in f.summary
 
 
 # ---------------------------------------------------------------------------------------------- judge disagreement
@@ -511,12 +511,12 @@ def test_dead_pitfall_is_healthy_and_criteria_are_quoted():
 def test_judge_disagreement_comparison():
     assert judge_disagreement([0.2, 0.4, 0.6, 0.8], [0.2, 0.4, 0.6, 0.8]) is None
     ev = judge_disagreement([0.2, 0.4, 0.6, 0.8], [0.7, 0.9, 0.1, 0.3])
-    assert ev["mean_abs_delta"] == pytest.approx(0.5) and ev["n"] == 4 and ev["max_abs_delta"] == pytest.approx(0.5)
+    assert ev.mean_abs_delta == pytest.approx(0.5) and ev.n == 4 and ev.max_abs_delta == pytest.approx(0.5)
     # exactly at the threshold: no disagreement (strict)
     assert judge_disagreement([0.0, 0.0, 0.0, 0.0], [0.25, 0.25, 0.25, 0.25], threshold=0.25) is None
     # missing on either side dropped; too few pairs -> None
     assert judge_disagreement([0.0, None, 0.0, 0.0, 0.0], [1.0, 1.0, None, 1.0, 1.0]) is None
-    assert judge_disagreement([0.0, None, 0.0, 0.0, 0.0], [1.0, 1.0, None, 1.0, 1.0], min_pairs=3)["n"] == 3
+    assert judge_disagreement([0.0, None, 0.0, 0.0, 0.0], [1.0, 1.0, None, 1.0, 1.0], min_pairs=3).n == 3
 
 
 def test_judge_disagreement_via_regrade_hook():
@@ -540,8 +540,8 @@ def test_judge_disagreement_via_regrade_hook():
     assert calls == [4, 4]  # steps 0 and 2 only, one group each
     assert kinds(out[0]) == ["judge_disagreement"] and kinds(out[1]) == [] and kinds(out[2]) == ["judge_disagreement"]
     f = out[2][0]
-    assert f.evidence["mean_abs_delta"] == pytest.approx(0.5) and f.evidence["n"] == 8
-    assert f.evidence["worst_criterion"] == "c1" and f.evidence["steps"] == [0, 2]
+    assert f.evidence.mean_abs_delta == pytest.approx(0.5) and f.evidence.n == 8
+    assert f.evidence.worst_criterion == "c1" and f.evidence.steps == [0, 2]
     assert "0.50" in f.summary and f.step == 2
     assert det.regrade_seconds >= 0
 

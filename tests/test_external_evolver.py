@@ -21,11 +21,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import TINY_POLICY_TASKS, AcceptAll, fruit_world, returns_within, thread_stacks
+from helpers import TINY_POLICY_TASKS, AcceptAll, build, fruit_world, returns_within, thread_stacks
 
 from harnessrl.data import Task
 from harnessrl.evolution.service import CandidateError, EvolutionService
 from harnessrl.interfaces import Harness
+from harnessrl.interfaces.tools import CommitUpdate, GetFailures, HoldTraining, ReleaseTraining, RunTrial
 from harnessrl.records.failures import Failure
 from harnessrl.records.run_dir import RunDir
 from harnessrl.records.steps import Recorder
@@ -80,12 +81,12 @@ def test_a_hold_stops_training_at_a_step_boundary_until_released(tmp_path):
     trainer = Trainer(service)
     trainer.start()
     time.sleep(0.1)
-    got = service.hold_training(seconds=30, wait_s=5)
+    got = service.hold_training(HoldTraining(seconds=30, wait_s=5))
     assert got.held and got.step == trainer.step
     time.sleep(0.3)  # the policy does not move while held
     assert trainer.step == got.step
-    assert service.hold_training(seconds=30).held  # renewing keeps it held
-    service.release_training()
+    assert service.hold_training(HoldTraining(seconds=30)).held  # renewing keeps it held
+    service.release_training(ReleaseTraining())
     trainer.join(timeout=10)
     assert trainer.step == 50  # and training went on to the end
     actions = [e["action"] for e in RunDir(tmp_path).read("events.jsonl") if e["kind"] == "training_hold"]
@@ -97,7 +98,7 @@ def test_a_hold_whose_evolver_died_expires(tmp_path):
     service = make_service(tmp_path, lambda: trainer.step)
     trainer = Trainer(service, steps=10)
     trainer.start()
-    got = service.hold_training(seconds=0.5, wait_s=5)
+    got = service.hold_training(HoldTraining(seconds=0.5, wait_s=5))
     assert got.held
     trainer.join(timeout=10)  # nobody releases it: the lease runs out and training goes on
     assert trainer.step == 10
@@ -108,27 +109,27 @@ def test_a_hold_whose_evolver_died_expires(tmp_path):
 def test_a_hold_when_training_has_ended_says_so(tmp_path):
     service = make_service(tmp_path, lambda: 7)
     service.training = False
-    assert "no training is running" in service.hold_training(seconds=10).note  # at once, no wait
+    assert "no training is running" in service.hold_training(HoldTraining(seconds=10)).note  # at once, no wait
     service.training = True
-    got = service.hold_training(seconds=10, wait_s=0.2)
+    got = service.hold_training(HoldTraining(seconds=10, wait_s=0.2))
     assert not got.held and got.step == 7 and "did not reach a step boundary" in got.note
     service.step_boundary(8)  # nothing was left pending: a later boundary does not wait
     with service.at_boundary(9):  # an in-process evolution point: training is already stopped
-        assert service.hold_training(seconds=10, wait_s=0.2).held
+        assert service.hold_training(HoldTraining(seconds=10, wait_s=0.2)).held
 
 
 def test_a_trial_or_a_commit_while_training_runs_on_is_refused_with_the_reason(tmp_path):
     service = make_service(tmp_path, lambda: 4, trials=AcceptAll())
-    cid = service.build_candidate("task_sampling", action="reweight", task_ids=["t1"], weight=2.0).candidate_id
-    for call in (service.run_frozen_policy_trial, service.commit_update):
+    cid = build(service, "task_sampling", action="reweight", task_ids=["t1"], weight=2.0).candidate_id
+    for call, args in ((service.run_frozen_policy_trial, RunTrial), (service.commit_update, CommitUpdate)):
         with pytest.raises(CandidateError, match=r"refused: training is not held.*call hold_training"):
-            call(candidate_id=cid)
+            call(args(candidate_id=cid))
     with service.at_boundary(4):  # stopped at a boundary (an in-process point, or a granted hold): measured
-        assert service.run_frozen_policy_trial(candidate_id=cid).accepted
-        assert service.commit_update(candidate_id=cid).applies_from_step == 5
+        assert service.run_frozen_policy_trial(RunTrial(candidate_id=cid)).accepted
+        assert service.commit_update(CommitUpdate(candidate_id=cid)).applies_from_step == 5
     service.training = False  # no training to race (a service used on its own): nothing to refuse
-    cid = service.build_candidate("task_sampling", action="reweight", task_ids=["t1"], weight=3.0).candidate_id
-    assert service.run_frozen_policy_trial(candidate_id=cid).accepted
+    cid = build(service, "task_sampling", action="reweight", task_ids=["t1"], weight=3.0).candidate_id
+    assert service.run_frozen_policy_trial(RunTrial(candidate_id=cid)).accepted
 
 
 def test_a_lease_never_runs_out_mid_trial(tmp_path):
@@ -137,10 +138,10 @@ def test_a_lease_never_runs_out_mid_trial(tmp_path):
     service = make_service(tmp_path, lambda: trainer.step, trials=slow)
     trainer = Trainer(service, steps=20)
     trainer.start()
-    cid = service.build_candidate("task_sampling", action="reweight", task_ids=["t1"], weight=2.0).candidate_id
-    held = service.hold_training(seconds=0.2, wait_s=5)  # a lease shorter than the trial
+    cid = build(service, "task_sampling", action="reweight", task_ids=["t1"], weight=2.0).candidate_id
+    held = service.hold_training(HoldTraining(seconds=0.2, wait_s=5))  # a lease shorter than the trial
     assert held.held
-    assert service.run_frozen_policy_trial(candidate_id=cid).accepted
+    assert service.run_frozen_policy_trial(RunTrial(candidate_id=cid)).accepted
     assert trainer.step == held.step  # the lease ran out mid-trial; training waited for the trial to end
     trainer.join(timeout=10)
     assert trainer.step == 20
@@ -234,13 +235,13 @@ def test_a_trial_that_arrives_mid_step_is_refused_and_training_finishes(tmp_path
     def hook(trainer, run):
         service = _service_of(trainer)
         service.trials = _LockedTrials(AcceptAll(), trainer)  # the trials' lock path, as a run builds it
-        cid = service.build_candidate("task_sampling", action="reweight", task_ids=["early"], weight=2.0).candidate_id
+        cid = build(service, "task_sampling", action="reweight", task_ids=["early"], weight=2.0).candidate_id
         mid_step, called = threading.Event(), threading.Event()
 
         def evolver():
             mid_step.wait(60)
             try:
-                seen["trial"] = service.run_frozen_policy_trial(candidate_id=cid)
+                seen["trial"] = service.run_frozen_policy_trial(RunTrial(candidate_id=cid))
             except CandidateError as e:
                 seen["refused"] = str(e)
             finally:
@@ -288,25 +289,27 @@ def test_an_external_evolver_whose_lease_runs_out_mid_point_and_training_finishe
 
         def evolver():
             try:
-                cid = service.build_candidate(
-                    "task_sampling", action="reweight", task_ids=["early"], weight=2.0
-                ).candidate_id
+                cid = build(service, "task_sampling", action="reweight", task_ids=["early"], weight=2.0).candidate_id
                 while not seen["generations"]:
                     time.sleep(0.01)  # training has started
-                seen["first"] = first = service.hold_training(seconds=0.3, wait_s=60)  # shorter than the trial
+                seen["first"] = first = service.hold_training(
+                    HoldTraining(seconds=0.3, wait_s=60)
+                )  # shorter than the trial
                 assert first.held
-                assert service.run_frozen_policy_trial(candidate_id=cid).accepted  # the lease runs out meanwhile
+                assert service.run_frozen_policy_trial(
+                    RunTrial(candidate_id=cid)
+                ).accepted  # the lease runs out meanwhile
                 assert mid_step.wait(60)  # training went on; the next trial arrives mid-step
                 try:
-                    service.run_frozen_policy_trial(candidate_id=cid)
+                    service.run_frozen_policy_trial(RunTrial(candidate_id=cid))
                 except CandidateError as e:
                     seen["refused"] = str(e)
                 finally:
                     called.set()
-                seen["second"] = service.hold_training(seconds=60, wait_s=60)  # the evolver holds again
-                assert service.run_frozen_policy_trial(candidate_id=cid).accepted
-                seen["commit"] = service.commit_update(candidate_id=cid)
-                service.release_training()
+                seen["second"] = service.hold_training(HoldTraining(seconds=60, wait_s=60))  # the evolver holds again
+                assert service.run_frozen_policy_trial(RunTrial(candidate_id=cid)).accepted
+                seen["commit"] = service.commit_update(CommitUpdate(candidate_id=cid))
+                service.release_training(ReleaseTraining())
             except BaseException as e:  # reported by the test
                 seen["error"] = repr(e)
             finally:
@@ -496,7 +499,7 @@ def test_two_evolution_points_never_handle_one_failure_twice(tmp_path):
     assert len(world.events("attribution")) == 1 and len(world.events("trial")) == trials
     (handled,) = world.events("failure_handled")
     assert (handled["failure_id"], handled["outcome"], handled["point_step"]) == (world.failure_id, "committed", 2)
-    assert world.service.get_failures().handled == 1
+    assert world.service.get_failures(GetFailures()).handled == 1
 
 
 def test_a_handled_failure_comes_back_when_it_recurs_and_after_a_resume_stays_handled(tmp_path):
@@ -505,13 +508,13 @@ def test_a_handled_failure_comes_back_when_it_recurs_and_after_a_resume_stays_ha
     service = make_service(tmp_path, lambda: step[0], trials=AcceptAll())
     service._failures = lambda: failures
     with service.at_boundary(2):
-        (view,) = service.get_failures().failures
+        (view,) = service.get_failures(GetFailures()).failures
         assert view.occurrences == 2
         service.on_event("give_up", {"failure_id": view.failure_id, "reason": "nothing helped"})
     step[0] = 4
-    assert service.get_failures().failures == []  # given up at step 2: its steps 1 and 2 are handled
+    assert service.get_failures(GetFailures()).failures == []  # given up at step 2: its steps 1 and 2 are handled
     failures.append(_flat_low(4))  # it recurs after the point that handled it: offered again
-    (again,) = service.get_failures().failures
+    (again,) = service.get_failures(GetFailures()).failures
     assert (again.step, again.first_step) == (4, 4)
     (event,) = RunDir(tmp_path).read("events.jsonl")[-1:]
     assert (event["kind"], event["outcome"], event["point_step"], event["point_mode"]) == (
@@ -519,13 +522,13 @@ def test_a_handled_failure_comes_back_when_it_recurs_and_after_a_resume_stays_ha
     )  # fmt: skip
 
     # a trial refused for want of a hold, then given up: not handled, offered again
-    cid = service.build_candidate(
-        "task_sampling", action="reweight", task_ids=["t1"], weight=2.0, failure_id=again.failure_id
+    cid = build(
+        service, "task_sampling", action="reweight", task_ids=["t1"], weight=2.0, failure_id=again.failure_id
     ).candidate_id
     with pytest.raises(CandidateError):
-        service.run_frozen_policy_trial(candidate_id=cid)
+        service.run_frozen_policy_trial(RunTrial(candidate_id=cid))
     service.on_event("give_up", {"failure_id": again.failure_id, "reason": "trial refused"})
-    assert [f.failure_id for f in service.get_failures().failures] == [again.failure_id]
+    assert [f.failure_id for f in service.get_failures(GetFailures()).failures] == [again.failure_id]
 
     # a resumed run rebuilds the record from the events, up to the checkpoint it goes on from
     events = RunDir(tmp_path).read("events.jsonl")
@@ -533,5 +536,5 @@ def test_a_handled_failure_comes_back_when_it_recurs_and_after_a_resume_stays_ha
         resumed = make_service(tmp_path / f"resumed{through}", lambda: 4, trials=AcceptAll())
         resumed._failures = lambda: failures
         resumed.replay_events(events, through_step=through)
-        (view,) = resumed.get_failures().failures
+        (view,) = resumed.get_failures(GetFailures()).failures
         assert (view.step, view.first_step) == (4, first_step)

@@ -1009,7 +1009,7 @@ def _failure(kind: str, task_id: str, **evidence) -> dict:
             lambda p: "at most 3 words" in p["text"] and p["fraction"] == 0.5,
         ),
         (
-            _failure("judge_disagreement", "t_len", criterion_id="c2", mean_abs_delta=0.3),
+            _failure("judge_disagreement", "t_len", worst_criterion="c2", mean_abs_delta=0.3),
             "rubric_criteria",
             lambda p: "explicitly" in p["reword"]["c2"],
         ),

@@ -550,9 +550,9 @@ def test_what_worked_ranks_measured_recoveries_first(mem):
 
 
 def test_a_candidate_without_a_failure_is_filed_under_the_task_its_interface_changes(tmp_path, mem):
-    from helpers import fruit_world
+    from helpers import build, fruit_world
 
     world = fruit_world(tmp_path / "run", memory=mem)
     guidance = {"scope": "task", "target": "fruit", "text": "Think of bananas.", "fraction": 0.5}
-    cand = world.service.build_candidate("rollout_guidance", guidance)
+    cand = build(world.service, "rollout_guidance", **guidance)
     assert mem.candidate(cand.candidate_id).task_id == "fruit"

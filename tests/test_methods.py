@@ -92,6 +92,45 @@ def test_method_resolves_the_evolver():
         assert TrainConfig.model_validate(config.model_dump(mode="json")) == config
 
 
+def test_a_new_method_is_one_entry_of_the_table(tmp_path):
+    from harnessrl.bench.config import BenchConfig, builtin_methods
+    from harnessrl.bench.runner import plan_jobs
+    from harnessrl.trainer.methods import METHOD_TABLE, MethodSpec, method_spec, register_method
+
+    spec = MethodSpec(
+        "gold_dapo",
+        summary="DAPO on the gold rubrics",
+        dynamic_sampling=True,
+        train_rubric="gold",
+        settings=lambda c: {"eps": c.dapo_eps},
+        describe=lambda s: f"DAPO (eps {s['eps']}) on the gold rubrics",
+        settings_section="dapo",
+        in_default_bench=False,
+    )
+    register_method(spec)
+    try:
+        with pytest.raises(ValueError, match="registered already"):
+            register_method(spec)
+        # training: the run config takes it, and resolves what it turns on from the entry alone
+        config = load_train_config(None, ["method=gold_dapo"])
+        assert config.method == "gold_dapo" and not config.evolver.enabled and config.data.train_rubric == "gold"
+        assert method_spec(config.method).describe(method_spec(config.method).settings(config)).startswith("DAPO")
+        with pytest.raises(ConfigError, match="never runs the evolver"):
+            load_train_config(None, ["method=gold_dapo", "evolver.enabled=true"])
+        # the bench: a built-in method under its own name, not run by default, its settings section its own
+        bench = BenchConfig.model_validate(
+            {"base": {"model": "tiny", "device": "cpu"}, "methods": ["fixed", "gold_dapo"], "out": str(tmp_path)}
+        )
+        assert builtin_methods()["gold_dapo"] == {"method": "gold_dapo"}
+        assert "gold_dapo" not in BenchConfig.model_validate({"base": {}}).methods
+        jobs = {j.method: j.settings for j in plan_jobs(bench.select(seeds=[0]))}
+        assert jobs["gold_dapo"]["method"] == "gold_dapo" and jobs["gold_dapo"]["data"]["train_rubric"] == "gold"
+    finally:
+        METHOD_TABLE.pop("gold_dapo")
+    with pytest.raises(ConfigError, match="unknown method 'gold_dapo'"):
+        load_train_config(None, ["method=gold_dapo"])
+
+
 def test_the_evolver_keeps_the_rollouts_of_every_step_it_handles():
     # an evolution point every 5 steps handles failures from 5 steps: their rollouts must still be kept
     assert rollout_steps_kept(load_train_config(None, ["harness.keep_rollout_steps=4"])) == 5

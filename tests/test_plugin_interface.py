@@ -16,7 +16,7 @@ import json
 from importlib.metadata import entry_points
 
 import pytest
-from helpers import FRUIT_TASKS, fruit_world
+from helpers import FRUIT_TASKS, build, fruit_world
 
 from harnessrl.agents import RuleBasedChatModel
 from harnessrl.agents.testing import ScriptedChatModel, tool_call
@@ -25,6 +25,7 @@ from harnessrl.evolution.client import run_evolution_point
 from harnessrl.evolution.mcp_server import ToolServer
 from harnessrl.graph.state import GraphConfig, interface_menu
 from harnessrl.interfaces import ENTRY_POINT_GROUP, Harness, interface_classes
+from harnessrl.interfaces.tools import GetFailures, GetHarnessState
 from harnessrl.trainer.run_report import write_report
 
 
@@ -56,7 +57,7 @@ def test_the_installed_plugin_takes_every_path(world):
     server = ToolServer(service)
     url, token = server.start()
     try:
-        fid = service.get_failures().failures[0].failure_id
+        fid = service.get_failures(GetFailures()).failures[0].failure_id
         model = ScriptedChatModel(
             responses=[
                 tool_call(
@@ -119,8 +120,8 @@ def test_the_installed_plugin_takes_every_path(world):
 
 def test_the_rule_based_evolver_proposes_through_the_plugin(world):
     _harness, service, _run_dir, _policy = world
-    failure = service.get_failures().failures[0].model_dump()
-    task = service.get_harness_state(task_id="fruit").task.model_dump()
+    failure = service.get_failures(GetFailures()).failures[0].model_dump()
+    task = service.get_harness_state(GetHarnessState(task_id="fruit")).task.model_dump()
     assert task["decoding"] is None and task["temperature"] == 1.0  # every interface's view of the task
     model = RuleBasedChatModel().bind_tools([{"name": "set_decoding", "description": "", "parameters": {}}])
     messages = [
@@ -132,7 +133,7 @@ def test_the_rule_based_evolver_proposes_through_the_plugin(world):
     call = model.decide(messages).tool_calls[0]
     assert call["name"] == "set_decoding"
     assert call["args"]["target"] == "fruit" and call["args"]["temperature"] == 1.3
-    candidate = service.build_candidate("decoding", call["args"])
+    candidate = build(service, "decoding", **call["args"])
     assert candidate.preview["rule_after"]["temperature"] == 1.3
 
 

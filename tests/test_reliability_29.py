@@ -31,10 +31,11 @@ from harnessrl.data.schema import MAX_CRITERION_CHARS, MAX_PROMPT_CHARS, MAX_REF
 from harnessrl.errors import ConfigError, DataValidationError, HarnessRLError
 from harnessrl.evolution.service import EvolutionService
 from harnessrl.interfaces import Harness
+from harnessrl.interfaces.tools import HoldTraining
 from harnessrl.records.run_dir import LOCK_NAME, RunDir, is_disk_full
 from harnessrl.records.steps import Recorder
-from harnessrl.trainer.resume import roll_back
-from harnessrl.trainer.run import _last_checkpoint, train
+from harnessrl.trainer.resume import last_checkpoint, roll_back
+from harnessrl.trainer.run import train
 from harnessrl.trainer.train_config import TrainConfig, load_train_config
 
 
@@ -99,7 +100,7 @@ def test_a_client_asking_for_a_longer_lease_than_the_run_grants_gets_the_runs(tm
     trainer = Trainer(service, steps=6)
     trainer.start()
     t0 = time.monotonic()
-    got = service.hold_training(seconds=3600, wait_s=5)  # and then the evolver dies: no release
+    got = service.hold_training(HoldTraining(seconds=3600, wait_s=5))  # and then the evolver dies: no release
     assert got.held and got.lease_s == 0.5
     assert "asked for a lease of 3600 s; this run grants at most 0.5 s (its evolver.hold_s)" in got.note
     trainer.join(timeout=10)
@@ -128,7 +129,7 @@ def test_a_run_holds_training_for_at_most_its_own_hold_s(tmp_path, tiny_model_di
         service = next(cb for cb in trainer.callback_handler.callbacks if isinstance(cb, EvolutionCallback)).service
 
         def evolver():
-            seen["hold"] = service.hold_training(seconds=3600, wait_s=120)  # never released
+            seen["hold"] = service.hold_training(HoldTraining(seconds=3600, wait_s=120))  # never released
 
         threading.Thread(target=evolver, daemon=True).start()
 
@@ -231,7 +232,7 @@ def test_a_full_disk_ends_in_one_paragraph_with_run_end_and_resume_goes_on(tmp_p
     assert not (run.path / LOCK_NAME).exists()
 
     summary = train(config, resume=True)  # space freed (the save works again)
-    assert summary.steps == 2 and _last_checkpoint(run) == str(run.checkpoints / "checkpoint-2")
+    assert summary.steps == 2 and last_checkpoint(run) == str(run.checkpoints / "checkpoint-2")
     ends = [e for e in run.read("events.jsonl") if e["kind"] == "run_end"]
     assert [e.get("reason") for e in ends] == [None]  # the failed end was of step 2, trained again
     assert [e.get("reason") for e in run.read("rolled_back/events.jsonl") if e["kind"] == "run_end"] == ["disk_full"]

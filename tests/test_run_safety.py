@@ -28,7 +28,7 @@ from urllib.parse import urlparse
 import helpers
 import httpx
 import pytest
-from helpers import AcceptAll
+from helpers import AcceptAll, build, call_tool
 from pydantic import ValidationError
 
 from harnessrl.data.schema import Task
@@ -41,7 +41,11 @@ from harnessrl.interfaces.tools import (
     MAX_EVENT_PAYLOAD_CHARS,
     MAX_LIST_ITEMS,
     MAX_TEXT_CHARS,
+    CommitUpdate,
+    GetFailures,
+    GetHarnessState,
     RecordEvent,
+    RunTrial,
     tool_table,
 )
 from harnessrl.records.run_dir import (
@@ -54,7 +58,8 @@ from harnessrl.records.run_dir import (
     write_atomic,
 )
 from harnessrl.records.steps import Recorder
-from harnessrl.trainer.run import _last_checkpoint, load_run_tasks, train
+from harnessrl.trainer.resume import last_checkpoint
+from harnessrl.trainer.run import load_run_tasks, train
 from harnessrl.trainer.train_config import TrainConfig
 
 # --------------------------------------------------------------------------------------------- fixtures
@@ -229,7 +234,7 @@ def test_over_long_arguments_are_errors_the_client_reads(served):
     assert results[-1].isError is False  # the session goes on
     # the same bounds hold in-process (the evolver's graph may call the service directly)
     with pytest.raises(ValidationError, match=f"at most {MAX_TEXT_CHARS}"):
-        _server.service.build_candidate("rubric_criteria", task_id="fruit", remove=["c2"], rationale=long_text)
+        build(_server.service, "rubric_criteria", task_id="fruit", remove=["c2"], rationale=long_text)
     with pytest.raises(ValidationError, match=f"at most {MAX_EVENT_PAYLOAD_CHARS}"):
         RecordEvent(kind="give_up", payload={"note": "z" * MAX_EVENT_PAYLOAD_CHARS})
 
@@ -276,17 +281,16 @@ def test_held_out_tasks_are_invisible_to_every_tool(served):
     taking = {n for n, s in service.tools().items() if names & set(s.args.model_fields)}
     assert taking <= set(TASK_TOOLS), f"a new tool names a task: add it to TASK_TOOLS ({taking - set(TASK_TOOLS)})"
     assert taking >= set(TASK_TOOLS) - {"set_decoding"}
-    methods = service.tool_methods()
     for tid in HELD_OUT:
         for name in sorted(taking):
             with pytest.raises(CandidateError, match=f"unknown task id.*{tid}") as e:
-                methods[name](**TASK_TOOLS[name](tid))
+                call_tool(service, name, **TASK_TOOLS[name](tid))
             assert not [o for o in HELD_OUT if o != tid and o in str(e.value)]  # hints list training ids only
         results = sdk_calls(url, token, [(name, TASK_TOOLS[name](tid)) for name in sorted(taking)])
         assert all(r.isError and "unknown task id" in text_of(r) for r in results)
     # a training id goes through (the refusals are about the split, not the call)
-    assert service.get_harness_state(task_id="fruit").task.task_id == "fruit"
-    assert service.get_failures(task_id="fruit").failures == []
+    assert service.get_harness_state(GetHarnessState(task_id="fruit")).task.task_id == "fruit"
+    assert service.get_failures(GetFailures(task_id="fruit")).failures == []
     assert not service.run_dir.read("events.jsonl")  # nothing was proposed for a held-out task
 
 
@@ -485,11 +489,11 @@ def test_run_dir_json_writers_on_a_full_disk_keep_the_previous_file(tmp_path, da
 def test_a_commit_on_a_full_disk_keeps_the_previous_harness_json(service, monkeypatch):
     path = service.run_dir.harness
     before = path.read_bytes()
-    cid = service.build_candidate("task_sampling", action="reweight", task_ids=["fruit"], weight=3.0).candidate_id
-    assert service.run_frozen_policy_trial(candidate_id=cid).accepted
+    cid = build(service, "task_sampling", action="reweight", task_ids=["fruit"], weight=3.0).candidate_id
+    assert service.run_frozen_policy_trial(RunTrial(candidate_id=cid)).accepted
     monkeypatch.setattr("harnessrl.records.run_dir.os.fsync", _enospc)
     with pytest.raises(HarnessRLError, match=r"could not be written.*the disk is full"):
-        service.commit_update(candidate_id=cid)
+        service.commit_update(CommitUpdate(candidate_id=cid))
     monkeypatch.undo()
     assert path.read_bytes() == before  # the file on disk: the last good state
 
@@ -508,7 +512,7 @@ def _checkpoint(root: Path, step: int, state: str | None = '{"global_step": 0}')
 
 def test_resume_picks_the_last_complete_checkpoint(tmp_path, caplog):
     run = RunDir(tmp_path / "run")
-    assert _last_checkpoint(run) is None
+    assert last_checkpoint(run) is None
     _checkpoint(run.checkpoints, 2)
     _checkpoint(run.checkpoints, 10)
     _checkpoint(run.checkpoints, 12, state=None)  # cut short before trainer_state.json
@@ -517,7 +521,7 @@ def test_resume_picks_the_last_complete_checkpoint(tmp_path, caplog):
     _checkpoint(run.checkpoints / "odd", 1)  # not at the top
     (run.checkpoints / "checkpoint-x").mkdir()
     (run.checkpoints / "final").mkdir()
-    assert _last_checkpoint(run) == str(run.checkpoints / "checkpoint-10")  # 10 > 2: by number, not by name
+    assert last_checkpoint(run) == str(run.checkpoints / "checkpoint-10")  # 10 > 2: by number, not by name
     assert sum("incomplete" in r.getMessage() for r in caplog.records) == 2
 
 
@@ -548,7 +552,7 @@ def test_a_checkpoint_cut_short_by_a_full_disk_then_resume(tmp_path, data, tiny_
     assert (run.checkpoints / "checkpoint-1" / "trainer_state.json").exists()
     assert (run.checkpoints / "checkpoint-2").is_dir()
     assert not (run.checkpoints / "checkpoint-2" / "trainer_state.json").exists()
-    assert _last_checkpoint(run) == str(run.checkpoints / "checkpoint-1")
+    assert last_checkpoint(run) == str(run.checkpoints / "checkpoint-1")
     Harness.load(run.harness, [Task.model_validate(r) for r in TRAIN])  # harness.json intact
     assert not (run_path / LOCK_NAME).exists()  # the failed run released its lock
 

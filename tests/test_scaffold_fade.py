@@ -57,8 +57,8 @@ def test_a_guided_group_whose_plain_members_give_signal_is_reported_as_an_outgro
     (failure,) = [f for f in _observe(detector, 1, [1.0, 1.0, 1.0, 0.0], guided=2) if f.kind == "scaffold_outgrown"]
     assert failure.interface_hint == "rollout_guidance"
     ev = failure.evidence
-    assert ev["guided"] == 2 and ev["group_size"] == 4 and ev["guidance"] == HINT
-    assert ev["plain_rewards"] == [1.0, 0.0] and ev["guided_rewards"] == [1.0, 1.0]
+    assert ev.guided == 2 and ev.group_size == 4 and ev.guidance == HINT
+    assert ev.plain_rewards == [1.0, 0.0] and ev.guided_rewards == [1.0, 1.0]
     assert "give signal without the hint" in failure.summary
     # the plain members alike (the hint still does the work), or no hint at all: nothing to fade
     for step, rewards, guided in ((2, [1.0, 1.0, 0.0, 0.0], 2), (3, [1.0, 0.0, 1.0, 0.0], 0)):

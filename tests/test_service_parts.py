@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import threading
 
-from helpers import AcceptAll, FruitJudge, fruit_world, record_group, returns_within
+from helpers import AcceptAll, FruitJudge, build, fruit_world, record_group, returns_within
 
 from harnessrl.evolution.handled import HandledFailures
+from harnessrl.interfaces.tools import CommitUpdate, RunTrial
 from harnessrl.judges import RubricJudge
 from harnessrl.records.failures import Failure
 
@@ -17,11 +18,16 @@ def test_the_training_thread_never_waits_on_the_tools_lock(tmp_path):
     world = fruit_world(tmp_path, policy=None)
     service = world.service
     service.trials = AcceptAll()
-    cand = service.build_candidate(
-        "rollout_guidance", target="fruit", text="Think of a yellow fruit.", fraction=0.5, failure_id=world.failure_id
+    cand = build(
+        service,
+        "rollout_guidance",
+        target="fruit",
+        text="Think of a yellow fruit.",
+        fraction=0.5,
+        failure_id=world.failure_id,
     )
-    service.run_frozen_policy_trial(candidate_id=cand.candidate_id)
-    service.commit_update(candidate_id=cand.candidate_id)  # applies from step 3: an outcome is pending
+    service.run_frozen_policy_trial(RunTrial(candidate_id=cand.candidate_id))
+    service.commit_update(CommitUpdate(candidate_id=cand.candidate_id))  # applies from step 3: an outcome is pending
     judge = RubricJudge(FruitJudge())
     for step in (3, 4):
         record_group(world.harness, judge, world.recorder, step, "fruit", ["A banana.", "An apple."] * 2)

@@ -10,7 +10,7 @@ a scripted chat model standing in for an LLM evolver.
 
 from __future__ import annotations
 
-from helpers import record_group, rule_based_point
+from helpers import build, record_group, rule_based_point
 
 from harnessrl.agents.testing import ScriptedChatModel, tool_call
 from harnessrl.critic.power import decide_split, min_detectable_share, split_share
@@ -18,6 +18,7 @@ from harnessrl.critic.trials import FrozenPolicyTrials
 from harnessrl.data import Task
 from harnessrl.evolution.service import EvolutionService
 from harnessrl.interfaces import EditRubric, Harness
+from harnessrl.interfaces.tools import CommitUpdate, GetFailures, RunTrial
 from harnessrl.judges import RubricJudge
 from harnessrl.records.failures import Failure
 from harnessrl.records.run_dir import RunDir
@@ -120,7 +121,7 @@ def test_one_commit_covers_every_task_that_states_the_requirement_measured_on_th
         Failure(kind="non_discriminative_high", step=3, task_id="city", domain="writing", summary="all high")
     )
     assert service.point_due(3) is not None  # the audit's findings have graded groups: a point comes now
-    listed = service.get_failures().failures
+    listed = service.get_failures(GetFailures()).failures
     assert [f.kind for f in listed[:2]] == ["unchecked_requirement"] * 2  # the audit's findings come first
     outcomes = rule_based_point(service)
     committed = [o for o in outcomes if o.status == "committed"]
@@ -138,7 +139,7 @@ def test_one_commit_covers_every_task_that_states_the_requirement_measured_on_th
     assert trial["result"]["min_detectable_effect"] is not None and trial["result"]["covers"] == commit["covers"]
     handled = {e["failure_id"]: e["outcome"] for e in events if e["kind"] == "failure_handled"}
     assert handled[failures[0].id] == "covered"
-    assert service.point_due(4) is None and not [f for f in service.get_failures().failures]
+    assert service.point_due(4) is None and not [f for f in service.get_failures(GetFailures()).failures]
 
 
 def test_a_repair_the_data_cannot_decide_yet_is_deferred_and_decided_on_more_groups(tmp_path):
@@ -278,11 +279,15 @@ def test_a_repair_does_not_close_another_finding_on_the_same_tasks(tmp_path):
     )
     wide = harness.rubrics.widen(own)
     assert sorted(c.task_id for c in wide.cover) == ["city", "forest", "rain"]  # not "list": its prompt states none
-    cand = service.build_candidate("rubric_criteria", own.model_dump(exclude={"interface"}))
-    service.run_frozen_policy_trial(candidate_id=cand.candidate_id)
-    service.commit_update(candidate_id=cand.candidate_id)
+    cand = build(service, "rubric_criteria", **own.model_dump(exclude={"interface"}))
+    service.run_frozen_policy_trial(RunTrial(candidate_id=cand.candidate_id))
+    service.commit_update(CommitUpdate(candidate_id=cand.candidate_id))
     assert "not_contains" in _checks(harness, "city")
-    keys = {f.evidence["requirement_key"] for f in service.get_failures().failures if f.kind == "unchecked_requirement"}
+    keys = {
+        f.evidence.requirement_key
+        for f in service.get_failures(GetFailures()).failures
+        if f.kind == "unchecked_requirement"
+    }
     assert keys == {"sentence_count:max"}
     assert service.audit.findings["not_contains:[',']"].status == "closed"  # checked now, by this commit
 

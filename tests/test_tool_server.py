@@ -12,7 +12,7 @@ import time
 
 import httpx
 import pytest
-from helpers import sdk_calls
+from helpers import build, call_tool, sdk_calls
 from langchain_core.messages import ToolMessage
 from langchain_mcp_adapters.client import MultiServerMCPClient
 from langchain_mcp_adapters.tools import load_mcp_tools
@@ -30,10 +30,15 @@ from harnessrl.interfaces.registry import BUILTIN
 from harnessrl.interfaces.tools import (
     Candidate,
     CommitResult,
+    CommitUpdate,
     FailureList,
+    GetFailures,
     HarnessView,
+    InspectRollouts,
     MemoryResult,
+    QueryMemory,
     RolloutList,
+    RunTrial,
     flat_parameters,
     tool_table,
 )
@@ -185,7 +190,7 @@ class World:
         return [e for e in self.run_dir.read("events.jsonl") if kind is None or e["kind"] == kind]
 
     def fid(self, kind):
-        return next(f.failure_id for f in self.service.get_failures().failures if f.kind == kind)
+        return next(f.failure_id for f in self.service.get_failures(GetFailures()).failures if f.kind == kind)
 
 
 @pytest.fixture
@@ -433,20 +438,18 @@ def test_commit_refuses_unmeasured_and_rejected_candidates_and_applies_accepted_
     svc, before = world.service, world.run_dir.harness.read_text()
     fid = world.fid("spurious_length")
     add = [{"id": "short", "text": "Stays under 80 words.", "weight": 1}]
-    bad = svc.build_candidate("rubric_criteria", task_id="t1", add=add, rationale="reject me", failure_id=fid)
+    bad = build(svc, "rubric_criteria", task_id="t1", add=add, rationale="reject me", failure_id=fid)
     with pytest.raises(CandidateError, match="not been measured: call run_frozen_policy_trial"):
-        svc.commit_update(candidate_id=bad.candidate_id)
-    assert not svc.run_frozen_policy_trial(candidate_id=bad.candidate_id).accepted
+        svc.commit_update(CommitUpdate(candidate_id=bad.candidate_id))
+    assert not svc.run_frozen_policy_trial(RunTrial(candidate_id=bad.candidate_id)).accepted
     with pytest.raises(CandidateError, match=r"rejected by its latest trial .*interval includes 0.*Revise it"):
-        svc.commit_update(candidate_id=bad.candidate_id)
+        svc.commit_update(CommitUpdate(candidate_id=bad.candidate_id))
     assert world.harness.versions["rubric_criteria"] == 0 and world.run_dir.harness.read_text() == before
 
-    good = svc.build_candidate(
-        "rubric_criteria", task_id="t1", add=add, rationale="counter the length hack", failure_id=fid
-    )
+    good = build(svc, "rubric_criteria", task_id="t1", add=add, rationale="counter the length hack", failure_id=fid)
     assert good.revision == 1 and good.parent_id == bad.candidate_id
-    svc.run_frozen_policy_trial(candidate_id=good.candidate_id)
-    done = svc.commit_update(candidate_id=good.candidate_id)
+    svc.run_frozen_policy_trial(RunTrial(candidate_id=good.candidate_id))
+    done = svc.commit_update(CommitUpdate(candidate_id=good.candidate_id))
     assert (done.version, done.applies_from_step) == (1, 3)
     assert world.harness.rubrics.current("t1").step == 3
     assert [c.id for c in world.harness.rubrics.current("t1").criteria] == ["c1", "c2", "p1", "short"]
@@ -455,11 +458,11 @@ def test_commit_refuses_unmeasured_and_rejected_candidates_and_applies_accepted_
     assert saved["rubric_criteria"]["history"][0]["candidate_id"] == good.candidate_id
     assert svc.candidate(good.candidate_id).status == "committed"
     with pytest.raises(CandidateError, match="already committed"):
-        svc.commit_update(candidate_id=good.candidate_id)
+        svc.commit_update(CommitUpdate(candidate_id=good.candidate_id))
     with pytest.raises(CandidateError, match="already committed"):
-        svc.run_frozen_policy_trial(candidate_id=good.candidate_id)
+        svc.run_frozen_policy_trial(RunTrial(candidate_id=good.candidate_id))
     with pytest.raises(CandidateError, match="unknown candidate_id"):
-        svc.commit_update(candidate_id="c0-nope")
+        svc.commit_update(CommitUpdate(candidate_id="c0-nope"))
     # the trials object got the update itself and the failure the candidate answers
     update, cid, failure = world.trials.calls[-1]
     assert isinstance(update, EditRubric) and cid == good.candidate_id and failure.kind == "spurious_length"
@@ -467,37 +470,31 @@ def test_commit_refuses_unmeasured_and_rejected_candidates_and_applies_accepted_
 
 def test_commit_refuses_a_trial_the_harness_or_the_policy_has_moved_past(world):
     svc = world.service
-    a = svc.build_candidate("rubric_criteria", task_id="t1", add=[{"id": "x", "text": "Cites a source.", "weight": 1}])
-    b = svc.build_candidate("rubric_criteria", task_id="t1", reweight={"c2": 3.0})
+    a = build(svc, "rubric_criteria", task_id="t1", add=[{"id": "x", "text": "Cites a source.", "weight": 1}])
+    b = build(svc, "rubric_criteria", task_id="t1", reweight={"c2": 3.0})
     for c in (a, b):
-        svc.run_frozen_policy_trial(candidate_id=c.candidate_id)
-    svc.commit_update(candidate_id=a.candidate_id)
+        svc.run_frozen_policy_trial(RunTrial(candidate_id=c.candidate_id))
+    svc.commit_update(CommitUpdate(candidate_id=a.candidate_id))
     with pytest.raises(CandidateError, match="updated after its trial: run run_frozen_policy_trial on it again"):
-        svc.commit_update(candidate_id=b.candidate_id)
-    svc.run_frozen_policy_trial(candidate_id=b.candidate_id)
-    assert svc.commit_update(candidate_id=b.candidate_id).version == 2
+        svc.commit_update(CommitUpdate(candidate_id=b.candidate_id))
+    svc.run_frozen_policy_trial(RunTrial(candidate_id=b.candidate_id))
+    assert svc.commit_update(CommitUpdate(candidate_id=b.candidate_id)).version == 2
 
-    c = svc.build_candidate("task_sampling", task_ids=["t3"], weight=3.0)
-    svc.run_frozen_policy_trial(candidate_id=c.candidate_id)
+    c = build(svc, "task_sampling", task_ids=["t3"], weight=3.0)
+    svc.run_frozen_policy_trial(RunTrial(candidate_id=c.candidate_id))
     world.step = 3  # the policy trained on after the trial
     with pytest.raises(CandidateError, match=r"measured at step 2 .* trained to step 3"):
-        svc.commit_update(candidate_id=c.candidate_id)
+        svc.commit_update(CommitUpdate(candidate_id=c.candidate_id))
 
 
 def test_candidate_builders_apply_nothing_and_validate_with_preview(world):
     svc = world.service
     state, saved = json.dumps(world.harness.to_dict()), world.run_dir.harness.read_text()
-    rw = svc.build_candidate(
-        "task_sampling", ReweightTasks(task_ids=["t1"], weight=4.0)
-    )  # the bare update model works too
+    rw = build(svc, "task_sampling", **ReweightTasks(task_ids=["t1"], weight=4.0).model_dump(exclude={"interface"}))
     assert rw.preview["sampling_probability"]["t1"]["after"] > rw.preview["sampling_probability"]["t1"]["before"]
-    sg = svc.build_candidate(
-        "rollout_guidance", {"scope": "domain", "target": "science", "text": "Name the law first.", "fraction": 0.25}
-    )
+    sg = build(svc, "rollout_guidance", scope="domain", target="science", text="Name the law first.", fraction=0.25)
     assert sg.preview["tasks_affected"] == 2 and sg.preview["rule_after"]["fraction"] == 0.25
-    er = svc.build_candidate(
-        "rubric_criteria", task_id="t1", remove=["p1"], reword={"c2": "Explains why, step by step."}
-    )
+    er = build(svc, "rubric_criteria", task_id="t1", remove=["p1"], reword={"c2": "Explains why, step by step."})
     assert er.preview["removed"] == ["p1"] and er.preview["changed"] == ["c2"]
     assert {c.status for c in (rw, sg, er)} == {"proposed"}
     assert json.dumps(world.harness.to_dict()) == state and world.run_dir.harness.read_text() == saved
@@ -509,23 +506,18 @@ def test_candidate_builders_apply_nothing_and_validate_with_preview(world):
     }
     assert world.trials.calls == []
 
-    tools = svc.tool_methods()
-    for call, kwargs, needle in [
-        (tools["reweight_tasks"], {"task_ids": ["t9"], "weight": 2.0}, "unknown task id"),
-        (tools["set_guidance"], {"scope": "domain", "target": "law", "text": "x"}, "unknown domain 'law'"),
-        (tools["set_guidance"], {"target": "t9", "text": "x"}, "unknown task id 't9'"),
-        (tools["set_guidance"], {"target": "t1", "fraction": 0}, "changes nothing"),
-        (tools["edit_rubric"], {"task_id": "t1", "remove": ["c1", "c2"]}, "no positive weight"),
-        (
-            svc.tool_methods()["edit_rubric"],
-            {"task_id": "t1", "reweight": {"c1": 2}, "failure_id": "1:t1:x"},
-            "unknown failure_id",
-        ),
+    for tool, kwargs, needle in [
+        ("reweight_tasks", {"task_ids": ["t9"], "weight": 2.0}, "unknown task id"),
+        ("set_guidance", {"scope": "domain", "target": "law", "text": "x"}, "unknown domain 'law'"),
+        ("set_guidance", {"target": "t9", "text": "x"}, "unknown task id 't9'"),
+        ("set_guidance", {"target": "t1", "fraction": 0}, "changes nothing"),
+        ("edit_rubric", {"task_id": "t1", "remove": ["c1", "c2"]}, "no positive weight"),
+        ("edit_rubric", {"task_id": "t1", "reweight": {"c1": 2}, "failure_id": "1:t1:x"}, "unknown failure_id"),
     ]:
         with pytest.raises(CandidateError, match=needle):
-            call(**kwargs)
+            call_tool(svc, tool, **kwargs)
     with pytest.raises(ValueError, match="at least one criterion"):  # the update model's own rule
-        svc.build_candidate("rubric_criteria", task_id="t1")
+        build(svc, "rubric_criteria", task_id="t1")
 
 
 # --------------------------------------------------------------------------------------------- read tools
@@ -533,28 +525,30 @@ def test_candidate_builders_apply_nothing_and_validate_with_preview(world):
 
 def test_get_failures_lists_a_persisting_failure_once_newest_first(world):
     svc = world.service
-    got = svc.get_failures()
+    got = svc.get_failures(GetFailures())
     assert got.total == 2
     low = next(f for f in got.failures if f.kind == "non_discriminative_low")
     assert (low.step, low.first_step, low.occurrences) == (2, 1, 2)
     assert low.failure_id.startswith("2:t2:non_discriminative_low:")
-    assert svc.get_failures(task_id="t1").failures[0].kind == "spurious_length"
-    assert svc.get_failures(kinds=["criterion_dead"]).failures == []
-    assert svc.get_failures(limit=1).total == 2 and len(svc.get_failures(limit=1).failures) == 1
-    since = svc.get_failures(since_step=2, task_id="t2").failures[0]
+    assert svc.get_failures(GetFailures(task_id="t1")).failures[0].kind == "spurious_length"
+    assert svc.get_failures(GetFailures(kinds=["criterion_dead"])).failures == []
+    assert (
+        svc.get_failures(GetFailures(limit=1)).total == 2 and len(svc.get_failures(GetFailures(limit=1)).failures) == 1
+    )
+    since = svc.get_failures(GetFailures(since_step=2, task_id="t2")).failures[0]
     assert since.occurrences == 1  # the step-1 occurrence is filtered out
 
 
 def test_inspect_rollouts_spreads_over_rewards_and_truncates(world):
     svc = world.service
-    got = svc.inspect_rollouts(task_id="t1", steps=1, limit=2)
+    got = svc.inspect_rollouts(InspectRollouts(task_id="t1", steps=1, limit=2))
     assert got.total == 4 and [r.step for r in got.rollouts] == [2, 2]
     assert [r.reward for r in got.rollouts] == [0.1, 0.9]  # the two extremes
-    long = next(r for r in svc.inspect_rollouts(task_id="t1", steps=1).rollouts if r.member == 0)
+    long = next(r for r in svc.inspect_rollouts(InspectRollouts(task_id="t1", steps=1)).rollouts if r.member == 0)
     assert long.truncated and "more characters]" in long.completion and len(long.completion) < 700
     assert [c["id"] for c in got.rubric] == ["c1", "c2", "p1"] and got.rubric_version == 0
     assert got.prompt == svc.harness.tasks["t1"].messages()[-1]["content"]  # what the remedies read requests from
-    assert svc.inspect_rollouts(task_id="t3", steps=5).total == 8
+    assert svc.inspect_rollouts(InspectRollouts(task_id="t3", steps=5)).total == 8
 
 
 # --------------------------------------------------------------------------------------------- server lifecycle
@@ -611,9 +605,9 @@ def test_events_record_every_decision(world):
         "attribution",
         {"failure_id": fid, "interface": "rollout_guidance", "rationale": "all fail alike", "evidence": {"std": 0.0}},
     )
-    cand = svc.build_candidate("rollout_guidance", target="t2", text="Define entropy first.", failure_id=fid)
-    svc.run_frozen_policy_trial(candidate_id=cand.candidate_id)
-    svc.commit_update(candidate_id=cand.candidate_id)
+    cand = build(svc, "rollout_guidance", target="t2", text="Define entropy first.", failure_id=fid)
+    svc.run_frozen_policy_trial(RunTrial(candidate_id=cand.candidate_id))
+    svc.commit_update(CommitUpdate(candidate_id=cand.candidate_id))
     svc.on_event("proposal", {"candidate_id": cand.candidate_id})  # already written by the tool: not twice
     svc.on_event("give_up", {"failure_id": fid, "kind": "x", "rounds": 3})
     kinds = [e["kind"] for e in world.events()]
@@ -661,29 +655,29 @@ def test_memory_records_candidates_trials_commits_and_answers_queries(tmp_path, 
 
     svc.record_attribution(fid, "rollout_guidance", "the group fails alike: guide part of it")
     assert memory.failures(task_id="t2", since_step=2)[0].interface == "rollout_guidance"
-    cand = svc.build_candidate("rollout_guidance", target="t2", text="Define entropy first.", failure_id=fid)
+    cand = build(svc, "rollout_guidance", target="t2", text="Define entropy first.", failure_id=fid)
     entry = memory.candidate(cand.candidate_id)
     assert entry.verdict == "proposed" and entry.failure_ids == [fid] and entry.task_id == "t2"
     assert entry.attribution == "the group fails alike: guide part of it"
-    svc.run_frozen_policy_trial(candidate_id=cand.candidate_id)
+    svc.run_frozen_policy_trial(RunTrial(candidate_id=cand.candidate_id))
     assert memory.candidate(cand.candidate_id).verdict == "accepted"
     assert memory.candidate(cand.candidate_id).trials[0]["metric"] == "group_reward_std"
-    svc.commit_update(candidate_id=cand.candidate_id)
+    svc.commit_update(CommitUpdate(candidate_id=cand.candidate_id))
     entry = memory.candidate(cand.candidate_id)
     assert entry.verdict == "committed" and entry.applied_step == 3
 
-    history = svc.query_memory(mode="task_history", task_id="t2")
+    history = svc.query_memory(QueryMemory(mode="task_history", task_id="t2"))
     assert [i["record"] for i in history.items] == ["step", "step", "update"]
     assert history.items[-1]["verdict"] == "committed"
     # cross-task evidence leaves the task at hand out; the same text from another task finds it
-    assert svc.query_memory(mode="what_worked", task_id="t2").items == []
-    worked = svc.query_memory(mode="what_worked", text="non discriminative low: every rollout scored 0.05")
+    assert svc.query_memory(QueryMemory(mode="what_worked", task_id="t2")).items == []
+    worked = svc.query_memory(QueryMemory(mode="what_worked", text="non discriminative low: every rollout scored 0.05"))
     assert worked.items[0]["id"] == cand.candidate_id
-    similar = svc.query_memory(mode="similar_failures", task_id="t1")  # t1's latest failure as the query
+    similar = svc.query_memory(QueryMemory(mode="similar_failures", task_id="t1"))  # t1's latest failure as the query
     assert similar.items and all(i["task_id"] != "t1" for i in similar.items)
-    assert svc.query_memory(mode="similar_tasks", text="entropy", n=2).items
+    assert svc.query_memory(QueryMemory(mode="similar_tasks", text="entropy", n=2)).items
     with pytest.raises(ValueError, match="needs a task_id"):
-        svc.query_memory(mode="task_history")
+        svc.query_memory(QueryMemory(mode="task_history"))
     memory.close()
 
 
@@ -716,9 +710,9 @@ def test_a_commit_gets_its_outcome_from_the_next_groups(world):
     goes to the events (and to the memory, where what_worked ranks by it)."""
     svc = world.service
     fid = world.fid("non_discriminative_low")  # t2: flat at 0.05 in steps 1 and 2
-    cand = svc.build_candidate("rollout_guidance", target="t2", text="Name the law.", fraction=0.5, failure_id=fid)
-    svc.run_frozen_policy_trial(candidate_id=cand.candidate_id)
-    svc.commit_update(candidate_id=cand.candidate_id)  # applies from step 3
+    cand = build(svc, "rollout_guidance", target="t2", text="Name the law.", fraction=0.5, failure_id=fid)
+    svc.run_frozen_policy_trial(RunTrial(candidate_id=cand.candidate_id))
+    svc.commit_update(CommitUpdate(candidate_id=cand.candidate_id))  # applies from step 3
     svc.observe_step(make_step(2, {"t2": [0.05] * 4})[0])  # before the update applies: not counted
     assert world.events("outcome") == []
     svc.observe_step(make_step(3, {"t2": [0.1, 0.6, 0.1, 0.7], "t1": [0.2, 0.3, 0.4, 0.5]})[0])
@@ -735,9 +729,9 @@ def test_a_commit_gets_its_outcome_from_the_next_groups(world):
 def test_an_outcome_with_no_group_after_is_unknown(world):
     svc = world.service
     fid = world.fid("non_discriminative_low")
-    cand = svc.build_candidate("task_sampling", task_ids=["t2"], action="park", park_steps=50, failure_id=fid)
-    svc.run_frozen_policy_trial(candidate_id=cand.candidate_id)
-    svc.commit_update(candidate_id=cand.candidate_id)
+    cand = build(svc, "task_sampling", task_ids=["t2"], action="park", park_steps=50, failure_id=fid)
+    svc.run_frozen_policy_trial(RunTrial(candidate_id=cand.candidate_id))
+    svc.commit_update(CommitUpdate(candidate_id=cand.candidate_id))
     for step in range(3, 14):  # parked: t2 never comes back within outcome_steps
         svc.observe_step(make_step(step, {"t1": [0.2, 0.3, 0.4, 0.5]})[0])
     (event,) = world.events("outcome")

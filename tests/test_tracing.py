@@ -26,6 +26,7 @@ from harnessrl.evolution.client import run_evolution_point
 from harnessrl.evolution.mcp_server import ToolServer
 from harnessrl.graph import tracing
 from harnessrl.graph.state import GraphConfig
+from harnessrl.interfaces.tools import GetFailures
 
 LANGSMITH_VARS = ("TRACING", "TRACING_V2", "ENDPOINT", "API_KEY", "PROJECT")
 
@@ -126,7 +127,7 @@ def run_point(world, external: bool = False) -> dict[str, Any]:
     then, revised, a guidance candidate that samples hotter (accepted and committed). ``external``: as
     ``harnessrl evolver`` runs it (it holds training first and learns the step from the hold)."""
     service, run_dir, url, token = world
-    listed = service.get_failures().failures  # none after a first point: it handled the failure
+    listed = service.get_failures(GetFailures()).failures  # none after a first point: it handled the failure
     fid = listed[0].failure_id if listed else "handled"
     model = ScriptedChatModel(
         responses=[

@@ -74,6 +74,7 @@ from harnessrl.interfaces.registry import allowed_interfaces, failure_hints, int
 from harnessrl.interfaces.rubric import RubricCriteria
 from harnessrl.interfaces.sampling import TaskSampling
 from harnessrl.interfaces.tools import FailureList, HarnessView, MemoryResult
+from harnessrl.records.evidence import CriterionStreakEvidence, FlatGroupEvidence
 
 __all__ = ["RuleBasedChatModel"]
 
@@ -314,12 +315,12 @@ class RuleBasedChatModel(BaseChatModel):
         )
 
     def _decide_interface(self, h: _History, failure: FailureView) -> tuple[str, str, list[str]]:
-        kind, ev = failure.kind, failure.evidence
+        kind, streak = failure.kind, failure.evidence.narrow(CriterionStreakEvidence)
         evidence = [f"{kind} at step {failure.step}: {failure.summary}".strip()]
         default = failure_hints(self.interfaces).get(kind) or failure.interface_hint or RUBRIC
-        if kind == "criterion_saturated" and (ev.get("pitfall") or (number(ev.get("weight")) or 0) < 0):
+        if kind == "criterion_saturated" and (streak.pitfall or (number(streak.weight) or 0) < 0):
             default = GUIDANCE
-            evidence.append(f"criterion {ev.get('criterion_id')} is a pitfall every rollout commits")
+            evidence.append(f"criterion {streak.criterion_id} is a pitfall every rollout commits")
         allowed = set(allowed_interfaces(self.interfaces).get(kind, (default,)))
         interface, why = default, f"{kind.replace('_', ' ')} is usually fixed through {default}"
         for r in h.errors():
@@ -364,7 +365,7 @@ class RuleBasedChatModel(BaseChatModel):
 
     def _guidance_failed(self, h: _History, failure: FailureView) -> list[str]:
         out = []
-        guided = number(failure.evidence.get("guided")) or 0
+        guided = number(failure.evidence.narrow(FlatGroupEvidence).guided) or 0
         if failure.kind in ("non_discriminative_low", "criterion_dead") and guided > 0:
             out.append(f"the flat group already had {guided:g} guided rollout(s)")
         rule = _guidance_rule(h.task())

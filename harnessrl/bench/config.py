@@ -2,9 +2,9 @@
 
 A bench config resolves into one complete training config per (method, seed) before anything runs,
 so a typo in any method fails at once instead of after an hour of the other runs. A method is only a
-name for a set of ``key.sub: value`` overrides of the base config; the four built-in ones select the
-trainer's ``method`` setting, and a config may add more (``harnessrl-llm`` for the evolver on an LLM)
-or redefine them.
+name for a set of ``key.sub: value`` overrides of the base config; the built-in ones select the trainer's
+``method`` setting (one per training method of :mod:`harnessrl.trainer.methods`), and a config may add more
+(``harnessrl-llm`` for the evolver on an LLM) or redefine them.
 """
 
 from __future__ import annotations
@@ -18,29 +18,24 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from harnessrl.config import apply_overrides, load_yaml
 from harnessrl.errors import ConfigError
+from harnessrl.trainer.methods import default_bench_methods, method_names
 
 __all__ = [
-    "BUILTIN_METHODS",
     "RESERVED_NAMES",
     "BenchConfig",
     "apply_overrides",
+    "builtin_methods",
     "load_bench_config",
     "resolve_train_config",
 ]
 
-BUILTIN_METHODS: dict[str, dict[str, Any]] = {
-    "fixed": {"method": "fixed"},
-    "dapo": {"method": "dapo"},
-    "odf": {"method": "odf"},
-    "harnessrl": {"method": "harnessrl"},
-    "oracle": {"method": "oracle"},
-}
-"""The predefined methods: plain GRPO with a fixed harness, DAPO dynamic sampling, online difficulty
-filtering, the evolving harness (rule-based evolver), and the oracle (plain GRPO on the gold rubrics:
-a suite whose tasks carry them). A bench config's ``method_settings`` may add methods or replace these."""
 
-DEFAULT_METHODS = ("fixed", "dapo", "odf", "harnessrl")
-"""What a bench config without ``methods`` runs (the oracle needs a suite with gold rubrics)."""
+def builtin_methods() -> dict[str, dict[str, Any]]:
+    """The predefined methods: each training method of :data:`~harnessrl.trainer.methods.METHOD_TABLE` under its
+    own name, its only override the run config's ``method``. A bench config's ``method_settings`` may add methods
+    or replace these."""
+    return {name: {"method": name} for name in method_names()}
+
 
 RESERVED_NAMES = frozenset({"plots", "logs", "configs"})
 """Names a method cannot take: they are folders of the bench output next to the methods' folders."""
@@ -84,11 +79,14 @@ class BenchConfig(BaseModel):
     method_settings: dict[str, dict[str, Any]] = Field(
         default_factory=dict,
         description="method name -> its overrides (key.sub -> value). Predefined: "
-        + ", ".join(f"{k} = {v}" for k, v in BUILTIN_METHODS.items())
+        + ", ".join(f"{k} = {v}" for k, v in builtin_methods().items())
         + "; an entry with one of these names replaces it.",
     )
     methods: list[str] = Field(
-        default_factory=lambda: list(DEFAULT_METHODS), min_length=1, description="The methods to run, in order."
+        default_factory=lambda: list(default_bench_methods()),
+        min_length=1,
+        description="The methods to run, in order (default: every training method but those that need a suite "
+        "with gold rubrics).",
     )
     seeds: list[int] = Field(default_factory=lambda: [0, 1, 2], min_length=1, description="Seeds of every method.")
     out: str = Field(default="runs/bench", description="Output folder: <out>/<method>/seed<k>, bench.json, results.")
@@ -140,7 +138,7 @@ class BenchConfig(BaseModel):
     # ----------------------------------------------------------------------------------- derived
     def known_methods(self) -> dict[str, dict[str, Any]]:
         """Every method this config can run: the built-ins, then its own ``method_settings``."""
-        return {**BUILTIN_METHODS, **self.method_settings}
+        return {**builtin_methods(), **self.method_settings}
 
     @property
     def out_path(self) -> Path:

@@ -39,6 +39,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from harnessrl.bench.config import BenchConfig, resolve_train_config
 from harnessrl.errors import ConfigError, HarnessRLError
+from harnessrl.trainer.methods import METHOD_TABLE
 
 __all__ = [
     "CommandRunner",
@@ -130,7 +131,7 @@ def _inert(settings: Any) -> set[str]:
     if not isinstance(settings, dict):
         return set()
     method = settings.get("method")
-    out = {name for name in ("dapo", "odf") if method != name}
+    out = {s.settings_section for s in METHOD_TABLE.values() if s.settings_section and s.name != method}
     if not (settings.get("evolver") or {}).get("enabled", True):
         out.add("evolver")
     return out

@@ -22,9 +22,10 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import norm
 
-__all__ = ["Measured", "decide", "fmt", "percentile_interval"]
+__all__ = ["DETECTION_POWER", "Measured", "decide", "fmt", "percentile_interval"]
 
-_POWER = 0.8  # the probability of acceptance at which an effect counts as detectable
+DETECTION_POWER = 0.8
+"""The probability of acceptance at which an effect counts as detectable (the power of the critic's tests)."""
 
 
 @dataclass
@@ -63,7 +64,7 @@ def detectable(got: Measured, threshold: float, confidence: float) -> float | No
     bootstrap's spread (normal approximation: (z_{(1+c)/2} + z_{0.8}) x spread)."""
     if got.min_detectable is not None or got.spread is None:
         return got.min_detectable
-    z = float(norm.ppf((1 + confidence) / 2) + norm.ppf(_POWER))
+    z = float(norm.ppf((1 + confidence) / 2) + norm.ppf(DETECTION_POWER))
     return round(max(threshold, z * got.spread), 4)
 
 

@@ -34,10 +34,13 @@ what a trial records as the smallest effect it could have detected.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.stats import beta, binom
+
+from harnessrl.critic.acceptance import DETECTION_POWER
 
 __all__ = [
     "SplitEvidence",
@@ -50,9 +53,6 @@ __all__ = [
     "split_share",
     "split_share_interval",
 ]
-
-DETECTION_POWER = 0.8
-"""The probability of acceptance at which an effect counts as detectable."""
 
 
 def split_share(p: float, group_size: int) -> float:
@@ -136,19 +136,25 @@ def decide_share(
     )
 
 
-def min_detectable_rate(n: int, threshold: float, alpha: float) -> float | None:
-    """The smallest rate whose ``n`` observations the Clopper-Pearson rule accepts (lower end at or above
-    ``threshold``) with probability :data:`DETECTION_POWER` (None: no rate does at this ``n``)."""
+def _first_powered_rate(n: int, accepts_at: Callable[[int], bool], rates: np.ndarray) -> float | None:
+    """The smallest of ``rates`` at which ``k ~ Binomial(n, rate)`` gives ``accepts_at(k)`` with probability
+    :data:`DETECTION_POWER` (None: none does, or no ``k`` is accepted at all)."""
     if n <= 0:
         return None
     ks = np.arange(n + 1)
-    accepts = np.array([clopper_pearson(int(k), n, alpha)[0] >= threshold for k in ks])
+    accepts = np.array([accepts_at(int(k)) for k in ks])
     if not accepts.any():
         return None
-    rates = np.arange(1, 201) / 200
     power = (binom.pmf(ks[None, :], n, rates[:, None]) * accepts[None, :]).sum(axis=1)
     hits = np.flatnonzero(power >= DETECTION_POWER)
-    return None if hits.size == 0 else round(float(rates[hits[0]]), 3)
+    return None if hits.size == 0 else float(rates[hits[0]])
+
+
+def min_detectable_rate(n: int, threshold: float, alpha: float) -> float | None:
+    """The smallest rate whose ``n`` observations the Clopper-Pearson rule accepts (lower end at or above
+    ``threshold``) with probability :data:`DETECTION_POWER` (None: no rate does at this ``n``)."""
+    rate = _first_powered_rate(n, lambda k: clopper_pearson(k, n, alpha)[0] >= threshold, np.arange(1, 201) / 200)
+    return None if rate is None else round(rate, 3)
 
 
 def min_detectable_share(
@@ -156,17 +162,13 @@ def min_detectable_share(
 ) -> float | None:
     """The smallest split share the rule accepts with probability :data:`DETECTION_POWER` at ``rollouts``
     pooled rollouts (None: no rate does, the sample is too small for any acceptance)."""
-    if rollouts <= 0:
-        return None
     alpha = _alpha(confidence, max_looks)
-    ks = np.arange(rollouts + 1)
-    accepts = np.array([split_share_interval(int(k), rollouts, group_size, alpha)[0] >= threshold for k in ks])
-    if not accepts.any():
-        return None
-    rates = 0.5 * np.arange(1, 201) / 200  # rates in (0, 1/2]: s is symmetric about 1/2
-    power = (binom.pmf(ks[None, :], rollouts, rates[:, None]) * accepts[None, :]).sum(axis=1)
-    hits = np.flatnonzero(power >= DETECTION_POWER)
-    return None if hits.size == 0 else round(split_share(float(rates[hits[0]]), group_size), 3)
+    rate = _first_powered_rate(
+        rollouts,
+        lambda k: split_share_interval(k, rollouts, group_size, alpha)[0] >= threshold,
+        0.5 * np.arange(1, 201) / 200,  # rates in (0, 1/2]: s is symmetric about 1/2
+    )
+    return None if rate is None else round(split_share(rate, group_size), 3)
 
 
 @dataclass

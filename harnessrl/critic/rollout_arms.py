@@ -42,6 +42,7 @@ from harnessrl.critic.stats import (
     verdict_row,
 )
 from harnessrl.data.schema import Criterion, Task
+from harnessrl.records.evidence import CriterionStreakEvidence
 from harnessrl.records.failures import Failure
 
 __all__ = ["PROBED_TASKS", "rollout_arms"]
@@ -269,7 +270,7 @@ def _probe_order(trial: TrialContext, targets: Sequence[Task]) -> list[Task]:
 
 
 def _failure_criterion(failure: Failure | None) -> set[str]:
-    cid = failure.evidence.get("criterion_id") if failure is not None else None
+    cid = failure.evidence.narrow(CriterionStreakEvidence).criterion_id if failure is not None else None
     return {str(cid)} if cid else set()
 
 

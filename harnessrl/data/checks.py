@@ -40,6 +40,7 @@ __all__ = [
     "StartsWith",
     "WordCount",
     "check_passes",
+    "count_bullets",
     "count_words",
     "split_sentences",
     "words",
@@ -70,6 +71,11 @@ def words(text: str) -> list[str]:
     rollouts' ``length_words``, the detectors' ``words`` feature, the rule-based evolver's limits):
     runs of letters, digits, apostrophes and hyphens."""
     return _WORD.findall(text)
+
+
+def count_bullets(text: str) -> int:
+    """Bullet or numbered-list lines (what a ``bullet_count`` check counts)."""
+    return len(_BULLET.findall(text))
 
 
 def count_words(text: str) -> int:
@@ -153,7 +159,7 @@ class BulletCount(_Range):
     type: Literal["bullet_count"] = "bullet_count"
 
     def _count(self, response: str) -> int:
-        return len(_BULLET.findall(response))
+        return count_bullets(response)
 
 
 class _Phrases(_CheckBase):
@@ -256,7 +262,7 @@ class MarkdownFormat(_CheckBase):
     def evaluate(self, response: str) -> float:
         ok = (
             len(_HEADING.findall(response)) >= self.min_headings
-            and len(_BULLET.findall(response)) >= self.min_bullets
+            and count_bullets(response) >= self.min_bullets
             and (not self.table or len(_TABLE_ROW.findall(response)) >= 2)
             and (not self.bold or _BOLD.search(response) is not None)
         )

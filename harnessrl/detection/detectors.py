@@ -59,6 +59,16 @@ import numpy as np
 from harnessrl.detection.config import DetectorConfig
 from harnessrl.detection.history import Observation, TaskHistory, valid_values
 from harnessrl.detection.ranks import p_one_sided, spearman
+from harnessrl.records.evidence import (
+    CriterionStreakEvidence,
+    Evidence,
+    FlatGroupEvidence,
+    JudgeDisagreementEvidence,
+    ReferenceBelowPolicyEvidence,
+    ScaffoldOutgrownEvidence,
+    SpuriousFeatureEvidence,
+    SpuriousLengthEvidence,
+)
 from harnessrl.records.failures import Failure
 
 __all__ = [
@@ -76,7 +86,7 @@ logger = logging.getLogger(__name__)
 
 
 # ---------------------------------------------------------------------------------------------- failure
-def _failure(kind: str, obs: Observation, evidence: dict[str, Any], summary: str, step: int | None = None) -> Failure:
+def _failure(kind: str, obs: Observation, evidence: Evidence, summary: str, step: int | None = None) -> Failure:
     return Failure(
         kind=kind,  # type: ignore[arg-type]
         step=obs.step if step is None else step,
@@ -129,17 +139,17 @@ class NonDiscriminativeDetector:
             else:
                 continue
             missing = len(obs.group.rewards) - len(vals)
-            evidence = {
-                "rewards": [_r(v) for v in obs.group.rewards],
-                "mean": _r(mean),
-                "std": _r(std),
-                "eps": cfg.eps,
-                "threshold": bound,
-                "n": len(vals),
-                "missing_rewards": missing,
-                "guided": obs.group.guided,
-                "temperature": obs.group.temperature,
-            }
+            evidence = FlatGroupEvidence(
+                rewards=[_r(v) for v in obs.group.rewards],
+                mean=_r(mean),
+                std=_r(std),
+                eps=cfg.eps,
+                threshold=bound,
+                n=len(vals),
+                missing_rewards=missing,
+                guided=obs.group.guided,
+                temperature=obs.group.temperature,
+            )
             word = "low" if kind.endswith("low") else "high"
             summary = (
                 f"Task {obs.group.task_id} ({obs.group.domain}) at step {step}: all {len(vals)} rewards are uniformly "
@@ -186,15 +196,15 @@ class SpuriousCorrelationDetector:
             if cfg.corr_max_p is None or (p is not None and p < cfg.corr_max_p):
                 lengths = cols["length"]
                 order = np.argsort(lengths, kind="mergesort")
-                evidence = {
+                evidence = SpuriousLengthEvidence(
                     **base,
-                    "feature": "length",
-                    "rho": _r(rho_len),
-                    "p_value": _r(p, 6),
-                    "within_group": cfg.corr_within_group,
-                    "points": [[_r(lengths[i], 2), _r(rewards[i])] for i in _spread(order)],
-                    "mean_length": _r(float(np.mean([np.nanmean(o.features["length"]) for o in pooled])), 1),
-                }
+                    feature="length",
+                    rho=_r(rho_len),
+                    p_value=_r(p, 6),
+                    within_group=cfg.corr_within_group,
+                    points=[[_r(lengths[i], 2), _r(rewards[i])] for i in _spread(order)],
+                    mean_length=_r(float(np.mean([np.nanmean(o.features["length"]) for o in pooled])), 1),
+                )
                 out.append(
                     _failure(
                         "spurious_length",
@@ -228,17 +238,17 @@ class SpuriousCorrelationDetector:
             if cfg.corr_max_p is not None and (p is None or not p < cfg.corr_max_p):
                 continue
             order = np.argsort(x, kind="mergesort")
-            evidence = {
+            evidence = SpuriousFeatureEvidence(
                 **base,
-                "feature": name,
-                "rho": _r(rho),
-                "partial_rho_given_length": _r(partial),
-                "rho_feature_length": _r(rho_fl),
-                "rho_length": _r(rho_len),
-                "p_value": _r(p, 6),
-                "within_group": cfg.corr_within_group,
-                "points": [[_r(x[i], 2), _r(rewards[i])] for i in _spread(order)],
-            }
+                feature=name,
+                rho=_r(rho),
+                partial_rho_given_length=_r(partial),
+                rho_feature_length=_r(rho_fl),
+                rho_length=_r(rho_len),
+                p_value=_r(p, 6),
+                within_group=cfg.corr_within_group,
+                points=[[_r(x[i], 2), _r(rewards[i])] for i in _spread(order)],
+            )
             what = (
                 f"partial rho {partial:.2f} given length (raw {rho:.2f})" if partial is not None else f"rho {rho:.2f}"
             )
@@ -321,15 +331,15 @@ class ReferenceBelowPolicyDetector:
             if not gap > cfg.reference_margin:
                 continue
             above = sum(v > ref for v in vals)
-            evidence = {
-                "reference_reward": _r(ref),
-                "median_reward": _r(median),
-                "gap": _r(gap),
-                "margin": cfg.reference_margin,
-                "rewards": [_r(v) for v in obs.group.rewards],
-                "rollouts_above_reference": above,
-                "n": len(vals),
-            }
+            evidence = ReferenceBelowPolicyEvidence(
+                reference_reward=_r(ref),
+                median_reward=_r(median),
+                gap=_r(gap),
+                margin=cfg.reference_margin,
+                rewards=[_r(v) for v in obs.group.rewards],
+                rollouts_above_reference=above,
+                n=len(vals),
+            )
             out.append(
                 _failure(
                     "reference_below_policy",
@@ -385,16 +395,16 @@ class CriterionStreakDetector:
             kind = f"criterion_{run.state}"
             recent = [_r(v) for v in run.recent]
             bound = cfg.saturated if run.state == "saturated" else cfg.dead
-            evidence = {
-                "criterion_id": cid,
-                "criterion_text": getattr(c, "text", None),
-                "weight": getattr(c, "weight", None),
-                "pitfall": pitfall,
-                "recent_means": recent,
-                "consecutive": run.count,
-                "threshold": bound,
-                "k": cfg.streak,
-            }
+            evidence = CriterionStreakEvidence(
+                criterion_id=cid,
+                criterion_text=getattr(c, "text", None),
+                weight=getattr(c, "weight", None),
+                pitfall=pitfall,
+                recent_means=recent,
+                consecutive=run.count,
+                threshold=bound,
+                k=cfg.streak,
+            )
             recent_txt = ", ".join(f"{v:.2f}" for v in run.recent)
             rel = "≥" if run.state == "saturated" else "≤"
             meaning = (
@@ -422,8 +432,8 @@ def judge_disagreement(
     regraded: Sequence[float | None],
     threshold: float = 0.2,
     min_pairs: int = 4,
-) -> dict[str, Any] | None:
-    """Compare two gradings of the same rollouts; the evidence dict when mean |Δ| > threshold, else None.
+) -> JudgeDisagreementEvidence | None:
+    """Compare two gradings of the same rollouts; the evidence when mean |Δ| > threshold, else None.
 
     Pairs with a missing value on either side are left out; fewer than ``min_pairs`` pairs: None.
     """
@@ -437,15 +447,15 @@ def judge_disagreement(
     mad = float(np.mean(np.abs(d)))
     if not mad > threshold:
         return None
-    return {
-        "mean_abs_delta": _r(mad),
-        "max_abs_delta": _r(float(np.max(np.abs(d)))),
-        "mean_delta": _r(float(np.mean(d))),
-        "n": n,
-        "threshold": threshold,
-        "original": [_r(v) for v in a[ok]],
-        "regraded": [_r(v) for v in b[ok]],
-    }
+    return JudgeDisagreementEvidence(
+        mean_abs_delta=_r(mad),
+        max_abs_delta=_r(float(np.max(np.abs(d)))),
+        mean_delta=_r(float(np.mean(d))),
+        n=n,
+        threshold=threshold,
+        original=[_r(v) for v in a[ok]],
+        regraded=[_r(v) for v in b[ok]],
+    )
 
 
 class JudgeDisagreementDetector:
@@ -479,7 +489,13 @@ class JudgeDisagreementDetector:
                 per_crit.setdefault(cid, []).extend(ds)
         crit_mad = {cid: _r(float(np.mean(np.abs(ds)))) for cid, ds in per_crit.items() if ds}
         worst = max(crit_mad, key=lambda c: crit_mad[c] or 0.0) if crit_mad else None
-        ev |= {"steps": sorted({g.step for g in rs}), "criterion_mean_abs_delta": crit_mad, "worst_criterion": worst}
+        ev = ev.model_copy(
+            update={
+                "steps": sorted({g.step for g in rs}),
+                "criterion_mean_abs_delta": crit_mad,
+                "worst_criterion": worst,
+            }
+        )
         if not history.window:
             return []
         obs = (history.at(step) or [history.window[-1]])[-1]
@@ -488,9 +504,9 @@ class JudgeDisagreementDetector:
                 "judge_disagreement",
                 obs,
                 ev,
-                f"Task {history.task_id} ({history.domain}): re-grading {ev['n']} rollouts moved the reward by "
-                f"{ev['mean_abs_delta']:.2f} on average (> {cfg.disagreement_threshold:.2f}, max "
-                f"{ev['max_abs_delta']:.2f})" + (f"; criterion {worst} disagrees most" if worst else "") + ".",
+                f"Task {history.task_id} ({history.domain}): re-grading {ev.n} rollouts moved the reward by "
+                f"{ev.mean_abs_delta:.2f} on average (> {cfg.disagreement_threshold:.2f}, max "
+                f"{ev.max_abs_delta:.2f})" + (f"; criterion {worst} disagrees most" if worst else "") + ".",
                 step=step,
             )
         ]
@@ -525,18 +541,18 @@ class ScaffoldOutgrownDetector:
         obs = guided[-1]
         plain = self._plain(obs)
         group = obs.group
-        evidence = {
-            "guidance": group.guidance,
-            "guided": group.guided,
-            "group_size": len(group.rewards),
-            "temperature": group.temperature,
-            "plain_rewards": [_r(v) for v in plain],
-            "guided_rewards": [_r(v) for v in group.rewards[: group.guided]],
-            "plain_std": [_r(v) for v in spreads],
-            "eps": cfg.eps,
-            "groups": need,
-            "steps": [o.step for o in guided],
-        }
+        evidence = ScaffoldOutgrownEvidence(
+            guidance=group.guidance,
+            guided=group.guided,
+            group_size=len(group.rewards),
+            temperature=group.temperature,
+            plain_rewards=[_r(v) for v in plain],
+            guided_rewards=[_r(v) for v in group.rewards[: group.guided]],
+            plain_std=[_r(v) for v in spreads],
+            eps=cfg.eps,
+            groups=need,
+            steps=[o.step for o in guided],
+        )
         summary = (
             f"Task {group.task_id} ({group.domain}) at step {step}: its {len(plain)} unguided rollouts give signal "
             f"without the hint (reward std {spreads[-1]:.3f} ≥ {cfg.eps:g}"

@@ -27,6 +27,7 @@ from typing import Any, Literal
 from harnessrl.data.checks import check_passes
 from harnessrl.data.schema import Criterion, Task, prompt_text
 from harnessrl.interfaces.induction import requirement_key, stated_requirements
+from harnessrl.records.evidence import UncheckedRequirementEvidence
 from harnessrl.records.failures import Failure
 
 __all__ = ["Finding", "RubricAudit", "checked_keys"]
@@ -132,14 +133,14 @@ class RubricAudit:
             step=step,
             task_id=task_id,
             domain=task.domain,
-            evidence={
-                "requirement_key": finding.key,
-                "requirement": finding.checks[task_id],
-                "requirement_text": finding.text,
-                "covers": tasks,
-                "graded_groups": total,
-                "audit": True,
-            },
+            evidence=UncheckedRequirementEvidence(
+                requirement_key=finding.key,
+                requirement=finding.checks[task_id],
+                requirement_text=finding.text,
+                covers=tasks,
+                graded_groups=total,
+                audit=True,
+            ),
             summary=(
                 f"the rubric audit found that the prompts of {n} task(s) ({', '.join(tasks[:4])}"
                 f"{', ...' if n > 4 else ''}) state '{finding.text}' and their rubrics do not check it; "

@@ -5,7 +5,7 @@ criterion or feature) up to the step of the point that handled it, so the same f
 a later step is a recurrence and is offered again. A failure given up only because its trial or commit was
 refused for want of a hold (*interrupted*) is not handled: it is offered again at the next point. The tool
 service writes each record as a ``failure_handled`` event; :meth:`HandledFailures.replay_event` rebuilds the
-record from those events when a run resumes.
+record from those events when a run resumes (:mod:`harnessrl.trainer.resume` asks the service to replay them).
 
 The record takes no lock of its own: the tool service calls it under its lock, except
 :meth:`HandledFailures.interrupt`, which the training hold calls under its condition (a set's ``add``).

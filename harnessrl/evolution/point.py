@@ -29,6 +29,7 @@ from transformers import TrainerCallback
 
 from harnessrl.evolution.client import run_evolution_point
 from harnessrl.graph_builder import make_evolver_model
+from harnessrl.interfaces.tools import ReleaseTraining
 
 __all__ = ["EvolutionCallback", "write_server_file"]
 
@@ -82,7 +83,7 @@ class EvolutionCallback(TrainerCallback):
 
     def on_train_end(self, args, state, control, **kwargs):
         self.service.training = False
-        self.service.release_training()  # an evolver still holding has nothing left to hold
+        self.service.release_training(ReleaseTraining())  # an evolver still holding has nothing left to hold
 
     def on_step_end(self, args, state, control, **kwargs):
         step = state.global_step

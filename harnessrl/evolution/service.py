@@ -2,8 +2,9 @@
 commit harness update candidates.
 
 :class:`EvolutionService` implements every tool of :func:`harnessrl.interfaces.tools.tool_table` as a plain method
-that takes the tool's argument model (or its fields as keywords) and returns its result model, so the
-same code serves the graph in-process and over MCP (:class:`~harnessrl.evolution.mcp_server.ToolServer`).
+that takes the tool's argument model and returns its result model; the boundary (the MCP server,
+:class:`~harnessrl.evolution.mcp_server.ToolServer`) validates a call's JSON into that model once, so a method
+never guesses at its arguments' shape.
 It is the one object the trainer and the tool server use; its parts live beside it: the training hold and
 its lease (:mod:`harnessrl.evolution.hold`), the outcomes of committed updates
 (:mod:`harnessrl.evolution.outcomes`), the failures evolution points handled
@@ -44,7 +45,8 @@ Handled failures: a failure an evolution point committed an update for, or gave 
 (a ``failure_handled`` event: which failure, by which point, with what outcome) and left out of
 ``get_failures`` from then on; the same failure detected again at a later step is a recurrence and is
 offered again. :meth:`EvolutionService.replay_events` rebuilds this record, and the evolver's counts, from the
-events of a resumed run.
+events of a resumed run, when :mod:`harnessrl.trainer.resume` (the one home of what a resumed run restores)
+asks.
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel
 
@@ -110,7 +112,6 @@ __all__ = ["CandidateError", "EvolutionService", "TrialRunner"]
 
 logger = logging.getLogger(__name__)
 
-M = TypeVar("M", bound=BaseModel)
 
 # kinds the service writes itself when a tool runs: the graph reporting them again would duplicate them
 _WRITTEN_BY_TOOLS = frozenset({"proposal", "trial", "verdict", "commit"})
@@ -121,19 +122,6 @@ class TrialRunner(Protocol):
     return its :class:`~harnessrl.records.trials.TrialResult`."""
 
     def run(self, update: InterfaceUpdate, candidate_id: str, failure: Failure | None = None) -> TrialResult: ...
-
-
-def _coerce(model: type[M], args: Any, kwargs: Mapping[str, Any]) -> M:
-    """A tool's arguments as its model, from the model itself, another model, a dict, or keywords."""
-    if args is None:
-        return model.model_validate(dict(kwargs))
-    if isinstance(args, model) and not kwargs:
-        return args
-    if isinstance(args, BaseModel):
-        args = args.model_dump()
-    if not isinstance(args, Mapping):
-        raise TypeError(f"{model.__name__} arguments must be a {model.__name__}, a dict or keywords")
-    return model.model_validate({**args, **kwargs})
 
 
 def _dump(x: Any) -> Any:
@@ -255,8 +243,8 @@ class EvolutionService:
         return out
 
     def _builder(self, interface: str) -> Callable[..., Candidate]:
-        def build(args: Any = None, /, **kwargs: Any) -> Candidate:
-            return self.build_candidate(interface, args, **kwargs)
+        def build(args: BuilderArgs) -> Candidate:
+            return self.build_candidate(interface, args)
 
         build.__name__ = self.harness.interfaces[interface].builder_tool
         return build
@@ -353,7 +341,7 @@ class EvolutionService:
         with self.lock:
             ready = self._audit_failures()
             if ready:
-                return f"the rubric audit's finding {ready[0].evidence.get('requirement_key')} has graded groups"
+                return f"the rubric audit's finding {ready[0].evidence.subject} has graded groups"
             for f in self._failures():
                 task = self.harness.tasks.get(f.task_id)
                 if f.step == step and task is not None and (f.kind, task_group(task)) not in self._seen:
@@ -375,23 +363,22 @@ class EvolutionService:
         return None
 
     # ------------------------------------------------------------------------------------ read tools
-    def get_failures(self, args: GetFailures | Mapping[str, Any] | None = None, /, **kwargs: Any) -> FailureList:
+    def get_failures(self, args: GetFailures) -> FailureList:
         """The failures to handle, one entry per persisting failure (see :class:`GetFailures`): first the rubric
         audit's findings whose tasks have newly graded groups (a requirement the prompts state that no rubric checks
         is exploited early, so it is repaired first), then the detected failures, newest first."""
-        a = _coerce(GetFailures, args, kwargs)
-        if a.task_id is not None:
-            self._task(a.task_id)  # an id that is no training task is an error, not an empty list
+        if args.task_id is not None:
+            self._task(args.task_id)  # an id that is no training task is an error, not an empty list
         with self.lock:
             groups: dict[tuple, list[Failure]] = {}
             handled: set[tuple] = set()
             audit = {f.id for f in self._audit_failures()}
             for f in self._all_failures():
-                if a.since_step is not None and f.step < a.since_step and f.id not in audit:
+                if args.since_step is not None and f.step < args.since_step and f.id not in audit:
                     continue
-                if a.kinds and f.kind not in a.kinds:
+                if args.kinds and f.kind not in args.kinds:
                     continue
-                if a.task_id is not None and f.task_id != a.task_id:
+                if args.task_id is not None and f.task_id != args.task_id:
                     continue
                 if self.handled.is_handled(f):
                     handled.add(f.key)
@@ -399,7 +386,7 @@ class EvolutionService:
                 groups.setdefault(f.key, []).append(f)
             views = [self._failure_view(fs) for fs in groups.values()]
         views.sort(key=lambda v: (v.failure_id not in audit, -v.step, v.kind, v.task_id))
-        return FailureList(failures=views[: a.limit], total=len(views), handled=len(handled - set(groups)))
+        return FailureList(failures=views[: args.limit], total=len(views), handled=len(handled - set(groups)))
 
     @staticmethod
     def _failure_view(reports: Sequence[Failure]) -> FailureView:
@@ -412,39 +399,40 @@ class EvolutionService:
             task_id=latest.task_id,
             domain=latest.domain,
             summary=latest.summary,
-            evidence=_dump(dict(latest.evidence or {})),
+            evidence=latest.evidence,
             interface_hint=latest.interface_hint,
             rubric_version=latest.rubric_version,
             occurrences=len({f.step for f in reports}),
             first_step=min(f.step for f in reports),
         )
 
-    def query_memory(self, args: QueryMemory | Mapping[str, Any] | None = None, /, **kwargs: Any) -> MemoryResult:
+    def query_memory(self, args: QueryMemory) -> MemoryResult:
         """Within-task history or cross-task evidence from the training memory (see :class:`QueryMemory`)."""
-        a = _coerce(QueryMemory, args, kwargs)
-        if a.task_id is not None:
-            self._task(a.task_id)
+        if args.task_id is not None:
+            self._task(args.task_id)
         if self.memory is None:
-            return MemoryResult(mode=a.mode, note="this run keeps no training memory: decide from the failures")
+            return MemoryResult(mode=args.mode, note="this run keeps no training memory: decide from the failures")
         mem = self.memory
-        if a.mode == "task_history":
-            steps = mem.task_history(a.task_id, last_n=a.n)
-            updates = mem.candidates(task_id=a.task_id)[-a.n :]
+        if args.mode == "task_history":
+            steps = mem.task_history(args.task_id, last_n=args.n)
+            updates = mem.candidates(task_id=args.task_id)[-args.n :]
             items = [{"record": "step", **s.model_dump(mode="json", exclude_none=True)} for s in steps]
             items += [{"record": "update", **c.model_dump(mode="json", exclude_none=True)} for c in updates]
-            return MemoryResult(mode=a.mode, items=items)
-        text = a.text or self._latest_failure_text(a.task_id)
+            return MemoryResult(mode=args.mode, items=items)
+        text = args.text or self._latest_failure_text(args.task_id)
         if not text:
-            raise CandidateError(f"no failure detected on task {a.task_id!r} yet: give the text to search for")
-        if a.mode == "similar_failures":
-            rows = mem.similar_failures(text, kind=a.kind, interface=a.interface, exclude_task=a.task_id, n=a.n)
-        elif a.mode == "what_worked":
-            rows = mem.what_worked(text, kind=a.kind, interface=a.interface, n=a.n, exclude_task=a.task_id)
+            raise CandidateError(f"no failure detected on task {args.task_id!r} yet: give the text to search for")
+        if args.mode == "similar_failures":
+            rows = mem.similar_failures(
+                text, kind=args.kind, interface=args.interface, exclude_task=args.task_id, n=args.n
+            )
+        elif args.mode == "what_worked":
+            rows = mem.what_worked(text, kind=args.kind, interface=args.interface, n=args.n, exclude_task=args.task_id)
         else:
-            rows = mem.similar_tasks(text, n=a.n, exclude_task=a.task_id, failure=a.kind)
+            rows = mem.similar_tasks(text, n=args.n, exclude_task=args.task_id, failure=args.kind)
         items = [r.model_dump(mode="json", exclude_none=True) for r in rows]
         note = "" if items else "nothing similar in the memory yet"
-        return MemoryResult(mode=a.mode, items=items, note=note)
+        return MemoryResult(mode=args.mode, items=items, note=note)
 
     def _latest_failure_text(self, task_id: str | None) -> str | None:
         if task_id is None:
@@ -454,23 +442,20 @@ class EvolutionService:
                 return f"{f.kind.replace('_', ' ')}: {f.summary}"  # how the memory words a failure
         return None
 
-    def inspect_rollouts(
-        self, args: InspectRollouts | Mapping[str, Any] | None = None, /, **kwargs: Any
-    ) -> RolloutList:
+    def inspect_rollouts(self, args: InspectRollouts) -> RolloutList:
         """A task's rubric, reference answer and recent rollouts, lowest to highest reward."""
-        a = _coerce(InspectRollouts, args, kwargs)
         with self.lock:
-            task = self._task(a.task_id)
-            current = self.harness.rubrics.current(a.task_id)
-            kept = self.recorder.latest_rollouts(a.task_id)
-        steps = sorted({r.step for r in kept})[-a.steps :]
+            task = self._task(args.task_id)
+            current = self.harness.rubrics.current(args.task_id)
+            kept = self.recorder.latest_rollouts(args.task_id)
+        steps = sorted({r.step for r in kept})[-args.steps :]
         pool = sorted(
             (r for r in kept if r.step in steps),
             key=lambda r: (r.reward is None, -1.0 if r.reward is None else r.reward, r.step, r.member),
         )
         chosen = pool
-        if len(pool) > a.limit:  # evenly spread over the reward order: both extremes and the middle
-            n, k = len(pool), a.limit
+        if len(pool) > args.limit:  # evenly spread over the reward order: both extremes and the middle
+            n, k = len(pool), args.limit
             chosen = [pool[(n - 1) // 2]] if k == 1 else [pool[round(i * (n - 1) / (k - 1))] for i in range(k)]
         return RolloutList(
             task_id=task.id,
@@ -500,17 +485,14 @@ class EvolutionService:
             verdicts=dict(r.verdicts),
         )
 
-    def get_harness_state(
-        self, args: GetHarnessState | Mapping[str, Any] | None = None, /, **kwargs: Any
-    ) -> HarnessView:
+    def get_harness_state(self, args: GetHarnessState) -> HarnessView:
         """Interface versions, and one task's sampling, guidance and rubric as they are now."""
-        a = _coerce(GetHarnessState, args, kwargs)
         with self.lock:
             step = self.current_step()
             h = self.harness
             view = None
-            if a.task_id is not None:
-                task = self._task(a.task_id)
+            if args.task_id is not None:
+                task = self._task(args.task_id)
                 fields: dict[str, Any] = {}
                 for iface in h.interfaces.values():
                     fields.update(iface.task_view(task, step))
@@ -518,20 +500,22 @@ class EvolutionService:
             return HarnessView(step=step, versions=h.versions, task=view)
 
     # ------------------------------------------------------------------------------------ builders
-    def build_candidate(
-        self, interface: str, args: BuilderArgs | InterfaceUpdate | Mapping[str, Any] | None = None, /, **kwargs: Any
-    ) -> Candidate:
-        """Build (not apply) a candidate of ``interface``, validated with that interface's ``preview``."""
+    def builder_args(self, interface: str) -> type[BuilderArgs]:
+        """The argument model of ``interface``'s builder tool (what :meth:`build_candidate` takes)."""
+        return builder_args(type(self.harness.interface(interface)))
+
+    def build_candidate(self, interface: str, args: BuilderArgs) -> Candidate:
+        """Build (not apply) a candidate of ``interface`` from its builder tool's arguments
+        (:meth:`builder_args`), validated with that interface's ``preview``."""
         iface = self.harness.interface(interface)
-        a = _coerce(builder_args(type(iface)), args, kwargs)
-        update = a.update()
+        update = args.update()
         with self.lock:
             try:
                 update = iface.widen(update)  # every task that shares the repair's signature, each its own instance
                 preview = iface.preview(update, self.current_step() + 1)
             except ValueError as e:
                 raise CandidateError(f"invalid {iface.builder_tool} candidate: {e}") from None
-            return self._propose(update, a.failure_id, preview)
+            return self._propose(update, args.failure_id, preview)
 
     def _propose(self, update: InterfaceUpdate, failure_id: str | None, preview: dict[str, Any]) -> Candidate:
         failure = None
@@ -586,13 +570,10 @@ class EvolutionService:
         return cand.view()
 
     # ------------------------------------------------------------------------------------ critic, commit
-    def run_frozen_policy_trial(
-        self, args: RunTrial | Mapping[str, Any] | None = None, /, **kwargs: Any
-    ) -> TrialResult:
+    def run_frozen_policy_trial(self, args: RunTrial) -> TrialResult:
         """Measure a candidate on the frozen policy with the trials object; record and return its result."""
-        a = _coerce(RunTrial, args, kwargs)
-        with self._policy_still("run_frozen_policy_trial", a.candidate_id), self.lock:
-            cand = self._get(a.candidate_id)
+        with self._policy_still("run_frozen_policy_trial", args.candidate_id), self.lock:
+            cand = self._get(args.candidate_id)
             if cand.status == "committed":
                 raise CandidateError(f"candidate {cand.candidate_id} is already committed (version {cand.version})")
             if self.trials is None:
@@ -648,11 +629,10 @@ class EvolutionService:
             reason=result.reason,
         )
 
-    def commit_update(self, args: CommitUpdate | Mapping[str, Any] | None = None, /, **kwargs: Any) -> CommitResult:
+    def commit_update(self, args: CommitUpdate) -> CommitResult:
         """Apply an accepted candidate from the next step and save the harness; refuse anything unmeasured."""
-        a = _coerce(CommitUpdate, args, kwargs)
-        with self._policy_still("commit_update", a.candidate_id), self.lock:
-            cand = self._get(a.candidate_id)
+        with self._policy_still("commit_update", args.candidate_id), self.lock:
+            cand = self._get(args.candidate_id)
             cid = cand.candidate_id
             step = self.current_step()
             self._check_committable(cand, step)
@@ -757,15 +737,13 @@ class EvolutionService:
         return json.dumps(self.harness.interface(update).target_state(update), sort_keys=True, default=str)
 
     # ------------------------------------------------------------------------------------ holding training
-    def hold_training(self, args: HoldTraining | Mapping[str, Any] | None = None, /, **kwargs: Any) -> HoldState:
+    def hold_training(self, args: HoldTraining) -> HoldState:
         """Ask the trainer to stop at its next step boundary, for a lease of ``seconds`` (see
         :class:`~harnessrl.interfaces.tools.HoldTraining`); waits up to ``wait_s`` for it to stop."""
-        a = _coerce(HoldTraining, args, kwargs)
-        return self.hold.hold(a.seconds, a.wait_s)
+        return self.hold.hold(args.seconds, args.wait_s)
 
-    def release_training(self, args: ReleaseTraining | Mapping[str, Any] | None = None, /, **kwargs: Any) -> HoldState:
+    def release_training(self, args: ReleaseTraining) -> HoldState:
         """End the hold: the trainer goes on at once."""
-        _coerce(ReleaseTraining, args, kwargs)
         return self.hold.release()
 
     def step_boundary(self, step: int) -> None:
@@ -979,11 +957,10 @@ class EvolutionService:
             except Exception:
                 logger.exception("training memory: recording the attribution of %s failed", failure_id)
 
-    def record_event(self, args: RecordEvent | Mapping[str, Any] | None = None, /, **kwargs: Any) -> EventRecorded:
+    def record_event(self, args: RecordEvent) -> EventRecorded:
         """The ``record_event`` tool: one step the evolver's graph reports, recorded by :meth:`on_event`."""
-        a = _coerce(RecordEvent, args, kwargs)
-        self.on_event(a.kind, a.payload)
-        return EventRecorded(kind=a.kind, written=a.kind not in _WRITTEN_BY_TOOLS)
+        self.on_event(args.kind, args.payload)
+        return EventRecorded(kind=args.kind, written=args.kind not in _WRITTEN_BY_TOOLS)
 
     def on_event(self, kind: str, payload: Mapping[str, Any] | BaseModel | None = None) -> None:
         """The graph's ``on_event(kind, payload)`` callback. ``attribution`` is recorded by

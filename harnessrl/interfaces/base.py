@@ -44,6 +44,7 @@ from pydantic import BaseModel, Field, ValidationError
 from harnessrl.critic.signal import CRITERION_SIGNAL, RHO_PREFIX, SIGNAL_SHARE
 from harnessrl.data.schema import Task
 from harnessrl.interfaces.evidence import ProposalEvidence
+from harnessrl.records.evidence import CriterionStreakEvidence, SpuriousFeatureEvidence
 from harnessrl.records.failures import Failure
 
 if TYPE_CHECKING:
@@ -190,14 +191,16 @@ def failure_metric(failure: Failure | None, *, reference_rank: str | None = None
     spurious rewards, ``criterion_signal`` for a saturated or dead criterion named in the evidence,
     ``reference_rank`` for reference_below_policy when the interface passes that metric, and else
     ``signal_share`` (the share of groups that give signal)."""
-    kind = failure.kind if failure is not None else None
+    if failure is None:
+        return SIGNAL_SHARE
+    kind, ev = failure.kind, failure.evidence
     if kind == "spurious_length":
         return RHO_PREFIX + "length"
     if kind == "spurious_feature":
-        return RHO_PREFIX + str(failure.evidence.get("feature") or "length")  # type: ignore[union-attr]
+        return RHO_PREFIX + (ev.narrow(SpuriousFeatureEvidence).feature or "length")
     if kind == "reference_below_policy" and reference_rank:
         return reference_rank
-    if kind in ("criterion_saturated", "criterion_dead") and failure.evidence.get("criterion_id"):  # type: ignore[union-attr]
+    if kind in ("criterion_saturated", "criterion_dead") and ev.narrow(CriterionStreakEvidence).criterion_id:
         return CRITERION_SIGNAL
     return SIGNAL_SHARE
 

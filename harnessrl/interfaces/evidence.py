@@ -16,10 +16,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, ValidationInfo, field_validator
 
 from harnessrl.data.checks import count_words
 from harnessrl.data.schema import Criterion
+from harnessrl.records.evidence import Evidence, parse_evidence
 
 __all__ = [
     "Attempt",
@@ -51,13 +52,22 @@ class FailureView(BaseModel):
     task_id: str
     domain: str
     summary: str
-    evidence: dict[str, Any] = Field(default_factory=dict)
+    evidence: SerializeAsAny[Evidence] = Field(
+        default_factory=dict,
+        validate_default=True,
+        description="The numbers behind it: the detector's evidence of its kind (docs/design.md §4).",
+    )
     interface_hint: str | None = Field(
         default=None, description="The interface registered as the first choice for this kind (None: none claims it)."
     )
     rubric_version: int | None = None
     occurrences: int = Field(default=1, description="Steps it was detected at (it persisted).")
     first_step: int | None = None
+
+    @field_validator("evidence", mode="before")
+    @classmethod
+    def _evidence_of_kind(cls, v: Any, info: ValidationInfo) -> Evidence:
+        return parse_evidence(info.data.get("kind"), v)
 
 
 # criteria as plain objects: the typed Criterion (with its union of checks) would make every result's
@@ -207,8 +217,8 @@ class ProposalEvidence(BaseModel):
 
     # ------------------------------------------------------------------ derived facts
     @property
-    def ev(self) -> dict[str, Any]:
-        """The failure's evidence (the detector's numbers)."""
+    def ev(self) -> Evidence:
+        """The failure's evidence (the detector's numbers, the model of its kind)."""
         return self.failure.evidence
 
     @property

@@ -27,6 +27,7 @@ from harnessrl.interfaces.base import (
     suggestions,
 )
 from harnessrl.interfaces.evidence import ProposalEvidence, TrialView, as_sentence, clip_text, excerpt, number
+from harnessrl.records.evidence import CriterionStreakEvidence, ScaffoldOutgrownEvidence
 
 if TYPE_CHECKING:
     from harnessrl.critic.acceptance import Measured
@@ -478,20 +479,22 @@ def _guide_more(e: ProposalEvidence) -> SetGuidance | None:
 
 def _criterion_text(e: ProposalEvidence) -> str | None:
     """The text of the failure's criterion (from its evidence, else from the rubric)."""
-    crit = e.criterion(e.ev.get("criterion_id"))
-    text = e.ev.get("criterion_text") or (crit.text if crit else None)
+    streak = e.ev.narrow(CriterionStreakEvidence)
+    crit = e.criterion(streak.criterion_id)
+    text = streak.criterion_text or (crit.text if crit else None)
     return str(text).rstrip(".") if text else None
 
 
 def _criterion_hint(e: ProposalEvidence, hint: str, why: tuple[str, str]) -> SetGuidance:
     """A hint about the failure's criterion for half of each group; ``why`` follows the criterion's id and its
     recent means in the rationale."""
+    streak = e.ev.narrow(CriterionStreakEvidence)
     return SetGuidance(
         scope="task",
         target=e.task_id,
         text=clip_text(hint, 600),
         fraction=0.5,
-        rationale=f"{why[0]} {e.ev.get('criterion_id')} (recent means {e.ev.get('recent_means')}); {why[1]}",
+        rationale=f"{why[0]} {streak.criterion_id} (recent means {streak.recent_means}); {why[1]}",
     )
 
 
@@ -528,11 +531,12 @@ def _fade(e: ProposalEvidence) -> SetGuidance | None:
         rule = GuidanceRule.model_validate(view.get("guidance") or {})
     except ValueError:
         return None
-    guided, size = int(number(e.ev.get("guided")) or 0), int(number(e.ev.get("group_size")) or 0)
+    ev = e.ev.narrow(ScaffoldOutgrownEvidence)
+    guided, size = int(number(ev.guided) or 0), int(number(ev.group_size) or 0)
     if not rule.text or rule.fraction <= 0 or guided < 1 or size < 2:
         return None
     keep = guided // 2
-    plain = ", ".join(f"{v:g}" for v in e.ev.get("plain_rewards") or [] if v is not None)
+    plain = ", ".join(f"{v:g}" for v in ev.plain_rewards if v is not None)
     why = f"The {size - guided} unguided members give signal without the hint (rewards {plain})"
     if keep:
         return SetGuidance(
@@ -547,7 +551,7 @@ def _fade(e: ProposalEvidence) -> SetGuidance | None:
     # none left: remove the task's rule; a domain's rule is covered by a task rule without a hint
     temperature = rule.temperature
     if view.get("guidance_scope") == "domain" and temperature is None:
-        temperature = number(view.get("temperature")) or number(e.ev.get("temperature"))
+        temperature = number(view.get("temperature")) or number(ev.temperature)
     return SetGuidance(
         scope="task",
         target=e.task_id,

@@ -39,6 +39,7 @@ from harnessrl.interfaces.rubric_edit import (
     new_criterion,
 )
 from harnessrl.interfaces.rubric_remedies import suggest_edits
+from harnessrl.records.evidence import CriterionStreakEvidence
 from harnessrl.records.failures import Failure
 
 if TYPE_CHECKING:
@@ -329,7 +330,7 @@ class RubricCriteria(Interface):
             candidates = [self.rubric_for(update, t.id) for t in tasks]
         except ValueError as e:
             trial.reject(f"invalid candidate: {e}")
-        cid = trial.failure.evidence.get("criterion_id") if trial.failure is not None else None
+        cid = trial.failure.evidence.narrow(CriterionStreakEvidence).criterion_id if trial.failure is not None else None
         touched = ({str(cid)} if cid else set()) | set(update.reword) | set(update.reweight)
         parts = []
         for task, candidate in zip(tasks, candidates, strict=True):

@@ -17,7 +17,7 @@ from harnessrl.interfaces.base import InterfaceUpdate
 from harnessrl.interfaces.induction import requirement_key
 
 __all__ = [
-    "MAX_CRITERION_CHARS",
+    "MAX_EDIT_CRITERION_CHARS",
     "MAX_RUBRIC_CRITERIA",
     "MAX_WEIGHT",
     "CoveredEdit",
@@ -26,14 +26,15 @@ __all__ = [
     "new_criterion",
 ]
 
-MAX_CRITERION_CHARS = 1000
-"""Longest criterion text an edit may write (added or reworded)."""
+MAX_EDIT_CRITERION_CHARS = 1000
+"""Longest criterion text the evolver's edit may write (added or reworded): one or two sentences. A dataset's
+own criteria are held to the far looser :data:`~harnessrl.data.schema.MAX_CRITERION_CHARS` when loaded."""
 MAX_WEIGHT = 100.0
 """Largest criterion weight, in absolute value, an edit may set."""
 MAX_RUBRIC_CRITERIA = 32
 """Most criteria an edit may leave a rubric with (a dataset rubric that has more may keep them)."""
 
-_CriterionText = Annotated[str, Field(min_length=1, max_length=MAX_CRITERION_CHARS)]
+_CriterionText = Annotated[str, Field(min_length=1, max_length=MAX_EDIT_CRITERION_CHARS)]
 _Weight = Annotated[float, Field(ge=-MAX_WEIGHT, le=MAX_WEIGHT)]
 
 
@@ -75,10 +76,10 @@ class EditRubric(InterfaceUpdate):
         if any(w == 0 for w in self.reweight.values()):
             raise ValueError("reweight to 0 is not allowed: remove the criterion instead")
         for c in self.add:
-            if len(c.text) > MAX_CRITERION_CHARS:
+            if len(c.text) > MAX_EDIT_CRITERION_CHARS:
                 raise ValueError(
-                    f"added criterion {c.id!r} has {len(c.text)} characters of text: at most {MAX_CRITERION_CHARS}; "
-                    "say in one or two sentences what the response must (not) do"
+                    f"added criterion {c.id!r} has {len(c.text)} characters of text: at most "
+                    f"{MAX_EDIT_CRITERION_CHARS}; say in one or two sentences what the response must (not) do"
                 )
             if abs(c.weight) > MAX_WEIGHT:
                 raise ValueError(

@@ -15,12 +15,20 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from harnessrl.data.checks import check_passes, words
+from harnessrl.data.checks import check_passes, count_bullets, words
 from harnessrl.data.schema import Criterion
 from harnessrl.interfaces.base import Suggestion, suggestions
 from harnessrl.interfaces.evidence import ProposalEvidence, as_sentence, clip_text, excerpt, number, round_weight
 from harnessrl.interfaces.induction import InducedCheck, requirement_key, stated_requirements, tightened_bound
 from harnessrl.interfaces.rubric_edit import EditRubric, criterion_requirement, new_criterion
+from harnessrl.records.evidence import (
+    CriterionStreakEvidence,
+    JudgeDisagreementEvidence,
+    ReferenceBelowPolicyEvidence,
+    SpuriousEvidence,
+    SpuriousFeatureEvidence,
+    UncheckedRequirementEvidence,
+)
 
 __all__ = ["PLAYBOOK", "REMEDIES", "suggest_edits"]
 
@@ -49,8 +57,6 @@ __all__ = ["PLAYBOOK", "REMEDIES", "suggest_edits"]
 # - spurious length (above): the limit is the prompt's own ("at most 20 words") when it states one;
 # - judge disagreement: reword the criterion to be explicitly checkable -> reweight it down.
 
-_BULLET = re.compile(r"^\s*(?:[-*•+]|\d+[.)])\s+\S", re.MULTILINE)
-
 
 @dataclass(frozen=True)
 class _Target:
@@ -64,12 +70,13 @@ class _Target:
 
 
 def _target(e: ProposalEvidence) -> _Target | None:
-    cid = e.ev.get("criterion_id") or e.ev.get("worst_criterion")
+    streak = e.ev.narrow(CriterionStreakEvidence)
+    cid = streak.criterion_id or e.ev.narrow(JudgeDisagreementEvidence).worst_criterion
     crit = e.criterion(cid)
     if crit is not None:
         return _Target(crit.id, crit.text, crit.weight, crit.check is not None or crit.kind == "programmatic", True)
-    if cid and e.ev.get("criterion_text"):
-        return _Target(str(cid), str(e.ev["criterion_text"]), number(e.ev.get("weight")), False, False)
+    if cid and streak.criterion_text:
+        return _Target(str(cid), streak.criterion_text, number(streak.weight), False, False)
     return None
 
 
@@ -146,11 +153,14 @@ def _length_pitfall(e: ProposalEvidence, margin: float | None = None) -> EditRub
         return None
     limit, basis = got
     weight = 0.5 * e.sum_pos
+    # a reference_below_policy failure comes here too (its length remedy): its rollouts counted, no rho
+    spurious = e.ev.narrow(SpuriousEvidence)
+    n = spurious.n if isinstance(e.ev, SpuriousEvidence) else e.ev.narrow(ReferenceBelowPolicyEvidence).n
     return _length_pitfall_edit(
         e,
         limit,
         weight,
-        f"Reward rises with length (Spearman rho {e.ev.get('rho')} over {e.ev.get('n')} rollouts), so padding pays. A "
+        f"Reward rises with length (Spearman rho {spurious.rho} over {n} rollouts), so padding pays. A "
         f"word_count pitfall above {limit} words ({basis}) with weight -{round_weight(weight)} makes padding cost "
         "reward while an answer of the reference's length keeps its score.",
     )
@@ -202,10 +212,11 @@ def _padding_pitfall(e: ProposalEvidence) -> EditRubric:
 
 
 def _feature_pitfall(e: ProposalEvidence, heavier: bool = False) -> EditRubric | None:
-    feature = str(e.ev.get("feature") or "")
+    spurious = e.ev.narrow(SpuriousFeatureEvidence)
+    feature = spurious.feature or ""
     weight = -round_weight((1.0 if heavier else 0.5) * e.sum_pos)
     if feature == "bullets":
-        n = max(len(_BULLET.findall(e.reference or "")) + 2, 4)
+        n = max(count_bullets(e.reference or "") + 2, 4)
         text = f"The response uses more than {n - 1} bullet lines (list padding)."
         crit = new_criterion("bullet_pitfall", text, weight, {"type": "bullet_count", "min": n})
     elif feature == "exclamations":
@@ -214,12 +225,10 @@ def _feature_pitfall(e: ProposalEvidence, heavier: bool = False) -> EditRubric |
             "exclamation_pitfall", text, weight, {"type": "regex", "pattern": "!.*!", "multiline": False}
         )
     elif feature:
-        word = e.ev.get("word")
-        what = f" (e.g. '{word}')" if word else ""
         cid = f"{re.sub(r'[^a-z0-9_]+', '_', feature.lower())}_pitfall"
         crit = new_criterion(
             cid,
-            f"The response games the grader through {feature.replace('_', ' ')}{what} instead of substance.",
+            f"The response games the grader through {feature.replace('_', ' ')} instead of substance.",
             weight,
         )
     else:
@@ -227,8 +236,8 @@ def _feature_pitfall(e: ProposalEvidence, heavier: bool = False) -> EditRubric |
     return EditRubric(
         task_id=e.task_id,
         add=[crit],
-        rationale=f"Reward rises with {feature} (rho {e.ev.get('rho')}, partial given length "
-        f"{e.ev.get('partial_rho_given_length')}): a pitfall against it with weight {weight}.",
+        rationale=f"Reward rises with {feature} (rho {spurious.rho}, partial given length "
+        f"{spurious.partial_rho_given_length}): a pitfall against it with weight {weight}.",
     )
 
 
@@ -236,11 +245,12 @@ def _reference_criterion(e: ProposalEvidence) -> EditRubric | None:
     if not e.reference:
         return None
     text = clip_text(f'Covers the key points of this reference answer: "{excerpt(e.reference, 60)}"', 900)
+    below = e.ev.narrow(ReferenceBelowPolicyEvidence)
     return EditRubric(
         task_id=e.task_id,
         add=[new_criterion("reference_points", text, round_weight(e.max_pos))],
-        rationale=f"The reference answer scores below the policy ({e.ev.get('reference_reward')} vs median "
-        f"{e.ev.get('median_reward')}): a criterion for the reference's key points restores the order.",
+        rationale=f"The reference answer scores below the policy ({below.reference_reward} vs median "
+        f"{below.median_reward}): a criterion for the reference's key points restores the order.",
     )
 
 
@@ -301,7 +311,8 @@ def _reword_checkable(e: ProposalEvidence) -> EditRubric | None:
     return _reword(
         e,
         " (count it only when the response states it explicitly).",
-        f"The judge disagrees with itself on criterion {{id}} (mean |Δ| {e.ev.get('mean_abs_delta')}); "
+        f"The judge disagrees with itself on criterion {{id}} (mean |Δ| "
+        f"{e.ev.narrow(JudgeDisagreementEvidence).mean_abs_delta}); "
         "reworded to be explicitly checkable.",
     )
 
@@ -411,7 +422,8 @@ def _partial_criterion(e: ProposalEvidence) -> EditRubric | None:
     return EditRubric(
         task_id=e.task_id,
         add=[new_criterion(f"{crit.id}_partial", text, round_weight(max(0.1, 0.5 * crit.weight)))],
-        rationale=f"No rollout meets criterion {crit.id} (recent means {e.ev.get('recent_means')}), so it adds "
+        rationale=f"No rollout meets criterion {crit.id} (recent means "
+        f"{e.ev.narrow(CriterionStreakEvidence).recent_means}), so it adds "
         "nothing to the advantage; a criterion the policy can partly meet now gives the group a spread towards it.",
     )
 
@@ -459,7 +471,7 @@ def _induced(e: ProposalEvidence, rank: int = 0) -> EditRubric | None:
 
 def _tightened(e: ProposalEvidence) -> EditRubric | None:
     """A saturated bound check, tightened to the bound the reference meets and part of the rollouts miss."""
-    crit = e.criterion(e.ev.get("criterion_id"))
+    crit = e.criterion(e.ev.narrow(CriterionStreakEvidence).criterion_id)
     if not e.settings.induced_criteria or crit is None or crit.check is None or crit.weight <= 0:
         return None
     old = crit.check.model_dump(mode="json", exclude_none=True)
@@ -479,7 +491,7 @@ def _tightened(e: ProposalEvidence) -> EditRubric | None:
 def _requirement(e: ProposalEvidence) -> EditRubric | None:
     """The requirement the rubric audit found the prompt states and the rubric does not check (the failure's
     ``requirement_key``), as this task's own exact criterion; the trainer widens it to every task that states it."""
-    key = e.ev.get("requirement_key")
+    key = e.ev.narrow(UncheckedRequirementEvidence).requirement_key
     for check, text in stated_requirements(e.prompt or ""):
         if requirement_key(check) != key:
             continue

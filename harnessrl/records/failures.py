@@ -12,7 +12,9 @@ import json
 from collections.abc import Mapping
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SerializeAsAny, ValidationInfo, field_validator
+
+from harnessrl.records.evidence import Evidence, parse_evidence
 
 __all__ = ["FAILURE_KINDS", "Failure", "FailureKind", "failure_id"]
 
@@ -42,12 +44,21 @@ class Failure(BaseModel):
     task_id: str
     domain: str
     rubric_version: int | None = None
-    evidence: dict[str, Any] = Field(default_factory=dict, description="The numbers behind it (JSON-serialisable).")
+    evidence: SerializeAsAny[Evidence] = Field(
+        default_factory=dict,
+        validate_default=True,
+        description="The numbers behind it: the model its kind names (:mod:`harnessrl.records.evidence`).",
+    )
     summary: str = Field(description="One readable sentence with the numbers.")
     interface_hint: str | None = Field(
         default=None,
         description="The interface registered as the first choice for this kind (a hint only; None: none claims it).",
     )
+
+    @field_validator("evidence", mode="before")
+    @classmethod
+    def _evidence_of_kind(cls, v: Any, info: ValidationInfo) -> Evidence:
+        return parse_evidence(info.data.get("kind"), v)
 
     @property
     def id(self) -> str:
@@ -58,8 +69,7 @@ class Failure(BaseModel):
     def key(self) -> tuple[str, str, str | None]:
         """(kind, task, criterion, feature or requirement): what stays the same while a failure persists across
         steps."""
-        ev = self.evidence
-        return self.kind, self.task_id, ev.get("criterion_id") or ev.get("feature") or ev.get("requirement_key")
+        return self.kind, self.task_id, self.evidence.subject or None
 
 
 def failure_id(failure: Failure | Mapping[str, Any] | Any) -> str:

@@ -5,6 +5,10 @@ it turns on. ``harnessrl`` runs the evolver; the others never do (detectors and 
 is plain GRPO, ``dapo`` turns on the trainer's dynamic sampling, ``odf`` the task-sampling interface's
 difficulty filter, ``oracle`` trains on the gold rubrics (the upper bound of any rubric repair).
 
+Training (the run config's ``method`` and its validation, the run's start event and log), the bench (its
+built-in methods, the ones a bench runs by default, the settings a method never reads) and the report read
+this table, so a new method is one entry (:func:`register_method` adds one from outside).
+
 This module reads a run config only through the attributes the callables use, and imports nothing of the
 trainer, so :mod:`harnessrl.trainer.train_config` takes its method names from here.
 """
@@ -15,7 +19,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["METHOD_NAMES", "METHOD_TABLE", "MethodSpec", "method_spec"]
+__all__ = [
+    "FIXED_HARNESS",
+    "METHOD_TABLE",
+    "MethodSpec",
+    "default_bench_methods",
+    "method_names",
+    "method_spec",
+    "methods_described",
+    "register_method",
+]
 
 
 @dataclass(frozen=True)
@@ -23,6 +36,8 @@ class MethodSpec:
     """One training method: what it turns on, and its settings as a run's start event and log show them."""
 
     name: str
+    summary: str = ""
+    """What it is, in a few words (the run config's ``method`` field lists them)."""
     evolver: bool = False
     """Whether the evolver runs (only the evolving harness)."""
     dynamic_sampling: bool = False
@@ -35,13 +50,46 @@ class MethodSpec:
     """Its resolved settings (for ``run_start``)."""
     describe: Callable[[dict[str, Any]], str] = lambda s: ""
     """One line for the run's log, from :attr:`settings`."""
+    settings_section: str | None = None
+    """The run config's section only this method reads (another method's run is the same whatever it holds)."""
+    in_default_bench: bool = True
+    """Whether a bench config that lists no methods runs it."""
 
 
 METHOD_TABLE: dict[str, MethodSpec] = {
     spec.name: spec
     for spec in (
         MethodSpec(
+            "fixed",
+            summary="plain GRPO",
+            describe=lambda s: "plain GRPO; the harness never changes (detectors and memory stay on)",
+        ),
+        MethodSpec(
+            "dapo",
+            summary="DAPO dynamic sampling",
+            dynamic_sampling=True,
+            settings_section="dapo",
+            settings=lambda c: {"eps": c.dapo_eps, "max_extra_groups": c.dapo_max_extra_groups},
+            describe=lambda s: (
+                f"plain GRPO with DAPO dynamic sampling (drop groups with reward std < {s['eps']}, "
+                f"refill with up to {s['max_extra_groups']} extra groups a step); the harness never changes"
+            ),
+        ),
+        MethodSpec(
+            "odf",
+            summary="online difficulty filtering",
+            difficulty_filter=True,
+            settings_section="odf",
+            settings=lambda c: c.odf.model_dump(),
+            describe=lambda s: (
+                f"plain GRPO with online difficulty filtering (train on tasks whose mean reward over their last "
+                f"{s['window']} groups is in [{s['low']}, {s['high']}]; re-probe skipped ones after "
+                f"{s['reprobe_after']} steps); the harness never changes"
+            ),
+        ),
+        MethodSpec(
             "harnessrl",
+            summary="the evolving harness",
             evolver=True,
             settings=lambda c: {
                 "backend": c.evolver.backend,
@@ -53,31 +101,10 @@ METHOD_TABLE: dict[str, MethodSpec] = {
             ),
         ),
         MethodSpec(
-            "fixed",
-            describe=lambda s: "plain GRPO; the harness never changes (detectors and memory stay on)",
-        ),
-        MethodSpec(
-            "dapo",
-            dynamic_sampling=True,
-            settings=lambda c: {"eps": c.dapo_eps, "max_extra_groups": c.dapo_max_extra_groups},
-            describe=lambda s: (
-                f"plain GRPO with DAPO dynamic sampling (drop groups with reward std < {s['eps']}, "
-                f"refill with up to {s['max_extra_groups']} extra groups a step); the harness never changes"
-            ),
-        ),
-        MethodSpec(
-            "odf",
-            difficulty_filter=True,
-            settings=lambda c: c.odf.model_dump(),
-            describe=lambda s: (
-                f"plain GRPO with online difficulty filtering (train on tasks whose mean reward over their last "
-                f"{s['window']} groups is in [{s['low']}, {s['high']}]; re-probe skipped ones after "
-                f"{s['reprobe_after']} steps); the harness never changes"
-            ),
-        ),
-        MethodSpec(
             "oracle",
+            summary="plain GRPO on the gold rubrics",
             train_rubric="gold",
+            in_default_bench=False,  # it needs a suite whose tasks carry gold rubrics
             settings=lambda c: {"train_rubric": c.data.train_rubric},
             describe=lambda s: (
                 "plain GRPO on the gold rubrics (the upper bound of any rubric repair); the harness never changes"
@@ -85,9 +112,16 @@ METHOD_TABLE: dict[str, MethodSpec] = {
         ),
     )
 }
-"""Every training method by name, the evolving harness first."""
+"""Every training method by name, in the order a bench runs them: the baselines, the evolving harness, the oracle."""
 
-METHOD_NAMES: tuple[str, ...] = tuple(METHOD_TABLE)
+FIXED_HARNESS = "fixed"
+"""The method a run config means by ``evolver.enabled: false`` without a method (the older way to ask for a fixed
+harness)."""
+
+
+def method_names() -> tuple[str, ...]:
+    """Every method's name, in the table's order."""
+    return tuple(METHOD_TABLE)
 
 
 def method_spec(name: str) -> MethodSpec:
@@ -95,4 +129,25 @@ def method_spec(name: str) -> MethodSpec:
     try:
         return METHOD_TABLE[name]
     except KeyError:
-        raise ValueError(f"unknown method {name!r}; the methods are: {', '.join(METHOD_NAMES)}") from None
+        raise ValueError(f"unknown method {name!r}; the methods are: {', '.join(METHOD_TABLE)}") from None
+
+
+def register_method(spec: MethodSpec) -> MethodSpec:
+    """Add ``spec`` to the table: training, the bench and the report know it from then on. A name the table
+    has already is refused (a ValueError naming it)."""
+    if spec.name in METHOD_TABLE:
+        raise ValueError(f"method {spec.name!r} is registered already; choose another name")
+    METHOD_TABLE[spec.name] = spec
+    return spec
+
+
+def default_bench_methods() -> tuple[str, ...]:
+    """The methods a bench config that lists none runs, in the table's order."""
+    return tuple(name for name, spec in METHOD_TABLE.items() if spec.in_default_bench)
+
+
+def methods_described() -> str:
+    """Each method's name and summary, and which runs the evolver (for the run config's ``method`` field)."""
+    listed = "; ".join(f"{name}: {spec.summary}" if spec.summary else name for name, spec in METHOD_TABLE.items())
+    evolving = [name for name, spec in METHOD_TABLE.items() if spec.evolver]
+    return f"{listed}. Only {' and '.join(evolving)} runs the evolver."

@@ -1,4 +1,27 @@
-"""Resuming a run that was killed: the run directory made to agree with the checkpoint it goes on from.
+"""Resuming a run that was killed: what a resumed run restores, and the run directory made to agree with the
+checkpoint it goes on from.
+
+This module is the one home of resume: the run (:mod:`harnessrl.trainer.run`) asks it at each stage, and it
+asks each part for its own saved state. What a resumed run restores, and from where:
+
+============================ ========================================== ======================================
+what                         from                                       here
+============================ ========================================== ======================================
+the policy, optimizer, step  the last complete ``checkpoint-<step>``    :func:`last_checkpoint` (TRL loads it)
+the harness                  ``harness.json`` (every committed update)  :func:`restore_harness`
+the step records             ``steps.jsonl``, ``rollouts/`` (after      :func:`restore_records`
+                             rolling back the steps after the
+                             checkpoint; missing commit events written)
+the trainer's counters       the last ``metrics.jsonl`` row             :func:`restore_accounting`
+the detectors' windows, the  the kept step records and rollouts          :func:`restore_listeners`
+critic's step records
+handled failures, the        ``events.jsonl`` (``failure_handled``,     :func:`restore_listeners`
+evolver's counts             the evolver's decisions)
+the run's totals             the records of every earlier process       :func:`restored_totals`
+the training memory          its own store in the run directory, kept    (nothing to do)
+                             as it is (it keeps the re-run steps' rows
+                             beside the first ones)
+============================ ========================================== ======================================
 
 What a kill (SIGKILL, power loss) can leave, and what ``--resume`` does with it:
 
@@ -33,13 +56,36 @@ import logging
 import os
 import re
 from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from harnessrl.interfaces.harness import Harness
 from harnessrl.records.run_dir import RunDir
 from harnessrl.records.steps import GroupRecord, Recorder, StepRecord
+from harnessrl.trainer.totals import RunTotals, run_totals
 
-__all__ = ["CHECKPOINT_NAME", "ROLLED_BACK", "checkpoint_step", "reconcile_commits", "replay", "roll_back"]
+if TYPE_CHECKING:
+    from harnessrl.data.schema import Task
+    from harnessrl.evolution.service import EvolutionService
+
+__all__ = [
+    "CHECKPOINT_NAME",
+    "ROLLED_BACK",
+    "Resumed",
+    "checkpoint_step",
+    "complete_checkpoint",
+    "last_checkpoint",
+    "reconcile_commits",
+    "replay",
+    "restore_accounting",
+    "restore_harness",
+    "restore_listeners",
+    "restore_records",
+    "restored_totals",
+    "roll_back",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -57,6 +103,95 @@ def checkpoint_step(checkpoint: str | Path | None) -> int:
     if match is None:
         raise ValueError(f"{checkpoint} is not a checkpoint-<step> folder")
     return int(match[1])
+
+
+def complete_checkpoint(path: Path) -> bool:
+    """Whether a checkpoint was written to the end: the Trainer writes ``trainer_state.json`` after the
+    weights, optimizer, scheduler and RNG states, so one without a readable state was cut short (the
+    process killed, or the disk full, mid-save)."""
+    try:
+        return isinstance(json.loads((path / "trainer_state.json").read_text(encoding="utf-8")), dict)
+    except (OSError, ValueError):
+        return False
+
+
+def last_checkpoint(run: RunDir, warn: bool = True) -> str | None:
+    """The newest complete ``checkpoint-<step>`` (an incomplete one is skipped, with a warning when ``warn``)."""
+    found = []
+    for path in run.checkpoints.glob("checkpoint-*"):
+        match = CHECKPOINT_NAME.fullmatch(path.name)
+        if match is None or not path.is_dir():
+            continue
+        if complete_checkpoint(path):
+            found.append((int(match[1]), path))
+        elif warn:
+            logger.warning("%s is incomplete (no trainer_state.json: cut short mid-save); skipped", path)
+    return str(max(found)[1]) if found else None
+
+
+@dataclass
+class Resumed:
+    """Where a run goes on from: the checkpoint (None: a fresh run, or no complete checkpoint yet, training starts
+    over) and the steps after it whose records were rolled back."""
+
+    checkpoint: str | None = None
+    rolled_back: list[int] = field(default_factory=list)
+
+    @property
+    def step(self) -> int:
+        """The checkpoint's step (0: none)."""
+        return checkpoint_step(self.checkpoint)
+
+
+def restore_harness(run: RunDir, tasks: Sequence[Task], **settings: Any) -> Harness | None:
+    """The harness as last saved (``harness.json``: every update committed before the kill, those after the
+    checkpoint included), with the run's ``settings``; None when the run saved none yet."""
+    if not run.harness.exists():
+        return None
+    return Harness.load(run.harness, tasks, **settings)
+
+
+def restore_records(run: RunDir, harness: Harness, recorder: Recorder, main: bool = True) -> Resumed:
+    """The run directory made to agree with its last complete checkpoint (on the main process: the records of the
+    steps after it rolled back, a commit whose event a kill cut off written), and the kept rollouts loaded into
+    ``recorder``."""
+    resumed = Resumed(checkpoint=last_checkpoint(run))
+    if main:
+        resumed.rolled_back = roll_back(run, resumed.step)
+        reconcile_commits(run, harness)
+    recorder.load_rollouts()
+    return resumed
+
+
+def restore_accounting(run: RunDir, accounting: dict[str, Any]) -> None:
+    """The trainer's cumulative counters (rollouts, judge calls, ...) go on from the last ``metrics.jsonl`` row
+    that has them."""
+    last = next((m for m in reversed(run.read("metrics.jsonl")) if "rollouts/generated" in m), {})
+    for k in accounting:
+        accounting[k] = last.get(k) or 0
+
+
+def restore_listeners(
+    run: RunDir,
+    resumed: Resumed,
+    recorder: Recorder,
+    observe: Callable[..., Any] | None,
+    service: EvolutionService | None,
+    window: int,
+) -> None:
+    """What listens to the steps goes on where it was: the detectors' windows and the critic's step records from
+    the last ``window`` steps' records (:func:`replay`, ``observe`` the failure detector's, None off the main
+    process), and what earlier processes' evolution points decided (handled failures, the evolver's counts) from
+    ``events.jsonl`` up to the checkpoint (``service``: None when the run has no evolver)."""
+    replay(run, recorder, observe, window=window)
+    if service is not None:
+        service.replay_events(run.read("events.jsonl"), through_step=resumed.step)
+
+
+def restored_totals(run: RunDir) -> RunTotals:
+    """The whole run's totals, every earlier process of a resumed run included (:mod:`harnessrl.trainer.totals`
+    reads them back from the run's records)."""
+    return run_totals(run)
 
 
 def _rewrite(path: Path, lines: list[str]) -> None:
@@ -154,7 +289,7 @@ def replay(run: RunDir, recorder: Recorder, observe: Any = None, window: int = 1
     return len(steps)
 
 
-def reconcile_commits(run: RunDir, harness: Any) -> list[str]:
+def reconcile_commits(run: RunDir, harness: Harness) -> list[str]:
     """Write a ``commit`` event for every update in the harness whose commit event is missing (the kill
     came between saving ``harness.json`` and writing the event); returns their candidate ids."""
     logged = {e.get("candidate_id") for e in run.read("events.jsonl") if e.get("kind") == "commit"}

@@ -5,9 +5,9 @@ config into the run directory, and resumes from the directory's last checkpoint 
 when asked to.
 
 ``method`` selects what varies between the compared methods, all through the same trainer, data,
-judge, evaluation and accounting: ``harnessrl`` starts the evolver; ``fixed``, ``dapo``, ``odf`` and
-``oracle`` never do (detectors and memory stay on); ``dapo`` turns on the trainer's dynamic sampling,
-``odf`` the task-sampling interface's difficulty filter, ``oracle`` trains on the gold rubrics.
+judge, evaluation and accounting: what each one turns on (the evolver, dynamic sampling, the difficulty
+filter, the gold rubrics) is its entry in :data:`~harnessrl.trainer.methods.METHOD_TABLE`, which the run
+asks. Resuming is :mod:`harnessrl.trainer.resume`'s: the run asks it what to restore at each stage.
 
 Gold rubrics are for evaluation only: :func:`load_run_tasks` strips them from every training task
 (after putting them in the rubric's place when training is on gold), so the harness, its tool server,
@@ -17,14 +17,13 @@ the memory, the detectors, the critic and the evolver never hold one.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
@@ -42,10 +41,32 @@ from harnessrl.records.run_dir import (
     is_disk_full,
     lock_run_dir,
 )
-from harnessrl.trainer.methods import method_spec
-from harnessrl.trainer.resume import CHECKPOINT_NAME
-from harnessrl.trainer.totals import run_totals
+from harnessrl.trainer.methods import METHOD_TABLE, method_spec
+from harnessrl.trainer.resume import (
+    CHECKPOINT_NAME,
+    Resumed,
+    checkpoint_step,
+    complete_checkpoint,
+    last_checkpoint,
+    restore_accounting,
+    restore_harness,
+    restore_listeners,
+    restore_records,
+    restored_totals,
+)
 from harnessrl.trainer.train_config import TrainConfig
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+    from harnessrl.judges.rubric_judge import RubricJudge
+    from harnessrl.records.steps import Recorder
+    from harnessrl.trainer.attach import HarnessAttachment
+    from harnessrl.trainer.callbacks import EvalCallback
+    from harnessrl.trainer.grpo_trainer import HarnessGRPOTrainer
+
+TrainerHook = Callable[["HarnessGRPOTrainer", RunDir], None]
+"""What :func:`train` may call once the trainer is built (``trainer_hook(trainer, run_dir)``)."""
 
 __all__ = [
     "RunSummary",
@@ -168,8 +189,9 @@ def training_view(tasks: Sequence[Task], train_rubric: str = "rubric") -> list[T
         return [t.without_gold() for t in tasks]
     without = [t.id for t in tasks if t.gold_rubric is None]
     if without:
+        by = " or ".join(repr(n) for n, s in METHOD_TABLE.items() if s.train_rubric == "gold") or "no method"
         raise ConfigError(
-            f"data.train_rubric is 'gold' (method 'oracle' sets it), but {len(without)} training task(s) have no "
+            f"data.train_rubric is 'gold' (method {by} sets it), but {len(without)} training task(s) have no "
             f"gold_rubric (e.g. {without[:3]}): add one to each, or train on their rubric"
         )
     return [t.trained_on_gold() for t in tasks]
@@ -345,30 +367,6 @@ def _is_main_process() -> bool:
     return int(os.environ.get("RANK", "0")) == 0
 
 
-def _complete_checkpoint(path: Path) -> bool:
-    """Whether a checkpoint was written to the end: the Trainer writes ``trainer_state.json`` after the
-    weights, optimizer, scheduler and RNG states, so one without a readable state was cut short (the
-    process killed, or the disk full, mid-save)."""
-    try:
-        return isinstance(json.loads((path / "trainer_state.json").read_text(encoding="utf-8")), dict)
-    except (OSError, ValueError):
-        return False
-
-
-def _last_checkpoint(run: RunDir, warn: bool = True) -> str | None:
-    """The newest complete ``checkpoint-<step>`` (an incomplete one is skipped, with a warning when ``warn``)."""
-    found = []
-    for path in run.checkpoints.glob("checkpoint-*"):
-        match = CHECKPOINT_NAME.fullmatch(path.name)
-        if match is None or not path.is_dir():
-            continue
-        if _complete_checkpoint(path):
-            found.append((int(match[1]), path))
-        elif warn:
-            logger.warning("%s is incomplete (no trainer_state.json: cut short mid-save); skipped", path)
-    return str(max(found)[1]) if found else None
-
-
 def _size(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if abs(n) < 1024 or unit == "GiB":
@@ -405,13 +403,13 @@ def _disk_full(r: _Run, error: BaseException) -> HarnessRLError:
     assert run is not None
     step = r.trainer.state.global_step if r.trainer is not None else 0
     cut = run.checkpoints / f"checkpoint-{step}"
-    if r.stage == "training" and cut.is_dir() and not _complete_checkpoint(cut):
+    if r.stage == "training" and cut.is_dir() and not complete_checkpoint(cut):
         what = f"while saving {cut.name}"
     elif isinstance(error, RunFileError) and error.filename:
         what = f"while writing {Path(error.filename).name}"
     else:
         what = {"training": "while training", "final": "while saving the final model"}.get(r.stage, "while ending")
-    last = _last_checkpoint(run, warn=False)  # the paragraph names a checkpoint cut short
+    last = last_checkpoint(run, warn=False)  # the paragraph names a checkpoint cut short
     free = free_bytes(run.path)
     intact = [
         f"{Path(last).name} (the last complete checkpoint)" if last else "no complete checkpoint yet",
@@ -419,7 +417,7 @@ def _disk_full(r: _Run, error: BaseException) -> HarnessRLError:
         + (f": versions {r.harness.versions})" if r.harness is not None else ")"),
         f"the records of steps 1-{step} (events, metrics, steps)" if step else "the config and the events",
     ]
-    if cut.is_dir() and not _complete_checkpoint(cut):
+    if cut.is_dir() and not complete_checkpoint(cut):
         intact.append(f"{cut.name} was cut short: --resume skips it (delete it to free its space)")
     need = _checkpoint_bytes(r, last)
     try:
@@ -444,7 +442,7 @@ def train(
     resume: bool = False,
     overwrite: bool = False,
     console: Console | None = None,
-    trainer_hook=None,
+    trainer_hook: TrainerHook | None = None,
 ) -> RunSummary:
     """Run training end to end. ``trainer_hook(trainer, run_dir)`` may attach more (the evolver does).
 
@@ -486,7 +484,7 @@ class _Run:
     resume: bool
     overwrite: bool
     console: Console
-    trainer_hook: Any
+    trainer_hook: TrainerHook | None
     t_start: float = field(default_factory=time.perf_counter)
     main: bool = True
     stale_lock: dict[str, Any] | None = None  # the owner of a lock file a killed process left (run_start says so)
@@ -497,23 +495,22 @@ class _Run:
     device: str = "cpu"
     run_path: Path = Path()
     # models and judges
-    model: Any = None
-    tokenizer: Any = None
-    judge: Any = None
-    eval_judge: Any = None
-    devices: dict[str, Any] = field(default_factory=dict)
+    model: PreTrainedModel | None = None
+    tokenizer: PreTrainedTokenizerBase | None = None
+    judge: RubricJudge | None = None
+    eval_judge: RubricJudge | None = None  # a judge of the evaluation's own, when it grades apart from training
+    devices: dict[str, str | None] = field(default_factory=dict)  # where each part runs (run_start says so)
     preflight: dict[str, Any] = field(default_factory=dict)
     # the run directory and the harness
     run: RunDir | None = None
     harness: Harness | None = None
-    recorder: Any = None
-    checkpoint: str | None = None
-    rolled_back: list[int] = field(default_factory=list)
+    recorder: Recorder | None = None
+    resumed: Resumed = field(default_factory=Resumed)  # where a resumed run goes on from (trainer/resume.py)
     end_only: bool = False  # trained to its last step, stopped while it ended: the end is all that is left
     # the trainer and what listens to it
-    trainer: Any = None
-    eval_cb: Any = None
-    attachment: Any = None  # harnessrl.trainer.attach.HarnessAttachment: detectors, memory, evolver, server
+    trainer: HarnessGRPOTrainer | None = None
+    eval_cb: EvalCallback | None = None
+    attachment: HarnessAttachment | None = None  # detectors, memory, evolver, tool server
 
 
 def _train(
@@ -522,7 +519,7 @@ def _train(
     resume: bool,
     overwrite: bool,
     console: Console | None,
-    trainer_hook,
+    trainer_hook: TrainerHook | None,
     stale_lock: dict[str, Any] | None = None,
 ) -> RunSummary:
     """The stages of a run: everything that can be refused is checked, and the model and the judges are built
@@ -554,7 +551,6 @@ def _check_settings(r: _Run) -> RunSummary | None:
     """Data, splits, grading, device and the GRPO config, validated; a finished run's summary on --resume (and
     ``end_only`` set for a run stopped while it ended)."""
     from harnessrl.trainer.evaluation import resolve_grade_with
-    from harnessrl.trainer.resume import checkpoint_step
 
     config = r.config
     r.tasks = load_run_tasks(config)
@@ -573,7 +569,7 @@ def _check_settings(r: _Run) -> RunSummary | None:
     if not r.resume:
         return None
     run = RunDir(r.run_path, create=False)
-    step = checkpoint_step(_last_checkpoint(run))
+    step = checkpoint_step(last_checkpoint(run))
     if step < config.grpo.max_steps:
         return None  # training left to do
     finished = _saved_summary(run)
@@ -670,7 +666,6 @@ def _open_run_dir(r: _Run) -> None:
 def _build_harness(r: _Run) -> None:
     """The harness (resumed from harness.json), the step recorder, and a resumed run's records rolled back."""
     from harnessrl.records.steps import Recorder
-    from harnessrl.trainer.resume import checkpoint_step, reconcile_commits, roll_back
 
     config, run, console = r.config, r.run, r.console
     assert run is not None
@@ -682,8 +677,8 @@ def _build_harness(r: _Run) -> None:
         "settings": config.harness.interface_settings,
     }
     train_tasks = r.tasks.train  # type: ignore[union-attr]
-    if r.resume and run.harness.exists():
-        r.harness = Harness.load(run.harness, train_tasks, **harness_settings)
+    r.harness = restore_harness(run, train_tasks, **harness_settings) if r.resume else None
+    if r.harness is not None:
         console.log(f"resumed harness versions {r.harness.versions}")
     else:
         r.harness = Harness(train_tasks, **harness_settings)
@@ -702,12 +697,8 @@ def _build_harness(r: _Run) -> None:
     r.recorder = Recorder(run.path, keep_steps=keep_steps)
     # a resumed run goes on from its last complete checkpoint: the records of the steps after it move aside
     # (they are trained again, and recorded once), and a commit whose event a kill cut off is written
-    r.checkpoint = _last_checkpoint(run) if r.resume else None
     if r.resume:
-        if r.main:
-            r.rolled_back = roll_back(run, checkpoint_step(r.checkpoint))
-            reconcile_commits(run, r.harness)
-        r.recorder.load_rollouts()
+        r.resumed = restore_records(run, r.harness, r.recorder, main=r.main)
 
 
 def _build_trainer(r: _Run) -> None:
@@ -759,9 +750,7 @@ def _build_trainer(r: _Run) -> None:
         peft_config=_peft_config(config),
     )
     if r.resume:  # the cumulative counters go on from where the run stopped
-        last = next((m for m in reversed(run.read("metrics.jsonl")) if "rollouts/generated" in m), {})
-        for k in trainer.accounting:
-            trainer.accounting[k] = last.get(k) or 0
+        restore_accounting(run, trainer.accounting)
     trainer.remove_callback(PrinterCallback)
     if config.evolver.enabled or r.eval_cb is not None:
         check_main_process_sampling(trainer)  # on every process, so that all of them stop
@@ -777,7 +766,6 @@ def _attach_listeners(r: _Run) -> None:
     """What listens to each step: the harness (detectors, memory, the evolver and its tool server, through
     :func:`~harnessrl.trainer.attach.attach_harness`, as a TRL script attaches it) and ODF's feed."""
     from harnessrl.trainer.attach import attach_harness
-    from harnessrl.trainer.resume import checkpoint_step, replay
 
     config, run, trainer, main = r.config, r.run, r.trainer, r.main
     assert run is not None and r.harness is not None
@@ -792,14 +780,18 @@ def _attach_listeners(r: _Run) -> None:
             console=r.console,
             close_at_train_end=False,  # closed by _finish, once the summary has read the memory's counts
         )
-    if r.resume:  # the detectors' windows and the critic's step records go on where they were
-        window = config.harness.detectors.window * 4
-        replay(run, r.recorder, attach.monitor.detector.observe if main else None, window=window)
+    if r.resume:  # the detectors' windows, the critic's step records and the evolver's decisions go on where they were
+        restore_listeners(
+            run,
+            r.resumed,
+            r.recorder,
+            attach.monitor.detector.observe if main else None,
+            attach.evolution.service if attach.evolution is not None else None,
+            window=config.harness.detectors.window * 4,
+        )
     if method_spec(config.method).difficulty_filter:
         trainer.step_listeners.append(_DifficultyFeed(r.harness, run if main else None))
     if attach.evolution is not None:
-        if r.resume:  # what earlier processes' evolution points decided (handled failures, counts) goes on
-            attach.evolution.service.replay_events(run.read("events.jsonl"), through_step=checkpoint_step(r.checkpoint))
         r.console.log(
             f"harness tools served at {attach.server.url} (evolver: {config.evolver.backend}, {config.evolver.mode})"
         )
@@ -808,8 +800,6 @@ def _attach_listeners(r: _Run) -> None:
 
 
 def _write_start_event(r: _Run) -> None:
-    from harnessrl.trainer.resume import checkpoint_step
-
     config, run, tasks = r.config, r.run, r.tasks
     assert run is not None and tasks is not None and r.harness is not None
     run.event(
@@ -832,8 +822,8 @@ def _write_start_event(r: _Run) -> None:
         **({"stale_lock": r.stale_lock} if r.stale_lock else {}),
         **(
             {
-                "resumed_from_step": checkpoint_step(r.checkpoint),
-                "rolled_back_steps": r.rolled_back,
+                "resumed_from_step": r.resumed.step,
+                "rolled_back_steps": r.resumed.rolled_back,
                 "harness_versions": r.harness.versions,
             }
             if r.resume
@@ -850,9 +840,9 @@ def _run_training(r: _Run) -> None:
     r.stage = "training"
     try:
         if r.end_only:
-            _end_without_training(trainer, r.checkpoint)
+            _end_without_training(trainer, r.resumed.checkpoint)
         else:
-            trainer.train(resume_from_checkpoint=r.checkpoint)
+            trainer.train(resume_from_checkpoint=r.resumed.checkpoint)
     finally:
         if r.attachment is not None:
             r.attachment.stop_server()
@@ -900,7 +890,7 @@ def _summary(r: _Run, memory_counts: dict[str, Any]) -> RunSummary:
     """The whole run's totals, every earlier process of a resumed run included (read back from its records)."""
     config, run, trainer, eval_cb, monitor = r.config, r.run, r.trainer, r.eval_cb, r.attachment.monitor
     assert run is not None and r.tasks is not None
-    totals = run_totals(run)
+    totals = restored_totals(run)
     wall = time.perf_counter() - r.t_start + totals.earlier_wall_seconds
     metrics = run.read("metrics.jsonl")
     rewards = [m["reward"] for m in metrics if m.get("reward") is not None]

@@ -22,10 +22,9 @@ from harnessrl.graph.state import GraphConfig, LLMConfig
 from harnessrl.interfaces.registry import interface_classes
 from harnessrl.interfaces.sampling import DifficultyFilterSettings
 from harnessrl.judges.config import JudgeConfig
-from harnessrl.trainer.methods import METHOD_NAMES, method_spec
+from harnessrl.trainer.methods import FIXED_HARNESS, METHOD_TABLE, method_spec, methods_described
 
 __all__ = [
-    "METHODS",
     "DapoConfig",
     "DataConfig",
     "EvalConfig",
@@ -35,17 +34,9 @@ __all__ = [
     "GuidanceTraining",
     "HarnessConfig",
     "LoraSettings",
-    "Method",
     "TrainConfig",
     "load_train_config",
 ]
-
-Method = Literal[METHOD_NAMES]  # type: ignore[valid-type]
-METHODS: tuple[str, ...] = METHOD_NAMES
-"""Training methods, one setting apart (``method``): the evolving harness, and baselines that never run
-the evolver (detectors and memory stay on): plain GRPO with a fixed harness, DAPO dynamic sampling,
-online difficulty filtering (a fixed task-sampling policy), and the oracle: plain GRPO trained on each
-task's gold rubric (``data.train_rubric: gold``), the upper bound of any rubric repair."""
 
 
 class _Section(BaseModel):
@@ -326,10 +317,9 @@ class TrainConfig(_Section):
 
     run_dir: str = "runs/demo"
     seed: int = 0
-    method: Method = Field(
+    method: str = Field(
         default="harnessrl",
-        description="harnessrl: the evolving harness; fixed: plain GRPO; dapo: DAPO dynamic sampling; "
-        "odf: online difficulty filtering; oracle: plain GRPO on the gold rubrics. Only harnessrl runs the evolver.",
+        description="The training method, one of the table of harnessrl.trainer.methods: " + methods_described(),
     )
     model: str = Field(default="embedded", description="'embedded' (SmolLM2-135M-Instruct), a hub id or a path.")
     device: Literal["auto", "cpu", "cuda"] = "auto"
@@ -389,6 +379,12 @@ class TrainConfig(_Section):
             self.evolver = self.evolver.model_copy(update={"graph": GraphConfig.model_validate(graph.model_dump())})
         return self
 
+    @field_validator("method")
+    @classmethod
+    def _known_method(cls, v: str) -> str:
+        method_spec(v)  # an unknown one: a ValueError listing the methods
+        return v
+
     @model_validator(mode="after")
     def _resolve_method(self):
         spec = method_spec(self.method)
@@ -396,7 +392,7 @@ class TrainConfig(_Section):
             if "train_rubric" in self.data.model_fields_set and self.data.train_rubric != spec.train_rubric:
                 raise ValueError(
                     f"method {self.method!r} trains on the {spec.train_rubric} rubrics, but data.train_rubric is "
-                    f"{self.data.train_rubric!r}: drop data.train_rubric, or use method 'fixed'"
+                    f"{self.data.train_rubric!r}: drop data.train_rubric, or use method {FIXED_HARNESS!r}"
                 )
             self.data = self.data.model_copy(update={"train_rubric": spec.train_rubric})
         # one source of truth after validation: evolver.enabled is true exactly for the method that runs it
@@ -404,15 +400,16 @@ class TrainConfig(_Section):
             if not self.evolver.enabled:  # the older way to ask for a fixed harness
                 if "method" in self.model_fields_set:
                     raise ValueError(
-                        "method 'harnessrl' is the evolving harness, but evolver.enabled is false: "
-                        "use method 'fixed' for a fixed harness"
+                        f"method {self.method!r} is the evolving harness, but evolver.enabled is false: "
+                        f"use method {FIXED_HARNESS!r} for a fixed harness"
                     )
-                self.method = "fixed"
+                self.method = FIXED_HARNESS
         elif self.evolver.enabled:
             if "enabled" in self.evolver.model_fields_set:
+                evolving = " or ".join(repr(n) for n, s in METHOD_TABLE.items() if s.evolver)
                 raise ValueError(
                     f"method {self.method!r} never runs the evolver, but evolver.enabled is true: "
-                    "drop evolver.enabled, or use method 'harnessrl'"
+                    f"drop evolver.enabled, or use method {evolving}"
                 )
             self.evolver = self.evolver.model_copy(update={"enabled": False})
         return self
