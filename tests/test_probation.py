@@ -176,3 +176,21 @@ def test_an_llm_evolvers_hint_goes_on_probation_the_same_way(tmp_path):
     for step in (3, 4, 5, 6):
         _train(world, step, HELPED)
     assert world.events("probation")[-1]["action"] == "kept"
+
+
+def test_a_revert_stands_after_a_roll_back_and_closes_its_probation(tmp_path):
+    """A revert rewrote harness.json, so a resume from a checkpoint before it keeps its event and does not reopen
+    the probation it ended."""
+    from harnessrl.trainer.resume import roll_back
+
+    world = _commit_on_probation(tmp_path)
+    for step in (3, 4, 5, 6, 7, 8):
+        _train(world, step, NOT_HELPED)
+    world.service.step_boundary(8)
+    roll_back(world.run_dir, 5)
+    events = world.run_dir.read("events.jsonl")
+    kinds = [e["kind"] for e in events if e["kind"] in ("revert", "probation")]
+    assert kinds == ["probation", "revert"]  # the look at step 4, and the revert
+    fresh = fruit_world(tmp_path / "again", trial_config=IN_GROUP)
+    fresh.service.replay_events(events, through_step=5)
+    assert fresh.service.probation.open() == []

@@ -900,6 +900,9 @@ class EvolutionService:
         look's counts, closed by a decided look (the groups trained between that look and the checkpoint are not
         counted again; the steps after it are trained again and observed anew)."""
         step, cid = e.get("step"), e.get("candidate_id")
+        if e["kind"] == "revert":  # it stands whatever its step: harness.json holds the rules it put back
+            open_.pop(str(cid), None)
+            return
         if step is None or step > through_step or not cid:
             return
         if e["kind"] == "commit" and e.get("probation"):

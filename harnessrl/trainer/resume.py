@@ -16,7 +16,8 @@ the trainer's counters       the last ``metrics.jsonl`` row             :func:`r
 the detectors' windows, the  the kept step records and rollouts          :func:`restore_listeners`
 critic's step records
 handled failures, the        ``events.jsonl`` (``failure_handled``,     :func:`restore_listeners`
-evolver's counts             the evolver's decisions)
+evolver's counts, hints on   the evolver's decisions, ``commit`` on
+probation                    probation, ``probation``, ``revert``)
 the run's totals             the records of every earlier process       :func:`restored_totals`
 the training memory          its own store in the run directory, kept    (nothing to do)
                              as it is (it keeps the re-run steps' rows
@@ -203,8 +204,9 @@ def _rewrite(path: Path, lines: list[str]) -> None:
     os.replace(tmp, path)
 
 
-_STANDS = frozenset({"commit", "proposal", "trial", "verdict"})
-"""Event kinds of a committed candidate that stay after a roll-back: the update stays in the harness."""
+_STANDS = frozenset({"commit", "proposal", "trial", "verdict", "revert"})
+"""Event kinds of a committed candidate that stay after a roll-back: the update stays in the harness (and so does a
+hint's revert at the end of its probation: ``harness.json`` holds it)."""
 
 
 def _committed(lines: list[str]) -> set[str]:
