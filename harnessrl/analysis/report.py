@@ -23,9 +23,9 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from harnessrl.bench.plots import write_plots
-from harnessrl.bench.repairs import family_curves, family_repairs, oracle_gap_paired, unnecessary_commits
-from harnessrl.bench.results import (
+from harnessrl.analysis.plots import write_plots
+from harnessrl.analysis.repairs import family_curves, family_repairs, oracle_gap_paired, unnecessary_commits
+from harnessrl.analysis.results import (
     FIXED_METHOD,
     ORACLE_METHOD,
     _reference,
@@ -42,7 +42,7 @@ from harnessrl.bench.results import (
     run_figures,
     with_equal_cost,
 )
-from harnessrl.bench.rows import ROWS_FROM, merge_rows
+from harnessrl.analysis.rows import ROWS_FROM, merge_rows
 from harnessrl.errors import HarnessRLError
 
 __all__ = ["BenchReport", "print_results", "write_bench_report"]
@@ -161,21 +161,9 @@ def _notes(figures: list[dict[str, Any]], agg: dict[str, Any], manifest: dict[st
     incomplete = [f"{f['method']}/seed{f['seed']} ({f['status']})" for f in figures if not f["complete"]]
     if incomplete:
         notes.append(
-            f"Not finished, counted with what they recorded so far: {', '.join(incomplete)}. An unfinished run "
-            "also lowers its seed's equal-rollouts budget."
-        )
-    partial = sorted(
-        {
-            f["method"]
-            for f in figures
-            # metrics logged without the counters (an older run), not a live run's first step before its metrics
-            if f["steps"] and f["rollouts_spent"] is not None and f["rollouts_spent_source"].startswith("steps.jsonl")
-        }
-    )
-    if partial:
-        notes.append(
-            f"Runs of {', '.join(partial)} do not log rollouts/generated: their rollouts spent count trained "
-            "rollouts only (no discarded or critic-trial rollouts)."
+            f"Not finished, counted with what they recorded so far: {', '.join(incomplete)}. A run's totals "
+            "(rollouts, judge calls, effective groups, the harness's overhead) are its summary's, written when it "
+            "ends: n/a until then."
         )
     at_end = {}
     for f in figures:
@@ -1077,7 +1065,7 @@ def write_bench_report(
     relative to ``out``.
 
     ``rows``: committed reports' results.json whose run rows are reported beside the folders' runs, as they are
-    (:func:`~harnessrl.bench.rows.merge_rows`: the same bench, no method and seed twice; ``rows_methods``: only
+    (:func:`~harnessrl.analysis.rows.merge_rows`: the same bench, no method and seed twice; ``rows_methods``: only
     these methods' rows). With rows only, no folder, ``out`` is needed and no plot is drawn."""
     roots = [Path(bench_dir)] if isinstance(bench_dir, str | Path) else [Path(d) for d in bench_dir]
     if not roots and not rows:
