@@ -21,18 +21,30 @@ PACKAGE = "harnessrl"
 # the run analysis: where the bench's results, tables and plots live (bench/ before the typed run record, bench/
 # and analysis/ after), and the record they read
 ANALYSIS = ("bench", "analysis")
-PATTERNS = {"dict[str, Any]": re.compile(r"dict\[str, Any\]"), "isinstance": re.compile(r"\bisinstance\("),
-            ".get(": re.compile(r"\.get\(")}
+PATTERNS = {
+    "dict[str, Any]": re.compile(r"dict\[str, Any\]"),
+    "isinstance": re.compile(r"\bisinstance\("),
+    ".get(": re.compile(r"\.get\("),
+}
 
 
 def _sources(repo: Path, rev: str | None) -> dict[str, str]:
     """Every `.py` file of the package, path relative to the repository -> text."""
     if rev is None:
         return {str(p.relative_to(repo)): p.read_text() for p in sorted((repo / PACKAGE).rglob("*.py"))}
-    names = subprocess.run(["git", "-C", str(repo), "ls-tree", "-r", "--name-only", rev, PACKAGE],
-                           check=True, capture_output=True, text=True).stdout.split()
-    return {n: subprocess.run(["git", "-C", str(repo), "show", f"{rev}:{n}"], check=True, capture_output=True,
-                              text=True).stdout for n in names if n.endswith(".py")}
+    names = subprocess.run(
+        ["git", "-C", str(repo), "ls-tree", "-r", "--name-only", rev, PACKAGE],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    return {
+        n: subprocess.run(
+            ["git", "-C", str(repo), "show", f"{rev}:{n}"], check=True, capture_output=True, text=True
+        ).stdout
+        for n in names
+        if n.endswith(".py")
+    }
 
 
 def _package(path: str) -> str:
@@ -65,8 +77,14 @@ def shape(repo: Path, rev: str | None) -> str:
         per_package[_package(p)] += n
     total = sum(lines.values())
     functions = sorted((f for p, t in sources.items() for f in _functions(p, t)), reverse=True)
-    out = [f"## {PACKAGE} at {rev or 'the working tree'}", "", f"{total:,} lines in {len(sources)} modules.", "",
-           "| package | lines | share |", "|---|---:|---:|"]
+    out = [
+        f"## {PACKAGE} at {rev or 'the working tree'}",
+        "",
+        f"{total:,} lines in {len(sources)} modules.",
+        "",
+        "| package | lines | share |",
+        "|---|---:|---:|",
+    ]
     out += [f"| {k} | {v:,} | {v / total:.1%} |" for k, v in sorted(per_package.items(), key=lambda kv: -kv[1])]
     out += ["", "Ten longest functions:", "", "| function | lines |", "|---|---:|"]
     out += [f"| `{name}` | {n} |" for n, name in functions[:10]]
@@ -74,8 +92,13 @@ def shape(repo: Path, rev: str | None) -> str:
     biggest = sorted(lines.items(), key=lambda kv: -kv[1])[:10]
     out += [f"| `{p.removeprefix(PACKAGE + '/')}` | {n:,} |" for p, n in biggest]
     analysis = {p: t for p, t in sources.items() if _package(p) in ANALYSIS}
-    out += ["", f"The run analysis ({', '.join(ANALYSIS)}; {sum(lines[p] for p in analysis):,} lines):", "",
-            "| pattern | count |", "|---|---:|"]
+    out += [
+        "",
+        f"The run analysis ({', '.join(ANALYSIS)}; {sum(lines[p] for p in analysis):,} lines):",
+        "",
+        "| pattern | count |",
+        "|---|---:|",
+    ]
     out += [f"| `{k}` | {sum(len(rx.findall(t)) for t in analysis.values())} |" for k, rx in PATTERNS.items()]
     return "\n".join(out) + "\n"
 

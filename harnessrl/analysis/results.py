@@ -159,14 +159,20 @@ class RunData:
         return self.record.path
 
     @property
+    def scored(self) -> list[EvalRow]:
+        """The run's evaluations that have a score."""
+        return [e for e in self.record.evaluations if e.overall is not None]
+
+    @property
     def has_split(self) -> bool:
         """Whether the run evaluates a validation and a test split (newer runs) or one held-out set."""
-        return any(e.split is not None for e in self.record.evaluations)
+        return any(e.split is not None for e in self.scored)
 
     def eval_rows(self, split: str) -> list[EvalRow]:
-        """Evaluation rows of ``validation`` or ``test``, one per step (the last), in step order; a run
+        """Scored evaluation rows of ``validation`` or ``test``, one per step (the last), in step order; a run
         without splits answers its held-out rows for both."""
-        rows = [e for e in self.record.evaluations if e.split == split or not self.has_split]
+        has_split = self.has_split
+        rows = [e for e in self.scored if e.split == split or not has_split]
         by_step = {e.step: e for e in rows}
         return [by_step[s] for s in sorted(by_step)]
 

@@ -6,7 +6,8 @@ report, its totals over every process, resume. Each reads it here, through :meth
 
 - ``config.yaml``: :class:`RunConfigView`, the settings a reader decides on (the method, the training data, the
   detectors' bounds, the step and completion budgets);
-- ``metrics.jsonl``: :class:`MetricRow` per logged step (:meth:`RunRecord.series` reads one metric);
+- ``metrics.jsonl``: :class:`MetricRow` per logged step (:meth:`RunRecord.series` reads one metric), and
+  ``rolled_back/metrics.jsonl``: the rows of steps a killed process logged past its last checkpoint;
 - ``steps.jsonl``: :class:`GroupRow` per trained task group;
 - ``eval.jsonl``: :class:`EvalRow` per evaluation (``evaluations``: the training's own, not ``harnessrl eval``'s);
 - ``best.json``: :class:`BestCheckpoint`;
@@ -44,6 +45,7 @@ __all__ = [
     "RunRecord",
     "RunSummaryRecord",
     "Scores",
+    "read_summary",
 ]
 
 logger = logging.getLogger(__name__)
@@ -150,10 +152,14 @@ class EvalRow(Scores):
 
 
 class BestCheckpoint(_View):
-    """``best.json``: the step with the best validation score, and that score."""
+    """``best.json``: the step with the best validation score, that score, and the checkpoint saved there."""
 
     step: int
     overall: float
+    split: str = Field("held-out", description="The split that chose it (validation; held-out: one set).")
+    graded_with: str = "rubric"
+    test: Scores | None = Field(None, description="The test scores at that step (also in eval.jsonl).")
+    checkpoint: str | None = None
 
 
 class Accounting(BaseModel):
@@ -168,13 +174,20 @@ class Accounting(BaseModel):
     effective_group_ratio: float | None = None
     wall_seconds: float | None = None
     harness_overhead_seconds: float | None = None
+    harness_overhead_share: float | None = None
 
 
 class RunSummaryRecord(_View):
-    """``summary.json``: written once, when the run ends."""
+    """``summary.json``: written once, when the run ends (the trainer's ``RunSummary``)."""
 
     steps: int
     wall_seconds: float
+    method: str | None = None
+    timings: dict[str, float] = Field(default_factory=dict)
+    reward_first: float | None = None
+    reward_last: float | None = None
+    eval_before: float | None = None
+    eval_after: float | None = None
     accounting: Accounting = Field(default_factory=Accounting)
     extra: dict[str, Any] = Field(default_factory=dict)
     eval: dict[str, Any] = Field(default_factory=dict)
@@ -207,6 +220,16 @@ def _file(path: Path, model: type[_M], why: str) -> _M | Missing:
         return Missing(f"{path.name} is not a {model.__name__}: {e.errors()[0]['msg']}")
 
 
+def read_summary(run_dir: str | Path) -> RunSummaryRecord | Missing:
+    """A run's ``summary.json`` alone (whether it ended, and its totals), or why there is none."""
+    return _file(Path(run_dir) / "summary.json", RunSummaryRecord, "no summary.json: the run has not ended")
+
+
+def read_best(run_dir: str | Path) -> BestCheckpoint | Missing:
+    """A run's ``best.json``, or why there is none."""
+    return _file(Path(run_dir) / "best.json", BestCheckpoint, "no best.json: the run has no validation score yet")
+
+
 @dataclass(frozen=True)
 class RunRecord:
     """A run directory, read once and typed (see the module docstring for each field's file)."""
@@ -216,34 +239,37 @@ class RunRecord:
     metrics: tuple[MetricRow, ...]
     groups: tuple[GroupRow, ...]
     evaluations: tuple[EvalRow, ...]
-    """The training's own evaluations with a score (rows of ``harnessrl eval`` are not part of the curve)."""
+    """The training's own evaluations (rows of ``harnessrl eval`` are not part of the curve; a row whose grading
+    failed has no ``overall``)."""
     events: tuple[Event, ...]
     best: BestCheckpoint | Missing
     summary: RunSummaryRecord | Missing
     harness: dict[str, Any] | Missing
+    rolled_back: tuple[MetricRow, ...] = ()
+    """The metrics rows a killed process logged after its last checkpoint (moved aside by the resume)."""
 
     @classmethod
     def load(cls, run_dir: str | Path) -> RunRecord:
         """Read the run directory ``run_dir``; raises :class:`~harnessrl.errors.HarnessRLError` when its
         ``config.yaml`` is missing or does not parse (not a run directory), or a whole JSON file is damaged."""
         path = Path(run_dir)
+        # the whole JSON files first: a damaged one is named whatever else the directory lacks
+        harness, best, summary = read_json_file(path / "harness.json"), read_best(path), read_summary(path)
         try:
             config = RunConfigView.model_validate(yaml.safe_load((path / "config.yaml").read_text(encoding="utf-8")))
         except (OSError, yaml.YAMLError, ValidationError) as e:
             raise HarnessRLError(f"{path}/config.yaml cannot be read ({e}): is {path} a run directory?") from None
-        harness = read_json_file(path / "harness.json")
         return cls(
             path=path,
             config=config,
             metrics=tuple(_rows(path / "metrics.jsonl", MetricRow)),
             groups=tuple(_rows(path / "steps.jsonl", GroupRow)),
-            evaluations=tuple(
-                e for e in _rows(path / "eval.jsonl", EvalRow) if e.source is None and e.overall is not None
-            ),
+            evaluations=tuple(e for e in _rows(path / "eval.jsonl", EvalRow) if e.source is None),
             events=tuple(_rows(path / "events.jsonl", Event)),
-            best=_file(path / "best.json", BestCheckpoint, "no best.json: the run has no validation score yet"),
-            summary=_file(path / "summary.json", RunSummaryRecord, "no summary.json: the run has not ended"),
+            best=best,
+            summary=summary,
             harness=harness if isinstance(harness, dict) else Missing("no harness.json: no harness state saved"),
+            rolled_back=tuple(_rows(path / "rolled_back" / "metrics.jsonl", MetricRow)),
         )
 
     @property
