@@ -88,6 +88,53 @@ def _stat(
     return text
 
 
+@dataclass(frozen=True)
+class Column:
+    """One column of a per-method table: its header, the aggregated figure, and how it is shown."""
+
+    header: str
+    figure: str
+    digits: int = 3
+    pct: bool = False
+    scale: float = 1.0
+
+
+SCORE_COLUMNS = (
+    Column("test @ best val", "test_at_best"),
+    Column("test @ end", "test_end"),
+    Column("test @ equal rollouts", "test_at_equal_rollouts"),
+    Column("proxy test @ end", "proxy_test_end"),
+    Column("test @ step 0", "test_start"),
+    Column("best validation", "validation_best"),
+    Column("steps to best", "steps_to_best", digits=1),
+    Column("rollouts spent", "rollouts_spent", digits=0),
+    Column("harness overhead", "harness_overhead_share", pct=True),
+)
+"""The scores table's columns after the method and its seeds."""
+
+COST_COLUMNS = (
+    Column("effective groups", "effective_group_ratio", pct=True),
+    Column("flat, all low", "zero_std_all_low", pct=True),
+    Column("flat, all high", "zero_std_all_high", pct=True),
+    Column("clipped (training)", "train_clipped_share", pct=True),
+    Column("clipped (test @ end)", "clipped_share_end", pct=True),
+    Column("rollouts spent", "rollouts_spent", digits=0),
+    Column("generated", "rollouts_generated", digits=0),
+    Column("discarded", "rollouts_discarded", digits=0),
+    Column("trial", "rollouts_trial", digits=0),
+    Column("judge calls", "judge_calls", digits=0),
+    Column("wall (min)", "wall_seconds", digits=1, scale=1 / 60),
+    Column("harness overhead", "harness_overhead_share", pct=True),
+)
+"""The learning signal and cost table's columns after the method."""
+
+
+def _stat_cells(a: dict[str, Any], columns: Sequence[Column]) -> list[str]:
+    """A method's aggregated figures (``a``) as the cells of ``columns``."""
+    n = len(a["seeds"])
+    return [_stat(a[c.figure], n, digits=c.digits, pct=c.pct, scale=c.scale) for c in columns]
+
+
 def _interval(lo_hi: list[float] | None, digits: int = 3) -> str:
     return "n/a" if not lo_hi else f"[{_num(lo_hi[0], digits, signed=True)}, {_num(lo_hi[1], digits, signed=True)}]"
 
@@ -274,41 +321,11 @@ def _headline(agg: dict[str, Any]) -> list[str]:
         "*harness overhead*: the harness's share of the training process's wall time.",
         "",
     ]
-    rows = []
-    for m, a in agg.items():
-        n = len(a["seeds"])
-        rows.append(
-            [
-                m,
-                f"{n} ({len(a['complete_seeds'])} finished)",
-                _stat(a["test_at_best"], n),
-                _stat(a["test_end"], n),
-                _stat(a["test_at_equal_rollouts"], n),
-                _stat(a["proxy_test_end"], n),
-                _stat(a["test_start"], n),
-                _stat(a["validation_best"], n),
-                _stat(a["steps_to_best"], n, digits=1),
-                _stat(a["rollouts_spent"], n, digits=0),
-                _stat(a["harness_overhead_share"], n, pct=True),
-            ]
-        )
-    lines += _table(
-        [
-            "method",
-            "seeds",
-            "test @ best val",
-            "test @ end",
-            "test @ equal rollouts",
-            "proxy test @ end",
-            "test @ step 0",
-            "best validation",
-            "steps to best",
-            "rollouts spent",
-            "harness overhead",
-        ],
-        rows,
-    )
-    return lines
+    rows = [
+        [m, f"{len(a['seeds'])} ({len(a['complete_seeds'])} finished)", *_stat_cells(a, SCORE_COLUMNS)]
+        for m, a in agg.items()
+    ]
+    return lines + _table(["method", "seeds", *(c.header for c in SCORE_COLUMNS)], rows)
 
 
 def _equal_cost_lines(figures: list[dict[str, Any]], agg: dict[str, Any]) -> list[str]:
@@ -341,44 +358,8 @@ def _equal_cost_lines(figures: list[dict[str, Any]], agg: dict[str, Any]) -> lis
 
 def _cost_table(agg: dict[str, Any]) -> list[str]:
     lines = ["## Learning signal and cost", ""]
-    rows = []
-    for m, a in agg.items():
-        n = len(a["seeds"])
-        rows.append(
-            [
-                m,
-                _stat(a["effective_group_ratio"], n, pct=True),
-                _stat(a["zero_std_all_low"], n, pct=True),
-                _stat(a["zero_std_all_high"], n, pct=True),
-                _stat(a["train_clipped_share"], n, pct=True),
-                _stat(a["clipped_share_end"], n, pct=True),
-                _stat(a["rollouts_spent"], n, digits=0),
-                _stat(a["rollouts_generated"], n, digits=0),
-                _stat(a["rollouts_discarded"], n, digits=0),
-                _stat(a["rollouts_trial"], n, digits=0),
-                _stat(a["judge_calls"], n, digits=0),
-                _stat(a["wall_seconds"], n, digits=1, scale=1 / 60),
-                _stat(a["harness_overhead_share"], n, pct=True),
-            ]
-        )
-    lines += _table(
-        [
-            "method",
-            "effective groups",
-            "flat, all low",
-            "flat, all high",
-            "clipped (training)",
-            "clipped (test @ end)",
-            "rollouts spent",
-            "generated",
-            "discarded",
-            "trial",
-            "judge calls",
-            "wall (min)",
-            "harness overhead",
-        ],
-        rows,
-    )
+    rows = [[m, *_stat_cells(a, COST_COLUMNS)] for m, a in agg.items()]
+    lines += _table(["method", *(c.header for c in COST_COLUMNS)], rows)
     lines += [
         "",
         "*Effective groups*: share of task groups whose reward std is above eps (mean over steps). *Clipped*: share "
