@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harnessrl.records.events import Event
+from harnessrl.records.run_record import finite_number
 
 __all__ = [
     "Cover",
@@ -72,10 +73,6 @@ def _str(v: Any) -> str | None:
 
 def _int(v: Any) -> int | None:
     return int(v) if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) else None
-
-
-def _num(v: Any) -> float | None:
-    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) else None
 
 
 def _strs(v: Any) -> tuple[str, ...]:
@@ -276,10 +273,10 @@ class Trial:
             reason=str(result.get("reason") or ""),
             verdict_kind=_str(event.get("verdict_kind")) or _str(result.get("verdict_kind")),
             remedy=_str(event.get("remedy")) or _str(result.get("remedy")),
-            min_detectable_effect=_num(mde),
-            rollouts=_num(cost.get("rollouts")),
-            judge_calls=_num(cost.get("judge_calls")),
-            seconds=_num(cost.get("seconds")),
+            min_detectable_effect=finite_number(mde),
+            rollouts=finite_number(cost.get("rollouts")),
+            judge_calls=finite_number(cost.get("judge_calls")),
+            seconds=finite_number(cost.get("seconds")),
         )
 
 

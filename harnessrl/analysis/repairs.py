@@ -29,13 +29,12 @@ from harnessrl.analysis.results import (
     MIN_ORACLE_GAP,
     ORACLE_METHOD,
     RunData,
-    _num,
     _reference,
     is_harness_arm,
     stat,
 )
 from harnessrl.interfaces.rubric import RubricCriteria
-from harnessrl.records.run_record import GroupRow
+from harnessrl.records.run_record import GroupRow, finite_number
 
 __all__ = [
     "REPAIR_FIGURES",
@@ -163,7 +162,9 @@ def _seed_share(agg: dict[str, Any], method: str, ref: tuple[str, str], seed: st
 
     def score(m: str) -> float | None:
         row = agg[m]["per_seed"].get(seed) or {}
-        return _num(row.get(key)) if fam is None else _num((row.get(f"{key}_per_family") or {}).get(fam))
+        return (
+            finite_number(row.get(key)) if fam is None else finite_number((row.get(f"{key}_per_family") or {}).get(fam))
+        )
 
     m, f, o = score(method), score(fixed), score(oracle)
     gap = o - f if o is not None and f is not None else None
@@ -232,7 +233,7 @@ def family_curves(
             continue
         for step, per_family in by_step.items():
             for fam, v in per_family.items():
-                if _num(v) is not None:
+                if finite_number(v) is not None:
                     values.setdefault(str(fam), {}).setdefault(method, {}).setdefault(step, []).append(v)
     return {
         fam: {
@@ -288,7 +289,7 @@ def unnecessary_commits(runs: Sequence[RunData], agg: dict[str, Any]) -> dict[st
                 "commits": commits,
                 "vs_fixed": {
                     key: mine[key] - theirs[key]
-                    if _num(mine.get(key)) is not None and _num(theirs.get(key)) is not None
+                    if finite_number(mine.get(key)) is not None and finite_number(theirs.get(key)) is not None
                     else None
                     for key in GAP_SCORES
                 },

@@ -40,7 +40,7 @@ from harnessrl.analysis.decisions import Trial, Update, UpdateEvent, Verdict, ch
 from harnessrl.detection.config import FLAT_HIGH, FLAT_LOW
 from harnessrl.errors import HarnessRLError
 from harnessrl.records.run_dir import read_json_file
-from harnessrl.records.run_record import EvalRow, Missing, RunConfigView, RunRecord, Scores
+from harnessrl.records.run_record import EvalRow, Missing, RunConfigView, RunRecord, Scores, finite_number
 
 __all__ = [
     "ORACLE_METHOD",
@@ -93,12 +93,6 @@ _T975 = (
     2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
 )  # fmt: skip
 """Two-sided 95% quantiles of Student's t for 1..30 degrees of freedom (no scipy needed)."""
-
-
-def _num(v: Any) -> float | None:
-    if isinstance(v, bool) or not isinstance(v, int | float):
-        return None
-    return None if math.isnan(v) or math.isinf(v) else float(v)
 
 
 @functools.lru_cache(maxsize=32)
@@ -214,7 +208,7 @@ def _mean(values: Iterable[float]) -> float | None:
 def _per(scores: Scores | None, key: str = "per_family") -> dict[str, float]:
     """The numbers of a score set's ``per_family`` (or ``per_task``...): unscored entries dropped."""
     d: dict[str, float | None] = getattr(scores, key) if scores is not None else {}
-    return {str(k): v for k, v in ((k, _num(v)) for k, v in d.items()) if v is not None}
+    return {str(k): v for k, v in ((k, finite_number(v)) for k, v in d.items()) if v is not None}
 
 
 def _proxy(row: EvalRow | None) -> Scores | None:
@@ -364,7 +358,7 @@ def _best(run: RunData, test: list[EvalRow]) -> tuple[int | None, float | None, 
 
 def _totals(run: RunData) -> dict[str, Any]:
     """The run's totals (its summary's accounting), the bench's wall time, and the harness's share of it."""
-    summary, bench_wall = run.record.summary, _num(run.manifest.get("wall_seconds"))
+    summary, bench_wall = run.record.summary, finite_number(run.manifest.get("wall_seconds"))
     if isinstance(summary, Missing):  # no totals before the run ends; the steps logged so far
         unrecorded = (*TOTALS, "rollouts_spent", "effective_group_ratio", "harness_overhead_seconds")
         return {**dict.fromkeys(unrecorded), "wall_seconds": bench_wall, "harness_overhead_share": None,
@@ -554,11 +548,11 @@ def aggregate(runs_figures: Sequence[dict[str, Any]], methods: Sequence[str] | N
             agg[k] = stat([f.get(k) for f in rows])
         for where in PER_GROUP:
             groups = sorted({d for f in rows for d in f.get(where) or {}})
-            agg[where] = {d: stat([_num((f.get(where) or {}).get(d)) for f in rows]) for d in groups}
+            agg[where] = {d: stat([finite_number((f.get(where) or {}).get(d)) for f in rows]) for d in groups}
         families = sorted({d for f in rows for d in f.get("train_per_family") or {}})
         agg["train_per_family"] = {
             fam: {
-                k: stat([_num(((f.get("train_per_family") or {}).get(fam) or {}).get(k)) for f in rows])
+                k: stat([finite_number(((f.get("train_per_family") or {}).get(fam) or {}).get(k)) for f in rows])
                 for k in TRAIN_FAMILY_FIGURES
             }
             for fam in families
@@ -598,7 +592,7 @@ def _paired(a: dict[str, Any], b: dict[str, Any], key: str, group: str | None = 
 
     def value(side: dict[str, Any], seed: str) -> float | None:
         v = side["per_seed"][seed].get(key)
-        return _num((v or {}).get(group)) if group is not None else v
+        return finite_number((v or {}).get(group)) if group is not None else v
 
     seeds = sorted(set(a["per_seed"]) & set(b["per_seed"]), key=int)
     diffs = {s: value(a, s) - value(b, s) for s in seeds if value(a, s) is not None and value(b, s) is not None}

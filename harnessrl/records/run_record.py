@@ -23,6 +23,7 @@ torn or malformed line is skipped with a warning (a killed process loses at most
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -45,12 +46,22 @@ __all__ = [
     "RunRecord",
     "RunSummaryRecord",
     "Scores",
+    "finite_number",
+    "read_best",
     "read_summary",
 ]
 
 logger = logging.getLogger(__name__)
 
 _M = TypeVar("_M", bound=BaseModel)
+
+
+def finite_number(v: Any) -> float | None:
+    """``v`` as a float when it is a finite number (not a bool), else None: how every reader of a run takes a
+    figure written as JSON."""
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+        return None
+    return float(v)
 
 
 @dataclass(frozen=True)
@@ -108,7 +119,7 @@ class MetricRow(BaseModel):
 
     def value(self, key: str) -> float | None:
         """A logged number (None: not logged in this row, or not a finite number)."""
-        return _number((self.model_extra or {}).get(key))
+        return finite_number((self.model_extra or {}).get(key))
 
 
 class GroupRow(_View):
@@ -191,12 +202,6 @@ class RunSummaryRecord(_View):
     accounting: Accounting = Field(default_factory=Accounting)
     extra: dict[str, Any] = Field(default_factory=dict)
     eval: dict[str, Any] = Field(default_factory=dict)
-
-
-def _number(v: Any) -> float | None:
-    if isinstance(v, bool) or not isinstance(v, int | float) or v != v or v in (float("inf"), float("-inf")):
-        return None
-    return float(v)
 
 
 def _rows(path: Path, model: type[_M]) -> list[_M]:
