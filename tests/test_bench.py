@@ -685,6 +685,10 @@ def test_wall_time_counts_every_attempt_of_a_resumed_run(tmp_path):
     f = run_figures(load_runs(root)[0][0])
     assert f["wall_seconds"] == 300.0  # two processes, as the bench timed them
     assert f["harness_overhead_share"] == pytest.approx(0.1)  # within the process that measured it
+    manifest["runs"]["harnessrl/seed0"].update(status="running", wall_seconds=0.0)  # going again: not timed yet
+    (root / "bench.json").write_text(json.dumps(manifest))
+    (run / "summary.json").unlink()
+    assert run_figures(load_runs(root)[0][0])["wall_seconds"] is None
 
 
 def test_bench_report_command(synthetic_bench):

@@ -358,14 +358,15 @@ def _best(run: RunData, test: list[EvalRow]) -> tuple[int | None, float | None, 
 
 def _totals(run: RunData) -> dict[str, Any]:
     """The run's totals (its summary's accounting), the bench's wall time, and the harness's share of it."""
-    summary, bench_wall = run.record.summary, finite_number(run.manifest.get("wall_seconds"))
+    # the bench's own measure of the run, over all its attempts (0 while a run goes: not measured yet)
+    summary, bench_wall = run.record.summary, finite_number(run.manifest.get("wall_seconds")) or None
     if isinstance(summary, Missing):  # no totals before the run ends; the steps logged so far
         unrecorded = (*TOTALS, "rollouts_spent", "effective_group_ratio", "harness_overhead_seconds")
         return {**dict.fromkeys(unrecorded), "wall_seconds": bench_wall, "harness_overhead_share": None,
                 "steps": run.record.last_step}  # fmt: skip
     acc = summary.accounting
-    # wall time: what the bench measured over all of the run's attempts (the trainer's own figure for a run the
-    # bench did not time); the overhead share is the trainer's, within the processes that measured it
+    # wall time: what the bench measured (the trainer's own figure for a run the bench did not time); the overhead
+    # share is the trainer's, within the processes that measured it
     wall = bench_wall or summary.wall_seconds
     overhead = acc.harness_overhead_seconds
     return {
