@@ -12,7 +12,8 @@ report, its totals over every process, resume. Each reads it here, through :meth
 - ``eval.jsonl``: :class:`EvalRow` per evaluation (``evaluations``: the training's own, not ``harnessrl eval``'s);
 - ``best.json``: :class:`BestCheckpoint`;
 - ``events.jsonl``: :class:`~harnessrl.records.events.Event` per line;
-- ``harness.json``: the interfaces' state and history, as written;
+- ``harness.json``: the interfaces' state and history, as written (typed by
+  :meth:`~harnessrl.interfaces.harness.Harness.load`, a layer above);
 - ``summary.json``: :class:`RunSummaryRecord`, with the run's totals in its ``accounting``.
 
 Where a run directory lacks a file, the field is :class:`Missing` with the reason (a run still going has no
@@ -222,7 +223,9 @@ def _file(path: Path, model: type[_M], why: str) -> _M | Missing:
     try:
         return model.model_validate(data)
     except ValidationError as e:
-        return Missing(f"{path.name} is not a {model.__name__}: {e.errors()[0]['msg']}")
+        why = f"{path.name} is not a {model.__name__}: {e.errors()[0]['msg']}"
+        logger.warning("%s: %s; read as missing", path, why)
+        return Missing(why)
 
 
 def read_summary(run_dir: str | Path) -> RunSummaryRecord | Missing:
