@@ -89,9 +89,8 @@ def shape(repo: Path, rev: str | None) -> str:
     out += ["", "Ten longest functions:", "", "| function | lines |", "|---|---:|"]
     out += [f"| `{name}` | {n} |" for n, name in functions[:10]]
     out += ["", "Ten biggest modules:", "", "| module | lines |", "|---|---:|"]
-    out += [
-        f"| `{p.removeprefix(PACKAGE + '/')}` | {n:,} |" for p, n in sorted(lines.items(), key=lambda kv: -kv[1])[:10]
-    ]
+    biggest = sorted(lines.items(), key=lambda kv: -kv[1])[:10]
+    out += [f"| `{p.removeprefix(PACKAGE + '/')}` | {n:,} |" for p, n in biggest]
     analysis = {p: t for p, t in sources.items() if _package(p) in ANALYSIS}
     out += [
         "",

@@ -387,8 +387,8 @@ def bench_run(
 
     Each run goes to <out>/<method>/seed<k>. Resumable: finished runs are skipped, interrupted ones
     resume from their last checkpoint, missing ones start; bench.json records them all."""
+    from harnessrl.analysis.report import print_results, write_bench_report
     from harnessrl.bench.config import load_bench_config
-    from harnessrl.bench.report import print_results, write_bench_report
     from harnessrl.bench.runner import failed_runs, run_bench
 
     cfg = load_bench_config(config).select(
@@ -456,7 +456,7 @@ def bench_report(
 ) -> None:
     """Write results.md, results.json and plots/*.png for a bench folder (or several), from its runs' files,
     and from committed reports' run rows (--rows)."""
-    from harnessrl.bench.report import print_results, write_bench_report
+    from harnessrl.analysis.report import print_results, write_bench_report
 
     report = write_bench_report(
         bench_dirs or [], out=out, rows=rows or [], rows_methods=_csv(rows_methods, "--rows-methods")

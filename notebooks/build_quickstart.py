@@ -131,8 +131,8 @@ CELLS: list[tuple[str, str]] = [
         """
         from rich.console import Console
 
-        from harnessrl.trainer.run_report import print_summary, write_report
         from harnessrl.trainer.run import train
+        from harnessrl.trainer.run_report import print_summary, write_report
 
         console = Console(force_jupyter=False, force_terminal=False, width=110)  # plain text in the cell
         summary = train(config, overwrite=True, console=console)

@@ -19,9 +19,9 @@ import yaml
 from helpers import task_row
 from typer.testing import CliRunner
 
+from harnessrl.analysis.report import write_bench_report
+from harnessrl.analysis.results import aggregate, compare, load_runs, run_figures
 from harnessrl.bench.config import BenchConfig, apply_overrides, builtin_methods, load_bench_config
-from harnessrl.bench.report import write_bench_report
-from harnessrl.bench.results import aggregate, compare, load_runs, run_figures
 from harnessrl.bench.runner import RunJob, failed_runs, plan_jobs, run_bench, subprocess_runner
 from harnessrl.cli import app
 from harnessrl.errors import ConfigError, HarnessRLError
@@ -431,7 +431,6 @@ def make_run(
     split: bool = True,
     events=(),
     summary: bool = True,
-    totals_in_summary: bool = True,
     trainer_method: str | None = None,
 ) -> Path:
     """A run directory as the trainer leaves it, with known numbers."""
@@ -474,21 +473,25 @@ def make_run(
     chooser = val if split else test
     best = max(sorted(chooser), key=lambda s: chooser[s])
     (run / "best.json").write_text(json.dumps({"step": best, "overall": chooser[best]}))
-    if summary:
-        s = {"steps": steps, "wall_seconds": wall}
-        if overhead is not None:
-            s["harness_overhead_seconds"] = overhead
-        if totals_in_summary:  # as the trainer writes them; older runs have only the logged counters
-            totals = {"rollouts_generated": generated * steps, "rollouts_discarded": 0, "rollouts_trial": trial * steps}
-            s.update(totals, judge_calls=judge * steps, accounting={**totals, "effective_group_ratio": eff})
-        (run / "summary.json").write_text(json.dumps(s))
+    if summary:  # the run's totals in its accounting, as the trainer writes them
+        accounting = {
+            "rollouts_generated": generated * steps,
+            "rollouts_discarded": 0,
+            "rollouts_trial": trial * steps,
+            "judge_calls": judge * steps,
+            "effective_group_ratio": eff,
+            "wall_seconds": wall,
+            "harness_overhead_seconds": overhead,
+        }
+        (run / "summary.json").write_text(json.dumps({"steps": steps, "wall_seconds": wall, "accounting": accounting}))
     _jsonl(run / "events.jsonl", list(events))
     return run
 
 
 DECISIONS = [
-    {"kind": "failure", "step": 1, "failure": "non_discriminative_low", "task_id": "t1"},
+    {"time": 0.0, "kind": "failure", "step": 1, "failure": "non_discriminative_low", "task_id": "t1"},
     {
+        "time": 0.0,
         "kind": "proposal",
         "step": 1,
         "interface": "rollout_guidance",
@@ -496,24 +499,26 @@ DECISIONS = [
         "update": {"task_id": "t1", "rationale": "flat low [rule-based: guide]"},
     },
     {
+        "time": 0.0,
         "kind": "trial",
         "step": 1,
         "interface": "rollout_guidance",
         "candidate_id": "c1",
         "result": {"accepted": False, "cost": {"rollouts": 8, "judge_calls": 4, "seconds": 3.0}},
     },
-    {"kind": "verdict", "step": 1, "interface": "rollout_guidance", "verdict": "rejected"},
-    {"kind": "proposal", "step": 2, "interface": "rubric_criteria", "candidate_id": "c2"},
+    {"time": 0.0, "kind": "verdict", "step": 1, "interface": "rollout_guidance", "verdict": "rejected"},
+    {"time": 0.0, "kind": "proposal", "step": 2, "interface": "rubric_criteria", "candidate_id": "c2"},
     {
+        "time": 0.0,
         "kind": "trial",
         "step": 2,
         "interface": "rubric_criteria",
         "candidate_id": "c2",
         "result": {"accepted": True, "cost": {"rollouts": 0, "judge_calls": 12, "seconds": 0.5}},
     },
-    {"kind": "verdict", "step": 2, "interface": "rubric_criteria", "verdict": "accepted"},
-    {"kind": "commit", "step": 2, "interface": "rubric_criteria", "version": 1},
-    {"kind": "evolution_point", "step": 2, "seconds": 1.0},
+    {"time": 0.0, "kind": "verdict", "step": 2, "interface": "rubric_criteria", "verdict": "accepted"},
+    {"time": 0.0, "kind": "commit", "step": 2, "interface": "rubric_criteria", "version": 1},
+    {"time": 0.0, "kind": "evolution_point", "step": 2, "seconds": 1.0},
 ]
 
 
@@ -531,7 +536,6 @@ def synthetic_bench(tmp_path) -> Path:
             eff=0.4,
             wall=200.0,
             overhead=0.0,
-            totals_in_summary=False,
         )
     # harnessrl: best validation at step 2, test there 0.35 + seed/100; spends trial rollouts
     for seed in (0, 1, 2):
@@ -613,6 +617,7 @@ def test_mixed_results_are_reported_as_mixed():
             figs.append(
                 {
                     "method": method,
+                    "trainer_method": method,
                     "seed": seed,
                     "complete": True,
                     "test_at_best": v,
@@ -649,19 +654,17 @@ def test_report_without_splits_or_metrics_says_so_and_shows_na(tmp_path):
     assert all(p.is_file() for p in rep.plots.values())
 
 
-def test_effective_ratio_and_rollouts_fall_back_to_older_records(tmp_path):
-    run = make_run(tmp_path / "bench", "fixed", 0, val={0: 0.1}, test={0: 0.1}, steps=2, totals_in_summary=False)
-    _jsonl(run / "metrics.jsonl", [{"step": 1, "frac_reward_zero_std/eps": 0.25}, {"step": 2}])
-    _jsonl(
-        run / "steps.jsonl",
-        [{"step": s, "task_id": t, "rewards": [0.1, 0.2], "flat": t == "a"} for s in (1, 2) for t in ("a", "b")],
-    )
-    runs, _ = load_runs(tmp_path / "bench")
-    f = run_figures(runs[0])
-    assert f["effective_group_ratio"] == pytest.approx(0.75)
-    assert f["rollouts_spent"] == 8 and f["rollouts_spent_source"].startswith("steps.jsonl")
-    (run / "metrics.jsonl").write_text("")
-    assert run_figures(load_runs(tmp_path / "bench")[0][0])["effective_group_ratio"] == pytest.approx(0.5)
+def test_totals_come_from_the_summary_alone_and_a_run_not_ended_has_none(tmp_path):
+    """The run's totals have one source, its summary's accounting: never the logged counters or steps.jsonl."""
+    run = make_run(tmp_path / "bench", "fixed", 0, val={0: 0.1}, test={0: 0.1}, steps=2, eff=0.4)
+    _jsonl(run / "metrics.jsonl", [{"step": 1, "effective_group_ratio": 0.9, "rollouts/generated": 1000}, {"step": 2}])
+    f = run_figures(load_runs(tmp_path / "bench")[0][0])
+    assert f["effective_group_ratio"] == pytest.approx(0.4) and f["rollouts_generated"] == 16
+    assert f["rollouts_spent"] == 16 and f["steps"] == 2
+    (run / "summary.json").unlink()  # still going (or killed): no totals yet, the steps logged so far
+    f = run_figures(load_runs(tmp_path / "bench")[0][0])
+    assert not f["complete"] and f["steps"] == 2
+    assert f["effective_group_ratio"] is None and f["rollouts_spent"] is None and f["judge_calls"] is None
 
 
 def test_wall_time_counts_every_attempt_of_a_resumed_run(tmp_path):
@@ -682,6 +685,10 @@ def test_wall_time_counts_every_attempt_of_a_resumed_run(tmp_path):
     f = run_figures(load_runs(root)[0][0])
     assert f["wall_seconds"] == 300.0  # two processes, as the bench timed them
     assert f["harness_overhead_share"] == pytest.approx(0.1)  # within the process that measured it
+    manifest["runs"]["harnessrl/seed0"].update(status="running", wall_seconds=0.0)  # going again: not timed yet
+    (root / "bench.json").write_text(json.dumps(manifest))
+    (run / "summary.json").unlink()
+    assert run_figures(load_runs(root)[0][0])["wall_seconds"] is None
 
 
 def test_bench_report_command(synthetic_bench):

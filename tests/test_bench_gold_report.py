@@ -28,9 +28,9 @@ import yaml
 from helpers import task_row
 from typer.testing import CliRunner
 
-from harnessrl.bench.plots import PLOTS
-from harnessrl.bench.report import _finite, _shown, write_bench_report
-from harnessrl.bench.results import (
+from harnessrl.analysis.plots import PLOTS
+from harnessrl.analysis.report import _finite, _shown, write_bench_report
+from harnessrl.analysis.results import (
     ablation_reference,
     aggregate,
     compare,
@@ -111,10 +111,7 @@ def make_gold_run(
     if train is not None:
         config["data"] = {"train": str(train), "format": "auto"}
     (run / "config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
-    _jsonl(
-        run / "metrics.jsonl",
-        [{"step": s, "rollouts/generated": 8 * s, "rollouts/trial": trial * s} for s in range(1, 5)],
-    )
+
     # training groups: one lax, one ctrl task a step; fixed's lax groups are flat at 0.9 (the lax rubric
     # pays everyone), the oracle's are not; one lax completion a group is cut at the budget of 10 tokens
     groups = []
@@ -142,6 +139,15 @@ def make_gold_run(
         )
     groups.append({"step": 1, "task_id": "unknown-task", "rewards": [0.0] * 4, "mean": 0.0, "flat": True})
     _jsonl(run / "steps.jsonl", groups)
+    # the trainer logs each step's share of groups with a learning signal, and their mean in the accounting
+    effective = [statistics.fmean(not g["flat"] for g in groups if g["step"] == s) for s in range(1, 5)]
+    _jsonl(
+        run / "metrics.jsonl",
+        [
+            {"step": s, "rollouts/generated": 8 * s, "rollouts/trial": trial * s, "effective_group_ratio": e}
+            for s, e in zip(range(1, 5), effective, strict=True)
+        ],
+    )
     best_step = 2 if method == "harnessrl" else 4
     rows = []
     for step in STEPS:
@@ -176,7 +182,13 @@ def make_gold_run(
         },
     }
     (run / "best.json").write_text(json.dumps(best))
-    (run / "summary.json").write_text(json.dumps({"steps": 4, "wall_seconds": 100.0}))
+    accounting = {
+        "rollouts_generated": 8 * 4,
+        "rollouts_discarded": 0,
+        "rollouts_trial": trial * 4,
+        "effective_group_ratio": statistics.fmean(effective),
+    }
+    (run / "summary.json").write_text(json.dumps({"steps": 4, "wall_seconds": 100.0, "accounting": accounting}))
     return run
 
 
@@ -540,13 +552,14 @@ def test_missing_training_file_leaves_family_training_figures_out(tmp_path):
     assert rep.results["comparisons"] == []  # no harness arm; the oracle is no baseline
 
 
-def test_old_runs_without_gold_report_as_before(tmp_path):
+def test_runs_graded_without_gold_report_as_before(tmp_path):
     root = tmp_path / "bench"
     for seed in (0, 1, 2):
         for method, v in (("fixed", 0.3), ("harnessrl", 0.4)):
             run = root / method / f"seed{seed}"
             run.mkdir(parents=True)
-            (run / "config.yaml").write_text(yaml.safe_dump({"seed": seed, "grpo": {"max_steps": 2}}))
+            config = {"method": method, "seed": seed, "grpo": {"max_steps": 2}}
+            (run / "config.yaml").write_text(yaml.safe_dump(config))
             _jsonl(run / "metrics.jsonl", [{"step": s, "rollouts/generated": 4 * s} for s in (1, 2)])
             _jsonl(
                 run / "eval.jsonl",
@@ -556,7 +569,9 @@ def test_old_runs_without_gold_report_as_before(tmp_path):
                     for split in ("validation", "test")
                 ],
             )
-            (run / "summary.json").write_text(json.dumps({"steps": 2, "wall_seconds": 10.0}))
+            (run / "best.json").write_text(json.dumps({"step": 2, "overall": v}))
+            summary = {"steps": 2, "wall_seconds": 10.0, "accounting": {"rollouts_generated": 8}}
+            (run / "summary.json").write_text(json.dumps(summary))
     rep = write_bench_report(root)
     res = rep.results
     fixed = res["methods"]["fixed"]
@@ -586,7 +601,7 @@ def test_a_run_that_just_started_adds_no_false_notes(tmp_path):
     _jsonl(started / "steps.jsonl", [{"step": 1, "task_id": "a1", "rewards": [0.0] * 4, "flat": True, "mean": 0.0}])
     res = write_bench_report(root, plots=False).results
     notes = " ".join(res["notes"])
-    assert "one held-out set" not in notes and "do not log rollouts/generated" not in notes
+    assert "one held-out set" not in notes
     assert "oracle/seed1 (incomplete)" in notes
     started_fig = next(f for f in res["runs"] if f["method"] == "oracle" and f["seed"] == 1)
-    assert started_fig["rollouts_spent"] == 4 and started_fig["test_at_equal_rollouts"] is None  # not evaluated yet
+    assert started_fig["rollouts_spent"] is None and started_fig["test_at_equal_rollouts"] is None  # not ended yet

@@ -193,7 +193,7 @@ def test_a_setting_the_method_never_reads_does_not_make_a_finished_run_stale(tmp
 
 
 def test_what_the_harness_did_is_read_from_the_events_per_family(tmp_path):
-    from harnessrl.bench.results import RunData, harness_decisions
+    from harnessrl.analysis.results import RunData, harness_decisions
 
     run = tmp_path / "run"
     run.mkdir()

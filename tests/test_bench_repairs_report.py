@@ -23,18 +23,22 @@ import pytest
 import yaml
 from test_bench_gold_report import _jsonl, _train_file, make_gold_run
 
-from harnessrl.bench.decisions import (
+from harnessrl.analysis.decisions import (
     Trial,
     Update,
     UpdateEvent,
+    Verdict,
     changed_tasks,
     legacy_refusal_kind,
     legacy_remedy_tag,
     refusal_kind,
 )
-from harnessrl.bench.plots import PLOTS
-from harnessrl.bench.report import _markdown, write_bench_report
-from harnessrl.bench.results import RunData, _read_jsonl, harness_decisions, trial_costs
+from harnessrl.analysis.plots import PLOTS
+from harnessrl.analysis.report import _markdown, write_bench_report
+from harnessrl.analysis.results import RunData, harness_decisions, trial_costs
+from harnessrl.records import read_jsonl
+from harnessrl.records.events import Event
+from harnessrl.records.run_record import Missing, RunConfigView, RunRecord
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -59,6 +63,22 @@ GUIDE_B1 = {
 
 def _ev(kind: str, step: int, **fields) -> dict:
     return {"time": 0.0, "kind": kind, "step": step, **fields}
+
+
+def _e(row: dict) -> Event:
+    """An events.jsonl row as the run record reads it."""
+    return Event.model_validate({"time": 0.0, "step": None, **row})
+
+
+def _commit(**fields) -> UpdateEvent:
+    return UpdateEvent.parse(_e({"kind": "commit", **fields}))
+
+
+def _run_of(events: list[dict], path: Path = REPO, **kw) -> RunData:
+    """A harness run that recorded only ``events``."""
+    none = Missing("not written by this test")
+    record = RunRecord(path, RunConfigView(), (), (), (), tuple(map(_e, events)), best=none, summary=none, harness=none)
+    return RunData(method="harnessrl", seed=0, record=record, **kw)
 
 
 def _trial(step: int, cid: str, iface: str, accepted: bool, reason: str, rollouts: int, **typed) -> dict:
@@ -197,20 +217,20 @@ def repair_bench(tmp_path) -> Path:
 # --------------------------------------------------------------------------------------- the typed reader
 def test_changed_tasks_read_covers_else_the_updates_own_fields():
     domains = {"a1": "d", "a2": "d", "b1": "d", "z": "other"}
-    new = UpdateEvent.parse(NEW_EVENTS[4])
+    new = UpdateEvent.parse(_e(NEW_EVENTS[4]))
     assert new.applies_from_step == 3 and new.covers == ("a1", "a2") and new.name == "rubric_criteria:requirement"
     assert changed_tasks(new) == ("a1", "a2")
-    assert changed_tasks({**NEW_EVENTS[4], "covers": ["a2"]}) == ("a2",)  # the event's field is what counts
+    assert changed_tasks(UpdateEvent.parse(_e({**NEW_EVENTS[4], "covers": ["a2"]}))) == ("a2",)  # the event's field
     no_covers = {k: v for k, v in NEW_EVENTS[4].items() if k != "covers"}
-    assert changed_tasks(no_covers) == ("a1", "a2")  # the task, then its cover (and the signature's)
-    assert changed_tasks({"kind": "commit", "update": LEGACY_EDIT}) == ("a2",)
-    assert changed_tasks({"kind": "commit", "update": LEGACY_PARK}) == ("b2",)
-    assert changed_tasks({"kind": "commit", "update": GUIDE_B1}) == ("b1",)
-    assert changed_tasks({"kind": "commit", "update": LEGACY_DOMAIN_GUIDE}, domains) == ("a1", "a2", "b1")
-    assert changed_tasks({"kind": "commit", "update": LEGACY_DOMAIN_GUIDE}) == ()  # the domains unknown
-    assert changed_tasks({"kind": "commit"}) == ()
+    assert changed_tasks(UpdateEvent.parse(_e(no_covers))) == ("a1", "a2")  # the task, then its cover (and signature's)
+    assert changed_tasks(_commit(update=LEGACY_EDIT)) == ("a2",)
+    assert changed_tasks(_commit(update=LEGACY_PARK)) == ("b2",)
+    assert changed_tasks(_commit(update=GUIDE_B1)) == ("b1",)
+    assert changed_tasks(_commit(update=LEGACY_DOMAIN_GUIDE), domains) == ("a1", "a2", "b1")
+    assert changed_tasks(_commit(update=LEGACY_DOMAIN_GUIDE)) == ()  # the domains unknown
+    assert changed_tasks(_commit()) == ()
     # no applies_from_step (an older commit): the step after its own
-    assert UpdateEvent.parse({"kind": "commit", "step": 7, "update": LEGACY_PARK}).applies_from_step == 8
+    assert _commit(step=7, update=LEGACY_PARK).applies_from_step == 8
 
 
 def test_remedy_is_the_typed_field_and_the_rationale_tag_only_for_older_updates():
@@ -227,18 +247,19 @@ def test_remedy_is_the_typed_field_and_the_rationale_tag_only_for_older_updates(
 
 
 def test_refusal_kind_is_the_trials_verdict_kind_else_the_reason_text():
-    typed = Trial.parse(NEW_EVENTS[7])
+    typed = Trial.parse(_e(NEW_EVENTS[7]))
     assert (typed.verdict_kind, typed.remedy, typed.min_detectable_effect) == ("not_reliable", "guide", 0.4)
-    assert refusal_kind(NEW_EVENTS[8], typed) == "not_reliable"
-    assert refusal_kind({"reason": "budget: x", "verdict_kind": "budget"}) == "budget"  # on the verdict itself
-    legacy = Trial.parse(OLD_EVENTS[6])
+    assert refusal_kind(Verdict.parse(_e(NEW_EVENTS[8])), typed) == "not_reliable"
+    on_verdict = Verdict.parse(_e({"kind": "verdict", "reason": "budget: x", "verdict_kind": "budget"}))
+    assert refusal_kind(on_verdict) == "budget"  # on the verdict itself
+    legacy = Trial.parse(_e(OLD_EVENTS[6]))
     assert legacy.verdict_kind is None and legacy.remedy is None
-    assert refusal_kind(OLD_EVENTS[7], legacy) == "rejected by the reference guard"
+    assert refusal_kind(Verdict.parse(_e(OLD_EVENTS[7])), legacy) == "rejected by the reference guard"
     assert legacy_refusal_kind("rejected: the improvement is not reliably above 0: 0.1 -> 0.1") == (
         "rejected: the improvement is not reliably above 0"
     )
     # the fields as the trial result carries them (records.trials.TrialResult)
-    nested = Trial.parse(_ev("trial", 1, result={"accepted": False, "verdict_kind": "too_small", "remedy": "x"}))
+    nested = Trial.parse(_e(_ev("trial", 1, result={"accepted": False, "verdict_kind": "too_small", "remedy": "x"})))
     assert (nested.verdict_kind, nested.remedy) == ("too_small", "x")
 
 
@@ -252,7 +273,7 @@ def test_a_refusal_is_read_from_the_candidates_latest_trial(tmp_path):
         _trial(4, "c1", "rubric_criteria", False, reason, 4, verdict_kind="too_small"),
         _ev("verdict", 4, candidate_id="c1", interface="rubric_criteria", verdict="rejected", reason=reason),
     ]
-    run = RunData(method="harnessrl", seed=0, path=tmp_path, events=events, train_tasks={"a1": {"family": "lax"}})
+    run = _run_of(events, tmp_path, train_tasks={"a1": {"family": "lax"}})
     assert harness_decisions(run)["lax"]["rejected"] == {"too_small": 1}
     assert trial_costs(run)["rubric_criteria:requirement"]["trials"] == 2
 
@@ -418,7 +439,7 @@ def test_the_demo_runs_events_give_the_decisions_they_gave_before_the_typed_read
     """The demo's events (written before any typed field) read as the rationale-tag and reason-text reader read
     them: frozen from the code before bench/decisions.py."""
     demo = REPO / "benchmarks" / "results" / "demo"
-    run = RunData(method="harnessrl", seed=0, path=demo, events=_read_jsonl(demo / "events.jsonl"))
+    run = _run_of(read_jsonl(demo / "events.jsonl"), demo)
     decisions = harness_decisions(run)
     assert decisions["if-004"] == {"commits": {"rubric_criteria:replace_harder": 1}, "rejected": {}, "gave_up": 0}
     assert decisions["med-004"] == {"commits": {"task_sampling:park": 1}, "rejected": {"budget": 2}, "gave_up": 0}

@@ -18,8 +18,8 @@ import pytest
 from test_bench_gold_report import _train_file, make_gold_run
 from typer.testing import CliRunner
 
-from harnessrl.bench.report import write_bench_report
-from harnessrl.bench.results import PER_GROUP, SCALARS
+from harnessrl.analysis.report import write_bench_report
+from harnessrl.analysis.results import PER_GROUP, SCALARS
 from harnessrl.cli import app
 from harnessrl.errors import HarnessRLError
 

@@ -373,7 +373,7 @@ def test_train_ends_non_zero_when_the_final_evaluation_has_no_score(tmp_path, mo
     import harnessrl.trainer.run as run_module
     from harnessrl.records.run_dir import RunDir
 
-    RunDir(tmp_path / "run")
+    RunDir(tmp_path / "run").config.write_text("method: fixed\n")  # a run directory has its config from the start
     unscored = "no task of 2 could be scored: every completion's reward is missing"
     summary = run_module.RunSummary(
         tmp_path / "run", 2, 1.0, {}, None, None, None, None, None,

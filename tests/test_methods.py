@@ -554,7 +554,8 @@ def test_each_method_trains_two_steps(tmp_path, tiny_model_dir, method_data, met
     evals = run.read("eval.jsonl")
     assert sorted(e["split"] for e in evals) == ["test", "validation"]
     summary_json = run.read_json("summary.json")
-    assert summary_json["rollouts_generated"] == last["rollouts/generated"]
+    assert summary_json["accounting"]["rollouts_generated"] == last["rollouts/generated"]
+    assert "rollouts_generated" not in summary_json  # written once: the totals are in the accounting
     assert summary_json["accounting"]["rollouts_discarded"] == last["rollouts/discarded"]
     assert summary_json["steps_to_best"] == 2 and summary_json["eval"]["test"]["at_best"] is not None
     if method == "dapo":

@@ -112,6 +112,7 @@ def test_the_installed_plugin_takes_every_path(world):
         ("commit", "decoding"),
     }
     # the report shows it: its version, its candidate and commit, and the rule in force
+    run_dir.config.write_text("method: harnessrl\n")  # as `harnessrl train` writes it first (the world has none)
     html = write_report(run_dir.path).read_text()
     section = html[html.index("<h2>Harness</h2>") :]
     assert "<td>decoding</td><td>1</td><td>1</td><td>1</td>" in section

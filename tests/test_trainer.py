@@ -225,8 +225,8 @@ def test_run_directory_is_complete(trained, train_tasks):
     assert summary["eval"]["validation"]["best"] == best["overall"]
     assert summary["eval"]["test"]["at_best"] == best["test"]["overall"]
     acc = summary["accounting"]
-    assert acc["rollouts_generated"] == summary["rollouts_generated"] == 2 * 2 * G
-    assert acc["judge_calls"] == summary["judge_calls"] >= rows[-1]["judge/calls_total"]
+    assert acc["rollouts_generated"] == 2 * 2 * G and "rollouts_generated" not in summary  # the totals: once
+    assert acc["judge_calls"] >= rows[-1]["judge/calls_total"]
     assert acc["wall_seconds"] == summary["wall_seconds"] and 0 <= acc["harness_overhead_share"] < 1
 
     events = run.read("events.jsonl")

@@ -39,6 +39,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from harnessrl.bench.config import BenchConfig, resolve_train_config
 from harnessrl.errors import ConfigError, HarnessRLError
+from harnessrl.records.run_record import Missing, read_summary
 from harnessrl.trainer.methods import METHOD_TABLE
 
 __all__ = [
@@ -98,14 +99,15 @@ def inspect_run(run_dir: Path, max_steps: int) -> tuple[Literal["done", "partial
     changed config, which :func:`plan_jobs` catches)."""
     if not run_dir.is_dir() or not any(run_dir.iterdir()):
         return "missing", "no run yet"
-    summary_path = run_dir / "summary.json"
-    if not summary_path.is_file():
+    if not (run_dir / "summary.json").is_file():
         return "partial", "stopped before its summary.json"
     try:
-        steps = int(json.loads(summary_path.read_text(encoding="utf-8"))["steps"])
-    except (ValueError, TypeError, KeyError, OSError):
+        summary = read_summary(run_dir)
+    except HarnessRLError:
+        summary = Missing("damaged")
+    if isinstance(summary, Missing):
         return "partial", "summary.json is unreadable"
-    return "done", f"finished ({steps} of {max_steps} steps)"
+    return "done", f"finished ({summary.steps} of {max_steps} steps)"
 
 
 def _has_checkpoint(run_dir: Path) -> bool:

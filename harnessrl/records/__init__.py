@@ -1,8 +1,9 @@
-"""What a run records: step and rollout records, reward failures, trial results, events, and the run directory."""
+"""What a run records: step and rollout records, failures, trial results, events, the run directory and its reader."""
 
 from harnessrl.records.events import EVENT_KINDS, EventCallback
 from harnessrl.records.failures import FAILURE_KINDS, Failure, FailureKind
 from harnessrl.records.run_dir import RunDir, open_append, read_jsonl
+from harnessrl.records.run_record import Missing, RunRecord
 from harnessrl.records.steps import GroupRecord, Recorder, RolloutRecord, StepRecord, group_stats
 from harnessrl.records.trials import CandidateStatus, TrialCost, TrialResult
 
@@ -14,9 +15,11 @@ __all__ = [
     "Failure",
     "FailureKind",
     "GroupRecord",
+    "Missing",
     "Recorder",
     "RolloutRecord",
     "RunDir",
+    "RunRecord",
     "StepRecord",
     "TrialCost",
     "TrialResult",

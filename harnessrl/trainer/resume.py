@@ -64,6 +64,7 @@ from typing import TYPE_CHECKING, Any
 
 from harnessrl.interfaces.harness import Harness
 from harnessrl.records.run_dir import RunDir
+from harnessrl.records.run_record import RunRecord
 from harnessrl.records.steps import GroupRecord, Recorder, StepRecord
 from harnessrl.trainer.totals import RunTotals, run_totals
 
@@ -189,10 +190,10 @@ def restore_listeners(
         service.replay_events(run.read("events.jsonl"), through_step=resumed.step)
 
 
-def restored_totals(run: RunDir) -> RunTotals:
+def restored_totals(record: RunRecord) -> RunTotals:
     """The whole run's totals, every earlier process of a resumed run included (:mod:`harnessrl.trainer.totals`
-    reads them back from the run's records)."""
-    return run_totals(run)
+    reads them back from the run's record)."""
+    return run_totals(record)
 
 
 def _rewrite(path: Path, lines: list[str]) -> None:

@@ -41,6 +41,7 @@ from harnessrl.records.run_dir import (
     is_disk_full,
     lock_run_dir,
 )
+from harnessrl.records.run_record import RunRecord
 from harnessrl.trainer.methods import METHOD_TABLE, method_spec
 from harnessrl.trainer.resume import (
     CHECKPOINT_NAME,
@@ -874,11 +875,8 @@ def _finish(r: _Run) -> RunSummary:
         )
     r.harness.save(run.harness)
     summary = _summary(r, memory_counts)
-    row = {k: (str(v) if isinstance(v, Path) else v) for k, v in summary.__dict__.items()}
-    # the accounting's totals also at the top level, where `harnessrl bench report` looks first
-    for k in ("rollouts_generated", "rollouts_discarded", "rollouts_trial", "judge_calls", "harness_overhead_seconds"):
-        row[k] = summary.accounting[k]
-    run.write_json("summary.json", row)
+    # written once, each figure in one place: the run's totals are in its accounting (RunRecord reads them there)
+    run.write_json("summary.json", {k: (str(v) if isinstance(v, Path) else v) for k, v in summary.__dict__.items()})
     run.event("run_end", step=summary.steps, wall_seconds=summary.wall_seconds)
     for split, entry in summary.eval.items():
         if entry.get("final") is None and "final" in entry:
@@ -890,17 +888,17 @@ def _summary(r: _Run, memory_counts: dict[str, Any]) -> RunSummary:
     """The whole run's totals, every earlier process of a resumed run included (read back from its records)."""
     config, run, trainer, eval_cb, monitor = r.config, r.run, r.trainer, r.eval_cb, r.attachment.monitor
     assert run is not None and r.tasks is not None
-    totals = restored_totals(run)
+    record = RunRecord.load(run.path)
+    totals = restored_totals(record)
     wall = time.perf_counter() - r.t_start + totals.earlier_wall_seconds
-    metrics = run.read("metrics.jsonl")
-    rewards = [m["reward"] for m in metrics if m.get("reward") is not None]
+    rewards = [v for m in record.metrics if (v := m.value("reward")) is not None]
     # the reported curve is the test split's (validation's when a run has no test split)
     reported = "test" if r.tasks.test else "validation"
     evals = eval_cb.split_results(reported) if eval_cb else []
     best = eval_cb.best if eval_cb else None
     monitor_seconds = {k: v + totals.earlier_monitor_seconds.get(k, 0.0) for k, v in monitor.seconds.items()}
     overhead = totals.evolver_seconds + sum(monitor_seconds.values())
-    groups = [g for m in metrics for g in [m.get("effective_group_ratio")] if g is not None]
+    groups = [v for m in record.metrics if (v := m.value("effective_group_ratio")) is not None]
     accounting = {
         **{k.replace("/", "_"): v for k, v in trainer.accounting_metrics().items()},
         "judge_calls": trainer.accounting_metrics()["judge/calls_total"],

@@ -9,12 +9,22 @@ from __future__ import annotations
 import html
 import json
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
-from harnessrl.records.run_dir import RunDir
+from harnessrl.errors import HarnessRLError
+from harnessrl.records.run_record import (
+    BestCheckpoint,
+    EvalRow,
+    GroupRow,
+    MetricRow,
+    Missing,
+    RunRecord,
+    RunSummaryRecord,
+)
 
 __all__ = ["print_summary", "update_stories", "write_report", "write_run_plots"]
 
@@ -67,20 +77,20 @@ def print_summary(summary, console: Console) -> None:
     console.print(t)
 
 
-def _series(metrics: list[dict], key: str) -> tuple[list[int], list[float]]:
-    pts = [(m["step"], m[key]) for m in metrics if m.get(key) is not None and "step" in m]
+def _series(metrics: list[MetricRow], key: str) -> tuple[list[int], list[float]]:
+    pts = [(m.step, v) for m in metrics if (v := m.value(key)) is not None]
     return [p[0] for p in pts], [p[1] for p in pts]
 
 
-def write_run_plots(run: RunDir) -> list[Path]:
+def write_run_plots(record: RunRecord) -> list[Path]:
     """Reward, zero-std fraction (all-low / all-high), completion length, held-out score: PNGs in plots/."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    metrics = [m for m in run.read("metrics.jsonl") if "reward" in m]
-    evals = [e for e in run.read("eval.jsonl") if "source" not in e]  # not `harnessrl eval` rows
+    metrics = [m for m in record.metrics if "reward" in (m.model_extra or {})]
+    evals = list(record.evaluations)
     out = []
     fig, axes = plt.subplots(2, 2, figsize=(11, 7))
     ax = axes[0][0]
@@ -111,21 +121,21 @@ def write_run_plots(run: RunDir) -> list[Path]:
     ax.set_xlabel("step")
     ax = axes[1][1]
     if evals:
-        splits = sorted({e.get("split") for e in evals}, key=lambda s: (s is None, s or ""))
+        splits = sorted({e.split for e in evals}, key=lambda s: (s is None, s or ""))
         for split in splits:
-            rows = [e for e in evals if e.get("split") == split]
+            rows = [e for e in evals if e.split == split]
             ax.plot(
-                [e["step"] for e in rows],
-                [float("nan") if e["overall"] is None else e["overall"] for e in rows],  # None: no score
+                [e.step for e in rows],
+                [float("nan") if e.overall is None else e.overall for e in rows],  # None: no score
                 marker="o",
                 label=f"{split or 'held-out'} overall",
                 linewidth=2,
             )
-        reported = [e for e in evals if e.get("split") == splits[-1]]  # per domain: test (or the only split)
-        for d in sorted({d for e in reported for d in e["per_domain"]}):
+        reported = [e for e in evals if e.split == splits[-1]]  # per domain: test (or the only split)
+        for d in sorted({d for e in reported for d in e.per_domain}):
             ax.plot(
-                [e["step"] for e in reported],
-                [e["per_domain"].get(d) for e in reported],
+                [e.step for e in reported],
+                [e.per_domain.get(d) for e in reported],
                 marker=".",
                 alpha=0.6,
                 label=f"{splits[-1] or 'held-out'}: {d}",
@@ -138,7 +148,8 @@ def write_run_plots(run: RunDir) -> list[Path]:
     ax.set_title("Evaluation score (rubric v0, greedy)")
     ax.set_xlabel("step")
     fig.tight_layout()
-    path = run.plots / "training.png"
+    (record.path / "plots").mkdir(exist_ok=True)
+    path = record.path / "plots" / "training.png"
     fig.savefig(path, dpi=110)
     plt.close(fig)
     out.append(path)
@@ -156,17 +167,17 @@ def _story_task(failure_id: str, events: list[dict]) -> str | None:
     return parts[1] if len(parts) > 2 else None
 
 
-def _effect(groups: list[dict], task_ids: list[str], from_step: int) -> str:
+def _effect(groups: Sequence[GroupRow], task_ids: list[str], from_step: int) -> str:
     """The learning signal of the tasks an update changed, before vs after it (their groups' std and flat share)."""
-    mine = [g for g in groups if g.get("task_id") in task_ids and g.get("std") is not None]
-    before = [g for g in mine if g["step"] < from_step]
-    after = [g for g in mine if g["step"] >= from_step]
+    mine = [g for g in groups if g.task_id in task_ids and g.std is not None]
+    before = [g for g in mine if g.step < from_step]
+    after = [g for g in mine if g.step >= from_step]
 
-    def desc(gs: list[dict]) -> str:
+    def desc(gs: list[GroupRow]) -> str:
         if not gs:
             return "no groups"
-        std = sum(g["std"] for g in gs) / len(gs)
-        return f"{len(gs)} group(s), mean std {std:.3f}, {sum(g['flat'] for g in gs)} flat"
+        std = sum(g.std or 0.0 for g in gs) / len(gs)
+        return f"{len(gs)} group(s), mean std {std:.3f}, {sum(bool(g.flat) for g in gs)} flat"
 
     return f"before: {desc(before)}; after: {desc(after)}"
 
@@ -244,7 +255,7 @@ def _without_verdict(reason: str) -> str:
     return reason
 
 
-def update_stories(events: list[dict], groups: list[dict]) -> str:
+def update_stories(events: list[dict], groups: Sequence[GroupRow]) -> str:
     """One readable story per handled failure: the failure and its evidence, the attribution, each
     candidate with its trial numbers and verdict, the commit, and the task's signal afterwards."""
     by_failure: dict[str, list[dict]] = {}
@@ -385,29 +396,28 @@ def harness_section(harness: dict, events: list[dict]) -> str:
 
 def write_report(run_dir: str | Path) -> Path:
     """Write plots and ``report.html`` for a run directory; returns the report's path."""
-    run = RunDir(run_dir, create=False)
-    plots = write_run_plots(run)
-    summary = run.read_json("summary.json") or {}
-    best = run.read_json("best.json")
-    evals = [e for e in run.read("eval.jsonl") if "source" not in e]  # not `harnessrl eval` rows
-    events = run.read("events.jsonl")
-    harness = run.read_json("harness.json") or {}
-    parts = [_HEAD, f"<h1>HarnessRL run: {html.escape(str(run.path))}</h1>"]
-    if summary:
-        parts.append("<h2>Summary</h2>" + _table(_summary_rows(summary), ["", ""]))
-    if best:
-        parts.append(_best_line(best))
+    if not Path(run_dir).is_dir():
+        raise HarnessRLError(f"{run_dir}: no such run directory (train one with `harnessrl train`)")
+    record = RunRecord.load(run_dir)
+    plots = write_run_plots(record)
+    events = [e.model_dump() for e in record.events]  # shown as written: each kind's own fields
+    parts = [_HEAD, f"<h1>HarnessRL run: {html.escape(str(record.path))}</h1>"]
+    if not isinstance(record.summary, Missing):
+        parts.append("<h2>Summary</h2>" + _table(_summary_rows(record.summary), ["", ""]))
+    if not isinstance(record.best, Missing):
+        parts.append(_best_line(record.best))
     parts += [f"<img src='plots/{p.name}' alt='training curves ({p.name})'>" for p in plots]
-    if evals:
-        parts.append(_evaluation_section(evals))
-    parts.append(harness_section(harness, events))
+    if record.evaluations:
+        parts.append(_evaluation_section(list(record.evaluations)))
+    parts.append(harness_section({} if isinstance(record.harness, Missing) else record.harness, events))
     parts.append(audit_section(events))
-    parts.append(update_stories(events, run.read("steps.jsonl")))
+    parts.append(update_stories(events, record.groups))
     parts.append(_failures_section([e for e in events if e.get("kind") == "failure"]))
     parts.append(_events_section([e for e in events if e.get("kind") != "failure"]))
     parts.append("</body></html>")
-    run.report.write_text("\n".join(p for p in parts if p), encoding="utf-8")
-    return run.report
+    report = record.path / "report.html"
+    report.write_text("\n".join(p for p in parts if p), encoding="utf-8")
+    return report
 
 
 _HEAD = (
@@ -426,63 +436,65 @@ _HEAD = (
 )
 
 
-def _summary_rows(summary: dict) -> list[list]:
-    t = summary.get("timings", {})
-    graded = ((summary.get("eval") or {}).get("test") or {}).get("graded_with") or "rubric"
+def _summary_rows(summary: RunSummaryRecord) -> list[list]:
+    t = summary.timings
+    graded = (summary.eval.get("test") or {}).get("graded_with") or "rubric"
     rows = [
-        ["steps", summary.get("steps")],
-        ["wall time (min)", f"{summary.get('wall_seconds', 0) / 60:.1f}"],
+        ["steps", summary.steps],
+        ["wall time (min)", f"{summary.wall_seconds / 60:.1f}"],
         [
             "seconds by part of the step",
             ", ".join(f"{k} {v:.0f}" for k, v in t.items() if k != "step_total")
             + (f"; whole steps {t['step_total']:.0f}" if "step_total" in t else ""),
         ],
-        [
-            "train reward first → last",
-            f"{_number(summary.get('reward_first'))} → {_number(summary.get('reward_last'))}",
-        ],
-        [
-            f"test before → after ({graded})",
-            f"{_number(summary.get('eval_before'))} → {_number(summary.get('eval_after'))}",
-        ],
+        ["train reward first → last", f"{_number(summary.reward_first)} → {_number(summary.reward_last)}"],
+        [f"test before → after ({graded})", f"{_number(summary.eval_before)} → {_number(summary.eval_after)}"],
     ]
-    if summary.get("method"):
-        rows.insert(0, ["method", summary["method"]])
-    acc = summary.get("accounting") or {}
-    spent = [k for k in ("generated", "discarded", "trial") if f"rollouts_{k}" in acc]
+    if summary.method:
+        rows.insert(0, ["method", summary.method])
+    acc = summary.accounting
+    totals = (
+        ("generated", acc.rollouts_generated),
+        ("discarded", acc.rollouts_discarded),
+        ("trial", acc.rollouts_trial),
+    )
+    spent = {k: v for k, v in totals if v is not None}
     if spent:
-        rows.append([f"rollouts {' / '.join(spent)}", " / ".join(f"{acc[f'rollouts_{k}']:.0f}" for k in spent)])
-    if "judge_calls" in acc:
-        rows.append(["judge calls", f"{acc['judge_calls']:.0f}"])
-    if acc.get("harness_overhead_share") is not None:
-        rows.append(["harness overhead (share of wall time)", f"{acc['harness_overhead_share']:.1%}"])
+        rows.append([f"rollouts {' / '.join(spent)}", " / ".join(f"{v:.0f}" for v in spent.values())])
+    if acc.judge_calls is not None:
+        rows.append(["judge calls", f"{acc.judge_calls:.0f}"])
+    if acc.harness_overhead_share is not None:
+        rows.append(["harness overhead (share of wall time)", f"{acc.harness_overhead_share:.1%}"])
     return rows
 
 
-def _best_line(best: dict) -> str:
-    test = (best.get("test") or {}).get("overall")
-    graded = html.escape(best.get("graded_with", "rubric"))
+def _best_line(best: BestCheckpoint) -> str:
+    test = best.test.overall if best.test is not None else None
     return (
-        f"<p>Best {html.escape(best.get('split', 'held-out'))} score ({graded}) <b>{_number(best.get('overall'))}</b>"
-        f" at step <b>{best['step']}</b>"
+        f"<p>Best {html.escape(best.split)} score ({html.escape(best.graded_with)}) <b>{_number(best.overall)}</b>"
+        f" at step <b>{best.step}</b>"
         + (f"; test score there <b>{test:.3f}</b>" if test is not None else "")
-        + (f" (saved in {html.escape(best.get('checkpoint', ''))})" if best.get("checkpoint") else "")
+        + (f" (saved in {html.escape(best.checkpoint)})" if best.checkpoint else "")
         + "</p>"
     )
 
 
-def _evaluation_section(evals: list[dict]) -> str:
+def _evaluation_section(evals: list[EvalRow]) -> str:
     """Each evaluation: its grading, the score and the proxy beside a gold one, per family (else per domain)."""
-    by = "per_family" if any(e.get("per_family") for e in evals) else "per_domain"
-    groups = sorted({d for e in evals for d in e.get(by) or {}})
+    by = "per_family" if any(e.per_family for e in evals) else "per_domain"
+
+    def scores(e: EvalRow) -> dict[str, float | None]:
+        return e.per_family if by == "per_family" else e.per_domain
+
+    groups = sorted({d for e in evals for d in scores(e)})
     rows = [
         [
-            e["step"],
-            e.get("split") or "held-out",
-            e.get("graded_with", "rubric"),
-            _number(e["overall"]),
-            _number((e.get("proxy") or {}).get("overall")),
-            *[_number((e.get(by) or {}).get(d)) for d in groups],
+            e.step,
+            e.split or "held-out",
+            e.graded_with,
+            _number(e.overall),
+            _number(e.proxy.overall if e.proxy is not None else None),
+            *[_number(scores(e).get(d)) for d in groups],
         ]
         for e in evals
     ]

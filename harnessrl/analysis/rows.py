@@ -1,7 +1,7 @@
 """Run rows of committed reports, merged into a report beside the runs read from bench folders.
 
 A committed report's ``results.json`` keeps one row per run (its ``runs`` list): the figures
-:func:`~harnessrl.bench.results.run_figures` computed from the raw run folder, which is not committed. When
+:func:`~harnessrl.analysis.results.run_figures` computed from the raw run folder, which is not committed. When
 those folders are gone and more seeds are run later, ``harnessrl bench report --rows <results.json>`` takes
 the rows as they are, beside the new folders' runs, so every table pairs all the seeds.
 
@@ -12,7 +12,7 @@ figure newer than the report (``_missing``); the report's notes list which metho
 equal-rollouts score is recomputed from the row's test curve, as for any run, since its budget is the
 smallest spent by this report's runs of the seed.
 
-Rows merge only where they agree with the folders (:func:`~harnessrl.bench.results.agree`): the same bench
+Rows merge only where they agree with the folders (:func:`~harnessrl.analysis.results.agree`): the same bench
 config, the same settings for a method both have (an older report records only each run's trainer method and
 max steps, so a method whose folder settings say more cannot be checked and is refused), and no method and
 seed twice.
@@ -26,8 +26,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from harnessrl.bench.results import RunData, agree, run_figures
+from harnessrl.analysis.results import RunData, agree, run_figures
 from harnessrl.errors import HarnessRLError
+from harnessrl.records.run_record import Missing, RunConfigView, RunRecord
 
 __all__ = ["ROWS_FROM", "merge_rows", "row_figures"]
 
@@ -40,8 +41,10 @@ REQUIRED = ("method", "seed", "path", "complete", "status", "steps", "split", "t
 
 @functools.cache
 def _figure_keys() -> frozenset[str]:
-    """Every figure :func:`~harnessrl.bench.results.run_figures` gives a run now (those of an empty run)."""
-    return frozenset(run_figures(RunData(method="", seed=0, path=Path())))
+    """Every figure :func:`~harnessrl.analysis.results.run_figures` gives a run now (those of an empty run)."""
+    none = Missing("an empty run")
+    empty = RunRecord(Path(), RunConfigView(), (), (), (), (), best=none, summary=none, harness=none)
+    return frozenset(run_figures(RunData(method="", seed=0, record=empty)))
 
 
 def row_figures(row: dict[str, Any], source: str) -> dict[str, Any]:

@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from harnessrl.bench.results import FIXED_METHOD, ORACLE_METHOD, RunData, _reference, is_harness_arm
+from harnessrl.analysis.decisions import Verdict
+from harnessrl.analysis.results import FIXED_METHOD, ORACLE_METHOD, RunData, _reference, is_harness_arm
 from harnessrl.interfaces.registry import interface_classes
 
 __all__ = ["PLOTS", "write_plots"]
@@ -33,6 +34,9 @@ PLOTS = {
     "gold_per_family": "gold_per_family.png",
 }
 """Plot name -> file name under ``<bench>/plots/``."""
+
+DECISIONS = ("proposal", "verdict", "commit")
+"""The event kinds the timeline shows as the harness's decisions."""
 
 
 def _band(per_seed: Sequence[Sequence[tuple[int, float]]]) -> tuple[list[int], list[float], list[float]]:
@@ -98,7 +102,7 @@ def _curves(ax, runs: Sequence[RunData], methods: Sequence[str], colours, get, t
 
 
 def _eval_series(split: str):
-    return lambda r: [(int(e["step"]), float(e["overall"])) for e in r.eval_rows(split)]
+    return lambda r: [(e.step, e.overall) for e in r.eval_rows(split)]
 
 
 def _test_score(plt, runs, methods, colours, path: Path) -> None:
@@ -128,7 +132,7 @@ def _effective(plt, runs, methods, colours, path: Path) -> None:
         runs,
         methods,
         colours,
-        lambda r: r.effective_group_ratio(),
+        lambda r: r.record.series("effective_group_ratio"),
         "Effective-group ratio (groups with reward std > eps)",
         "share of groups",
     )
@@ -143,7 +147,7 @@ def _zero_std(plt, runs, methods, colours, agg: dict[str, Any], path: Path) -> N
         runs,
         methods,
         colours,
-        lambda r: r.series("frac_reward_zero_std/all_low"),
+        lambda r: r.record.series("frac_reward_zero_std/all_low"),
         "Flat groups, all low",
         "share of groups",
     )
@@ -152,7 +156,7 @@ def _zero_std(plt, runs, methods, colours, agg: dict[str, Any], path: Path) -> N
         runs,
         methods,
         colours,
-        lambda r: r.series("frac_reward_zero_std/all_high"),
+        lambda r: r.record.series("frac_reward_zero_std/all_high"),
         "Flat groups, all high",
         "share of groups",
     )
@@ -175,20 +179,18 @@ def _zero_std(plt, runs, methods, colours, agg: dict[str, Any], path: Path) -> N
 def _score_vs_rollouts(plt, runs, methods, colours, path: Path) -> None:
     fig, ax = plt.subplots(figsize=(7, 4.5))
     drawn = False
-    sources = set()
     for m in methods:
         by_step: dict[int, list[tuple[float, float]]] = {}
         for r in (r for r in runs if r.method == m):
-            spent, source = r.rollouts_spent()
+            spent = r.rollouts_spent()
             evals = r.eval_rows("test")
             if not evals:
                 continue
-            sources.add(source)
             pts = []
             for e in evals:
-                before = [v for s, v in spent if s <= e["step"]]
-                pts.append((before[-1] if before else 0.0, float(e["overall"])))
-                by_step.setdefault(int(e["step"]), []).append(pts[-1])
+                before = [v for s, v in spent if s <= e.step]
+                pts.append((before[-1] if before else 0.0, e.overall))
+                by_step.setdefault(e.step, []).append(pts[-1])
             ax.plot([p[0] for p in pts], [p[1] for p in pts], color=colours[m], alpha=0.3, lw=1)
         if not by_step:
             continue
@@ -203,14 +205,6 @@ def _score_vs_rollouts(plt, runs, methods, colours, path: Path) -> None:
     ax.set_ylabel("test score")
     if drawn:
         ax.legend(fontsize=8)
-        if any(s.startswith("steps.jsonl") for s in sources):
-            ax.annotate(
-                "some runs record trained rollouts only",
-                (0.01, 0.01),
-                xycoords="axes fraction",
-                fontsize=7,
-                color="grey",
-            )
     else:
         _empty(ax, "no test evaluations recorded")
     _save(plt, fig, path)
@@ -221,12 +215,10 @@ def _test_scores(run: RunData, family: str | None, proxy: bool) -> list[tuple[in
     of one family (steps without that score left out)."""
     out = []
     for e in run.eval_rows("test"):
-        scores = e.get("proxy") if proxy else e
-        if not isinstance(scores, dict):
-            continue
-        v = scores.get("overall") if family is None else (scores.get("per_family") or {}).get(family)
-        if isinstance(v, int | float) and not isinstance(v, bool):
-            out.append((int(e["step"]), float(v)))
+        scores = e.proxy if proxy else e
+        v = None if scores is None else scores.overall if family is None else scores.per_family.get(family)
+        if v is not None:
+            out.append((e.step, v))
     return out
 
 
@@ -269,7 +261,7 @@ def _gold_vs_proxy(plt, runs, methods, colours, path: Path) -> None:
 
 
 def _test_families(runs: Sequence[RunData]) -> list[str]:
-    return sorted({f for r in runs for e in r.eval_rows("test") for f in e.get("per_family") or {}})
+    return sorted({f for r in runs for e in r.eval_rows("test") for f in e.per_family})
 
 
 def _family_grid(plt, families: Sequence[str]):
@@ -360,7 +352,7 @@ def timeline_run(runs: Sequence[RunData], agg: dict[str, Any]) -> RunData | None
     arms = sorted(agg, key=lambda m: not is_harness_arm(m, agg))
     for m in arms:
         for r in sorted((r for r in runs if r.method == m), key=lambda r: r.seed):
-            if r.decisions():
+            if r.record.events_of(*DECISIONS):
                 return r
     return None
 
@@ -369,7 +361,8 @@ def _timeline(plt, run: RunData | None, path: Path) -> None:
     fig, ax = plt.subplots(figsize=(11, 4))
     # one row per registered interface, and any other interface the run's decisions name (a plug-in
     # installed where the run trained but not here)
-    named = [str(e.get("interface")) for e in (run.decisions() if run else []) if e.get("interface")]
+    decisions = [Verdict.parse(e) for e in run.record.events_of(*DECISIONS)] if run else []
+    named = [d.interface for d in decisions if d.interface]
     rows = [*dict.fromkeys([*interface_classes(), *named]), "failures"]
     ax.set_yticks(range(len(rows)), rows)
     ax.set_ylim(-0.6, len(rows) - 0.4)
@@ -387,27 +380,26 @@ def _timeline(plt, run: RunData | None, path: Path) -> None:
             "committed": dict(marker="^", color="tab:green", s=90),
         }
         points: dict[str, list[tuple[float, float]]] = {k: [] for k in marks}
-        for e in run.events:
-            step, kind = e.get("step"), e.get("kind")
-            if not isinstance(step, int | float):
+        for e in run.record.events_of("failure", *DECISIONS):
+            step, kind, d = e.step, e.kind, Verdict.parse(e)
+            if step is None:
                 continue
-            iface = e.get("interface")
             if kind == "failure":
                 points.setdefault("failure", []).append((step, y["failures"]))
-            elif iface in y and kind == "proposal":
-                points["proposed"].append((step, y[iface] - 0.15))
-            elif iface in y and kind == "verdict" and e.get("verdict") in ("accepted", "rejected"):
-                points[e["verdict"]].append((step, y[iface]))
-            elif iface in y and kind == "commit":
-                points["committed"].append((step, y[iface] + 0.15))
+            elif d.interface in y and kind == "proposal":
+                points["proposed"].append((step, y[d.interface] - 0.15))
+            elif d.interface in y and kind == "verdict" and d.verdict in ("accepted", "rejected"):
+                points[d.verdict].append((step, y[d.interface]))
+            elif d.interface in y and kind == "commit":
+                points["committed"].append((step, y[d.interface] + 0.15))
         for kind, pts in points.items():
             if not pts:
                 continue
             style = marks.get(kind, dict(marker="|", color="dimgrey", s=40))
             ax.scatter([p[0] for p in pts], [p[1] for p in pts], label=f"{kind} ({len(pts)})", **style)
-        for e in run.events:
-            if e.get("kind") == "evolution_point" and isinstance(e.get("step"), int | float):
-                ax.axvline(e["step"], color="lightgrey", lw=0.8, zorder=0)
+        for e in run.record.events_of("evolution_point"):
+            if e.step is not None:
+                ax.axvline(e.step, color="lightgrey", lw=0.8, zorder=0)
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
         ax.set_title(f"Harness decisions of {run.method}, seed {run.seed} (grey lines: evolution points)")
     _save(plt, fig, path)
@@ -417,7 +409,7 @@ def write_plots(
     runs: Sequence[RunData], agg: dict[str, Any], out_dir: str | Path, repairs: dict[str, Any] | None = None
 ) -> dict[str, Path]:
     """Every bench plot into ``out_dir``; returns plot name -> path. ``repairs``: the per-family repair figures
-    (:func:`~harnessrl.bench.repairs.family_repairs`) whose first commits the per-family gold plot marks."""
+    (:func:`~harnessrl.analysis.repairs.family_repairs`) whose first commits the per-family gold plot marks."""
     import matplotlib
 
     matplotlib.use("Agg")

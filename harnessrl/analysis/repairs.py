@@ -6,7 +6,7 @@ as mean ± std over seeds:
 - **first detection**: the step of the first ``failure`` event on a task of the family, or the step of a
   ``rubric_audit`` event whose findings name one (step 0: the audit before training), whichever comes first;
 - **first commit**: the ``applies_from_step`` of the first commit that changes a task of the family
-  (:func:`~harnessrl.bench.decisions.changed_tasks`), and which interface and remedy it was;
+  (:func:`~harnessrl.analysis.decisions.changed_tasks`), and which interface and remedy it was;
 - **reach**: of the family's trained groups after the first detection (``steps.jsonl``, step above it), the
   share graded by a repaired rubric (``rubric_version > 0``) or trained under a committed guidance
   (``guided > 0``): how much of the family's training a repair touched.
@@ -23,18 +23,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from harnessrl.bench.decisions import UpdateEvent, audit_tasks, changed_tasks
-from harnessrl.bench.results import (
+from harnessrl.analysis.decisions import UpdateEvent, Verdict, audit_tasks, changed_tasks
+from harnessrl.analysis.results import (
     FIXED_METHOD,
     MIN_ORACLE_GAP,
     ORACLE_METHOD,
     RunData,
-    _num,
     _reference,
     is_harness_arm,
     stat,
 )
 from harnessrl.interfaces.rubric import RubricCriteria
+from harnessrl.records.run_record import GroupRow, finite_number
 
 __all__ = [
     "REPAIR_FIGURES",
@@ -68,12 +68,11 @@ def _detections(run: RunData, tasks: set[str]) -> tuple[int | None, str | None]:
     """The first detection on one of ``tasks``: its step and what found it (``failure: <kind>`` or
     ``rubric_audit``); (None, None) when nothing did."""
     found: list[tuple[int, str]] = []
-    for e in run.events:
-        step = e.get("step")
-        if e.get("kind") == "failure" and str(e.get("task_id")) in tasks and isinstance(step, int):
-            found.append((step, f"failure: {e.get('failure') or 'unknown'}"))
-        elif e.get("kind") == "rubric_audit" and tasks & set(audit_tasks(e)):
-            found.append((step if isinstance(step, int) else 0, "rubric_audit"))
+    for e in run.record.events_of("failure", "rubric_audit"):
+        if e.kind == "failure" and (failure := Verdict.parse(e)).task_id in tasks and e.step is not None:
+            found.append((e.step, f"failure: {failure.failure or 'unknown'}"))
+        elif e.kind == "rubric_audit" and tasks & set(audit_tasks(e)):
+            found.append((e.step if e.step is not None else 0, "rubric_audit"))
     return min(found, key=lambda f: f[0]) if found else (None, None)
 
 
@@ -81,10 +80,9 @@ def _touches(commit: UpdateEvent, tasks: set[str], domains: dict[str, str]) -> l
     return [t for t in changed_tasks(commit, domains) if t in tasks]
 
 
-def _repaired(group: dict[str, Any]) -> bool:
+def _repaired(group: GroupRow) -> bool:
     """Whether a trained group was graded by a repaired rubric or trained under a committed guidance."""
-    version, guided = _num(group.get("rubric_version")), _num(group.get("guided"))
-    return (version or 0) > 0 or (guided or 0) > 0
+    return (group.rubric_version or 0) > 0 or (group.guided or 0) > 0
 
 
 def run_family_repairs(run: RunData) -> dict[str, dict[str, Any]]:
@@ -105,8 +103,8 @@ def run_family_repairs(run: RunData) -> dict[str, dict[str, Any]]:
         by_interface: dict[str, int | None] = {}
         for c in mine:
             by_interface.setdefault(str(c.interface), c.applies_from_step)
-        groups = [g for g in run.groups if isinstance(g.get("step"), int) and str(g.get("task_id")) in tasks]
-        after = [g for g in groups if detected is not None and g["step"] > detected]
+        groups = [g for g in run.record.groups if g.task_id in tasks]
+        after = [g for g in groups if detected is not None and g.step > detected]
         repaired = sum(map(_repaired, after))
         out[fam] = {
             "first_detection": detected,
@@ -164,7 +162,9 @@ def _seed_share(agg: dict[str, Any], method: str, ref: tuple[str, str], seed: st
 
     def score(m: str) -> float | None:
         row = agg[m]["per_seed"].get(seed) or {}
-        return _num(row.get(key)) if fam is None else _num((row.get(f"{key}_per_family") or {}).get(fam))
+        return (
+            finite_number(row.get(key)) if fam is None else finite_number((row.get(f"{key}_per_family") or {}).get(fam))
+        )
 
     m, f, o = score(method), score(fixed), score(oracle)
     gap = o - f if o is not None and f is not None else None
@@ -222,18 +222,18 @@ def family_curves(
 ) -> dict[str, dict[str, list[dict[str, Any]]]]:
     """Per family, per method (fixed, the oracle, each harness arm): the family's test score (gold where the
     runs are graded with gold) at each evaluation step, mean ± std over the seeds evaluated there; ``rows``
-    (committed reports' run figures, :mod:`~harnessrl.bench.rows`) count at step 0 and at the end only."""
+    (committed reports' run figures, :mod:`~harnessrl.analysis.rows`) count at step 0 and at the end only."""
     methods = [m for m in (_reference(agg, FIXED_METHOD), _reference(agg, ORACLE_METHOD)) if m is not None]
     methods += [m for m in agg if is_harness_arm(m, agg)]
     values: dict[str, dict[str, dict[int, list[float]]]] = {}
-    scores = [(r.method, {int(e["step"]): e.get("per_family") or {} for e in r.eval_rows("test")}) for r in runs]
+    scores = [(r.method, {e.step: e.per_family for e in r.eval_rows("test")}) for r in runs]
     scores += [(f["method"], _row_family_scores(f)) for f in rows]
     for method, by_step in scores:
         if method not in methods:
             continue
         for step, per_family in by_step.items():
             for fam, v in per_family.items():
-                if _num(v) is not None:
+                if finite_number(v) is not None:
                     values.setdefault(str(fam), {}).setdefault(method, {}).setdefault(step, []).append(v)
     return {
         fam: {
@@ -249,8 +249,7 @@ def family_curves(
 def is_clean_run(run: RunData) -> bool:
     """Whether a run trains on the gold rubrics (``data.train_rubric: gold``: the clean variant's override),
     so that no rubric of its fails and any rubric repair is unnecessary."""
-    data = run.config.get("data") if isinstance(run.config.get("data"), dict) else {}
-    return data.get("train_rubric") == "gold"
+    return run.record.config.data.train_rubric == "gold"
 
 
 def _commit_row(run: RunData, c: UpdateEvent) -> dict[str, Any]:
@@ -290,7 +289,7 @@ def unnecessary_commits(runs: Sequence[RunData], agg: dict[str, Any]) -> dict[st
                 "commits": commits,
                 "vs_fixed": {
                     key: mine[key] - theirs[key]
-                    if _num(mine.get(key)) is not None and _num(theirs.get(key)) is not None
+                    if finite_number(mine.get(key)) is not None and finite_number(theirs.get(key)) is not None
                     else None
                     for key in GAP_SCORES
                 },

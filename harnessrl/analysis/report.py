@@ -23,9 +23,9 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from harnessrl.bench.plots import write_plots
-from harnessrl.bench.repairs import family_curves, family_repairs, oracle_gap_paired, unnecessary_commits
-from harnessrl.bench.results import (
+from harnessrl.analysis.plots import write_plots
+from harnessrl.analysis.repairs import family_curves, family_repairs, oracle_gap_paired, unnecessary_commits
+from harnessrl.analysis.results import (
     FIXED_METHOD,
     ORACLE_METHOD,
     _reference,
@@ -42,7 +42,7 @@ from harnessrl.bench.results import (
     run_figures,
     with_equal_cost,
 )
-from harnessrl.bench.rows import ROWS_FROM, merge_rows
+from harnessrl.analysis.rows import ROWS_FROM, merge_rows
 from harnessrl.errors import HarnessRLError
 
 __all__ = ["BenchReport", "print_results", "write_bench_report"]
@@ -86,6 +86,53 @@ def _stat(
     if seeds is None or st["n"] != seeds:
         text += f" (n={st['n']})"
     return text
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a per-method table: its header, the aggregated figure, and how it is shown."""
+
+    header: str
+    figure: str
+    digits: int = 3
+    pct: bool = False
+    scale: float = 1.0
+
+
+SCORE_COLUMNS = (
+    Column("test @ best val", "test_at_best"),
+    Column("test @ end", "test_end"),
+    Column("test @ equal rollouts", "test_at_equal_rollouts"),
+    Column("proxy test @ end", "proxy_test_end"),
+    Column("test @ step 0", "test_start"),
+    Column("best validation", "validation_best"),
+    Column("steps to best", "steps_to_best", digits=1),
+    Column("rollouts spent", "rollouts_spent", digits=0),
+    Column("harness overhead", "harness_overhead_share", pct=True),
+)
+"""The scores table's columns after the method and its seeds."""
+
+COST_COLUMNS = (
+    Column("effective groups", "effective_group_ratio", pct=True),
+    Column("flat, all low", "zero_std_all_low", pct=True),
+    Column("flat, all high", "zero_std_all_high", pct=True),
+    Column("clipped (training)", "train_clipped_share", pct=True),
+    Column("clipped (test @ end)", "clipped_share_end", pct=True),
+    Column("rollouts spent", "rollouts_spent", digits=0),
+    Column("generated", "rollouts_generated", digits=0),
+    Column("discarded", "rollouts_discarded", digits=0),
+    Column("trial", "rollouts_trial", digits=0),
+    Column("judge calls", "judge_calls", digits=0),
+    Column("wall (min)", "wall_seconds", digits=1, scale=1 / 60),
+    Column("harness overhead", "harness_overhead_share", pct=True),
+)
+"""The learning signal and cost table's columns after the method."""
+
+
+def _stat_cells(a: dict[str, Any], columns: Sequence[Column]) -> list[str]:
+    """A method's aggregated figures (``a``) as the cells of ``columns``."""
+    n = len(a["seeds"])
+    return [_stat(a[c.figure], n, digits=c.digits, pct=c.pct, scale=c.scale) for c in columns]
 
 
 def _interval(lo_hi: list[float] | None, digits: int = 3) -> str:
@@ -161,21 +208,9 @@ def _notes(figures: list[dict[str, Any]], agg: dict[str, Any], manifest: dict[st
     incomplete = [f"{f['method']}/seed{f['seed']} ({f['status']})" for f in figures if not f["complete"]]
     if incomplete:
         notes.append(
-            f"Not finished, counted with what they recorded so far: {', '.join(incomplete)}. An unfinished run "
-            "also lowers its seed's equal-rollouts budget."
-        )
-    partial = sorted(
-        {
-            f["method"]
-            for f in figures
-            # metrics logged without the counters (an older run), not a live run's first step before its metrics
-            if f["steps"] and f["rollouts_spent"] is not None and f["rollouts_spent_source"].startswith("steps.jsonl")
-        }
-    )
-    if partial:
-        notes.append(
-            f"Runs of {', '.join(partial)} do not log rollouts/generated: their rollouts spent count trained "
-            "rollouts only (no discarded or critic-trial rollouts)."
+            f"Not finished, counted with what they recorded so far: {', '.join(incomplete)}. A run's totals "
+            "(rollouts, judge calls, effective groups, the harness's overhead) are its summary's, written when it "
+            "ends: n/a until then."
         )
     at_end = {}
     for f in figures:
@@ -286,41 +321,11 @@ def _headline(agg: dict[str, Any]) -> list[str]:
         "*harness overhead*: the harness's share of the training process's wall time.",
         "",
     ]
-    rows = []
-    for m, a in agg.items():
-        n = len(a["seeds"])
-        rows.append(
-            [
-                m,
-                f"{n} ({len(a['complete_seeds'])} finished)",
-                _stat(a["test_at_best"], n),
-                _stat(a["test_end"], n),
-                _stat(a["test_at_equal_rollouts"], n),
-                _stat(a["proxy_test_end"], n),
-                _stat(a["test_start"], n),
-                _stat(a["validation_best"], n),
-                _stat(a["steps_to_best"], n, digits=1),
-                _stat(a["rollouts_spent"], n, digits=0),
-                _stat(a["harness_overhead_share"], n, pct=True),
-            ]
-        )
-    lines += _table(
-        [
-            "method",
-            "seeds",
-            "test @ best val",
-            "test @ end",
-            "test @ equal rollouts",
-            "proxy test @ end",
-            "test @ step 0",
-            "best validation",
-            "steps to best",
-            "rollouts spent",
-            "harness overhead",
-        ],
-        rows,
-    )
-    return lines
+    rows = [
+        [m, f"{len(a['seeds'])} ({len(a['complete_seeds'])} finished)", *_stat_cells(a, SCORE_COLUMNS)]
+        for m, a in agg.items()
+    ]
+    return lines + _table(["method", "seeds", *(c.header for c in SCORE_COLUMNS)], rows)
 
 
 def _equal_cost_lines(figures: list[dict[str, Any]], agg: dict[str, Any]) -> list[str]:
@@ -353,44 +358,8 @@ def _equal_cost_lines(figures: list[dict[str, Any]], agg: dict[str, Any]) -> lis
 
 def _cost_table(agg: dict[str, Any]) -> list[str]:
     lines = ["## Learning signal and cost", ""]
-    rows = []
-    for m, a in agg.items():
-        n = len(a["seeds"])
-        rows.append(
-            [
-                m,
-                _stat(a["effective_group_ratio"], n, pct=True),
-                _stat(a["zero_std_all_low"], n, pct=True),
-                _stat(a["zero_std_all_high"], n, pct=True),
-                _stat(a["train_clipped_share"], n, pct=True),
-                _stat(a["clipped_share_end"], n, pct=True),
-                _stat(a["rollouts_spent"], n, digits=0),
-                _stat(a["rollouts_generated"], n, digits=0),
-                _stat(a["rollouts_discarded"], n, digits=0),
-                _stat(a["rollouts_trial"], n, digits=0),
-                _stat(a["judge_calls"], n, digits=0),
-                _stat(a["wall_seconds"], n, digits=1, scale=1 / 60),
-                _stat(a["harness_overhead_share"], n, pct=True),
-            ]
-        )
-    lines += _table(
-        [
-            "method",
-            "effective groups",
-            "flat, all low",
-            "flat, all high",
-            "clipped (training)",
-            "clipped (test @ end)",
-            "rollouts spent",
-            "generated",
-            "discarded",
-            "trial",
-            "judge calls",
-            "wall (min)",
-            "harness overhead",
-        ],
-        rows,
-    )
+    rows = [[m, *_stat_cells(a, COST_COLUMNS)] for m, a in agg.items()]
+    lines += _table(["method", *(c.header for c in COST_COLUMNS)], rows)
     lines += [
         "",
         "*Effective groups*: share of task groups whose reward std is above eps (mean over steps). *Clipped*: share "
@@ -1077,7 +1046,7 @@ def write_bench_report(
     relative to ``out``.
 
     ``rows``: committed reports' results.json whose run rows are reported beside the folders' runs, as they are
-    (:func:`~harnessrl.bench.rows.merge_rows`: the same bench, no method and seed twice; ``rows_methods``: only
+    (:func:`~harnessrl.analysis.rows.merge_rows`: the same bench, no method and seed twice; ``rows_methods``: only
     these methods' rows). With rows only, no folder, ``out`` is needed and no plot is drawn."""
     roots = [Path(bench_dir)] if isinstance(bench_dir, str | Path) else [Path(d) for d in bench_dir]
     if not roots and not rows:

@@ -14,7 +14,7 @@ asks here, so the answer has one source:
 - :func:`refusal_kind`: a refused candidate's kind, the trial's typed ``verdict_kind``, else (older runs)
   :func:`legacy_refusal_kind`, the reason's text up to its numbers.
 
-Nothing here reads a file or imports HarnessRL: it parses the dicts :class:`~harnessrl.bench.results.RunData`
+Nothing here reads a file or imports HarnessRL: it parses the dicts :class:`~harnessrl.analysis.results.RunData`
 read, and tolerates what an older or a live run lacks (a missing field is None or empty, never an error).
 """
 
@@ -26,12 +26,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from harnessrl.records.events import Event
+from harnessrl.records.run_record import finite_number
+
 __all__ = [
     "Cover",
     "Signature",
     "Trial",
     "Update",
     "UpdateEvent",
+    "Verdict",
     "audit_tasks",
     "changed_tasks",
     "legacy_refusal_kind",
@@ -69,10 +73,6 @@ def _str(v: Any) -> str | None:
 
 def _int(v: Any) -> int | None:
     return int(v) if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) else None
-
-
-def _num(v: Any) -> float | None:
-    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) else None
 
 
 def _strs(v: Any) -> tuple[str, ...]:
@@ -197,7 +197,8 @@ class UpdateEvent:
     """Every task the update changes, when the event says so (``covers``, newer runs); None: read the update."""
 
     @classmethod
-    def parse(cls, event: Mapping[str, Any]) -> UpdateEvent:
+    def parse(cls, e: Event) -> UpdateEvent:
+        event = e.model_dump()
         step = _int(event.get("step"))
         applies = _int(event.get("applies_from_step"))
         covers = event.get("covers")
@@ -218,18 +219,18 @@ class UpdateEvent:
         return self.update.remedy_name(self.interface)
 
 
-def changed_tasks(event: UpdateEvent | Mapping[str, Any], domains: Mapping[str, str] | None = None) -> tuple[str, ...]:
+def changed_tasks(e: UpdateEvent, domains: Mapping[str, str] | None = None) -> tuple[str, ...]:
     """The training tasks a commit (or a proposal) changes: its ``covers`` when it has one (newer runs),
     else what its update's own fields name (:meth:`Update.own_tasks`; ``domains``, task id -> domain, resolves
     a guidance of scope ``domain``). The one answer to "which tasks did this update change" in the bench."""
-    e = event if isinstance(event, UpdateEvent) else UpdateEvent.parse(event)
     return e.covers if e.covers is not None else e.update.own_tasks(domains or {})
 
 
-def audit_tasks(event: Mapping[str, Any]) -> tuple[str, ...]:
+def audit_tasks(e: Event) -> tuple[str, ...]:
     """The training tasks a ``rubric_audit`` event's findings name (a finding's ``task_id``, or its ``tasks`` /
     ``task_ids`` / ``covers``; the event's own ``task_ids`` / ``covers`` too): the tasks whose rubric the audit
     before training found failing, detected at the audit's step."""
+    event = e.model_dump()
     findings = event.get("findings") if isinstance(event.get("findings"), list) else []
     out: list[str] = [*_strs(event.get("task_ids")), *_strs(event.get("covers"))]
     for f in findings:
@@ -259,7 +260,8 @@ class Trial:
     """What it spent (``result.cost``): rollouts generated, judge calls, seconds; None where not recorded."""
 
     @classmethod
-    def parse(cls, event: Mapping[str, Any]) -> Trial:
+    def parse(cls, e: Event) -> Trial:
+        event = e.model_dump()
         result = event.get("result") if isinstance(event.get("result"), dict) else {}
         cost = result.get("cost") if isinstance(result.get("cost"), dict) else {}
         mde = event.get("min_detectable_effect", result.get("min_detectable_effect"))
@@ -271,16 +273,49 @@ class Trial:
             reason=str(result.get("reason") or ""),
             verdict_kind=_str(event.get("verdict_kind")) or _str(result.get("verdict_kind")),
             remedy=_str(event.get("remedy")) or _str(result.get("remedy")),
-            min_detectable_effect=_num(mde),
-            rollouts=_num(cost.get("rollouts")),
-            judge_calls=_num(cost.get("judge_calls")),
-            seconds=_num(cost.get("seconds")),
+            min_detectable_effect=finite_number(mde),
+            rollouts=finite_number(cost.get("rollouts")),
+            judge_calls=finite_number(cost.get("judge_calls")),
+            seconds=finite_number(cost.get("seconds")),
         )
 
 
-def refusal_kind(verdict: Mapping[str, Any], trial: Trial | None = None) -> str:
+@dataclass(frozen=True)
+class Verdict:
+    """A ``verdict`` event (the critic's decision on a candidate), a ``give_up`` (a failure given up) or a
+    ``failure`` (a detection): the candidate or task it is about, and what was decided or found."""
+
+    candidate_id: str | None
+    task_id: str | None
+    interface: str | None
+    verdict: str | None
+    """``accepted`` or ``rejected`` (a verdict event; None for the others)."""
+    verdict_kind: str | None
+    reason: str
+    failure: str | None = None
+    """A failure event's kind (``non_discriminative_low``, ...)."""
+
+    @property
+    def rejected(self) -> bool:
+        return self.verdict == "rejected"
+
+    @classmethod
+    def parse(cls, e: Event) -> Verdict:
+        event = e.model_dump()
+        return cls(
+            candidate_id=_str(event.get("candidate_id")),
+            task_id=_str(event.get("task_id")),
+            interface=_str(event.get("interface")),
+            verdict=_str(event.get("verdict")),
+            verdict_kind=_str(event.get("verdict_kind")),
+            reason=str(event.get("reason") or ""),
+            failure=_str(event.get("failure")),
+        )
+
+
+def refusal_kind(verdict: Verdict, trial: Trial | None = None) -> str:
     """Why the critic refused a candidate, as one kind: the ``verdict_kind`` the verdict event or the
     candidate's trial carries (newer runs: ``not_reliable``, ``too_small``, ``no_effect``, ``reference_guard``,
     ``budget``, ...), else :func:`legacy_refusal_kind` of the verdict's reason."""
-    kind = _str(verdict.get("verdict_kind")) or (trial.verdict_kind if trial is not None else None)
-    return kind or legacy_refusal_kind(verdict.get("reason"))
+    kind = verdict.verdict_kind or (trial.verdict_kind if trial is not None else None)
+    return kind or legacy_refusal_kind(verdict.reason)

@@ -1,9 +1,11 @@
 """A bench's results, read back from its run directories: per-run figures, per-method aggregates, comparisons.
 
-Everything is computed from the files a training run leaves (``config.yaml``, ``metrics.jsonl``,
-``steps.jsonl``, ``eval.jsonl``, ``best.json``, ``summary.json``, ``events.jsonl``), so a report can be
-made while a bench is still running, and for runs made by older versions. A figure a run does not
-record is ``None`` (shown as n/a), never a guess and never an error.
+Every figure is computed from the run's record (:class:`~harnessrl.records.run_record.RunRecord`: its
+config, metrics, trained groups, evaluations, best checkpoint, events and summary), each from one source, so a
+report can be made while a bench is still running. A figure a run does not record is ``None`` (shown as n/a),
+never a guess from another file and never an error: the run's totals (rollouts, judge calls, the harness's
+seconds, the share of groups that carried a learning signal) are its summary's, so a run that has not ended
+has none yet.
 
 Evaluation rows carry a ``split``: ``validation`` chooses the best checkpoint (and defines steps to
 best), ``test`` is only reported. Runs from before the split existed have one held-out set that
@@ -25,7 +27,6 @@ method's share of the fixed→oracle gap says how much of what a rubric repair c
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import math
 import random
@@ -35,14 +36,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from harnessrl.bench.decisions import Trial, Update, UpdateEvent, changed_tasks, refusal_kind
+from harnessrl.analysis.decisions import Trial, Update, UpdateEvent, Verdict, changed_tasks, refusal_kind
 from harnessrl.detection.config import FLAT_HIGH, FLAT_LOW
 from harnessrl.errors import HarnessRLError
+from harnessrl.records.run_dir import read_json_file
+from harnessrl.records.run_record import EvalRow, Missing, RunConfigView, RunRecord, Scores, finite_number
 
 __all__ = [
-    "HARNESS_PREFIX",
     "ORACLE_METHOD",
     "RunData",
     "aggregate",
@@ -60,23 +60,16 @@ __all__ = [
     "stat",
     "t_interval",
     "task_bootstrap",
-    "training_task_metadata",
     "with_equal_cost",
 ]
 
 logger = logging.getLogger(__name__)
 
-HARNESS_PREFIX = "harnessrl"
-"""For runs without a ``method`` setting: methods whose name starts with this are the harness's arms."""
+TOTALS = ("rollouts_generated", "rollouts_discarded", "rollouts_trial", "judge_calls")
+"""Run totals: the figures of the run's summary ``accounting`` (over every process that trained it)."""
 
-TOTALS = {
-    "rollouts_generated": "rollouts/generated",
-    "rollouts_discarded": "rollouts/discarded",
-    "rollouts_trial": "rollouts/trial",
-    "judge_calls": "judge/calls_total",
-}
-"""Run totals: the summary's own figure (top level, else under ``accounting``), else the last logged
-value of the cumulative metric named here (a run still going, or killed)."""
+HARNESS_METHOD = "harnessrl"
+"""The trainer method that runs the evolving harness: a bench method whose runs' config says it is a harness arm."""
 
 ORACLE_METHOD = "oracle"
 """The trainer method that trains plain GRPO on the gold rubrics: the bound, not a baseline."""
@@ -102,36 +95,6 @@ _T975 = (
 """Two-sided 95% quantiles of Student's t for 1..30 degrees of freedom (no scipy needed)."""
 
 
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """Whole JSON lines of a file (a torn last line of a live run is skipped silently)."""
-    if not path.is_file():
-        return []
-    rows = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        if line.strip():
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(row, dict):
-                rows.append(row)
-    return rows
-
-
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
-    except (ValueError, OSError):
-        logger.warning("%s is unreadable; ignored", path)
-        return None
-
-
-def _num(v: Any) -> float | None:
-    if isinstance(v, bool) or not isinstance(v, int | float):
-        return None
-    return None if math.isnan(v) or math.isinf(v) else float(v)
-
-
 @functools.lru_cache(maxsize=32)
 def _tasks_of_file(path: str, mtime: float, fmt: str, domain: str | None) -> dict[str, tuple[str, dict[str, Any]]]:
     from harnessrl.data import load_tasks
@@ -139,48 +102,33 @@ def _tasks_of_file(path: str, mtime: float, fmt: str, domain: str | None) -> dic
     return {t.id: (t.domain, dict(t.metadata)) for t in load_tasks(path, fmt, default_domain=domain)}  # type: ignore[arg-type]
 
 
-def _training_tasks(config: dict[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
+def _training_tasks(config: RunConfigView) -> dict[str, tuple[str, dict[str, Any]]]:
     """Task id -> (domain, ``metadata``) of a run's training tasks (its config's ``data.train``), ``{}``
-    when the file is not there or not readable."""
+    when the file is not there or not readable (the run's per-family training figures are then n/a)."""
     from harnessrl.data import data_path
 
-    data = config.get("data") if isinstance(config.get("data"), dict) else {}
-    value = data.get("train")
-    if not isinstance(value, str) or not value:
+    if not config.data.train:
         return {}
     try:
-        path = data_path(value, "train")
-        return _tasks_of_file(str(path), path.stat().st_mtime, str(data.get("format") or "auto"), data.get("domain"))
+        path = data_path(config.data.train, "train")
+        return _tasks_of_file(str(path), path.stat().st_mtime, config.data.format, config.data.domain)
     except (HarnessRLError, OSError, ValueError) as e:
         logger.warning(
             "the training tasks of %s (%s) are unreadable, no per-family training figures: %s",
-            config.get("run_dir"),
-            value,
+            config.run_dir,
+            config.data.train,
             str(e).splitlines()[0] if str(e) else type(e).__name__,
         )
         return {}
 
 
-def training_task_metadata(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Task id -> ``metadata`` of a run's training tasks (its config's ``data.train``), ``{}`` when the
-    file is not there or not readable (the run's per-family training figures are then n/a)."""
-    return {tid: meta for tid, (_, meta) in _training_tasks(config).items()}
-
-
 @dataclass
 class RunData:
-    """The files of one run, read once."""
+    """One run of a bench: its method and seed in the bench, its record, and its row of the bench manifest."""
 
     method: str
     seed: int
-    path: Path
-    config: dict[str, Any] = field(default_factory=dict)
-    metrics: list[dict[str, Any]] = field(default_factory=list)
-    groups: list[dict[str, Any]] = field(default_factory=list)
-    evals: list[dict[str, Any]] = field(default_factory=list)
-    events: list[dict[str, Any]] = field(default_factory=list)
-    best: dict[str, Any] | None = None
-    summary: dict[str, Any] | None = None
+    record: RunRecord
     manifest: dict[str, Any] = field(default_factory=dict)
     train_tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Task id -> metadata of the run's training tasks (``{}``: the file is not readable here)."""
@@ -189,95 +137,52 @@ class RunData:
 
     @classmethod
     def read(cls, path: Path, method: str, seed: int, manifest: dict[str, Any] | None = None) -> RunData:
-        config: dict[str, Any] = {}
-        if (path / "config.yaml").is_file():
-            try:
-                config = yaml.safe_load((path / "config.yaml").read_text(encoding="utf-8")) or {}
-            except yaml.YAMLError:
-                logger.warning("%s/config.yaml is unreadable; ignored", path)
-        best = _read_json(path / "best.json")
-        summary = _read_json(path / "summary.json")
-        tasks = _training_tasks(config) if isinstance(config, dict) else {}
+        record = RunRecord.load(path)
+        tasks = _training_tasks(record.config)
         return cls(
             method=method,
             seed=seed,
-            path=path,
-            config=config if isinstance(config, dict) else {},
-            metrics=[m for m in _read_jsonl(path / "metrics.jsonl") if isinstance(m.get("step"), int)],
-            groups=_read_jsonl(path / "steps.jsonl"),
-            # rows written by `harnessrl eval` (they carry a "source") are not part of the training curve
-            evals=[
-                e for e in _read_jsonl(path / "eval.jsonl") if "source" not in e and _num(e.get("overall")) is not None
-            ],
-            events=_read_jsonl(path / "events.jsonl"),
-            best=best if isinstance(best, dict) else None,
-            summary=summary if isinstance(summary, dict) else None,
+            record=record,
             manifest=manifest or {},
             train_tasks={tid: meta for tid, (_, meta) in tasks.items()},
             train_domains={tid: str(dom) for tid, (dom, _) in tasks.items()},
         )
 
-    # ------------------------------------------------------------------------------- series
-    def series(self, key: str) -> list[tuple[int, float]]:
-        """``(step, value)`` of a logged metric, the last value of each step, in step order."""
-        by_step: dict[int, float] = {}
-        for m in self.metrics:
-            v = _num(m.get(key))
-            if v is not None:
-                by_step[m["step"]] = v
-        return sorted(by_step.items())
+    @property
+    def path(self) -> Path:
+        return self.record.path
+
+    @property
+    def scored(self) -> list[EvalRow]:
+        """The run's evaluations that have a score."""
+        return [e for e in self.record.evaluations if e.overall is not None]
 
     @property
     def has_split(self) -> bool:
         """Whether the run evaluates a validation and a test split (newer runs) or one held-out set."""
-        return any("split" in e for e in self.evals)
+        return any(e.split is not None for e in self.scored)
 
-    def eval_rows(self, split: str) -> list[dict[str, Any]]:
-        """Evaluation rows of ``validation`` or ``test``, one per step (the last), in step order; a run
+    def eval_rows(self, split: str) -> list[EvalRow]:
+        """Scored evaluation rows of ``validation`` or ``test``, one per step (the last), in step order; a run
         without splits answers its held-out rows for both."""
-        rows = [e for e in self.evals if e.get("split") == split] if self.has_split else list(self.evals)
-        by_step = {int(e.get("step", -1)): e for e in rows}
+        has_split = self.has_split
+        rows = [e for e in self.scored if e.split == split or not has_split]
+        by_step = {e.step: e for e in rows}
         return [by_step[s] for s in sorted(by_step)]
 
-    def effective_group_ratio(self) -> list[tuple[int, float]]:
-        """Share of groups with reward std above eps, per step: the trainer's metric, else 1 - flat share."""
-        s = self.series("effective_group_ratio")
-        if s:
-            return s
-        flat = self.series("frac_reward_zero_std/eps")
-        if flat:
-            return [(k, 1.0 - v) for k, v in flat]
-        per_step: dict[int, list[bool]] = {}
-        for g in self.groups:
-            if isinstance(g.get("step"), int) and isinstance(g.get("flat"), bool):
-                per_step.setdefault(g["step"], []).append(not g["flat"])
-        return [(k, sum(v) / len(v)) for k, v in sorted(per_step.items()) if v]
-
-    def rollouts_spent(self) -> tuple[list[tuple[int, float]], str]:
-        """Cumulative rollouts spent by each step (generated incl. discarded, plus critic trials), and
-        where the figure comes from."""
-        generated = self.series("rollouts/generated")
-        if generated:
-            trial = dict(self.series("rollouts/trial"))
-            out, last_trial = [], 0.0
-            for step, g in generated:
-                last_trial = trial.get(step, last_trial)
-                out.append((step, g + last_trial))
-            return out, "rollouts/generated + rollouts/trial"
-        per_step: dict[int, int] = {}
-        for g in self.groups:
-            if isinstance(g.get("step"), int):
-                per_step[g["step"]] = per_step.get(g["step"], 0) + len(g.get("rewards") or [])
-        total, out = 0, []
-        for step in sorted(per_step):
-            total += per_step[step]
-            out.append((step, float(total)))
-        return out, "steps.jsonl (trained rollouts only: no discarded or trial rollouts recorded)"
+    def rollouts_spent(self) -> list[tuple[int, float]]:
+        """Cumulative rollouts spent by each step (generated incl. discarded, plus critic trials), from the
+        logged ``rollouts/generated`` and ``rollouts/trial``."""
+        trial = dict(self.record.series("rollouts/trial"))
+        out, last_trial = [], 0.0
+        for step, g in self.record.series("rollouts/generated"):
+            last_trial = trial.get(step, last_trial)
+            out.append((step, g + last_trial))
+        return out
 
     def graded_with(self) -> str | None:
-        """What the run's evaluations are graded with: ``gold``, ``rubric`` (rows from before gold grading
-        say nothing: rubric), ``mixed``, or None without evaluations."""
-        kinds = {str(e.get("graded_with") or "rubric") for e in self.eval_rows("test") + self.eval_rows("validation")}
+        """What the run's evaluations are graded with: ``gold``, ``rubric``, ``mixed``, or None without any."""
+        kinds = {e.graded_with for e in self.eval_rows("test") + self.eval_rows("validation")}
         return kinds.pop() if len(kinds) == 1 else ("mixed" if kinds else None)
 
     def family_of(self, task_id: Any) -> str | None:
@@ -285,50 +190,14 @@ class RunData:
         family = self.train_tasks.get(str(task_id), {}).get("family")
         return str(family) if family is not None else None
 
-    def decisions(self) -> list[dict[str, Any]]:
-        """The harness's decisions: proposals, trial verdicts (accepted / rejected) and commits."""
-        return [e for e in self.events if e.get("kind") in ("proposal", "verdict", "commit")]
-
     def proposals(self) -> dict[str | None, UpdateEvent]:
         """The proposal events, parsed, by candidate id (the last one of an id)."""
-        parsed = (UpdateEvent.parse(e) for e in self.events if e.get("kind") == "proposal")
+        parsed = (UpdateEvent.parse(e) for e in self.record.events_of("proposal"))
         return {p.candidate_id: p for p in parsed}
 
     def commits(self) -> list[UpdateEvent]:
         """The commit events, parsed, in the order they were written."""
-        return [UpdateEvent.parse(e) for e in self.events if e.get("kind") == "commit"]
-
-
-def _find(data: Any, *paths: str) -> float | None:
-    """The first number found at one of the dotted ``paths`` of a nested dict."""
-    for p in paths:
-        node = data
-        for k in p.split("."):
-            node = node.get(k) if isinstance(node, dict) else None
-        if _num(node) is not None:
-            return _num(node)
-    return None
-
-
-def _harness_overhead_seconds(run: RunData) -> float | None:
-    """Seconds the harness took (detectors, memory, evolution points incl. trials): the summary's own
-    figure when it has one, else its evolver and monitor seconds, else the ``time/evolver`` metric."""
-    s = run.summary or {}
-    direct = _find(s, "harness_overhead_seconds", "accounting.harness_overhead_seconds")
-    if direct is not None:
-        return direct
-    extra = s.get("extra") if isinstance(s.get("extra"), dict) else {}
-    parts = []
-    evolver = _find(extra, "evolver.seconds")
-    if evolver is not None:
-        parts.append(evolver)
-    monitor = extra.get("monitor_seconds")
-    if isinstance(monitor, dict):
-        parts += [v for v in map(_num, monitor.values()) if v is not None]
-    if parts:
-        return sum(parts)
-    evo = run.series("time/evolver")
-    return sum(v for _, v in evo) if evo else None
+        return [UpdateEvent.parse(e) for e in self.record.events_of("commit")]
 
 
 def _mean(values: Iterable[float]) -> float | None:
@@ -336,16 +205,19 @@ def _mean(values: Iterable[float]) -> float | None:
     return sum(vals) / len(vals) if vals else None
 
 
-def _per(scores: Any, key: str = "per_family") -> dict[str, float]:
-    """The numbers of a score dict's ``per_family`` (or ``per_task``...): unscored entries dropped."""
-    d = scores.get(key) if isinstance(scores, dict) else None
-    return {str(k): v for k, v in ((k, _num(v)) for k, v in (d or {}).items()) if v is not None}
+def _per(scores: Scores | None, key: str = "per_family") -> dict[str, float]:
+    """The numbers of a score set's ``per_family`` (or ``per_task``...): unscored entries dropped."""
+    d: dict[str, float | None] = getattr(scores, key) if scores is not None else {}
+    return {str(k): v for k, v in ((k, finite_number(v)) for k, v in d.items()) if v is not None}
 
 
-def _proxy(scores: Any) -> dict[str, Any]:
-    """The proxy (rubric version 0) score set beside a gold score, ``{}`` when there is none."""
-    p = scores.get("proxy") if isinstance(scores, dict) else None
-    return p if isinstance(p, dict) else {}
+def _proxy(row: EvalRow | None) -> Scores | None:
+    """The proxy (rubric version 0) score set beside a gold score, None when there is none."""
+    return row.proxy if row is not None else None
+
+
+def _overall(scores: Scores | None) -> float | None:
+    return scores.overall if scores is not None else None
 
 
 def _spent_at(spent: Sequence[tuple[int, float]], step: int) -> float:
@@ -354,40 +226,35 @@ def _spent_at(spent: Sequence[tuple[int, float]], step: int) -> float:
     return before[-1] if before else 0.0
 
 
-def _gold_figures(
-    run: RunData, test: list[dict[str, Any]], best_step: int | None, test_at_best: dict[str, Any] | None
-) -> dict[str, Any]:
+def _gold_figures(run: RunData, test: list[EvalRow], best_row: EvalRow | None) -> dict[str, Any]:
     """Per-family main scores, the proxy beside them, the test curve, and the eval's clipped share."""
     end = test[-1] if test else None
-    start = test[0] if test and test[0].get("step") == 0 else None
-    best_row = next((e for e in test if e.get("step") == best_step), None) if best_step is not None else None
-    at_best = test_at_best or {}
-    best_proxy = _proxy(at_best) or _proxy(best_row)
-    spent, _ = run.rollouts_spent()
+    start = test[0] if test and test[0].step == 0 else None
+    spent = run.rollouts_spent()
     return {
         "graded_with": run.graded_with(),
-        "test_at_best_per_family": _per(at_best) or _per(best_row),
+        "test_at_best_per_family": _per(best_row),
         "test_end_per_family": _per(end),
         "test_start_per_family": _per(start),
-        "proxy_test_at_best": _num(best_proxy.get("overall")),
-        "proxy_test_at_best_per_family": _per(best_proxy),
-        "proxy_test_end": _num(_proxy(end).get("overall")),
+        "proxy_test_at_best": _overall(_proxy(best_row)),
+        "proxy_test_at_best_per_family": _per(_proxy(best_row)),
+        "proxy_test_end": _overall(_proxy(end)),
         "proxy_test_end_per_family": _per(_proxy(end)),
-        "proxy_test_start": _num(_proxy(start).get("overall")),
+        "proxy_test_start": _overall(_proxy(start)),
         "proxy_test_start_per_family": _per(_proxy(start)),
-        "clipped_share_end": _num(end.get("clipped_share")) if end else None,
+        "clipped_share_end": end.clipped_share if end else None,
         "clipped_per_family_end": _per(end, "clipped_per_family"),
         "test_curve": [
             {
-                "step": int(e["step"]),
-                "score": _num(e.get("overall")),
-                "proxy": _num(_proxy(e).get("overall")),
-                "rollouts_spent": _spent_at(spent, int(e["step"])) if spent else None,
+                "step": e.step,
+                "score": e.overall,
+                "proxy": _overall(e.proxy),
+                "rollouts_spent": _spent_at(spent, e.step) if spent else None,
             }
             for e in test
         ],
         # per-task test scores by step, for the bootstrap over tasks (kept out of results.json)
-        "_test_per_task": {int(e["step"]): _per(e, "per_task") for e in test},
+        "_test_per_task": {e.step: _per(e, "per_task") for e in test},
     }
 
 
@@ -395,28 +262,22 @@ def _training_family_figures(run: RunData) -> dict[str, Any]:
     """From ``steps.jsonl``, per training-task family: groups drawn, the share of them flat and uniformly
     low / high (mean below ``harness.detectors.low`` / above ``high``), and the share of completions cut
     at ``grpo.max_completion_length``; and the clipped share over all groups."""
-    low = _find(run.config, "harness.detectors.low")
-    high = _find(run.config, "harness.detectors.high")
-    low = DETECTOR_DEFAULTS["low"] if low is None else low
-    high = DETECTOR_DEFAULTS["high"] if high is None else high
-    budget = _find(run.config, "grpo.max_completion_length")
+    detectors, budget = run.record.config.harness.detectors, run.record.config.grpo.max_completion_length
+    low = DETECTOR_DEFAULTS["low"] if detectors.low is None else detectors.low
+    high = DETECTOR_DEFAULTS["high"] if detectors.high is None else detectors.high
     counts: dict[str, dict[str, int]] = {}
-    all_lengths: list[int] = []
-    for g in run.groups:
-        if not isinstance(g.get("step"), int):
-            continue
-        lengths = [n for n in (g.get("lengths") or []) if isinstance(n, int | float)]
-        all_lengths += lengths
-        family = run.family_of(g.get("task_id"))
+    all_lengths: list[float] = []
+    for g in run.record.groups:
+        all_lengths += g.lengths
+        family = run.family_of(g.task_id)
         if family is None:
             continue
         c = counts.setdefault(family, {"groups": 0, "low": 0, "high": 0, "completions": 0, "clipped": 0})
-        mean = _num(g.get("mean"))
         c["groups"] += 1
-        c["low"] += bool(g.get("flat") is True and mean is not None and mean < low)
-        c["high"] += bool(g.get("flat") is True and mean is not None and mean > high)
-        c["completions"] += len(lengths)
-        c["clipped"] += sum(n >= budget for n in lengths) if budget else 0
+        c["low"] += bool(g.flat is True and g.mean is not None and g.mean < low)
+        c["high"] += bool(g.flat is True and g.mean is not None and g.mean > high)
+        c["completions"] += len(g.lengths)
+        c["clipped"] += sum(n >= budget for n in g.lengths) if budget else 0
     per_family = {
         f: {
             "groups": c["groups"],
@@ -440,13 +301,11 @@ def trial_costs(run: RunData) -> dict[str, dict[str, float]]:
     generated, judge calls, seconds), from the trial events."""
     proposals = run.proposals()
     out: dict[str, dict[str, float]] = {}
-    for e in run.events:
-        if e.get("kind") != "trial":
-            continue
+    for e in run.record.events_of("trial"):
         trial = Trial.parse(e)
         proposal = proposals.get(trial.candidate_id)
         update = proposal.update if proposal is not None else Update()
-        d = out.setdefault(update.remedy_name(e.get("interface"), trial.remedy), dict.fromkeys(TRIAL_COST_FIELDS, 0))
+        d = out.setdefault(update.remedy_name(trial.interface, trial.remedy), dict.fromkeys(TRIAL_COST_FIELDS, 0))
         d["trials"] += 1
         d["accepted"] += trial.accepted
         d["rollouts"] += trial.rollouts or 0
@@ -458,9 +317,9 @@ def trial_costs(run: RunData) -> dict[str, dict[str, float]]:
 def harness_decisions(run: RunData) -> dict[str, dict[str, Any]]:
     """What the harness did, per task family (the task's id when it has none), read from the events: commits by
     interface and remedy ("task_sampling:park", "rubric_criteria:induced", ...; a remedy without a name is named
-    by the update's action or ``update``), rejected candidates by their kind (:func:`~harnessrl.bench.decisions.
+    by the update's action or ``update``), rejected candidates by their kind (:func:`~harnessrl.analysis.decisions.
     refusal_kind`), failures given up. A commit or a rejected candidate counts once in each family whose tasks
-    it changes (:func:`~harnessrl.bench.decisions.changed_tasks`)."""
+    it changes (:func:`~harnessrl.analysis.decisions.changed_tasks`)."""
     family_of = {tid: str(m.get("family") or tid) for tid, m in run.train_tasks.items()}
     proposals = run.proposals()
     trials: dict[str | None, Trial] = {}  # each candidate's latest trial so far (a pending one is tried again)
@@ -470,102 +329,95 @@ def harness_decisions(run: RunData) -> dict[str, dict[str, Any]]:
         fams = dict.fromkeys(family_of.get(str(t), str(t)) for t in tasks) or {"None": None}
         return [out.setdefault(fam, {"commits": {}, "rejected": {}, "gave_up": 0}) for fam in fams]
 
-    for e in run.events:
-        kind = e.get("kind")
-        if kind == "trial":
+    for e in run.record.events_of("trial", "commit", "verdict", "give_up"):
+        if e.kind == "trial":
             trial = Trial.parse(e)
             trials[trial.candidate_id] = trial
-        elif kind == "commit":
+        elif e.kind == "commit":
             commit = UpdateEvent.parse(e)
             for c in entries(changed_tasks(commit, run.train_domains)):
                 c["commits"][commit.name] = c["commits"].get(commit.name, 0) + 1
-        elif kind == "verdict" and e.get("verdict") == "rejected":
-            proposal = proposals.get(_cid(e.get("candidate_id")))
+        elif e.kind == "verdict" and (verdict := Verdict.parse(e)).rejected:
+            proposal = proposals.get(verdict.candidate_id)
             tasks = changed_tasks(proposal, run.train_domains) if proposal is not None else ()
-            why = refusal_kind(e, trials.get(_cid(e.get("candidate_id"))))
+            why = refusal_kind(verdict, trials.get(verdict.candidate_id))
             for r in entries(tasks):
                 r["rejected"][why] = r["rejected"].get(why, 0) + 1
-        elif kind == "give_up":
-            entries([e.get("task_id")])[0]["gave_up"] += 1
+        elif e.kind == "give_up":
+            entries([Verdict.parse(e).task_id])[0]["gave_up"] += 1
     return dict(sorted(out.items()))
 
 
-def _cid(v: Any) -> str | None:
-    return v if isinstance(v, str) and v else None
+def _best(run: RunData, test: list[EvalRow]) -> tuple[int | None, float | None, EvalRow | None]:
+    """The best-validation step and score (``best.json``), and the test evaluation at that step."""
+    best = run.record.best
+    if isinstance(best, Missing):
+        return None, None, None
+    return best.step, best.overall, next((e for e in test if e.step == best.step), None)
+
+
+def _totals(run: RunData) -> dict[str, Any]:
+    """The run's totals (its summary's accounting), the bench's wall time, and the harness's share of it."""
+    # the bench's own measure of the run, over all its attempts (0 while a run goes: not measured yet)
+    summary, bench_wall = run.record.summary, finite_number(run.manifest.get("wall_seconds")) or None
+    if isinstance(summary, Missing):  # no totals before the run ends; the steps logged so far
+        unrecorded = (*TOTALS, "rollouts_spent", "effective_group_ratio", "harness_overhead_seconds")
+        return {**dict.fromkeys(unrecorded), "wall_seconds": bench_wall, "harness_overhead_share": None,
+                "steps": run.record.last_step}  # fmt: skip
+    acc = summary.accounting
+    # wall time: what the bench measured (the trainer's own figure for a run the bench did not time); the overhead
+    # share is the trainer's, within the processes that measured it
+    wall = bench_wall or summary.wall_seconds
+    overhead = acc.harness_overhead_seconds
+    return {
+        **acc.model_dump(include=set(TOTALS)),
+        "rollouts_spent": acc.rollouts_generated + (acc.rollouts_trial or 0.0)
+        if acc.rollouts_generated is not None
+        else None,
+        "effective_group_ratio": acc.effective_group_ratio,
+        "wall_seconds": wall,
+        "harness_overhead_seconds": overhead,
+        "harness_overhead_share": overhead / summary.wall_seconds
+        if overhead is not None and summary.wall_seconds
+        else None,
+        "steps": summary.steps,
+    }
 
 
 def run_figures(run: RunData) -> dict[str, Any]:
     """One run's figures (``None`` where the run does not record one)."""
-    validation, test = run.eval_rows("validation"), run.eval_rows("test")
-    best_step = best_overall = None
-    if (
-        isinstance(run.best, dict)
-        and isinstance(run.best.get("step"), int)
-        and _num(run.best.get("overall")) is not None
-    ):
-        best_step, best_overall = run.best["step"], _num(run.best["overall"])
-    elif validation:
-        top = max(validation, key=lambda e: (e["overall"], -int(e.get("step", 0))))
-        best_step, best_overall = int(top["step"]), float(top["overall"])
-    test_at_best = next((e for e in test if e.get("step") == best_step), None) if best_step is not None else None
-    if isinstance(run.best, dict) and isinstance(run.best.get("test"), dict) and run.has_split:
-        test_at_best = run.best["test"]  # the trainer's own record: {overall, per_domain, ...} at the best step
+    test = run.eval_rows("test")
+    best_step, best_overall, test_at_best = _best(run, test)
     test_end = test[-1] if test else None
-    summary = run.summary or {}
-    # wall time: what the bench measured over all of the run's attempts (a resumed run's summary only
-    # counts its last process), else the run's own figure; the overhead share stays within one process
-    trainer_wall = _find(summary, "wall_seconds")
-    wall = _num(run.manifest.get("wall_seconds")) or trainer_wall
-    overhead = _harness_overhead_seconds(run)
-    rollouts, rollouts_source = run.rollouts_spent()
-    effective = _find(summary, "accounting.effective_group_ratio")
-    if effective is None:
-        effective = _mean(v for _, v in run.effective_group_ratio())
+    record = run.record
     figures: dict[str, Any] = {
         "method": run.method,
         "seed": run.seed,
         "path": str(run.path),
-        "complete": run.summary is not None,
-        "status": run.manifest.get("status") or ("done" if run.summary is not None else "incomplete"),
-        "trainer_method": run.config.get("method"),
-        "steps": int(_find(summary, "steps") or (run.metrics[-1]["step"] if run.metrics else 0)),
-        "max_steps": _find(run.config, "grpo.max_steps"),
+        "complete": record.ended,
+        "status": run.manifest.get("status") or ("done" if record.ended else "incomplete"),
+        "trainer_method": record.config.method,
+        "max_steps": float(record.config.grpo.max_steps) if record.config.grpo.max_steps is not None else None,
         "split": "validation/test" if run.has_split else "held-out (one set both chooses and reports)",
         "validation_best": best_overall,
         "steps_to_best": best_step,
-        "test_at_best": _num(test_at_best.get("overall")) if test_at_best else None,
-        "test_at_best_per_domain": dict(test_at_best.get("per_domain") or {}) if test_at_best else {},
-        "test_end": _num(test_end.get("overall")) if test_end else None,
-        "test_end_step": test_end.get("step") if test_end else None,
-        "test_end_per_domain": dict(test_end.get("per_domain") or {}) if test_end else {},
-        "test_start": _num(test[0]["overall"]) if test and test[0].get("step") == 0 else None,
-        "effective_group_ratio": effective,
-        "zero_std_all_low": _mean(v for _, v in run.series("frac_reward_zero_std/all_low")),
-        "zero_std_all_high": _mean(v for _, v in run.series("frac_reward_zero_std/all_high")),
-        "rollouts_spent": rollouts[-1][1] if rollouts else None,
-        "rollouts_spent_source": rollouts_source,
-        "wall_seconds": wall,
-        "harness_overhead_seconds": overhead,
-        "harness_overhead_share": overhead / (trainer_wall or wall)
-        if overhead is not None and (trainer_wall or wall)
-        else None,
+        "test_at_best": test_at_best.overall if test_at_best else None,
+        "test_at_best_per_domain": dict(test_at_best.per_domain) if test_at_best else {},
+        "test_end": test_end.overall if test_end else None,
+        "test_end_step": test_end.step if test_end else None,
+        "test_end_per_domain": dict(test_end.per_domain) if test_end else {},
+        "test_start": test[0].overall if test and test[0].step == 0 else None,
+        "zero_std_all_low": _mean(v for _, v in record.series("frac_reward_zero_std/all_low")),
+        "zero_std_all_high": _mean(v for _, v in record.series("frac_reward_zero_std/all_high")),
+        "rollouts_spent_source": "rollouts_generated + rollouts_trial",
+        **_totals(run),
     }
-    for name, key in TOTALS.items():
-        total = _find(summary, name, f"accounting.{name}")
-        if total is None:
-            logged = run.series(key)
-            total = logged[-1][1] if logged else None
-        figures[name] = total
-    if figures["rollouts_generated"] is not None:  # the run's own totals, when it has them
-        figures["rollouts_spent"] = figures["rollouts_generated"] + (figures["rollouts_trial"] or 0.0)
-        figures["rollouts_spent_source"] = "rollouts_generated + rollouts_trial"
-    commits = [e for e in run.events if e.get("kind") == "commit"]
-    verdicts = [e for e in run.events if e.get("kind") == "verdict"]
+    commits, verdicts = record.events_of("commit"), record.events_of("verdict")
     figures["harness_commits"] = len(commits)
-    figures["harness_rejections"] = sum(e.get("verdict") == "rejected" for e in verdicts)
+    figures["harness_rejections"] = sum(Verdict.parse(e).rejected for e in verdicts)
     figures["harness_decisions"] = harness_decisions(run)
     figures["trial_costs"] = trial_costs(run)
-    figures.update(_gold_figures(run, test, best_step, test_at_best))
+    figures.update(_gold_figures(run, test, test_at_best))
     figures.update(_training_family_figures(run))
     figures["family_failure"] = {
         str(m["family"]): str(m["failure"])
@@ -697,11 +549,11 @@ def aggregate(runs_figures: Sequence[dict[str, Any]], methods: Sequence[str] | N
             agg[k] = stat([f.get(k) for f in rows])
         for where in PER_GROUP:
             groups = sorted({d for f in rows for d in f.get(where) or {}})
-            agg[where] = {d: stat([_num((f.get(where) or {}).get(d)) for f in rows]) for d in groups}
+            agg[where] = {d: stat([finite_number((f.get(where) or {}).get(d)) for f in rows]) for d in groups}
         families = sorted({d for f in rows for d in f.get("train_per_family") or {}})
         agg["train_per_family"] = {
             fam: {
-                k: stat([_num(((f.get("train_per_family") or {}).get(fam) or {}).get(k)) for f in rows])
+                k: stat([finite_number(((f.get("train_per_family") or {}).get(fam) or {}).get(k)) for f in rows])
                 for k in TRAIN_FAMILY_FIGURES
             }
             for fam in families
@@ -741,7 +593,7 @@ def _paired(a: dict[str, Any], b: dict[str, Any], key: str, group: str | None = 
 
     def value(side: dict[str, Any], seed: str) -> float | None:
         v = side["per_seed"][seed].get(key)
-        return _num((v or {}).get(group)) if group is not None else v
+        return finite_number((v or {}).get(group)) if group is not None else v
 
     seeds = sorted(set(a["per_seed"]) & set(b["per_seed"]), key=int)
     diffs = {s: value(a, s) - value(b, s) for s in seeds if value(a, s) is not None and value(b, s) is not None}
@@ -795,24 +647,20 @@ def _paired_score(a: dict[str, Any], b: dict[str, Any], key: str) -> dict[str, A
 
 
 def is_harness_arm(method: str, agg: dict[str, Any]) -> bool:
-    """A method that runs the evolving harness: its runs' ``method`` setting says so (older runs, which
-    have none, go by the name: ``harnessrl...``)."""
-    trainer_method = agg.get(method, {}).get("trainer_method")
-    return trainer_method == "harnessrl" if trainer_method else method.startswith(HARNESS_PREFIX)
+    """A method that runs the evolving harness: its runs' ``method`` setting (config.yaml) says so."""
+    return agg.get(method, {}).get("trainer_method") == HARNESS_METHOD
 
 
 def is_oracle(method: str, agg: dict[str, Any]) -> bool:
-    """The oracle (plain GRPO on the gold rubrics): its runs' ``method`` setting, else the name ``oracle``.
-    It is the bound of any rubric repair, never a baseline the harness is compared against."""
-    trainer_method = agg.get(method, {}).get("trainer_method")
-    return trainer_method == ORACLE_METHOD if trainer_method else method == ORACLE_METHOD
+    """The oracle (plain GRPO on the gold rubrics), by its runs' ``method`` setting: the bound of any rubric
+    repair, never a baseline the harness is compared against."""
+    return agg.get(method, {}).get("trainer_method") == ORACLE_METHOD
 
 
 def _reference(agg: dict[str, Any], trainer_method: str) -> str | None:
-    """The method that stands for a built-in one (``fixed``, ``oracle``): the one of that name, else the
-    first whose runs' ``method`` setting is it."""
-    own = agg.get(trainer_method)
-    if own is not None and own.get("trainer_method") in (None, trainer_method):
+    """The method that stands for a built-in one (``fixed``, ``oracle``): the bench method of that name when its
+    runs' ``method`` setting is it, else the first whose runs' setting is it."""
+    if agg.get(trainer_method, {}).get("trainer_method") == trainer_method:
         return trainer_method
     return next((m for m, a in agg.items() if a.get("trainer_method") == trainer_method), None)
 
@@ -1130,7 +978,7 @@ def load_runs(bench_dir: str | Path) -> tuple[list[RunData], dict[str, Any]]:
     root = Path(bench_dir)
     if not root.is_dir():
         raise HarnessRLError(f"{root}: no such bench folder (make one with `harnessrl bench run`)")
-    manifest = _read_json(root / "bench.json") or {}
+    manifest = read_json_file(root / "bench.json") or {}
     runs: list[RunData] = []
     seen: set[Path] = set()
     for row in (manifest.get("runs") or {}).values():

@@ -1,0 +1,305 @@
+"""The run record: one typed reader of everything a run directory holds, for every part that reads a run back.
+
+A run directory is written by one part (the trainer) and read by many: the bench's analysis, the run's own
+report, its totals over every process, resume. Each reads it here, through :meth:`RunRecord.load`, never with a
+``json.loads`` of its own, so each figure is parsed in one place and has one source (docs/design.md §2):
+
+- ``config.yaml``: :class:`RunConfigView`, the settings a reader decides on (the method, the training data, the
+  detectors' bounds, the step and completion budgets);
+- ``metrics.jsonl``: :class:`MetricRow` per logged step (:meth:`RunRecord.series` reads one metric), and
+  ``rolled_back/metrics.jsonl``: the rows of steps a killed process logged past its last checkpoint;
+- ``steps.jsonl``: :class:`GroupRow` per trained task group;
+- ``eval.jsonl``: :class:`EvalRow` per evaluation (``evaluations``: the training's own, not ``harnessrl eval``'s);
+- ``best.json``: :class:`BestCheckpoint`;
+- ``events.jsonl``: :class:`~harnessrl.records.events.Event` per line;
+- ``harness.json``: the interfaces' state and history, as written (typed by
+  :meth:`~harnessrl.interfaces.harness.Harness.load`, a layer above);
+- ``summary.json``: :class:`RunSummaryRecord`, with the run's totals in its ``accounting``.
+
+Where a run directory lacks a file, the field is :class:`Missing` with the reason (a run still going has no
+summary; a run without a validation split no best checkpoint), and no reader falls back to another source. A
+torn or malformed line is skipped with a warning (a killed process loses at most the line in flight).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from harnessrl.errors import HarnessRLError
+from harnessrl.records.events import Event
+from harnessrl.records.run_dir import read_json_file, read_jsonl
+
+__all__ = [
+    "Accounting",
+    "BestCheckpoint",
+    "EvalRow",
+    "GroupRow",
+    "MetricRow",
+    "Missing",
+    "RunConfigView",
+    "RunRecord",
+    "RunSummaryRecord",
+    "Scores",
+    "finite_number",
+    "read_best",
+    "read_summary",
+]
+
+logger = logging.getLogger(__name__)
+
+_M = TypeVar("_M", bound=BaseModel)
+
+
+def finite_number(v: Any) -> float | None:
+    """``v`` as a float when it is a finite number (not a bool), else None: how every reader of a run takes a
+    figure written as JSON."""
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+        return None
+    return float(v)
+
+
+@dataclass(frozen=True)
+class Missing:
+    """A part of the run directory that is not there, and why."""
+
+    reason: str
+
+
+class _View(BaseModel):
+    """A reader's view of a file: the fields it decides on, anything else ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+# ------------------------------------------------------------------------------------------- config.yaml
+class DataView(_View):
+    train: str | None = Field(None, description="The training tasks' file (data.train).")
+    format: str = Field("auto", description="Its format.")
+    domain: str | None = Field(None, description="The domain of tasks that name none.")
+    train_rubric: str | None = Field(None, description="What training grades with: rubric, or gold (clean).")
+
+
+class GrpoView(_View):
+    max_steps: int | None = Field(None, description="The steps the run is set to train.")
+    max_completion_length: int | None = Field(None, description="The completion budget in tokens.")
+
+
+class DetectorsView(_View):
+    low: float | None = Field(None, description="A flat group's mean below this is uniformly low (None: default).")
+    high: float | None = Field(None, description="A flat group's mean above this is uniformly high (None: default).")
+
+
+class HarnessView(_View):
+    detectors: DetectorsView = Field(default_factory=DetectorsView)
+
+
+class RunConfigView(_View):
+    """What readers take from ``config.yaml`` (the resolved configuration the trainer wrote)."""
+
+    method: str | None = Field(None, description="The trainer method (None: a run from before the setting).")
+    run_dir: str | None = None
+    data: DataView = Field(default_factory=DataView)
+    grpo: GrpoView = Field(default_factory=GrpoView)
+    harness: HarnessView = Field(default_factory=HarnessView)
+
+
+# ------------------------------------------------------------------------------------------- rows
+class MetricRow(BaseModel):
+    """One line of ``metrics.jsonl``: the step and its logged values (TRL's and HarnessRL's, by name)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    step: int
+
+    def value(self, key: str) -> float | None:
+        """A logged number (None: not logged in this row, or not a finite number)."""
+        return finite_number((self.model_extra or {}).get(key))
+
+
+class GroupRow(_View):
+    """One line of ``steps.jsonl``: a task group of a training step (see :class:`~harnessrl.records.GroupRecord`)."""
+
+    step: int
+    task_id: str | None = None
+    rewards: list[float | None] = Field(default_factory=list)
+    mean: float | None = None
+    std: float | None = None
+    flat: bool | None = None
+    lengths: list[float] = Field(default_factory=list)
+    rubric_version: int | None = None
+    guided: int | None = None
+
+
+class Scores(_View):
+    """A score set: overall, per domain, per family and per task (unscored entries are None)."""
+
+    overall: float | None = None
+    per_domain: dict[str, float | None] = Field(default_factory=dict)
+    per_family: dict[str, float | None] = Field(default_factory=dict)
+    per_task: dict[str, float | None] = Field(default_factory=dict)
+
+
+class EvalRow(Scores):
+    """One line of ``eval.jsonl``: an evaluation at a step, on one split."""
+
+    step: int
+    split: Literal["validation", "test"] | None = Field(None, description="None: a run from before the split.")
+    graded_with: str = Field("rubric", description="gold or rubric (rows from before gold grading: rubric).")
+    proxy: Scores | None = Field(None, description="The same completions graded with rubric version 0 (gold).")
+    clipped_share: float | None = None
+    clipped_per_family: dict[str, float | None] = Field(default_factory=dict)
+    source: str | None = Field(None, description="Who wrote it: None the training, 'harnessrl eval' the command.")
+
+    @field_validator("graded_with", mode="before")
+    @classmethod
+    def _rubric_when_unsaid(cls, v: Any) -> Any:
+        return "rubric" if v is None else v
+
+
+class BestCheckpoint(_View):
+    """``best.json``: the step with the best validation score, that score, and the checkpoint saved there."""
+
+    step: int
+    overall: float
+    split: str = Field("held-out", description="The split that chose it (validation; held-out: one set).")
+    graded_with: str = "rubric"
+    test: Scores | None = Field(None, description="The test scores at that step (also in eval.jsonl).")
+    checkpoint: str | None = None
+
+
+class Accounting(BaseModel):
+    """The run's totals over every process that trained it (``summary.json``'s ``accounting``)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    rollouts_generated: float | None = None
+    rollouts_discarded: float | None = None
+    rollouts_trial: float | None = None
+    judge_calls: float | None = None
+    effective_group_ratio: float | None = None
+    wall_seconds: float | None = None
+    harness_overhead_seconds: float | None = None
+    harness_overhead_share: float | None = None
+
+
+class RunSummaryRecord(_View):
+    """``summary.json``: written once, when the run ends (the trainer's ``RunSummary``)."""
+
+    steps: int
+    wall_seconds: float
+    method: str | None = None
+    timings: dict[str, float] = Field(default_factory=dict)
+    reward_first: float | None = None
+    reward_last: float | None = None
+    eval_before: float | None = None
+    eval_after: float | None = None
+    accounting: Accounting = Field(default_factory=Accounting)
+    extra: dict[str, Any] = Field(default_factory=dict)
+    eval: dict[str, Any] = Field(default_factory=dict)
+
+
+def _rows(path: Path, model: type[_M]) -> list[_M]:
+    """Every line of a JSONL file that is a ``model`` (others skipped with a warning naming the line)."""
+    out = []
+    for i, row in enumerate(read_jsonl(path), start=1):
+        try:
+            out.append(model.model_validate(row))
+        except ValidationError as e:
+            logger.warning("%s row %d is not a %s (%s); skipped", path, i, model.__name__, e.errors()[0]["msg"])
+    return out
+
+
+def _file(path: Path, model: type[_M], why: str) -> _M | Missing:
+    data = read_json_file(path)
+    if data is None:
+        return Missing(why)
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        why = f"{path.name} is not a {model.__name__}: {e.errors()[0]['msg']}"
+        logger.warning("%s: %s; read as missing", path, why)
+        return Missing(why)
+
+
+def read_summary(run_dir: str | Path) -> RunSummaryRecord | Missing:
+    """A run's ``summary.json`` alone (whether it ended, and its totals), or why there is none."""
+    return _file(Path(run_dir) / "summary.json", RunSummaryRecord, "no summary.json: the run has not ended")
+
+
+def read_best(run_dir: str | Path) -> BestCheckpoint | Missing:
+    """A run's ``best.json``, or why there is none."""
+    return _file(Path(run_dir) / "best.json", BestCheckpoint, "no best.json: the run has no validation score yet")
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """A run directory, read once and typed (see the module docstring for each field's file)."""
+
+    path: Path
+    config: RunConfigView
+    metrics: tuple[MetricRow, ...]
+    groups: tuple[GroupRow, ...]
+    evaluations: tuple[EvalRow, ...]
+    """The training's own evaluations (rows of ``harnessrl eval`` are not part of the curve; a row whose grading
+    failed has no ``overall``)."""
+    events: tuple[Event, ...]
+    best: BestCheckpoint | Missing
+    summary: RunSummaryRecord | Missing
+    harness: dict[str, Any] | Missing
+    rolled_back: tuple[MetricRow, ...] = ()
+    """The metrics rows a killed process logged after its last checkpoint (moved aside by the resume)."""
+
+    @classmethod
+    def load(cls, run_dir: str | Path) -> RunRecord:
+        """Read the run directory ``run_dir``; raises :class:`~harnessrl.errors.HarnessRLError` when its
+        ``config.yaml`` is missing or does not parse (not a run directory), or a whole JSON file is damaged."""
+        path = Path(run_dir)
+        # the whole JSON files first: a damaged one is named whatever else the directory lacks
+        harness, best, summary = read_json_file(path / "harness.json"), read_best(path), read_summary(path)
+        try:
+            config = RunConfigView.model_validate(yaml.safe_load((path / "config.yaml").read_text(encoding="utf-8")))
+        except (OSError, yaml.YAMLError, ValidationError) as e:
+            raise HarnessRLError(f"{path}/config.yaml cannot be read ({e}): is {path} a run directory?") from None
+        return cls(
+            path=path,
+            config=config,
+            metrics=tuple(_rows(path / "metrics.jsonl", MetricRow)),
+            groups=tuple(_rows(path / "steps.jsonl", GroupRow)),
+            evaluations=tuple(e for e in _rows(path / "eval.jsonl", EvalRow) if e.source is None),
+            events=tuple(_rows(path / "events.jsonl", Event)),
+            best=best,
+            summary=summary,
+            harness=harness if isinstance(harness, dict) else Missing("no harness.json: no harness state saved"),
+            rolled_back=tuple(_rows(path / "rolled_back" / "metrics.jsonl", MetricRow)),
+        )
+
+    @property
+    def ended(self) -> bool:
+        """Whether the run ended (its summary is written)."""
+        return not isinstance(self.summary, Missing)
+
+    @property
+    def accounting(self) -> Accounting | Missing:
+        """The run's totals, or why there are none (the summary, written at the run's end, holds them)."""
+        return self.summary if isinstance(self.summary, Missing) else self.summary.accounting
+
+    @property
+    def last_step(self) -> int:
+        """The last step the run logged (0: none yet)."""
+        return max((m.step for m in self.metrics), default=0)
+
+    def series(self, key: str) -> list[tuple[int, float]]:
+        """``(step, value)`` of a logged metric, the last value of each step, in step order."""
+        by_step = {m.step: v for m in self.metrics if (v := m.value(key)) is not None}
+        return sorted(by_step.items())
+
+    def events_of(self, *kinds: str) -> list[Event]:
+        """The events of these kinds, in the order they were written."""
+        return [e for e in self.events if e.kind in kinds]
