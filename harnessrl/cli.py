@@ -427,7 +427,8 @@ def bench_report(
             "--dir",
             "-d",
             help="A bench output folder (made by `bench run`); give it again for more folders, read as one bench "
-            "(ablations run beside the baselines' folder, a seed added later): they must share the bench config, "
+            "(ablations run beside the baselines' folder, a seed added later): they must share the bench config "
+            "(or configs that train the same: base and overrides, read from the paths their bench.json records), "
             "a method's settings and no method/seed.",
         ),
     ] = None,
@@ -457,9 +458,14 @@ def bench_report(
     """Write results.md, results.json and plots/*.png for a bench folder (or several), from its runs' files,
     and from committed reports' run rows (--rows)."""
     from harnessrl.analysis.report import print_results, write_bench_report
+    from harnessrl.bench.config import same_benchmark
 
     report = write_bench_report(
-        bench_dirs or [], out=out, rows=rows or [], rows_methods=_csv(rows_methods, "--rows-methods")
+        bench_dirs or [],
+        out=out,
+        rows=rows or [],
+        rows_methods=_csv(rows_methods, "--rows-methods"),
+        same_benchmark=same_benchmark,
     )
     print_results(report, console)
 

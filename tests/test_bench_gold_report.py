@@ -501,6 +501,35 @@ def test_bench_folders_that_disagree_are_refused_with_what_differs(tmp_path):
     assert not report.exists()  # nothing written
 
 
+def test_bench_folders_run_from_configs_that_train_the_same_are_one_benchmark(tmp_path):
+    """Seeds run later under a longer wall-clock limit (another config file, the same base and overrides) are
+    reported with the first ones; a file that trains otherwise, or one gone, is still refused."""
+    root = _ablation_bench(tmp_path)
+    other = _split(root, "remedies-off")
+    repo = Path(__file__).resolve().parents[1]
+    gold = yaml.safe_load((repo / "configs" / "bench-gold.yaml").read_text())
+    gold["base"] = str(repo / "configs" / "bench-gold.base.yaml")
+    longer = tmp_path / "bench-gold-long.yaml"
+    longer.write_text(yaml.safe_dump({**gold, "timeout_minutes": 240, "out": "elsewhere", "seeds": [3, 4]}))
+    manifest = json.loads((other / "bench.json").read_text())
+    manifest["bench_config"] = str(longer)
+    (other / "bench.json").write_text(json.dumps(manifest))
+    report = tmp_path / "r"
+    result = cli.invoke(app, ["bench", "report", "--dir", str(root), "--dir", str(other), "--out", str(report)])
+    assert result.exit_code == 0, result.output
+    results = json.loads((report / "results.json").read_text())
+    assert results["bench_configs"] == ["configs/bench-gold.yaml", str(longer)]
+    assert "(they train the same)" in (report / "results.md").read_text().splitlines()[2]
+
+    longer.write_text(yaml.safe_dump({**gold, "overrides": {"grpo.max_steps": 20}}))  # trains otherwise
+    result = cli.invoke(app, ["bench", "report", "--dir", str(root), "--dir", str(other), "--out", str(tmp_path / "x")])
+    assert result.exit_code != 0 and "do not train the same" in str(result.exception)
+    longer.unlink()  # gone: nothing says it trains the same
+    result = cli.invoke(app, ["bench", "report", "--dir", str(root), "--dir", str(other), "--out", str(tmp_path / "x")])
+    assert result.exit_code != 0 and "one report reads one benchmark" in str(result.exception)
+    assert not (tmp_path / "x").exists()
+
+
 def test_a_bench_without_settings_has_no_ablations(gold_bench):
     assert write_bench_report(gold_bench, plots=False).results["ablations"] == []
 

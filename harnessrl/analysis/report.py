@@ -28,6 +28,7 @@ from harnessrl.analysis.repairs import family_curves, family_repairs, oracle_gap
 from harnessrl.analysis.results import (
     FIXED_METHOD,
     ORACLE_METHOD,
+    SameBenchmark,
     _reference,
     ablations,
     aggregate,
@@ -40,6 +41,7 @@ from harnessrl.analysis.results import (
     load_benches,
     oracle_gap,
     run_figures,
+    same_name,
     with_equal_cost,
 )
 from harnessrl.analysis.rows import ROWS_FROM, merge_rows
@@ -956,8 +958,10 @@ def _sources_line(results: dict[str, Any]) -> str:
             + ", ".join(f"`{f}`" for f in files)
             + " (marked *row* in the runs table)"
         )
-    config = f", config `{results['bench_config']}`" if results.get("bench_config") else ""
-    return "; ".join(parts) + config
+    configs = results.get("bench_configs") or ([results["bench_config"]] if results.get("bench_config") else [])
+    if len(configs) > 1:  # one benchmark from several files: they train the same (only how they ran differs)
+        return "; ".join(parts) + ", configs " + ", ".join(f"`{c}`" for c in configs) + " (they train the same)"
+    return "; ".join(parts) + (f", config `{configs[0]}`" if configs else "")
 
 
 def _markdown(results: dict[str, Any]) -> str:
@@ -1039,6 +1043,7 @@ def write_bench_report(
     out: str | Path | None = None,
     rows: Sequence[str | Path] = (),
     rows_methods: Sequence[str] | None = None,
+    same_benchmark: SameBenchmark = same_name,
 ) -> BenchReport:
     """Read every run of a bench folder, or of several read as one (:func:`load_benches`), and write
     ``results.md``, ``results.json`` and ``plots/*.png`` into ``out`` (default: the first bench folder).
@@ -1047,16 +1052,18 @@ def write_bench_report(
 
     ``rows``: committed reports' results.json whose run rows are reported beside the folders' runs, as they are
     (:func:`~harnessrl.analysis.rows.merge_rows`: the same bench, no method and seed twice; ``rows_methods``: only
-    these methods' rows). With rows only, no folder, ``out`` is needed and no plot is drawn."""
+    these methods' rows). With rows only, no folder, ``out`` is needed and no plot is drawn. ``same_benchmark``: whether
+    two sources' bench configs are one benchmark (default: the same file name)."""
     roots = [Path(bench_dir)] if isinstance(bench_dir, str | Path) else [Path(d) for d in bench_dir]
     if not roots and not rows:
         raise HarnessRLError("nothing to report: give a bench folder (--dir) or a report's results.json (--rows)")
     if not roots and out is None:
         raise HarnessRLError("with --rows alone, say where the report goes (--out)")
-    runs, manifest = load_benches(roots) if roots else ([], {"bench_config": None, "methods": {}, "runs": {}})
+    empty: dict[str, Any] = {"bench_config": None, "methods": {}, "runs": {}}
+    runs, manifest = load_benches(roots, same_benchmark) if roots else ([], empty)
     dest = Path(out) if out is not None else roots[0]
     figures = [{**run_figures(r), "path": _shown(r.path)} for r in runs]
-    taken, manifest = merge_rows(figures, manifest, rows, rows_methods, shown=_shown)
+    taken, manifest = merge_rows(figures, manifest, rows, rows_methods, shown=_shown, same=same_benchmark)
     dest.mkdir(parents=True, exist_ok=True)
     figures = with_equal_cost([*figures, *taken])
     agg = aggregate(figures, list((manifest.get("methods") or {}).keys()))
@@ -1067,6 +1074,7 @@ def write_bench_report(
         "bench_dirs": [_shown(r) for r in roots],
         "row_files": [_shown(r) for r in rows],
         "bench_config": manifest.get("bench_config"),
+        "bench_configs": manifest.get("bench_configs") or [],
         "method_settings": manifest.get("methods") or {},
         "generated": datetime.now(UTC).isoformat(timespec="seconds"),
         "harness_arms": [m for m in agg if is_harness_arm(m, agg)],

@@ -31,7 +31,7 @@ import logging
 import math
 import random
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,6 +45,7 @@ from harnessrl.records.run_record import EvalRow, Missing, RunConfigView, RunRec
 __all__ = [
     "ORACLE_METHOD",
     "RunData",
+    "SameBenchmark",
     "aggregate",
     "agree",
     "baselines",
@@ -57,6 +58,7 @@ __all__ = [
     "load_runs",
     "oracle_gap",
     "run_figures",
+    "same_name",
     "stat",
     "t_interval",
     "task_bootstrap",
@@ -915,17 +917,38 @@ def fault_check(agg: dict[str, Any]) -> dict[str, Any] | None:
     return {"fixed": fixed, "oracle": oracle, "families": rows}
 
 
-def agree(merged: dict[str, Any], method_from: dict[str, str], source: str, manifest: dict[str, Any]) -> None:
+SameBenchmark = Callable[[str, str], bool]
+"""Whether two bench configs (as their manifests name them) are one benchmark; the CLI passes
+:func:`harnessrl.bench.config.same_benchmark` (they train the same), a bare call compares the names."""
+
+
+def same_name(a: str, b: str) -> bool:
+    """Two bench configs are one benchmark when they are one file (the rule when nothing can read them)."""
+    return a == b
+
+
+def agree(
+    merged: dict[str, Any],
+    method_from: dict[str, str],
+    source: str,
+    manifest: dict[str, Any],
+    same: SameBenchmark = same_name,
+) -> None:
     """Fold one source's bench config and method settings (``manifest``: ``bench_config``, ``methods``) into
     ``merged``, or refuse where they disagree with the sources before it (``method_from``: method -> the first
-    source that named it), naming both: one report reads one benchmark, and one name is one arm."""
+    source that named it), naming both: one report reads one benchmark (``same``: two configs that differ only
+    in how their runs were run, a wall-clock limit say, are one), and one name is one arm. Every config read is
+    listed in ``merged["bench_configs"]``."""
     config = manifest.get("bench_config")
-    if config is not None and merged["bench_config"] not in (None, config):
+    first = merged["bench_config"]
+    if config is not None and first not in (None, config) and not same(first, config):
         raise HarnessRLError(
             f"{source} was run from bench config {config!r}, the sources before it from "
-            f"{merged['bench_config']!r}: one report reads one benchmark (report them apart)"
+            f"{first!r}, and the two do not train the same (their base training config or overrides differ, or "
+            "one cannot be read from here): one report reads one benchmark (report them apart)"
         )
-    merged["bench_config"] = merged["bench_config"] or config
+    merged["bench_config"] = first or config
+    merged["bench_configs"] = [c for c in dict.fromkeys([*merged.get("bench_configs", []), first, config]) if c]
     for method, settings in (manifest.get("methods") or {}).items():
         if method in merged["methods"] and merged["methods"][method] != settings:
             raise HarnessRLError(
@@ -937,7 +960,9 @@ def agree(merged: dict[str, Any], method_from: dict[str, str], source: str, mani
         method_from.setdefault(method, source)
 
 
-def load_benches(bench_dirs: Sequence[str | Path]) -> tuple[list[RunData], dict[str, Any]]:
+def load_benches(
+    bench_dirs: Sequence[str | Path], same: SameBenchmark = same_name
+) -> tuple[list[RunData], dict[str, Any]]:
     """The runs of one or several bench folders read as one bench, and their manifests merged.
 
     Several folders are how a study grows: ablations run in another folder from the baselines, a seed added
@@ -954,7 +979,7 @@ def load_benches(bench_dirs: Sequence[str | Path]) -> tuple[list[RunData], dict[
     run_from: dict[str, str] = {}  # method/seed<k> -> the folder holding that run
     for folder in bench_dirs:
         part, manifest = load_runs(folder)
-        agree(merged, method_from, str(folder), manifest)
+        agree(merged, method_from, str(folder), manifest, same)
         for run in part:
             key = f"{run.method}/seed{run.seed}"
             if key in run_from:

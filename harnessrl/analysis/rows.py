@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from harnessrl.analysis.results import RunData, agree, run_figures
+from harnessrl.analysis.results import RunData, SameBenchmark, agree, run_figures, same_name
 from harnessrl.errors import HarnessRLError
 from harnessrl.records.run_record import Missing, RunConfigView, RunRecord
 
@@ -88,6 +88,7 @@ def merge_rows(
     files: Sequence[str | Path],
     methods: Sequence[str] | None = None,
     shown: Callable[[str | Path], str] = str,
+    same: SameBenchmark = same_name,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The rows of ``files`` (committed reports' results.json, each shown in messages and figures by ``shown``)
     to report beside the folders' run ``figures`` and their merged ``manifest`` (``bench_config``, ``methods``),
@@ -120,7 +121,7 @@ def merge_rows(
         settings = data.get("method_settings")
         taken = sorted({str(r.get("method")) for r in rows})
         recorded = {m: settings[m] for m in taken if m in settings} if isinstance(settings, dict) else {}
-        agree(merged, method_from, source, {"bench_config": config, "methods": recorded})
+        agree(merged, method_from, source, {"bench_config": config, "methods": recorded}, same)
         for m in (m for m in taken if m not in recorded):
             _check_unrecorded(source, m, [r for r in rows if r.get("method") == m], merged, method_from.get(m, ""))
         for row in rows:

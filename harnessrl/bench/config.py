@@ -27,6 +27,7 @@ __all__ = [
     "builtin_methods",
     "load_bench_config",
     "resolve_train_config",
+    "same_benchmark",
 ]
 
 
@@ -156,6 +157,12 @@ class BenchConfig(BaseModel):
             path = self._folder / path
         return load_yaml(path)
 
+    def trains(self) -> dict[str, Any]:
+        """What every run of this bench trains from, before its method's settings: the base training config with
+        the bench's overrides. Two configs that agree on it are one benchmark, whatever else differs (where
+        results go, which methods and seeds, the wall-clock limit, keeping checkpoints: how the runs are run)."""
+        return apply_overrides(self.base_settings(), self.overrides)
+
     def select(self, methods: list[str] | None = None, seeds: list[int] | None = None, out: str | None = None):
         """A copy restricted to some methods or seeds, or writing elsewhere (validated like the file)."""
         data = self.model_dump()
@@ -203,6 +210,18 @@ def _validate(data: Any, source: str) -> BenchConfig:
         return BenchConfig.model_validate(data)
     except ValidationError as e:
         raise ConfigError(f"{source} has invalid settings:\n{_explain(e)}") from None
+
+
+def same_benchmark(a: str | Path, b: str | Path) -> bool:
+    """Whether the bench configs at ``a`` and ``b`` (paths as a bench's manifest records them, read from here)
+    are one benchmark: the same file, or two files that train the same (:meth:`BenchConfig.trains`); a method's
+    settings are compared apart, per method. False where either cannot be read."""
+    if str(a) == str(b):
+        return True
+    try:
+        return load_bench_config(a).trains() == load_bench_config(b).trains()
+    except ConfigError:  # a file gone or unreadable: nothing says they train the same
+        return False
 
 
 def load_bench_config(path: str | Path) -> BenchConfig:
