@@ -49,6 +49,8 @@ __all__ = [
     "Scores",
     "finite_number",
     "read_best",
+    "read_events",
+    "read_metrics",
     "read_summary",
 ]
 
@@ -233,6 +235,16 @@ def read_summary(run_dir: str | Path) -> RunSummaryRecord | Missing:
     return _file(Path(run_dir) / "summary.json", RunSummaryRecord, "no summary.json: the run has not ended")
 
 
+def read_events(run_dir: str | Path) -> tuple[Event, ...]:
+    """A run's ``events.jsonl`` alone, typed (what a resumed run replays while its process is still starting)."""
+    return tuple(_rows(Path(run_dir) / "events.jsonl", Event))
+
+
+def read_metrics(run_dir: str | Path) -> tuple[MetricRow, ...]:
+    """A run's ``metrics.jsonl`` alone, typed (where a resumed trainer's counters go on from)."""
+    return tuple(_rows(Path(run_dir) / "metrics.jsonl", MetricRow))
+
+
 def read_best(run_dir: str | Path) -> BestCheckpoint | Missing:
     """A run's ``best.json``, or why there is none."""
     return _file(Path(run_dir) / "best.json", BestCheckpoint, "no best.json: the run has no validation score yet")
@@ -270,10 +282,10 @@ class RunRecord:
         return cls(
             path=path,
             config=config,
-            metrics=tuple(_rows(path / "metrics.jsonl", MetricRow)),
+            metrics=read_metrics(path),
             groups=tuple(_rows(path / "steps.jsonl", GroupRow)),
             evaluations=tuple(e for e in _rows(path / "eval.jsonl", EvalRow) if e.source is None),
-            events=tuple(_rows(path / "events.jsonl", Event)),
+            events=read_events(path),
             best=best,
             summary=summary,
             harness=harness if isinstance(harness, dict) else Missing("no harness.json: no harness state saved"),

@@ -2,7 +2,9 @@
 checkpoint it goes on from.
 
 This module is the one home of resume: the run (:mod:`harnessrl.trainer.run`) asks it at each stage, and it
-asks each part for its own saved state. What a resumed run restores, and from where:
+asks each part for its own saved state. The run's records (metrics, events, totals) are read through
+:mod:`harnessrl.records.run_record`, as the report and the bench's analysis read them. What a resumed run
+restores, and from where:
 
 ============================ ========================================== ======================================
 what                         from                                       here
@@ -64,7 +66,7 @@ from typing import TYPE_CHECKING, Any
 
 from harnessrl.interfaces.harness import Harness
 from harnessrl.records.run_dir import RunDir
-from harnessrl.records.run_record import RunRecord
+from harnessrl.records.run_record import RunRecord, read_events, read_metrics
 from harnessrl.records.steps import GroupRecord, Recorder, StepRecord
 from harnessrl.trainer.totals import RunTotals, run_totals
 
@@ -168,9 +170,10 @@ def restore_records(run: RunDir, harness: Harness, recorder: Recorder, main: boo
 def restore_accounting(run: RunDir, accounting: dict[str, Any]) -> None:
     """The trainer's cumulative counters (rollouts, judge calls, ...) go on from the last ``metrics.jsonl`` row
     that has them."""
-    last = next((m for m in reversed(run.read("metrics.jsonl")) if "rollouts/generated" in m), {})
+    metrics = read_metrics(run.path)
+    last = next((m for m in reversed(metrics) if m.value("rollouts/generated") is not None), None)
     for k in accounting:
-        accounting[k] = last.get(k) or 0
+        accounting[k] = (last.value(k) if last is not None else None) or 0
 
 
 def restore_listeners(
@@ -187,7 +190,8 @@ def restore_listeners(
     ``events.jsonl`` up to the checkpoint (``service``: None when the run has no evolver)."""
     replay(run, recorder, observe, window=window)
     if service is not None:
-        service.replay_events(run.read("events.jsonl"), through_step=resumed.step)
+        events = read_events(run.path)
+        service.replay_events([e.model_dump() for e in events], through_step=resumed.step)
 
 
 def restored_totals(record: RunRecord) -> RunTotals:
@@ -295,7 +299,7 @@ def replay(run: RunDir, recorder: Recorder, observe: Any = None, window: int = 1
 def reconcile_commits(run: RunDir, harness: Harness) -> list[str]:
     """Write a ``commit`` event for every update in the harness whose commit event is missing (the kill
     came between saving ``harness.json`` and writing the event); returns their candidate ids."""
-    logged = {e.get("candidate_id") for e in run.read("events.jsonl") if e.get("kind") == "commit"}
+    logged = {getattr(e, "candidate_id", None) for e in read_events(run.path) if e.kind == "commit"}
     missing = []
     for name, interface in harness.interfaces.items():
         for applied in interface.history:
