@@ -195,28 +195,36 @@ class UpdateEvent:
     version: int | None = None
     covers: tuple[str, ...] | None = None
     """Every task the update changes, when the event says so (``covers``, newer runs); None: read the update."""
+    probation: bool = False
+    """A commit on probation: a hint committed without fresh rollouts, kept or reverted by its training groups."""
 
     @classmethod
     def parse(cls, e: Event) -> UpdateEvent:
+        """A proposal, a commit, or a ``revert`` (the end of a probation: its ``updates`` put the rule back, one
+        per task, all of remedy ``revert``; read as one update of that remedy)."""
         event = e.model_dump()
         step = _int(event.get("step"))
         applies = _int(event.get("applies_from_step"))
         covers = event.get("covers")
+        reverting = event.get("updates") if e.kind == "revert" else None
         return cls(
             kind=str(event.get("kind") or ""),
             step=step,
             interface=_str(event.get("interface")),
             candidate_id=_str(event.get("candidate_id")),
-            update=Update.parse(event.get("update")),
+            update=Update.parse(reverting[0] if isinstance(reverting, list) and reverting else event.get("update")),
             applies_from_step=applies if applies is not None else (step + 1 if step is not None else None),
             version=_int(event.get("version")),
             covers=_strs(covers) if isinstance(covers, list) else None,
+            probation=event.get("probation") is True,
         )
 
     @property
     def name(self) -> str:
-        """``interface:remedy`` (:meth:`Update.remedy_name`), the interface the event's own."""
-        return self.update.remedy_name(self.interface)
+        """``interface:remedy`` (:meth:`Update.remedy_name`), the interface the event's own; ``(on probation)``
+        after a commit on probation."""
+        name = self.update.remedy_name(self.interface)
+        return f"{name} (on probation)" if self.probation else name
 
 
 def changed_tasks(e: UpdateEvent, domains: Mapping[str, str] | None = None) -> tuple[str, ...]:

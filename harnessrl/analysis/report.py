@@ -899,6 +899,13 @@ def _decision_lines(agg: dict[str, Any]) -> list[str]:
                 "",
             ]
         rows = []
+        if any("(on probation)" in k or k.endswith(":revert") for d in decisions.values() for k in d["commits"]):
+            lines += [
+                "*On probation*: a hint committed without fresh rollouts, measured on its training groups (guided "
+                "and unguided members the two arms) and kept or reverted by them; `:revert` the end of one whose "
+                "groups gave no signal.",
+                "",
+            ]
         for fam, d in decisions.items():
             commits = ", ".join(f"{k} ×{n}" for k, n in sorted(d["commits"].items())) or "none"
             rejected = ", ".join(f"{k} ×{n}" for k, n in sorted(d["rejected"].items(), key=lambda x: -x[1])) or "none"

@@ -319,7 +319,8 @@ def trial_costs(run: RunData) -> dict[str, dict[str, float]]:
 def harness_decisions(run: RunData) -> dict[str, dict[str, Any]]:
     """What the harness did, per task family (the task's id when it has none), read from the events: commits by
     interface and remedy ("task_sampling:park", "rubric_criteria:induced", ...; a remedy without a name is named
-    by the update's action or ``update``), rejected candidates by their kind (:func:`~harnessrl.analysis.decisions.
+    by the update's action or ``update``; a commit on probation marked so, and the revert that ends one as
+    ``<interface>:revert``), rejected candidates by their kind (:func:`~harnessrl.analysis.decisions.
     refusal_kind`), failures given up. A commit or a rejected candidate counts once in each family whose tasks
     it changes (:func:`~harnessrl.analysis.decisions.changed_tasks`)."""
     family_of = {tid: str(m.get("family") or tid) for tid, m in run.train_tasks.items()}
@@ -331,11 +332,11 @@ def harness_decisions(run: RunData) -> dict[str, dict[str, Any]]:
         fams = dict.fromkeys(family_of.get(str(t), str(t)) for t in tasks) or {"None": None}
         return [out.setdefault(fam, {"commits": {}, "rejected": {}, "gave_up": 0}) for fam in fams]
 
-    for e in run.record.events_of("trial", "commit", "verdict", "give_up"):
+    for e in run.record.events_of("trial", "commit", "revert", "verdict", "give_up"):
         if e.kind == "trial":
             trial = Trial.parse(e)
             trials[trial.candidate_id] = trial
-        elif e.kind == "commit":
+        elif e.kind in ("commit", "revert"):
             commit = UpdateEvent.parse(e)
             for c in entries(changed_tasks(commit, run.train_domains)):
                 c["commits"][commit.name] = c["commits"].get(commit.name, 0) + 1
