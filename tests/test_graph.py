@@ -909,6 +909,16 @@ def test_rule_based_follows_what_worked_in_memory():
     att = events.of("attribution")[0]
     assert att["interface"] == "rubric_criteria"
     assert any("not retired on the memory's vote" in e for e in att["evidence"])
+    # a rubric repair still pending for the task (the critic waits for more of its groups) has not had its chance:
+    # the votes do not retire it either (a gold-bench seed retired three lax tasks while their check was pending)
+    pending = [{**tried[0], "verdict": "pending"}, {**tried[0], "id": "cand-p", "verdict": "proposed"}]
+    fake = FakeTrainer([FAIL_HIGH], memory={"what_worked": worked, "task_history": pending})
+    events = Events()
+    run(EvolverDeps(model=RuleBasedChatModel(), tools=fake.tools(), on_event=events))
+    att = events.of("attribution")[0]
+    assert att["interface"] == "rubric_criteria"
+    assert any("still pending" in e for e in att["evidence"])
+    assert events.of("proposal")[0]["interface"] == "rubric_criteria"  # the rubric is tried first
 
 
 def test_rule_based_adds_a_stricter_criterion_on_uniformly_high():

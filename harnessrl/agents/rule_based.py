@@ -337,10 +337,14 @@ class RuleBasedChatModel(BaseChatModel):
                 f"{item.get('task_id')} (recovered: {recovered})"
             )
         best = max((i for i in votes if i in allowed), key=lambda i: votes[i], default=None)
-        if best == SAMPLING and kind == "non_discriminative_high" and not self._tried_for_task(h, failure, RUBRIC):
+        if best == SAMPLING and kind == "non_discriminative_high" and not self._decided_for_task(h, failure, RUBRIC):
             # retiring a task as solved only after the rubric had its chance: what the prompt asks but the rubric
-            # does not check, as an exact criterion (a lax rubric is not a solved task)
-            evidence.append(f"no rubric repair was tried for {failure.task_id} yet: not retired on the memory's vote")
+            # does not check, as an exact criterion (a lax rubric is not a solved task); a rubric repair still
+            # pending (the critic's sequential test waits for more groups) has not had it yet
+            evidence.append(
+                f"no rubric repair for {failure.task_id} was decided yet (none tried, or still pending): "
+                "not retired on the memory's vote"
+            )
             best = None
         if best and best != interface and votes[best] >= 2 and votes[best] > votes[interface]:
             interface = best
@@ -356,10 +360,13 @@ class RuleBasedChatModel(BaseChatModel):
         return interface, rationale[:1].upper() + rationale[1:], evidence
 
     @staticmethod
-    def _tried_for_task(h: _History, failure: FailureView, interface: str) -> bool:
-        """Whether the memory's task history shows a candidate of ``interface`` for the failure's task."""
+    def _decided_for_task(h: _History, failure: FailureView, interface: str) -> bool:
+        """Whether the memory's task history shows a candidate of ``interface`` for the failure's task that the
+        critic decided (accepted, rejected or committed; a pending one is still being measured)."""
         return any(
-            item.get("interface") == interface and item.get("task_id") in (None, failure.task_id)
+            item.get("interface") == interface
+            and item.get("task_id") in (None, failure.task_id)
+            and item.get("verdict") not in ("pending", "proposed")
             for item in h.memory("task_history")
         )
 
