@@ -510,6 +510,43 @@ def test_sampling_trial_parking_a_flat_task_is_accepted_from_replay():
     _roundtrip(result)
 
 
+def test_parking_a_task_whose_family_the_policy_meets_is_refused():
+    """A flat-low group says one task is out of reach; its family's recent groups say otherwise when the policy
+    meets the family's tasks often enough to split groups: the park is refused (the failure's next remedy is
+    tried). A family nobody meets yet, or tasks with only a domain in common, leave the park to its trial."""
+    base = {t.id: t for t in TASKS}
+    tasks = [
+        base["lemon"].model_copy(update={"metadata": {"family": "citrus"}}),
+        base["fruit"].model_copy(update={"id": "lime", "metadata": {"family": "citrus"}}),
+        base["fruit"].model_copy(update={"id": "pear"}),  # the same domain, no family
+        base["sea"],
+    ]
+    harness, judge, recorder = Harness(tasks), RubricJudge(ScriptedJudge()), Recorder(None)
+    for step in (1, 2):
+        record_group(harness, judge, recorder, step, "lemon", ["An apple."] * 4)
+        record_group(harness, judge, recorder, step, "lime", ["A banana.", "An apple.", "A banana.", "A pear."])
+        record_group(harness, judge, recorder, step, "pear", ["A banana.", "An apple.", "A banana.", "A pear."])
+        record_group(harness, judge, recorder, step, "sea", [text_of(5 + 10 * k + step) for k in range(4)])
+    trials = FrozenPolicyTrials(harness, recorder, judge, NoSampler(), TrialConfig())
+    result = trials.run(ReweightTasks(task_ids=["lemon"], action="park", park_steps=10), "p1")
+    assert not result.accepted and result.verdict_kind == "invalid"
+    assert result.reason.startswith("the task is within reach: 4 of 16 recent rollouts over 2 task(s) of family:citrus")
+    reach = result.measurements["group_reach"]
+    assert (reach["tasks"], reach["rollouts"], reach["above_low"]) == (2, 16, 4)
+    # the family's sibling fails as well: nothing says the task is in reach, the park is measured as before
+    harness2 = Harness([tasks[0], tasks[1], tasks[3]])
+    recorder2 = Recorder(None)
+    for step in (1, 2):
+        record_group(harness2, judge, recorder2, step, "lemon", ["An apple."] * 4)
+        record_group(harness2, judge, recorder2, step, "lime", ["An apple."] * 4)
+        record_group(harness2, judge, recorder2, step, "sea", [text_of(5 + 10 * k + step) for k in range(4)])
+    result = FrozenPolicyTrials(harness2, recorder2, judge, NoSampler(), TrialConfig()).run(
+        ReweightTasks(task_ids=["lemon"], action="park", park_steps=10), "p2"
+    )
+    assert result.accepted, result.reason
+    assert result.measurements["group_reach"]["above_low"] == 0
+
+
 def test_sampling_trial_measures_the_moved_draws_not_the_whole_batch():
     """Parking one flat task among many moves a small share of each batch: the batch-wide share of
     groups that give signal rises by no more than that share, but every moved draw gains signal."""
