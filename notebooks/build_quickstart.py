@@ -338,11 +338,12 @@ CELLS: list[tuple[str, str]] = [
     (
         "code",
         """
+        from harnessrl.records.run_record import RunRecord
         from harnessrl.trainer.run_report import update_stories
 
         if story is not None:
             mine = [e for e in events if e.get("failure_id") == story.id]
-            display(HTML(update_stories(mine, run.read("steps.jsonl"))))
+            display(HTML(update_stories(mine, RunRecord.load(RUN_DIR).groups)))
         """,
     ),
     (
