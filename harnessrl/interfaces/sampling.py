@@ -31,6 +31,7 @@ from harnessrl.detection.config import FLAT_LOW
 from harnessrl.errors import ConfigError
 from harnessrl.interfaces.base import AppliedUpdate, HarnessContext, Interface, InterfaceUpdate, Suggestion, suggestions
 from harnessrl.interfaces.evidence import ProposalEvidence
+from harnessrl.records.evidence import FlatGroupEvidence
 from harnessrl.records.failures import Failure
 
 if TYPE_CHECKING:
@@ -402,9 +403,8 @@ class TaskSampling(Interface):
         if not groups:
             return
         members = {t.id for t in self.tasks.values() if task_group(t) in groups}
-        evidence = trial.failure.evidence if trial.failure is not None else None
-        low = getattr(evidence, "threshold", None)
-        low = float(low) if isinstance(low, int | float) else FLAT_LOW
+        flat = trial.failure.evidence.narrow(FlatGroupEvidence) if trial.failure is not None else None
+        low = float(flat.threshold) if flat is not None and flat.threshold is not None else FLAT_LOW
         seen: Counter[str] = Counter()
         rewards: list[float] = []
         for record in reversed(list(trial.recorder.steps.values())):
