@@ -209,3 +209,15 @@ def test_induced_criteria_can_be_turned_off_for_an_ablation():
     assert next(s.tag for s in RubricCriteria.suggest(off)) == "stricter"
     config = TrainConfig.model_validate({"evolver": {"graph": {"remedies": {"induced_criteria": False}}}})
     assert config.evolver.graph.remedies.induced_criteria is False
+
+
+def test_a_stated_requirement_no_rollout_meets_is_proposed_with_its_hint():
+    """'Without commas' and every rollout uses one: a check alone would split no group, so it comes with a hint to
+    half of each group (one update); a requirement some rollouts meet stays a plain check."""
+    out = RubricCriteria.suggest(_lax(["The sun, the sky.", "Sun, here.", "Sunny, warm.", "A sun, day."]))
+    assert [s.tag for s in out][:3] == ["induced", "induced_guided", "stricter"]  # 'one sentence' is met: a check
+    first = out[1]
+    assert first.update.guide_fraction == 0.5 and out[0].update.guide_fraction == 0
+    assert first.update.add[0].check.type == "not_contains" and "no group" in first.update.rationale
+    met = RubricCriteria.suggest(_lax(["The sun, the sky.", "Sun is here.", "Sunny, warm.", "A sun day."]))
+    assert met[0].tag == "induced" and met[0].update.guide_fraction == 0

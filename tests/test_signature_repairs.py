@@ -173,31 +173,22 @@ def test_a_repair_the_data_cannot_decide_yet_is_deferred_and_decided_on_more_gro
     assert trials[-1]["result"]["measurements"]["split"]["rollouts"] == 8  # both looks' rollouts, each once
 
 
+def _llm_no_comma_edit(fid: str, **fields) -> ScriptedChatModel:
+    """A scripted chat model standing in for an LLM: it blames the rubric and adds the no-comma check to sea alone,
+    with no remedy name (``fields``: more arguments of its edit)."""
+    check = {"type": "not_contains", "phrases": [","]}
+    add = [{"id": "nocomma", "text": "Uses no commas", "weight": 1, "check": check}]
+    attribution = {"failure_id": fid, "task_id": "sea", "interface": "rubric_criteria", "rationale": "lax rubric"}
+    edit = {"failure_id": fid, "task_id": "sea", "add": add, **fields}
+    return ScriptedChatModel(responses=[tool_call("submit_attribution", attribution), tool_call("edit_rubric", edit)])
+
+
 def test_an_llm_evolvers_one_task_repair_is_widened_the_same_way(tmp_path):
     """The scripted chat model stands in for an LLM: it proposes the no-comma check for sea alone, with no remedy
     name; the trainer widens it, the critic measures it pooled, and the records are the rule-based evolver's."""
     service, harness, run, failures = _world(tmp_path, audit_rubrics=False)
     failures.append(Failure(kind="non_discriminative_high", step=3, task_id="sea", domain="writing", summary="high"))
-    fid = failures[0].id
-    check = {"type": "not_contains", "phrases": [","]}
-    model = ScriptedChatModel(
-        responses=[
-            tool_call(
-                "submit_attribution",
-                {"failure_id": fid, "task_id": "sea", "interface": "rubric_criteria", "rationale": "lax rubric"},
-            ),
-            tool_call(
-                "edit_rubric",
-                {
-                    "failure_id": fid,
-                    "task_id": "sea",
-                    "add": [{"id": "nocomma", "text": "Uses no commas", "weight": 1, "check": check}],
-                    "rationale": "the prompt forbids commas",
-                },
-            ),
-        ]
-    )
-    (outcome,) = rule_based_point(service, model)
+    (outcome,) = rule_based_point(service, _llm_no_comma_edit(failures[0].id, rationale="the prompt forbids commas"))
     assert outcome.status == "committed"
     assert all("not_contains" in _checks(harness, t) for t in ("sea", "city", "forest", "rain"))
     commit = next(e for e in run.read("events.jsonl") if e["kind"] == "commit")
@@ -357,3 +348,131 @@ def test_two_different_checks_on_one_task_are_two_tests_and_a_widened_repair_is_
         EditRubric(task_id="city", add=[{"id": "b", "text": "None", "weight": 2, "check": check}])
     )
     assert repair_key(from_sea) == repair_key(from_city)  # one finding, one sequential test
+
+
+# ------------------------------------------------------------------------------- a requirement no rollout meets yet
+ALL_COMMAS = {
+    "sea": ["The sea, wide and blue", "Sea, sky, sun", "A grey, cold sea", "The sea, calm"],
+    "city": ["The city, loud and bright", "City lights, cars", "A city, at dawn", "The city, asleep"],
+}
+
+
+def _train_guided(service, harness, step: int, tid: str, texts: list[str]) -> None:
+    """One training group of ``tid`` under the hint in force (the first two members guided), seen by the service."""
+    record_group(harness, service.trials.judge, service.recorder, step, tid, [f"{t} {step}." for t in texts], guided=2)
+    service.observe_step(service.recorder.steps[step])
+
+
+def _guided_commit(tmp_path):
+    service, harness, run, _ = _world(tmp_path, groups=ALL_COMMAS)
+    service.run_audit()
+    rule_based_point(service)
+    events = run.read("events.jsonl")
+    commit = next(e for e in events if e["kind"] == "commit" and "not_contains" in str(e["update"]))
+    return service, harness, run, commit
+
+
+def test_a_requirement_no_rollout_meets_is_proposed_with_its_hint_as_one_update_on_probation(tmp_path):
+    """Every cached rollout uses commas: a no-comma check alone would split no group. The rule-based evolver proposes
+    the check with a hint that states it to half of each group, widened to every task that states it; the critic
+    draws nothing and commits it on probation, its revert the removal of what it added."""
+    _service, harness, run, commit = _guided_commit(tmp_path)
+    assert commit["remedy"] == "requirement_guided" and commit["probation"] is True
+    assert commit["update"]["guide_fraction"] == 0.5 and sorted(commit["covers"]) == ["city", "forest", "rain", "sea"]
+    reverts = {u["task_id"]: u["remove"] for u in commit["revert"]}
+    assert sorted(reverts) == ["city", "forest", "rain", "sea"] and all(
+        r == ["req_not_contains"] for r in reverts.values()
+    )
+    trial = next(
+        e for e in run.read("events.jsonl") if e["kind"] == "trial" and e["candidate_id"] == commit["candidate_id"]
+    )
+    assert trial["verdict_kind"] == "probation" and trial["result"]["cost"]["rollouts"] == 0
+    assert trial["result"]["metric"] == "signal_share"
+    for tid in ("sea", "rain"):  # rain was never drawn: its first draw is guided and graded by the check
+        task = harness.tasks[tid]
+        first, last = harness.row(task, 0, 4), harness.row(task, 3, 4)
+        assert first.guided and "Make sure your answer meets this: uses no commas" in first.messages[-1]["content"]
+        assert not last.guided and last.messages == task.messages()
+        assert "not_contains" in _checks(harness, tid)
+    view = harness.rubrics.task_view(harness.tasks["sea"], 3)
+    assert view["rubric_hint"]["fraction"] == 0.5
+
+
+def test_a_guided_requirement_whose_guided_members_meet_it_is_kept(tmp_path):
+    service, harness, run, _commit = _guided_commit(tmp_path)
+    met = ["The sea is calm", "A grey sea", "The sea, wide", "Sea, sky"]  # the guided pair meets it, the rest do not
+    for step, tid in ((4, "sea"), (5, "city"), (6, "sea"), (7, "rain")):
+        _train_guided(service, harness, step, tid, met)
+    looks = [e for e in run.read("events.jsonl") if e["kind"] == "probation"]
+    # decided by the rule for added checks on the guided groups' rollouts: 4 of 8 break it at the first look
+    (look,) = looks
+    assert look["decided_by"] == "check_split_share" and look["action"] == "kept" and look["look"] == 1
+    assert look["split"]["broken"] == 4 and look["split"]["rollouts"] == 8 and look["split"]["interval"][0] >= 0.2
+    assert look["guided_mean_reward"] > look["unguided_mean_reward"]
+    service.step_boundary(7)
+    assert "not_contains" in _checks(harness, "sea") and harness.row(harness.tasks["sea"], 0, 4).guided
+
+
+def test_a_guided_requirement_the_hint_does_not_teach_is_reverted_with_its_check(tmp_path):
+    service, harness, run, _commit = _guided_commit(tmp_path)
+    for step in (4, 5, 6, 7, 8, 9):
+        _train_guided(service, harness, step, "sea", ALL_COMMAS["sea"])
+    looks = [e for e in run.read("events.jsonl") if e["kind"] == "probation"]
+    assert [(e["split"]["broken"], e["split"]["rollouts"], e["verdict_kind"]) for e in looks] == [
+        (8, 8, "pending"),
+        (16, 16, "pending"),
+        (24, 24, "not_reliable"),
+    ]
+    assert looks[-1]["action"] == "reverted"
+    service.step_boundary(9)
+    for tid in ("sea", "city", "forest", "rain"):
+        assert "not_contains" not in _checks(harness, tid)
+        assert not harness.row(harness.tasks[tid], 0, 4).guided  # the hint went with the check
+    (revert,) = [e for e in run.read("events.jsonl") if e["kind"] == "revert"]
+    assert revert["interface"] == "rubric_criteria" and len(revert["versions"]) == 4
+    assert "24 of 24 rollouts of 6 guided groups broke the checks" in revert["reason"]
+
+
+def test_a_resumed_run_reopens_a_guided_requirements_probation_with_its_rollout_counts(tmp_path):
+    service, harness, run, _ = _guided_commit(tmp_path)
+    for step in (4, 5):
+        _train_guided(service, harness, step, "sea", ALL_COMMAS["sea"])
+    events = run.read("events.jsonl")
+    fresh, _, _, _ = _world(tmp_path / "again", groups=ALL_COMMAS)
+    fresh.replay_events(events, through_step=5)
+    (p,) = fresh.probation.open()
+    assert p.checks["rain"] == ["req_not_contains"] and (p.broken, p.graded, p.looks) == (8, 8, 1)
+
+
+def test_an_llm_evolvers_guided_requirement_is_widened_and_put_on_probation_the_same_way(tmp_path):
+    """The scripted chat model stands in for an LLM: it sets guide_fraction on its own one-task edit."""
+    service, harness, run, failures = _world(tmp_path, groups=ALL_COMMAS, audit_rubrics=False)
+    failures.append(Failure(kind="non_discriminative_high", step=3, task_id="sea", domain="writing", summary="high"))
+    model = _llm_no_comma_edit(failures[0].id, guide_fraction=0.5, rationale="no rollout manages it")
+    (outcome,) = rule_based_point(service, model)
+    assert outcome.status == "committed"
+    commit = next(e for e in run.read("events.jsonl") if e["kind"] == "commit")
+    assert commit["probation"] is True and commit["remedy"] is None
+    assert sorted(commit["covers"]) == ["city", "forest", "rain", "sea"]
+    assert harness.row(harness.tasks["forest"], 0, 4).guided
+
+
+def test_a_hint_needs_a_positive_criterion_and_the_reference_must_pass_what_it_states(tmp_path):
+    import pytest
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="guide_fraction"):
+        EditRubric(
+            task_id="sea",
+            add=[{"id": "p", "text": "Pads", "weight": -1, "check": {"type": "word_count", "min": 50}}],
+            guide_fraction=0.5,
+        )
+    service, _harness, _, _ = _world(tmp_path, groups=ALL_COMMAS, audit_rubrics=False)
+    bad = EditRubric(  # the reference answer of sea has no 'zebra'
+        task_id="sea",
+        add=[{"id": "z", "text": "Names a zebra", "weight": 1, "check": {"type": "contains", "phrases": ["zebra"]}}],
+        guide_fraction=0.5,
+    )
+    result = service.trials.run(bad, "c-bad")
+    assert result.verdict_kind == "reference_guard" and not result.accepted and "['sea']" in result.reason
+    assert result.measurements["reference_fails_added_checks"] == ["sea"] and result.cost.rollouts == 0

@@ -196,7 +196,8 @@ class UpdateEvent:
     covers: tuple[str, ...] | None = None
     """Every task the update changes, when the event says so (``covers``, newer runs); None: read the update."""
     probation: bool = False
-    """A commit on probation: a hint committed without fresh rollouts, kept or reverted by its training groups."""
+    """A commit on probation: a hint (or a rubric edit with the hint that states it) committed without fresh rollouts,
+    kept or reverted by its training groups."""
 
     @classmethod
     def parse(cls, e: Event) -> UpdateEvent:

@@ -901,7 +901,8 @@ def _decision_lines(agg: dict[str, Any]) -> list[str]:
         rows = []
         if any("(on probation)" in k or k.endswith(":revert") for d in decisions.values() for k in d["commits"]):
             lines += [
-                "*On probation*: a hint committed without fresh rollouts, measured on its training groups (guided "
+                "*On probation*: a hint (or a rubric check with the hint that states it) committed without fresh "
+                "rollouts, measured on its training groups (guided "
                 "and unguided members the two arms) and kept or reverted by them; `:revert` the end of one whose "
                 "groups gave no signal.",
                 "",

@@ -149,11 +149,12 @@ class Trial(TrialContext):
         active ones; one task, or up to two of several): rows as shaped now vs with the candidate."""
         return rollout_arms(self, targets, describe)
 
-    def probation(self, targets: Sequence[Task], describe: str) -> Measured:
+    def probation(self, targets: Sequence[Task], describe: str, checks: dict[str, list[str]] | None = None) -> Measured:
         """Nothing generated: the candidate is committed on probation and its trial is the training groups of
         ``targets`` that follow it, their guided and unguided members the two arms (``trials.guidance_trial:
         in_group``; the tool service's :class:`~harnessrl.evolution.probation.ProbationTracker` looks at them and
-        keeps or reverts it)."""
+        keeps or reverts it). ``checks``: per task, the criteria a rubric edit with a hint adds; its looks decide by
+        the rate at which the guided groups' rollouts break them (the rule for added checks)."""
         ids = [t.id for t in targets]
         self.measurements.update(
             probation={
@@ -161,8 +162,23 @@ class Trial(TrialContext):
                 "look_groups": self.config.probation_look_groups,
                 "max_looks": self.config.max_looks,
                 "threshold": self.config.signal.threshold(SIGNAL_SHARE),
+                **(
+                    {"checks": checks, "split_threshold": self.config.signal.threshold(CHECK_SPLIT_SHARE)}
+                    if checks
+                    else {}
+                ),
             }
         )
+        if checks:
+            reason = (
+                f"on probation: {describe} is committed without fresh rollouts; the next training groups of its "
+                f"{len(ids)} task(s), graded by the checks it adds, are the trial, a look every "
+                f"{self.config.probation_look_groups} guided groups (at most {self.config.max_looks}): kept once the "
+                f"rate at which their rollouts break the checks is shown to split at least "
+                f"{self.config.signal.threshold(CHECK_SPLIT_SHARE):g} of groups, reverted when the data rule that out "
+                "or cannot decide"
+            )
+            return Measured(verdict="probation", verdict_reason=reason)
         reason = (
             f"on probation: {describe} is committed without fresh rollouts; the guided and unguided members of the "
             f"next training groups of its {len(ids)} task(s) are the trial, a look every "

@@ -18,6 +18,17 @@ the looks are spent undecided; otherwise the hint stays in force and the next lo
 is a ``probation`` event with its numbers and each arm's mean reward; a revert is applied at the next step boundary
 (the rules the hint replaced come back, a new harness version) and is a ``revert`` event.
 
+A rubric edit that states its checks as a hint (``EditRubric.guide_fraction``) names those checks (``checks``: per
+task, the criterion ids it added). Its looks decide by the rule for added checks instead
+(:func:`~harnessrl.critic.power.decide_split`): the rate at which the rollouts of its guided groups, every member,
+break the checks, pooled, and the share of groups of ``G`` that rate splits, against ``split_threshold`` (the
+check-split share's smallest effect, 0.2). Rollouts are four times the groups, and the share before needs no
+estimate (the checks did not grade anything before): the share-of-groups rule, on the 6 groups of its 3 looks, keeps
+a real rise of 0.5 from a share of 0 only one time in eight (``benchmarks/results/probation-rule``). With guided
+members that meet the checks more often than the rest, the split share is at least the one at the pooled rate (by the
+AM-GM inequality on the members' rates), and the count's variance at most the binomial's, so the rule stays on the
+side of refusing.
+
 Locking: like the outcome tracker, a leaf lock of its own; it is fed on the training thread inside a step.
 """
 
@@ -28,7 +39,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from harnessrl.critic.power import decide_share
+from harnessrl.critic.power import decide_share, decide_split
 
 if TYPE_CHECKING:
     from harnessrl.interfaces.base import InterfaceUpdate
@@ -49,6 +60,7 @@ class ProbationRule:
     confidence: float = 0.9
     max_looks: int = 3
     look_groups: int = 2
+    split_threshold: float = 0.2
 
 
 @dataclass
@@ -71,11 +83,25 @@ class Probation:
     unguided_sum: float = 0.0
     unguided_n: int = 0
     last_step: int = -1
+    checks: dict[str, list[str]] = field(default_factory=dict)
+    """Per task, the criteria a rubric edit with a hint added (empty: a hint alone, decided by the signal share)."""
+    broken: int = 0
+    graded: int = 0
+    group_size: int = 0
 
     def add(self, g: GroupRecord) -> None:
         k = g.guided
         self.groups += 1
         self.signal += int(not g.flat and g.std is not None)
+        ids = self.checks.get(g.task_id) or []
+        if ids:
+            n = sum(r is not None for r in g.rewards)
+            # a rollout breaks the checks when it fails any: at least the most any one of them is broken
+            fails = [round((1.0 - m) * n) for c in ids if (m := g.criterion_means.get(c)) is not None]
+            if fails:
+                self.broken += max(fails)
+                self.graded += n
+                self.group_size = max(self.group_size, len(g.rewards))
         for i, r in enumerate(g.rewards):
             if r is None:
                 continue
@@ -91,6 +117,7 @@ class Probation:
             "revert": [u.model_dump(mode="json") for u in self.revert],
             "signal_share_before": self.before_share,
             "groups_before": self.before_groups,
+            **({"probation_checks": self.checks} if self.checks else {}),
         }
 
     def target(self, rule: ProbationRule) -> float:
@@ -137,13 +164,21 @@ class ProbationTracker:
         self._decided: list[ProbationLook] = []
 
     def start(
-        self, candidate_id: str, task_ids: list[str], applied_step: int, revert: list[InterfaceUpdate]
+        self,
+        candidate_id: str,
+        task_ids: list[str],
+        applied_step: int,
+        revert: list[InterfaceUpdate],
+        checks: dict[str, list[str]] | None = None,
     ) -> Probation:
         """Put ``candidate_id``'s hint on probation from ``applied_step``: the signal share of its tasks' latest
-        groups before it is the baseline."""
+        groups before it is the baseline; with ``checks`` (per task, the criteria a rubric edit with a hint added)
+        the looks decide by the rule for added checks (module docstring)."""
         steps = list(self.recorder.steps.values()) if self.recorder is not None else []
         before = [g for r in steps if r.step < applied_step for g in r.groups if g.task_id in task_ids][-BEFORE_GROUPS:]
-        p = Probation(candidate_id, list(task_ids), applied_step, list(revert), _share(before), len(before))
+        p = Probation(
+            candidate_id, list(task_ids), applied_step, list(revert), _share(before), len(before), checks=checks or {}
+        )
         with self._lock:
             self._open[candidate_id] = p
         return p
@@ -188,6 +223,10 @@ class ProbationTracker:
         p.looks += 1
         target = p.target(r)
         v = decide_share(p.signal, p.groups, target, r.confidence, p.looks, r.max_looks)
+        split = None
+        if p.checks:
+            gsz = max(2, p.group_size)
+            split = decide_split(p.broken, p.graded, gsz, r.split_threshold, r.confidence, p.looks, r.max_looks)
         mean = lambda s, n: round(s / n, 4) if n else None  # noqa: E731
         fields = {
             "candidate_id": p.candidate_id,
@@ -208,7 +247,19 @@ class ProbationTracker:
             "unguided_mean_reward": mean(p.unguided_sum, p.unguided_n),
             "guided_rollouts": p.guided_n,
             "unguided_rollouts": p.unguided_n,
-            "verdict_kind": v.kind,
-            "action": {"accepted": "kept", "futile": "reverted", "not_reliable": "reverted"}.get(v.kind),
         }
+        if split is not None:  # the checks' rule decides; the signal share is reported beside it
+            fields["split"] = {
+                "broken": split.broken,
+                "rollouts": split.rollouts,
+                "group_size": max(2, p.group_size),
+                "split_share": round(split.share, 4),
+                "interval": [round(split.low, 4), round(split.high, 4)],
+                "threshold": r.split_threshold,
+                "min_detectable": split.min_detectable,
+            }
+            v = split
+        fields["decided_by"] = "check_split_share" if split is not None else "signal_share"
+        fields["verdict_kind"] = v.kind
+        fields["action"] = {"accepted": "kept", "futile": "reverted", "not_reliable": "reverted"}.get(v.kind)
         return ProbationLook(p, v.kind, step, fields)

@@ -656,7 +656,9 @@ class EvolutionService:
                 point.committed += 1
             self.outcomes.expect(cid, self._outcome_tasks(cand), applies)
             trial_of = (
-                self.probation.start(cid, self._outcome_tasks(cand), applies, revert).event_fields()
+                self.probation.start(
+                    cid, self._outcome_tasks(cand), applies, revert, _probation_checks(cand.trials[-1])
+                ).event_fields()
                 if on_probation
                 else {}
             )
@@ -779,7 +781,8 @@ class EvolutionService:
                             self.harness.apply(u, step=step + 1, candidate_id=f"{p.candidate_id}-revert", save_to=saved)
                         )
                     except ValueError as e:  # a later commit already replaced that rule: nothing to put back there
-                        logger.info("probation of %s: %s not reverted (%s)", p.candidate_id, u.target, e)
+                        what = self.harness.interface(u).describe(u)
+                        logger.info("probation of %s: %s not reverted (%s)", p.candidate_id, what, e)
                 self.counts[f"reverted/{p.revert[0].interface if p.revert else 'harness'}"] += 1
             self._event(
                 "revert",
@@ -789,9 +792,7 @@ class EvolutionService:
                 versions=versions,
                 applies_from_step=step + 1,
                 covers=p.task_ids,
-                reason=f"probation {look.kind} at look {look.fields['look']}: {look.fields['signal_groups']} of "
-                f"{look.fields['groups']} guided groups gave signal, interval {look.fields['interval']} against "
-                f"{look.fields['target']}",
+                reason=_probation_reason(look.kind, look.fields),
                 updates=[u.model_dump(mode="json") for u in p.revert],
             )
 
@@ -909,12 +910,22 @@ class EvolutionService:
             revert = [parse_update(u, self.harness.extra) for u in e.get("revert") or []]
             applied = int(e.get("applies_from_step") or step + 1)
             before = e.get("signal_share_before")
+            checks = {str(t): [str(c) for c in ids] for t, ids in (e.get("probation_checks") or {}).items()}
             open_[cid] = Probation(
-                cid, list(e.get("covers") or []), applied, revert, before, int(e.get("groups_before") or 0)
+                cid,
+                list(e.get("covers") or []),
+                applied,
+                revert,
+                before,
+                int(e.get("groups_before") or 0),
+                checks=checks,
             )
         elif e["kind"] == "probation" and cid in open_:
             p = open_[cid]
             p.groups, p.signal, p.looks = int(e["groups"]), int(e["signal_groups"]), int(e["look"])
+            if isinstance(split := e.get("split"), Mapping):
+                p.broken, p.graded = int(split["broken"]), int(split["rollouts"])
+                p.group_size = int(split.get("group_size") or 0)
             p.before_share, p.before_groups = e.get("signal_share_before"), int(e.get("groups_before") or 0)
             for arm in ("guided", "unguided"):
                 n, mean = int(e.get(f"{arm}_rollouts") or 0), e.get(f"{arm}_mean_reward")
@@ -987,3 +998,22 @@ class EvolutionService:
             elif kind == "deferred" and data.get("failure_id"):
                 with self.lock:  # pending: not handled; the audit offers its finding again on new groups
                     self.audit.handled(str(data["failure_id"]), "deferred")
+
+
+def _probation_checks(result: TrialResult) -> dict[str, list[str]] | None:
+    """Per task, the checks a rubric edit with a hint put on probation adds (its trial's measurements), or None."""
+    checks = (result.measurements.get("probation") or {}).get("checks")
+    return {str(t): [str(c) for c in ids] for t, ids in checks.items()} if isinstance(checks, Mapping) else None
+
+
+def _probation_reason(kind: str, f: Mapping[str, Any]) -> str:
+    """A revert's reason, from its look's fields (the checks' rule, or the signal share)."""
+    head = f"probation {kind} at look {f['look']}: "
+    if isinstance(split := f.get("split"), Mapping):
+        return (
+            head
+            + f"{split['broken']} of {split['rollouts']} rollouts of {f['groups']} guided groups broke the checks, "
+            f"split share {split['split_share']}, interval {split['interval']} against {split['threshold']}"
+        )
+    groups = f"{f['signal_groups']} of {f['groups']} guided groups gave signal"
+    return head + f"{groups}, interval {f['interval']} against {f['target']}"

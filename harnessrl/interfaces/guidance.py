@@ -33,7 +33,15 @@ if TYPE_CHECKING:
     from harnessrl.critic.acceptance import Measured
     from harnessrl.critic.trials import Trial
 
-__all__ = ["CoveredHint", "GuidanceRule", "RolloutGuidance", "RolloutGuidanceState", "SetGuidance", "guided_count"]
+__all__ = [
+    "CoveredHint",
+    "GuidanceRule",
+    "RolloutGuidance",
+    "RolloutGuidanceState",
+    "SetGuidance",
+    "guided_count",
+    "with_hint",
+]
 
 MAX_COVER = 16
 """Most tasks a hint reaches beyond its own (a group of the data can be a whole domain of a public set)."""
@@ -109,6 +117,15 @@ def guided_count(group_size: int, fraction: float) -> int:
     return min(group_size - 1, max(1, math.floor(fraction * group_size + 0.5)))
 
 
+def with_hint(messages: list[dict[str, str]], text: str) -> list[dict[str, str]]:
+    """``messages`` with ``text`` appended to the last user turn as a hint (a copy): how every hint reaches a
+    guided member, this interface's and a rubric edit's that states its new checks (docs/design.md §4)."""
+    last = max(i for i, m in enumerate(messages) if m["role"] == "user")
+    out = [dict(m) for m in messages]
+    out[last]["content"] += HINT_TEMPLATE.format(text=text.strip())
+    return out
+
+
 class RolloutGuidance(Interface):
     """The rollout-guidance interface. With no update applied no prompt changes (plain GRPO)."""
 
@@ -161,10 +178,7 @@ class RolloutGuidance(Interface):
         rule = self.rule_for(task, overlay)
         if rule is None or not rule.text or member >= guided_count(group_size, rule.fraction):
             return messages, False
-        last = max(i for i, m in enumerate(messages) if m["role"] == "user")
-        messages = [dict(m) for m in messages]
-        messages[last]["content"] += HINT_TEMPLATE.format(text=rule.text.strip())
-        return messages, True
+        return with_hint(messages, rule.text), True
 
     def apply(self, update: SetGuidance, step: int, candidate_id: str | None = None) -> int:
         if update.scope == "task" and self.tasks and update.target not in self.tasks:

@@ -16,22 +16,26 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
-from harnessrl.critic.signal import CHECK_SPLIT_SHARE, REFERENCE_RANK
+from harnessrl.critic.signal import CHECK_SPLIT_SHARE, REFERENCE_RANK, SIGNAL_SHARE
 from harnessrl.data.checks import check_passes
 from harnessrl.data.schema import Criterion, Task, prompt_text, task_group
 from harnessrl.interfaces.base import (
     AppliedUpdate,
     HarnessContext,
     Interface,
+    InterfaceUpdate,
+    Row,
     Signature,
     Suggestion,
     failure_metric,
 )
-from harnessrl.interfaces.evidence import ProposalEvidence
+from harnessrl.interfaces.evidence import ProposalEvidence, as_sentence
+from harnessrl.interfaces.guidance import guided_count, with_hint
 from harnessrl.interfaces.induction import requirement_key, stated_requirements
 from harnessrl.interfaces.rubric_edit import (
+    MAX_GUIDE_FRACTION,
     MAX_RUBRIC_CRITERIA,
     CoveredEdit,
     EditRubric,
@@ -50,10 +54,21 @@ __all__ = ["RubricCriteria", "RubricVersion", "criteria_view"]
 
 
 class RubricVersion(BaseModel):
+    """One version of a task's rubric: its criteria, from which step, and the criteria it states as a hint to the
+    first ``guide_fraction`` of each group (``guided``: an edit with ``guide_fraction`` added them; ids no longer
+    among the criteria are not stated)."""
+
     version: int
     step: int
     criteria: list[Criterion]
     candidate_id: str | None = None
+    guided: list[str] = Field(default_factory=list)
+    guide_fraction: float = Field(default=0.0, ge=0.0, le=MAX_GUIDE_FRACTION)
+
+    def hint(self) -> str | None:
+        """The hint its guided members see: the guided criteria still in the rubric, as one sentence."""
+        texts = [as_sentence(c.text) for c in self.criteria if c.id in self.guided and c.weight > 0]
+        return f"Make sure your answer meets this: {'; '.join(texts)}." if texts and self.guide_fraction > 0 else None
 
 
 class RubricCriteria(Interface):
@@ -166,8 +181,14 @@ class RubricCriteria(Interface):
         task's new rubric version."""
         rubrics = {tid: self.rubric_for(update, tid) for tid in update.task_ids()}
         for tid, criteria in rubrics.items():
+            guided, fraction = self._guide_after(update, tid, criteria)
             new = RubricVersion(
-                version=self.current(tid).version + 1, step=step, criteria=criteria, candidate_id=candidate_id
+                version=self.current(tid).version + 1,
+                step=step,
+                criteria=criteria,
+                candidate_id=candidate_id,
+                guided=guided,
+                guide_fraction=fraction,
             )
             self.versions[tid].append(new)
         self._version += 1
@@ -175,6 +196,44 @@ class RubricCriteria(Interface):
             AppliedUpdate(version=self._version, step=step, update=update.model_dump(), candidate_id=candidate_id)
         )
         return self.current(update.task_id).version
+
+    def _guide_after(self, update: EditRubric, task_id: str, criteria: Sequence[Criterion]) -> tuple[list[str], float]:
+        """The criteria the version ``update`` makes for ``task_id`` states as a hint, and to what share of a group:
+        those the current version states (still in the rubric), and, with the update's ``guide_fraction``, the
+        criteria it adds there (at that share)."""
+        now = self.current(task_id)
+        ids = {c.id for c in criteria}
+        guided = [cid for cid in now.guided if cid in ids]
+        fraction = now.guide_fraction if guided else 0.0
+        if update.guide_fraction > 0:
+            old = {c.id for c in now.criteria}
+            guided += [c.id for c in criteria if c.id not in old and c.weight > 0 and c.id not in guided]
+            fraction = update.guide_fraction
+        return guided, fraction
+
+    def hint(self, task_id: str, update: EditRubric | None = None) -> str | None:
+        """The hint the guided members of ``task_id``'s groups see now (None: none), or with ``update`` applied."""
+        if update is None or task_id not in update.task_ids():
+            return self.current(task_id).hint()
+        criteria = self.rubric_for(update, task_id)
+        guided, fraction = self._guide_after(update, task_id, criteria)
+        return RubricVersion(version=0, step=0, criteria=criteria, guided=guided, guide_fraction=fraction).hint()
+
+    def hint_at(self, task_id: str, version: int) -> str | None:
+        """The hint of ``task_id``'s rubric at ``version`` (what a group recorded at that version was guided with)."""
+        return self.versions[task_id][version].hint()
+
+    def shape(self, task: Task, member: int, group_size: int, row: Row, overlay: EditRubric | None = None) -> Row:
+        """The first members of the group see the criteria the rubric states as a hint (an edit with
+        ``guide_fraction``: a requirement no rollout met when it was added); the rest the plain prompt."""
+        version = self.current(task.id)
+        fraction = version.guide_fraction
+        if overlay is not None and task.id in overlay.task_ids():
+            fraction = self._guide_after(overlay, task.id, self.rubric_for(overlay, task.id))[1]
+        hint = self.hint(task.id, overlay)
+        if hint is None or member >= guided_count(group_size, fraction):
+            return row
+        return Row(with_hint(row.messages, hint), True, row.generation)
 
     def to_dict(self) -> dict:
         # version 0 comes from the data; only edited tasks' later versions are stored
@@ -226,6 +285,8 @@ class RubricCriteria(Interface):
             "changed": [i for i in new if i in old and new[i] != old[i]],
             "rubric_after": criteria_view(after),
         }
+        if update.guide_fraction > 0:
+            out["hint"] = {"text": self.hint(update.task_id, update), "fraction": update.guide_fraction}
         if update.cover:
             for c in update.cover:
                 self.rubric_for(update, c.task_id)  # ValueError: an instance that does not apply
@@ -314,6 +375,8 @@ class RubricCriteria(Interface):
         """From the failure; for reference_below_policy, the reference answer's rank among the rollouts. An edit
         that only adds exact checks, for a lax rubric, a saturated criterion or a requirement the rubric does not
         check, is measured by the share of groups the checks would split (:mod:`harnessrl.critic.power`)."""
+        if update.guide_fraction > 0:
+            return SIGNAL_SHARE  # measured on probation: the share of the guided groups that give signal
         adds_checks = bool(update.add) and all(c.check is not None for c in update.add)
         adds_only = not (update.remove or update.reword or update.reweight)
         if adds_checks and adds_only and failure is not None and failure.kind in _SPLIT_KINDS:
@@ -330,6 +393,8 @@ class RubricCriteria(Interface):
             candidates = [self.rubric_for(update, t.id) for t in tasks]
         except ValueError as e:
             trial.reject(f"invalid candidate: {e}")
+        if update.guide_fraction > 0:
+            return self._guided_trial(update, tasks, candidates, trial)
         cid = trial.failure.evidence.narrow(CriterionStreakEvidence).criterion_id if trial.failure is not None else None
         touched = ({str(cid)} if cid else set()) | set(update.reword) | set(update.reweight)
         parts = []
@@ -353,6 +418,53 @@ class RubricCriteria(Interface):
             )
         return trial.regrade(parts)
 
+    def _guided_trial(
+        self, update: EditRubric, tasks: Sequence[Task], candidates: Sequence[Sequence[Criterion]], trial: Trial
+    ) -> Measured:
+        """An edit that states its checks as a hint (``guide_fraction``): no cached rollout meets what it adds, so
+        re-grading them would show no split; it is committed on probation and its trial is the guided groups of its
+        tasks that follow (:meth:`Trial.probation`), the rubric and the hint measured as one. Before that, each
+        task's reference answer must pass the exact checks added to it (a hint towards what a good answer does not
+        do is refused here)."""
+        failing, checks = [], {}
+        for task, candidate in zip(tasks, candidates, strict=True):
+            old = {c.id for c in self.current(task.id).criteria}
+            added = [c for c in candidate if c.id not in old and c.check is not None and c.weight > 0]
+            checks[task.id] = [c.id for c in added]
+            ref = task.reference_answer
+            if ref is not None and any(c.check.evaluate(ref) < 1 for c in added):  # type: ignore[union-attr]
+                failing.append(task.id)
+        trial.measurements["reference_fails_added_checks"] = failing
+        if failing:
+            trial.reject(
+                f"the reference answer of task(s) {failing} fails the checks the edit would state as a hint: a hint "
+                "must point towards what a good answer does",
+                kind="reference_guard",
+            )
+        checks = {t: ids for t, ids in checks.items() if ids}
+        return trial.probation(
+            tasks, describe=f"{self.describe(update)} with the added criteria as a hint", checks=checks or None
+        )
+
+    def reverting(self, update: EditRubric) -> list[InterfaceUpdate]:
+        """Per task ``update`` changes, an edit that removes the criteria it would add there (and with them their
+        hint): a probation's revert. Only an edit that adds and changes nothing else can be put on probation."""
+        if update.remove or update.reword or update.reweight:
+            raise ValueError("only an edit that adds criteria can be put on probation (its revert removes them)")
+        out: list[InterfaceUpdate] = []
+        for tid in update.task_ids():
+            old = {c.id for c in self.current(tid).criteria}
+            added = [c.id for c in self.rubric_for(update, tid) if c.id not in old]
+            out.append(
+                EditRubric(
+                    task_id=tid,
+                    remove=added,
+                    remedy="revert",
+                    rationale=f"probation ended: back to the rubric before {update.remedy or 'the edit'}",
+                )
+            )
+        return out
+
     # ------------------------------------------------------------------ the evolver and the report
     def summary(self) -> dict[str, Any]:
         edited = {tid: vs[-1].version for tid, vs in self.versions.items() if len(vs) > 1}
@@ -360,7 +472,12 @@ class RubricCriteria(Interface):
 
     def task_view(self, task: Task, step: int) -> dict[str, Any]:
         current = self.current(task.id)
-        return {"rubric_version": current.version, "rubric": criteria_view(current.criteria)}
+        hint = current.hint()
+        return {
+            "rubric_version": current.version,
+            "rubric": criteria_view(current.criteria),
+            **({"rubric_hint": {"text": hint, "fraction": current.guide_fraction}} if hint else {}),
+        }
 
     # ------------------------------------------------------------------ its remedies
     @classmethod

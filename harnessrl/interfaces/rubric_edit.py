@@ -18,6 +18,7 @@ from harnessrl.interfaces.induction import requirement_key
 
 __all__ = [
     "MAX_EDIT_CRITERION_CHARS",
+    "MAX_GUIDE_FRACTION",
     "MAX_RUBRIC_CRITERIA",
     "MAX_WEIGHT",
     "CoveredEdit",
@@ -33,6 +34,9 @@ MAX_WEIGHT = 100.0
 """Largest criterion weight, in absolute value, an edit may set."""
 MAX_RUBRIC_CRITERIA = 32
 """Most criteria an edit may leave a rubric with (a dataset rubric that has more may keep them)."""
+MAX_GUIDE_FRACTION = 0.75
+"""Largest share of a group an edit's hint may reach: the rest stays unguided, so the policy still learns the plain
+prompt."""
 
 _CriterionText = Annotated[str, Field(min_length=1, max_length=MAX_EDIT_CRITERION_CHARS)]
 _Weight = Annotated[float, Field(ge=-MAX_WEIGHT, le=MAX_WEIGHT)]
@@ -64,6 +68,15 @@ class EditRubric(InterfaceUpdate):
         description="Leave empty: the trainer adds the instances of this repair for every other task that shares its "
         "signature (the same stated requirement, or the same group of the data).",
     )
+    guide_fraction: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=MAX_GUIDE_FRACTION,
+        description="Above 0: the criteria this edit adds are also stated as a hint to this share of each changed "
+        "task's group while they are in force, so some rollouts meet them. Use it for a requirement the prompt "
+        "states that no rollout meets yet: a check alone would split no group. The edit and its hint are one update, "
+        "committed on probation and kept only when the guided groups give signal (docs/design.md §4).",
+    )
 
     def task_ids(self) -> list[str]:
         """Every task this edit changes: its own, then the covered ones."""
@@ -75,6 +88,11 @@ class EditRubric(InterfaceUpdate):
             raise ValueError("an EditRubric must add, remove, reword or reweight at least one criterion")
         if any(w == 0 for w in self.reweight.values()):
             raise ValueError("reweight to 0 is not allowed: remove the criterion instead")
+        if self.guide_fraction > 0 and not any(c.weight > 0 for c in self.add):
+            raise ValueError(
+                "guide_fraction > 0 states the criteria the edit adds as a hint: add at least one criterion with a "
+                "positive weight (what a good answer does), or set guide_fraction to 0"
+            )
         for c in self.add:
             if len(c.text) > MAX_EDIT_CRITERION_CHARS:
                 raise ValueError(

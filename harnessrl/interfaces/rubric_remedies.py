@@ -35,8 +35,12 @@ __all__ = ["PLAYBOOK", "REMEDIES", "suggest_edits"]
 # ---------------------------------------------------------------------------------------------- remedies
 #
 # Each failure kind's remedies, in the order they are tried (each is a function below, named in PLAYBOOK):
+# - a requirement the rubric audit found unchecked: its exact criterion; when the policy does not meet it yet (at
+#   most a tenth of the rollouts do: UNMET_SHARE), the criterion with a hint that states it to half of each group,
+#   one update measured on probation;
 # - uniformly high: an exact criterion induced from what the prompt states and the reference answer meets that
-#   splits the rollouts (harnessrl.interfaces.induction) -> the next such criterion -> a stricter judged
+#   splits the rollouts (harnessrl.interfaces.induction) -> a stated requirement no rollout meets, with its hint
+#   (as above) -> the next induced criterion -> a stricter judged
 #   criterion derived from the saturated criteria (mean verdict >= 0.9), weighted like the heaviest criterion
 #   -> the same at twice the weight *in place of* the saturated ones (a task is retired as solved only after
 #   these: the fallback);
@@ -450,9 +454,27 @@ def _induced_candidates(e: ProposalEvidence) -> list[InducedCheck]:
     return sorted(found, key=lambda c: -c.balance)
 
 
+def _is_unmet(c: InducedCheck) -> bool:
+    return c.source == "prompt" and c.total >= 4 and c.passes <= UNMET_SHARE * c.total
+
+
+def _induced_guided(e: ProposalEvidence) -> EditRubric | None:
+    """A requirement the prompt states and no rollout meets (so no check of it can split the uniformly high
+    groups): its exact criterion with a hint that states it to part of each group, measured as one on probation."""
+    c = next((c for c in _induced_candidates(e) if _is_unmet(c)), None)
+    if c is None:
+        return None
+    cid = f"induced_{c.check['type']}"
+    if any(x.id == cid for x in e.rubric):
+        cid = f"{cid}_{len(e.rubric)}"
+    why = f"{c.passes} of the task's {c.total} latest rollouts meet it"
+    return _guided(e, c.check, c.text, cid, why, "The rubric does not check what the prompt asks")
+
+
 def _induced(e: ProposalEvidence, rank: int = 0) -> EditRubric | None:
-    """An exact criterion the prompt states (or a bound the reference meets) that splits the rollouts."""
-    found = _induced_candidates(e)
+    """An exact criterion the prompt states (or a bound the reference meets) that splits the rollouts (one the
+    policy does not meet yet is :func:`_induced_guided`'s)."""
+    found = [c for c in _induced_candidates(e) if not _is_unmet(c)]
     if len(found) <= rank:
         return None
     c = found[rank]
@@ -488,10 +510,39 @@ def _tightened(e: ProposalEvidence) -> EditRubric | None:
     )
 
 
-def _requirement(e: ProposalEvidence) -> EditRubric | None:
-    """The requirement the rubric audit found the prompt states and the rubric does not check (the failure's
-    ``requirement_key``), as this task's own exact criterion; the trainer widens it to every task that states it."""
-    key = e.ev.narrow(UncheckedRequirementEvidence).requirement_key
+UNMET_SHARE = 0.1
+"""A stated requirement met by at most this share of the policy's rollouts is *unmet*: a check of it alone would split
+hardly any group (a rate ``p`` of breaking it splits ``1 - p**G - (1-p)**G`` of groups of ``G``), so it is proposed
+with a hint that states it to part of the group (``EditRubric.guide_fraction``; docs/design.md §4)."""
+GUIDE_FRACTION = 0.5
+"""The share of a group an unmet requirement's hint reaches (half: the other half keeps the plain prompt)."""
+
+
+def _unmet(e: ProposalEvidence, check: dict, key: str) -> str | None:
+    """Why the policy (almost) never meets ``check`` (of requirement ``key``), or None when it does or nothing says:
+    at most :data:`UNMET_SHARE` of the task's rollouts the proposer read (at least 4) pass it, or an earlier exact
+    check of the same requirement was refused on pooled rollouts of which at most that share passed it."""
+    rollouts = e.completions()
+    try:
+        passes = sum(check_passes(check, r) for r in rollouts)
+    except ValueError:
+        return None
+    if len(rollouts) >= 4 and passes <= UNMET_SHARE * len(rollouts):
+        return f"{passes} of the task's {len(rollouts)} latest rollouts meet it"
+    for a in e.attempts:
+        split = (a.trial.measurements.get("split") if a.trial is not None else None) or {}
+        n, broken = number(split.get("rollouts")), number(split.get("broken"))
+        if a.trial is None or a.trial.accepted or not n or broken is None or a.interface != "rubric_criteria":
+            continue
+        adds = [c.get("check") for c in (a.payload.get("add") or []) if isinstance(c, dict)]
+        if any(isinstance(c, dict) and requirement_key(c) == key for c in adds) and n - broken <= UNMET_SHARE * n:
+            return f"an exact check of it was refused: {n - broken:g} of {n:g} pooled rollouts met it"
+    return None
+
+
+def _stated(e: ProposalEvidence, key: str) -> tuple[dict, str, str] | None:
+    """The requirement of ``key`` the task's prompt states and its rubric does not check yet: its check, text and a
+    free criterion id (None: not stated, or checked already)."""
     for check, text in stated_requirements(e.prompt or ""):
         if requirement_key(check) != key:
             continue
@@ -500,13 +551,48 @@ def _requirement(e: ProposalEvidence) -> EditRubric | None:
         cid = f"req_{check['type']}"
         if any(x.id == cid for x in e.rubric):
             cid = f"{cid}_{len(e.rubric)}"
-        return EditRubric(
-            task_id=e.task_id,
-            add=[new_criterion(cid, text, round_weight(e.max_pos), check)],
-            rationale=f"The prompt states a requirement its rubric does not check ({e.summary}): {text!r}, exact, "
-            "weighted like the heaviest criterion, for every task whose prompt states it.",
-        )
+        return check, text, cid
     return None
+
+
+def _requirement(e: ProposalEvidence) -> EditRubric | None:
+    """The requirement the rubric audit found the prompt states and the rubric does not check (the failure's
+    ``requirement_key``), as this task's own exact criterion; the trainer widens it to every task that states it.
+    Not for a requirement the policy does not meet yet (:func:`_unmet`): that is :func:`_requirement_guided`'s."""
+    key = e.ev.narrow(UncheckedRequirementEvidence).requirement_key
+    found = _stated(e, key or "")
+    if found is None or _unmet(e, found[0], key or ""):
+        return None
+    check, text, cid = found
+    return EditRubric(
+        task_id=e.task_id,
+        add=[new_criterion(cid, text, round_weight(e.max_pos), check)],
+        rationale=f"The prompt states a requirement its rubric does not check ({e.summary}): {text!r}, exact, "
+        "weighted like the heaviest criterion, for every task whose prompt states it.",
+    )
+
+
+def _guided(e: ProposalEvidence, check: dict, text: str, cid: str, why: str, what: str) -> EditRubric:
+    return EditRubric(
+        task_id=e.task_id,
+        add=[new_criterion(cid, text, round_weight(e.max_pos), check)],
+        guide_fraction=GUIDE_FRACTION,
+        rationale=f"{what} ({e.summary}): {text!r}, and the policy does not meet it yet ({why}), so a check alone "
+        f"would split no group. The check and a hint that states it to {GUIDE_FRACTION:.0%} of each group are one "
+        "update: the guided members that meet it give the group a spread, measured on probation.",
+    )
+
+
+def _requirement_guided(e: ProposalEvidence) -> EditRubric | None:
+    """The audit's requirement when the policy does not meet it yet: its exact criterion with a hint that states it
+    to part of each group (``guide_fraction``), committed and measured as one on probation."""
+    key = e.ev.narrow(UncheckedRequirementEvidence).requirement_key or ""
+    found = _stated(e, key)
+    why = _unmet(e, found[0], key) if found is not None else None
+    if found is None or why is None:
+        return None
+    check, text, cid = found
+    return _guided(e, check, text, cid, why, "The prompt states a requirement its rubric does not check")
 
 
 def _saturated_first(e: ProposalEvidence) -> EditRubric | None:
@@ -516,6 +602,8 @@ def _saturated_first(e: ProposalEvidence) -> EditRubric | None:
 
 REMEDIES: dict[str, Callable[[ProposalEvidence], EditRubric | None]] = {
     "requirement": _requirement,
+    "requirement_guided": _requirement_guided,
+    "induced_guided": _induced_guided,
     "induced": _induced,
     "induced_next": lambda e: _induced(e, rank=1),
     "tightened_or_reworded": _saturated_first,
@@ -536,8 +624,8 @@ REMEDIES: dict[str, Callable[[ProposalEvidence], EditRubric | None]] = {
     "reweight_down": _reweight_down,
 }
 PLAYBOOK: dict[str, tuple[str, ...]] = {
-    "unchecked_requirement": ("requirement",),
-    "non_discriminative_high": ("induced", "induced_next", "stricter", "stricter_more"),
+    "unchecked_requirement": ("requirement", "requirement_guided"),
+    "non_discriminative_high": ("induced", "induced_guided", "induced_next", "stricter", "stricter_more"),
     "spurious_length": ("length_pitfall", "length_revise", "padding_pitfall"),
     "spurious_feature": ("feature_pitfall", "feature_heavier", "padding_pitfall"),
     "reference_below_policy": ("reference_first", "reference_second", "length_revise"),

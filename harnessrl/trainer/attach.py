@@ -219,7 +219,7 @@ class _LockedTrials:
 
 def _start_evolver(settings, trainer, memory, run: RunDir, monitor, *, seed: int, eps: float):
     """Trials, the evolution service, its MCP tool server and the evolution-point callback."""
-    from harnessrl.critic.signal import SIGNAL_SHARE, AdvantageSpec
+    from harnessrl.critic.signal import CHECK_SPLIT_SHARE, SIGNAL_SHARE, AdvantageSpec
     from harnessrl.critic.trials import FrozenPolicyTrials
     from harnessrl.evolution.mcp_server import ToolServer
     from harnessrl.evolution.point import EvolutionCallback, write_server_file
@@ -250,6 +250,7 @@ def _start_evolver(settings, trainer, memory, run: RunDir, monitor, *, seed: int
             confidence=settings.trials.confidence,
             max_looks=settings.trials.max_looks,
             look_groups=settings.trials.probation_look_groups,
+            split_threshold=settings.trials.signal.threshold(CHECK_SPLIT_SHARE),
         ),
     )
     # training is about to run: a hold asked for from now on waits for the first step boundary

@@ -613,13 +613,15 @@ class HarnessGRPOTrainer(DynamicSampling, GRPOTrainer):
                 vals = [r.verdicts.get(cid) for r in rs if r.verdicts.get(cid) is not None]
                 crit_means[cid] = sum(vals) / len(vals) if vals else None
             rule = self.harness.guidance.rule_for(task)
+            rubric_hint = self.harness.rubrics.hint_at(tid, rs[0].rubric_version)
+            hints = [h for h in (rule.text if rule else None, rubric_hint) if h]
             groups.append(
                 GroupRecord(
                     step=step,
                     task_id=tid,
                     domain=task.domain,
                     rubric_version=rs[0].rubric_version,
-                    guidance=rule.text if rule and any(r.guided for r in rs) else None,
+                    guidance=" / ".join(hints) if hints and any(r.guided for r in rs) else None,
                     guided=sum(r.guided for r in rs),
                     temperature=rs[0].temperature,
                     rewards=[r.reward for r in rs],
