@@ -221,3 +221,35 @@ def test_a_stated_requirement_no_rollout_meets_is_proposed_with_its_hint():
     assert first.update.add[0].check.type == "not_contains" and "no group" in first.update.rationale
     met = RubricCriteria.suggest(_lax(["The sun, the sky.", "Sun is here.", "Sunny, warm.", "A sun day."]))
     assert met[0].tag == "induced" and met[0].update.guide_fraction == 0
+
+
+def test_an_audit_requirement_refused_on_pooled_rollouts_that_break_it_comes_back_with_its_hint():
+    """The audit's no-comma finding: the task's own rollouts split 1:3, so the plain check comes first; once it was
+    refused on pooled rollouts of which one in twelve met it, the next remedy is the check with its hint."""
+    check = {"type": "not_contains", "phrases": [","]}
+    key = "not_contains:[',']"
+    failure = FailureView(
+        failure_id="3:n:unchecked_requirement",
+        kind="unchecked_requirement",
+        step=3,
+        task_id="n",
+        domain="writing",
+        summary="the audit found 'Uses no commas at all'",
+        evidence={"requirement_key": key, "requirement": check, "requirement_text": "Uses no commas at all"},
+    )
+    texts = ["The sun, the sky.", "Sun is here.", "Sunny, warm.", "A sun, day."]
+    lax = _lax(texts)
+    e = lax.model_copy(update={"failure": failure})
+    assert [s.tag for s in RubricCriteria.suggest(e)] == ["requirement"]  # 1 of 4 meets it: a check can split
+    refused = Attempt(
+        candidate_id="c1",
+        interface="rubric_criteria",
+        tool="edit_rubric",
+        payload={"remedy": "requirement", "add": [{"id": "req", "text": "x", "weight": 1, "check": check}]},
+        trial=TrialView(accepted=False, reason="not reliable", measurements={"split": {"broken": 11, "rollouts": 12}}),
+    )
+    again = e.model_copy(update={"attempts": [refused]})
+    (only,) = RubricCriteria.suggest(again)  # the plain check is not offered again: it cannot split
+    assert only.tag == "requirement_guided"
+    guided = only.update
+    assert guided.guide_fraction == 0.5 and "1 of 12 pooled rollouts met it" in guided.rationale
