@@ -467,6 +467,13 @@ def test_a_hint_needs_a_positive_criterion_and_the_reference_must_pass_what_it_s
             add=[{"id": "p", "text": "Pads", "weight": -1, "check": {"type": "word_count", "min": 50}}],
             guide_fraction=0.5,
         )
+    with pytest.raises(ValidationError, match="only adds criteria"):
+        EditRubric(
+            task_id="sea",
+            add=[{"id": "z", "text": "Names a zebra", "weight": 1}],
+            remove=["topic"],
+            guide_fraction=0.5,
+        )
     service, _harness, _, _ = _world(tmp_path, groups=ALL_COMMAS, audit_rubrics=False)
     bad = EditRubric(  # the reference answer of sea has no 'zebra'
         task_id="sea",

@@ -88,6 +88,11 @@ class EditRubric(InterfaceUpdate):
             raise ValueError("an EditRubric must add, remove, reword or reweight at least one criterion")
         if any(w == 0 for w in self.reweight.values()):
             raise ValueError("reweight to 0 is not allowed: remove the criterion instead")
+        if self.guide_fraction > 0 and (self.remove or self.reword or self.reweight):
+            raise ValueError(
+                "guide_fraction > 0 is for an edit that only adds criteria (it is measured on probation and reverted "
+                "by removing what it added): make the removal, rewording or reweighting a separate edit"
+            )
         if self.guide_fraction > 0 and not any(c.weight > 0 for c in self.add):
             raise ValueError(
                 "guide_fraction > 0 states the criteria the edit adds as a hint: add at least one criterion with a "
