@@ -179,17 +179,8 @@ class RubricCriteria(Interface):
     def apply(self, update: EditRubric, step: int, candidate_id: str | None = None) -> int:
         """Apply an edit from ``step`` on, to its task and every task it covers (all or nothing); returns its own
         task's new rubric version."""
-        rubrics = {tid: self.rubric_for(update, tid) for tid in update.task_ids()}
-        for tid, criteria in rubrics.items():
-            guided, fraction = self._guide_after(update, tid, criteria)
-            new = RubricVersion(
-                version=self.current(tid).version + 1,
-                step=step,
-                criteria=criteria,
-                candidate_id=candidate_id,
-                guided=guided,
-                guide_fraction=fraction,
-            )
+        made = [self._next_version(update, tid, step, candidate_id) for tid in update.task_ids()]
+        for tid, new in zip(update.task_ids(), made, strict=True):
             self.versions[tid].append(new)
         self._version += 1
         self._history.append(
@@ -197,27 +188,43 @@ class RubricCriteria(Interface):
         )
         return self.current(update.task_id).version
 
-    def _guide_after(self, update: EditRubric, task_id: str, criteria: Sequence[Criterion]) -> tuple[list[str], float]:
-        """The criteria the version ``update`` makes for ``task_id`` states as a hint, and to what share of a group:
-        those the current version states (still in the rubric), and, with the update's ``guide_fraction``, the
-        criteria it adds there (at that share)."""
+    def _added(self, task_id: str, criteria: Sequence[Criterion]) -> list[Criterion]:
+        """The criteria of ``criteria`` (a rubric an edit would make for ``task_id``) its current rubric lacks."""
+        old = {c.id for c in self.current(task_id).criteria}
+        return [c for c in criteria if c.id not in old]
+
+    def _next_version(
+        self, update: EditRubric, task_id: str, step: int = 0, candidate_id: str | None = None
+    ) -> RubricVersion:
+        """The version ``update`` makes for ``task_id``: its criteria, and the criteria it states as a hint, and to
+        what share of a group (those the current version states, still in the rubric; with the update's
+        ``guide_fraction``, the positive criteria it adds there, at that share)."""
         now = self.current(task_id)
+        criteria = self.rubric_for(update, task_id)
         ids = {c.id for c in criteria}
         guided = [cid for cid in now.guided if cid in ids]
         fraction = now.guide_fraction if guided else 0.0
         if update.guide_fraction > 0:
-            old = {c.id for c in now.criteria}
-            guided += [c.id for c in criteria if c.id not in old and c.weight > 0 and c.id not in guided]
+            guided += [c.id for c in self._added(task_id, criteria) if c.weight > 0 and c.id not in guided]
             fraction = update.guide_fraction
-        return guided, fraction
+        return RubricVersion(
+            version=now.version + 1,
+            step=step,
+            criteria=criteria,
+            candidate_id=candidate_id,
+            guided=guided,
+            guide_fraction=fraction,
+        )
+
+    def _version_with(self, task_id: str, update: EditRubric | None) -> RubricVersion:
+        """``task_id``'s current version, or the one ``update`` would make (a preview)."""
+        if update is None or task_id not in update.task_ids():
+            return self.current(task_id)
+        return self._next_version(update, task_id)
 
     def hint(self, task_id: str, update: EditRubric | None = None) -> str | None:
         """The hint the guided members of ``task_id``'s groups see now (None: none), or with ``update`` applied."""
-        if update is None or task_id not in update.task_ids():
-            return self.current(task_id).hint()
-        criteria = self.rubric_for(update, task_id)
-        guided, fraction = self._guide_after(update, task_id, criteria)
-        return RubricVersion(version=0, step=0, criteria=criteria, guided=guided, guide_fraction=fraction).hint()
+        return self._version_with(task_id, update).hint()
 
     def hint_at(self, task_id: str, version: int) -> str | None:
         """The hint of ``task_id``'s rubric at ``version`` (what a group recorded at that version was guided with)."""
@@ -226,12 +233,8 @@ class RubricCriteria(Interface):
     def shape(self, task: Task, member: int, group_size: int, row: Row, overlay: EditRubric | None = None) -> Row:
         """The first members of the group see the criteria the rubric states as a hint (an edit with
         ``guide_fraction``: a requirement no rollout met when it was added); the rest the plain prompt."""
-        version = self.current(task.id)
-        fraction = version.guide_fraction
-        if overlay is not None and task.id in overlay.task_ids():
-            fraction = self._guide_after(overlay, task.id, self.rubric_for(overlay, task.id))[1]
-        hint = self.hint(task.id, overlay)
-        if hint is None or member >= guided_count(group_size, fraction):
+        version = self._version_with(task.id, overlay)
+        if member >= guided_count(group_size, version.guide_fraction) or (hint := version.hint()) is None:
             return row
         return Row(with_hint(row.messages, hint), True, row.generation)
 
@@ -428,8 +431,7 @@ class RubricCriteria(Interface):
         do is refused here)."""
         failing, checks = [], {}
         for task, candidate in zip(tasks, candidates, strict=True):
-            old = {c.id for c in self.current(task.id).criteria}
-            added = [c for c in candidate if c.id not in old and c.check is not None and c.weight > 0]
+            added = [c for c in self._added(task.id, candidate) if c.check is not None and c.weight > 0]
             checks[task.id] = [c.id for c in added]
             ref = task.reference_answer
             if ref is not None and any(c.check.evaluate(ref) < 1 for c in added):  # type: ignore[union-attr]
@@ -453,8 +455,7 @@ class RubricCriteria(Interface):
             raise ValueError("only an edit that adds criteria can be put on probation (its revert removes them)")
         out: list[InterfaceUpdate] = []
         for tid in update.task_ids():
-            old = {c.id for c in self.current(tid).criteria}
-            added = [c.id for c in self.rubric_for(update, tid) if c.id not in old]
+            added = [c.id for c in self._added(tid, self.rubric_for(update, tid))]
             out.append(
                 EditRubric(
                     task_id=tid,

@@ -455,7 +455,7 @@ def _induced_candidates(e: ProposalEvidence) -> list[InducedCheck]:
 
 
 def _is_unmet(c: InducedCheck) -> bool:
-    return c.source == "prompt" and c.total >= 4 and c.passes <= UNMET_SHARE * c.total
+    return c.source == "prompt" and _rarely_met(c.passes, c.total)
 
 
 def _induced_guided(e: ProposalEvidence) -> EditRubric | None:
@@ -518,6 +518,12 @@ GUIDE_FRACTION = 0.5
 """The share of a group an unmet requirement's hint reaches (half: the other half keeps the plain prompt)."""
 
 
+def _rarely_met(met: float, total: float, least: int = 4) -> bool:
+    """Whether ``met`` of ``total`` rollouts (at least ``least``) is at most :data:`UNMET_SHARE`: a requirement the
+    policy does not meet yet."""
+    return total >= least and met <= UNMET_SHARE * total
+
+
 def _unmet(e: ProposalEvidence, check: dict, key: str) -> str | None:
     """Why the policy (almost) never meets ``check`` (of requirement ``key``), or None when it does or nothing says:
     at most :data:`UNMET_SHARE` of the task's rollouts the proposer read (at least 4) pass it, or an earlier exact
@@ -527,7 +533,7 @@ def _unmet(e: ProposalEvidence, check: dict, key: str) -> str | None:
         passes = sum(check_passes(check, r) for r in rollouts)
     except ValueError:
         return None
-    if len(rollouts) >= 4 and passes <= UNMET_SHARE * len(rollouts):
+    if _rarely_met(passes, len(rollouts)):
         return f"{passes} of the task's {len(rollouts)} latest rollouts meet it"
     for a in e.attempts:
         split = (a.trial.measurements.get("split") if a.trial is not None else None) or {}
@@ -535,7 +541,7 @@ def _unmet(e: ProposalEvidence, check: dict, key: str) -> str | None:
         if a.trial is None or a.trial.accepted or not n or broken is None or a.interface != "rubric_criteria":
             continue
         adds = [c.get("check") for c in (a.payload.get("add") or []) if isinstance(c, dict)]
-        if any(isinstance(c, dict) and requirement_key(c) == key for c in adds) and n - broken <= UNMET_SHARE * n:
+        if any(isinstance(c, dict) and requirement_key(c) == key for c in adds) and _rarely_met(n - broken, n, 1):
             return f"an exact check of it was refused: {n - broken:g} of {n:g} pooled rollouts met it"
     return None
 
