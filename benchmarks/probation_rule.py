@@ -25,6 +25,12 @@ the rest at ``r_u``; each look adds ``look_groups`` groups' broken counts, and
 ``1 - (1-r_g)**k (1-r_u)**(G-k) - r_g**k r_u**(G-k)``; a false keep is keeping one whose true split share is below
 the checks' threshold (0.2), and a placebo is a hint that changes nothing (``r_g = r_u``).
 
+The fade of a rubric's hint (``EditRubric.fade_to``) is decided by :func:`~harnessrl.critic.power.decide_met` on
+the unguided members of the guided groups: they meet the checks at rate ``m``; each look (an evolution point) adds
+the unguided rollouts cached since the last one, and the hint fades once the met rate is shown at or above the floor
+(``signal.min_effect["hint_met_rate"]``, 0.5). A **false fade** is fading a hint whose unguided members meet the
+checks less often than the floor.
+
     .venv/bin/python benchmarks/probation_rule.py
 """
 
@@ -36,17 +42,20 @@ import json
 import shlex
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 from scipy.stats import binom
 
 from harnessrl.critic import power
+from harnessrl.critic.config import TrialConfig
+from harnessrl.critic.signal import HINT_MET_RATE
 from harnessrl.evolution.probation import BEFORE_GROUPS, ProbationRule
 
 decide_share = functools.lru_cache(maxsize=None)(power.decide_share)
 decide_split = functools.lru_cache(maxsize=None)(power.decide_split)
+decide_met = functools.lru_cache(maxsize=None)(power.decide_met)
 
 OUT = Path(__file__).parent / "results" / "probation-rule"
 
@@ -95,23 +104,66 @@ def checks_kept(rule: ProbationRule, r_g: float, r_u: float, group: int = 4, gui
     step = np.array([1.0])
     for _ in range(rule.look_groups):
         step = np.convolve(step, one)
-    alive, kept, reverted = np.array([1.0]), 0.0, 0.0
-    for look in range(1, rule.max_looks + 1):
+    n = rule.look_groups * group
+
+    def kind(b: int, look: int) -> str:
+        return decide_split(b, look * n, group, rule.split_threshold, rule.confidence, look, rule.max_looks).kind
+
+    kept, reverted = sequential(step, rule.max_looks, kind)
+    return {"kept": kept, "reverted": reverted}
+
+
+def sequential(step: np.ndarray, max_looks: int, kind_at: Callable[[int, int], str]) -> tuple[float, float]:
+    """P(accepted) and P(not accepted) of a sequential rule, exactly: each look adds counts distributed as ``step``
+    (a pmf over 0..n), and ``kind_at(count so far, look)`` decides (accepted, pending, or a refusal)."""
+    alive, accepted, refused = np.array([1.0]), 0.0, 0.0
+    for look in range(1, max_looks + 1):
         nxt = np.convolve(alive, step)
-        n = look * rule.look_groups * group
         still = np.zeros_like(nxt)
-        for b, w in enumerate(nxt):
+        for k, w in enumerate(nxt):
             if w < 1e-15:
                 continue
-            kind = decide_split(b, n, group, rule.split_threshold, rule.confidence, look, rule.max_looks).kind
+            kind = kind_at(k, look)
             if kind == "accepted":
-                kept += w
+                accepted += w
             elif kind == "pending":
-                still[b] = w
+                still[k] = w
             else:
-                reverted += w
+                refused += w
         alive = still
-    return {"kept": kept, "reverted": reverted + float(alive.sum())}
+    return accepted, refused + float(alive.sum())
+
+
+def fade_p(trials: TrialConfig, m: float, per_look: int) -> dict[str, float]:
+    """P(faded) and P(kept hint) of a fade, exactly: the unguided members meet the checks at ``m``, each look adds
+    ``per_look`` of their rollouts, pooled (:func:`decide_met` against the floor)."""
+    floor = trials.signal.threshold(HINT_MET_RATE)
+    step = binom.pmf(np.arange(per_look + 1), per_look, m)
+
+    def kind(k: int, look: int) -> str:
+        return decide_met(k, look * per_look, floor, trials.confidence, look, trials.max_looks).kind
+
+    faded, kept = sequential(step, trials.max_looks, kind)
+    return {"faded": faded, "kept": kept}
+
+
+def fade_table(trials: TrialConfig) -> list[dict[str, float]]:
+    return [
+        {"met_rate": m, "per_look": n, **{k: round(v, 5) for k, v in fade_p(trials, m, n).items()}}
+        for n in (2, 4, 8)
+        for m in (0.1, 0.25, 0.4, 0.5, 0.6, 0.75, 0.9, 1.0)
+    ]
+
+
+def false_fade(trials: TrialConfig, grid: int = 100) -> dict[str, float]:
+    """The largest P(faded) over met rates below the floor, per rollouts a look."""
+    floor = trials.signal.threshold(HINT_MET_RATE)
+    out = {}
+    for n in (2, 4, 8):
+        ms = [float(m) for m in np.linspace(0.0, 1.0, grid + 1) if m < floor]
+        p, at = max((fade_p(trials, m, n)["faded"], m) for m in ms)
+        out[str(n)] = {"max_p_faded": round(p, 5), "at_met_rate": round(at, 3)}
+    return out
 
 
 def mixture_share(r_g: float, r_u: float, group: int = 4, guided: int = 2) -> float:
@@ -239,6 +291,24 @@ def report(results: dict) -> str:
         f"| {x['r_guided']:g} | {x['r_unguided']:g} | {x['split_share']:.3f} | {x['kept']:.2%} | {x['reverted']:.2%} |"
         for x in results["checks_table"]
     ]
+    fade = results["fade"]
+    lines += [
+        "",
+        "## The fade of a rubric's hint: decided on the unguided members' rollouts",
+        "",
+        f'Floor {fade["floor"]} (`signal.min_effect["hint_met_rate"]`), confidence {fade["confidence"]}, at most '
+        f"{fade['max_looks']} looks; `per look` is the unguided rollouts each look adds (2 a guided group of 4 at "
+        "half guided). False fade (true met rate below the floor): "
+        + "; ".join(
+            f"{n} a look at most {x['max_p_faded']:.2%} (at {x['at_met_rate']:g})"
+            for n, x in fade["false_fade"].items()
+        )
+        + ".",
+        "",
+        "| per look | unguided meet rate | P(faded) | P(hint kept) |",
+        "|---|---|---|---|",
+    ]
+    lines += [f"| {x['per_look']} | {x['met_rate']:g} | {x['faded']:.2%} | {x['kept']:.2%} |" for x in fade["table"]]
     lines += ["", "## What this means", "", *results["meaning"], ""]
     return "\n".join(lines)
 
@@ -250,7 +320,15 @@ def meaning(results: dict) -> list[str]:
     c = results["checks_false_keep"]
     strong = next(x for x in results["checks_table"] if x["r_guided"] == 0.5 and x["r_unguided"] == 0.0)
     weak = next(x for x in results["checks_table"] if x["r_guided"] == 0.25 and x["r_unguided"] == 0.0)
+    fade = results["fade"]
+    f4 = {x["met_rate"]: x["faded"] for x in fade["table"] if x["per_look"] == 4}
+    worst = max(fade["false_fade"].values(), key=lambda x: x["max_p_faded"])
     return [
+        f"- The fade of a rubric's hint, at 4 unguided rollouts a look: faded with probability {f4[1.0]:.2%} when the "
+        f"unguided members always meet the checks, {f4[0.9]:.2%} at 0.9, {f4[0.75]:.2%} at 0.75; a hint they meet "
+        f"less often than the floor fades at most {worst['max_p_faded']:.2%} of the time "
+        f"(at {worst['at_met_rate']:g}). "
+        "The rule fades a hint only once the policy meets what it states nearly always without it.",
         f"- A rubric edit with its hint, decided on its guided groups' rollouts: when the guided half meets the checks "
         f"half the time and the rest never, it is kept with probability {strong['kept']:.2%} (the share-of-groups "
         f"rule: the row 'before 0, effect +0.5' below it); a quarter of the time, {weak['kept']:.2%}. It keeps one "
@@ -293,6 +371,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         "table": table(rule, befores, [-0.25, -0.125, 0.0, 0.125, 0.25, 0.375, 0.5]),
         "checks_table": checks_table(rule),
         "checks_false_keep": checks_false_keep(rule),
+    }
+    trials = TrialConfig()
+    results["fade"] = {
+        "floor": trials.signal.threshold(HINT_MET_RATE),
+        "confidence": trials.confidence,
+        "max_looks": trials.max_looks,
+        "table": fade_table(trials),
+        "false_fade": false_fade(trials),
     }
     results["seconds"] = round(time.perf_counter() - t0, 1)
     results["meaning"] = meaning(results)

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
@@ -33,7 +32,7 @@ from harnessrl.interfaces import Harness
 from harnessrl.judges import BackendVerdict, GradeRequest, RubricJudge, RubricRequest
 from harnessrl.records.failures import Failure
 from harnessrl.records.run_dir import RunDir
-from harnessrl.records.steps import GroupRecord, Recorder, RolloutRecord, StepRecord, group_stats
+from harnessrl.records.steps import GroupRecord, Recorder, RolloutRecord, StepRecord
 
 if TYPE_CHECKING:  # chromadb stays unimported unless a test opens a memory (the memory-off test forbids it)
     from harnessrl.memory.store import TrainingMemory
@@ -69,26 +68,8 @@ def record_group(
         )
         for k, (t, res) in enumerate(zip(texts, results, strict=True))
     ]
-    mean, std = group_stats([r.reward for r in rollouts])
-    means = {}
-    for cid in rollouts[0].verdicts:
-        vals = [r.verdicts[cid] for r in rollouts if r.verdicts.get(cid) is not None]
-        means[cid] = float(np.mean(vals)) if vals else None
-    rule = harness.guidance.rule_for(task)
-    group = GroupRecord(
-        step=step,
-        task_id=task_id,
-        domain=task.domain,
-        rubric_version=rubric.version,
-        guidance=rule.text if rule and guided else None,
-        guided=guided,
-        rewards=[r.reward for r in rollouts],
-        mean=mean,
-        std=std,
-        flat=std is not None and std < 0.02,
-        lengths=[r.length_tokens for r in rollouts],
-        criterion_means=means,
-    )
+    guidance, hinted = harness.hints_for(task, rubric.version)
+    group = GroupRecord.of(rollouts, task.domain, 0.02, guidance=guidance, hinted=hinted)
     prev = recorder.steps.get(step)
     recorder.add(
         StepRecord(step=step, groups=[*(prev.groups if prev else []), group]),

@@ -966,7 +966,6 @@ def _failure(kind: str, task_id: str, **evidence) -> dict:
         "domain": "science",
         "summary": f"{kind} on {task_id}",
         "evidence": evidence,
-        "interface_hint": "rubric_criteria",
     }
 
 

@@ -363,12 +363,14 @@ def _train_guided(service, harness, step: int, tid: str, texts: list[str]) -> No
     service.observe_step(service.recorder.steps[step])
 
 
-def _guided_commit(tmp_path):
-    service, harness, run, _ = _world(tmp_path, groups=ALL_COMMAS)
+def _guided_commit(tmp_path, failures: list | None = None):
+    service, harness, run, found = _world(tmp_path, groups=ALL_COMMAS)
     service.run_audit()
     rule_based_point(service)
     events = run.read("events.jsonl")
     commit = next(e for e in events if e["kind"] == "commit" and "not_contains" in str(e["update"]))
+    if failures is not None:
+        failures.append(found)  # the list the service reads its detected failures from
     return service, harness, run, commit
 
 
@@ -483,3 +485,150 @@ def test_a_hint_needs_a_positive_criterion_and_the_reference_must_pass_what_it_s
     result = service.trials.run(bad, "c-bad")
     assert result.verdict_kind == "reference_guard" and not result.accepted and "['sea']" in result.reason
     assert result.measurements["reference_fails_added_checks"] == ["sea"] and result.cost.rollouts == 0
+
+
+# ------------------------------------------------------------------------------- the rubric's hint fades
+KEPT = ["The sea is calm", "A grey sea", "The sea, wide", "Sea, sky"]  # the guided pair meets the check, the rest not
+LEARNT = ["The sea is calm", "A grey sea", "The sea is wide", "Calm sea"]  # every member meets it, hint or not
+
+
+def _kept_guided(tmp_path):
+    """The guided no-comma requirement committed, then kept at its probation's first look (steps 4 and 5); and the
+    list the service reads its detected failures from."""
+    found: list = []
+    service, harness, run, _commit = _guided_commit(tmp_path, found)
+    failures = found[0]
+    for step, tid in ((4, "sea"), (5, "city")):
+        _train_guided(service, harness, step, tid, KEPT)
+    service.step_boundary(5)
+    assert not service.probation.open()
+    service.recorder.keep_steps = 3  # an evolution point's kept steps (every_steps) hold the latest groups only
+    return service, harness, run, failures
+
+
+def _outgrown(service, step: int) -> Failure:
+    from harnessrl.detection import FailureDetector
+    from harnessrl.interfaces.registry import failure_hints
+
+    detector = FailureDetector(hints=failure_hints())
+    found = [f for f in detector.observe(service.recorder.steps[step]) if f.kind == "scaffold_outgrown"]
+    assert len(found) == 1
+    return found[0]
+
+
+def test_a_rubric_hint_whose_unguided_members_meet_it_is_reported_for_the_rubric_to_fade(tmp_path):
+    service, harness, _run, _failures = _kept_guided(tmp_path)
+    _train_guided(service, harness, 6, "sea", LEARNT)
+    failure = _outgrown(service, 6)
+    assert failure.interface_hint == "rubric_criteria"
+    ev = failure.evidence
+    assert ev.checks == ["req_not_contains"] and ev.plain_met == {"req_not_contains": [1.0]}
+    assert "meet the criteria the rubric states as a hint without it" in failure.summary
+    group = service.recorder.steps[6].groups[0]
+    assert group.hinted == ["req_not_contains"] and group.plain_criterion_means["req_not_contains"] == 1.0
+    # unguided members that still break it: nothing to fade, whatever their rewards' spread
+    _train_guided(service, harness, 7, "sea", KEPT)
+    from harnessrl.detection import FailureDetector
+
+    assert not [f for f in FailureDetector().observe(service.recorder.steps[7]) if f.kind == "scaffold_outgrown"]
+
+
+def test_a_rubric_hint_the_policy_outgrew_fades_on_every_task_that_states_it_and_its_check_stays(tmp_path):
+    service, harness, run, failures = _kept_guided(tmp_path)
+    for step, tid in ((6, "sea"), (7, "city"), (8, "sea")):
+        _train_guided(service, harness, step, tid, LEARNT)
+    failures.append(_outgrown(service, 8))
+    (outcome,) = rule_based_point(service)
+    assert outcome.status == "committed"
+    events = run.read("events.jsonl")
+    attribution = next(e for e in events if e["kind"] == "attribution" and e["failure_kind"] == "scaffold_outgrown")
+    assert attribution["interface"] == "rubric_criteria"
+    commit = [e for e in events if e["kind"] == "commit"][-1]
+    assert commit["remedy"] == "fade_hint" and commit["update"]["fade_to"] == 0.25
+    assert sorted(commit["covers"]) == ["city", "forest", "rain", "sea"] and not commit.get("probation")
+    trial = next(e for e in events if e["kind"] == "trial" and e["candidate_id"] == commit["candidate_id"])
+    met = trial["result"]["measurements"]["hint_met"]
+    assert trial["result"]["metric"] == "hint_met_rate" and trial["result"]["cost"]["rollouts"] == 0
+    assert (met["met"], met["unguided_rollouts"], met["floor"]) == (6, 6, 0.5) and met["interval"][0] >= 0.5
+    for tid in ("sea", "rain"):
+        task = harness.tasks[tid]
+        assert harness.row(task, 0, 4).guided and not harness.row(task, 1, 4).guided  # half as many members
+        assert "not_contains" in _checks(harness, tid)  # the check stays
+    # the next fade removes the hint; the check still stays
+    (edit,) = [
+        s.update
+        for s in harness.interfaces["rubric_criteria"].suggest(_fade_evidence(harness, "sea", guided=1))
+        if s.update is not None
+    ]
+    assert edit.fade_to == 0.0
+    widened = harness.rubrics.widen(edit)
+    harness.apply(widened, 9)
+    for tid in ("sea", "city", "forest", "rain"):
+        assert not harness.row(harness.tasks[tid], 0, 4).guided and "not_contains" in _checks(harness, tid)
+        assert harness.rubrics.task_view(harness.tasks[tid], 9).get("rubric_hint") is None
+
+
+def _fade_evidence(harness: Harness, tid: str, guided: int):
+    from harnessrl.interfaces.evidence import FailureView, ProposalEvidence, TaskView
+
+    failure = FailureView.model_validate(
+        {
+            "failure_id": "f",
+            "kind": "scaffold_outgrown",
+            "step": 9,
+            "task_id": tid,
+            "domain": "writing",
+            "summary": "outgrown",
+            "evidence": {"guided": guided, "group_size": 4, "checks": ["req_not_contains"], "plain_met": {}},
+        }
+    )
+    view = TaskView.model_validate(
+        {"task_id": tid, "domain": "writing", **harness.rubrics.task_view(harness.tasks[tid], 9)}
+    )
+    return ProposalEvidence(failure=failure, task=view)
+
+
+def test_a_rubric_hint_the_unguided_members_do_not_meet_yet_stays(tmp_path):
+    service, harness, run, failures = _kept_guided(tmp_path)
+    for step, tid in ((6, "sea"), (7, "city"), (8, "sea")):
+        _train_guided(service, harness, step, tid, KEPT if step < 8 else LEARNT)
+    failures.append(_outgrown(service, 8))
+    rule_based_point(service)
+    trial = [e for e in run.read("events.jsonl") if e["kind"] == "trial"][-1]
+    met = trial["result"]["measurements"]["hint_met"]
+    assert (met["met"], met["unguided_rollouts"]) == (2, 6) and trial["verdict_kind"] != "accepted"
+    assert harness.row(harness.tasks["sea"], 1, 4).guided  # still half the group
+
+
+def test_a_fade_changes_nothing_else_and_needs_a_hint_to_lower(tmp_path):
+    import pytest
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="fade_to fades the hint"):
+        EditRubric(task_id="sea", fade_to=0.0, remove=["topic"])
+    with pytest.raises(ValidationError, match="fade the rubric's hint with fade_to"):
+        EditRubric(task_id="sea")
+    service, harness, _, _ = _world(tmp_path, groups=ALL_COMMAS, audit_rubrics=False)
+    with pytest.raises(ValueError, match="states no hint to fade"):
+        harness.rubrics.rubric_for(EditRubric(task_id="sea", fade_to=0.0), "sea")
+    result = service.trials.run(EditRubric(task_id="sea", fade_to=0.0), "c-fade")
+    assert not result.accepted and "states no hint to fade" in result.reason
+
+
+def test_an_llm_evolvers_fade_of_the_rubrics_hint_is_widened_and_measured_the_same_way(tmp_path):
+    """The scripted chat model stands in for an LLM: it fades sea's rubric hint with ``fade_to`` alone, no remedy
+    name; the trainer widens it to every task that states the hint and the critic measures it the same way."""
+    service, harness, run, failures = _kept_guided(tmp_path)
+    for step, tid in ((6, "sea"), (7, "city"), (8, "sea")):
+        _train_guided(service, harness, step, tid, LEARNT)
+    failure = _outgrown(service, 8)
+    failures.append(failure)
+    attribution = {"failure_id": failure.id, "task_id": "sea", "interface": "rubric_criteria", "rationale": "learnt"}
+    edit = {"failure_id": failure.id, "task_id": "sea", "fade_to": 0.25, "rationale": "they meet it alone"}
+    model = ScriptedChatModel(responses=[tool_call("submit_attribution", attribution), tool_call("edit_rubric", edit)])
+    (outcome,) = rule_based_point(service, model)
+    assert outcome.status == "committed"
+    commit = [e for e in run.read("events.jsonl") if e["kind"] == "commit"][-1]
+    assert commit["remedy"] is None and sorted(commit["covers"]) == ["city", "forest", "rain", "sea"]
+    assert commit["update"]["signature"]["kind"] == "hint"
+    assert not harness.row(harness.tasks["forest"], 1, 4).guided and harness.row(harness.tasks["forest"], 0, 4).guided

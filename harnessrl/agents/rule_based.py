@@ -81,7 +81,8 @@ __all__ = ["RuleBasedChatModel"]
 SUBMIT = "submit_attribution"
 
 # the built-in interfaces this module has a playbook for; which interfaces may answer which failure
-# kind, and which is the first choice, come from the registry (each interface declares it)
+# kind, and which is the first choice, come from the registry (each interface declares it), unless the
+# detector named the owner of what failed (a hint the rubric states: ``Failure.interface_hint``)
 SAMPLING, GUIDANCE, RUBRIC = TaskSampling.name, RolloutGuidance.name, RubricCriteria.name
 
 _JSON_BLOCK = re.compile(r"```json\s*\n(.*?)\n```", re.DOTALL)
@@ -191,6 +192,7 @@ _FALLBACK: dict[tuple[str | None, str], str | None] = {
     ("judge_disagreement", RUBRIC): None,
     # a hint that may fade: the task gives signal, there is nothing to drop
     ("scaffold_outgrown", GUIDANCE): None,
+    ("scaffold_outgrown", RUBRIC): None,
     (None, RUBRIC): "retire",
 }
 """The task-sampling remedy tried once the attributed interface's own are spent, by (failure kind, interface)
@@ -317,7 +319,7 @@ class RuleBasedChatModel(BaseChatModel):
     def _decide_interface(self, h: _History, failure: FailureView) -> tuple[str, str, list[str]]:
         kind, streak = failure.kind, failure.evidence.narrow(CriterionStreakEvidence)
         evidence = [f"{kind} at step {failure.step}: {failure.summary}".strip()]
-        default = failure_hints(self.interfaces).get(kind) or failure.interface_hint or RUBRIC
+        default = failure.interface_hint or failure_hints(self.interfaces).get(kind) or RUBRIC
         if kind == "criterion_saturated" and (streak.pitfall or (number(streak.weight) or 0) < 0):
             default = GUIDANCE
             evidence.append(f"criterion {streak.criterion_id} is a pitfall every rollout commits")

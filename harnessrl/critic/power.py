@@ -30,6 +30,14 @@ a 1:3 split stays pending, 3 of 8 pooled rollouts broken accepts, and so do 4 of
 
 :func:`min_detectable_share` gives the smallest ``s`` the rule accepts with probability 0.8 at a sample size:
 what a trial records as the smallest effect it could have detected.
+
+**The fade of a hint that states checks** (:func:`decide_met`) asks the plain prompt: do the unguided members of the
+guided groups, pooled, meet the checks alone at a rate ``m`` of at least ``floor`` (``signal.min_effect
+["hint_met_rate"]``, 0.5: more often than not)? **Accepted** (the hint fades) when the lower end of ``m``'s interval
+reaches ``floor``, **futile** (the hint stays) when its upper end is below it, pending in between, with the same
+looks and the same Bonferroni split. Any ``m`` in ``(0, 1)`` already lets the checks split plain groups; the floor
+asks more, that the policy has learnt what the hint states, because a guided member that meets it is also a
+positive example trained under the plain prompt.
 """
 
 from __future__ import annotations
@@ -46,6 +54,7 @@ __all__ = [
     "SplitEvidence",
     "SplitVerdict",
     "clopper_pearson",
+    "decide_met",
     "decide_share",
     "decide_split",
     "min_detectable_rate",
@@ -119,6 +128,18 @@ def decide_split(
     kind = _kind(low, high, rollouts, threshold, look, max_looks)
     mde = min_detectable_share(rollouts, group_size, threshold, confidence, max_looks)
     return SplitVerdict(kind, share, low, high, broken, rollouts, look, alpha, mde)
+
+
+def decide_met(met: int, rollouts: int, floor: float, confidence: float, look: int, max_looks: int) -> SplitVerdict:
+    """The fade rule of the module docstring: ``met`` of ``rollouts`` pooled unguided rollouts meet the checks a hint
+    states, at look ``look`` of at most ``max_looks``, against the rate ``floor``. The verdict's ``share``, ``low``
+    and ``high`` are the met rate and its interval, ``broken`` the rollouts that do not meet them."""
+    alpha = _alpha(confidence, max_looks)
+    low, high = clopper_pearson(met, rollouts, alpha)
+    kind = _kind(low, high, rollouts, floor, look, max_looks)
+    mde = min_detectable_rate(rollouts, floor, alpha)
+    rate = met / rollouts if rollouts else 0.0
+    return SplitVerdict(kind, rate, low, high, rollouts - met, rollouts, look, alpha, mde)
 
 
 def decide_share(

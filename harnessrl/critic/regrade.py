@@ -27,11 +27,12 @@ from scipy.stats import rankdata
 from harnessrl.critic.acceptance import Measured, fmt, percentile_interval
 from harnessrl.critic.budget import Rejected
 from harnessrl.critic.context import TrialContext
-from harnessrl.critic.power import SplitEvidence, decide_split, expected_groups_split
+from harnessrl.critic.power import SplitEvidence, decide_met, decide_split, expected_groups_split
 from harnessrl.critic.protocols import RubricVersionView
 from harnessrl.critic.signal import (
     CHECK_SPLIT_SHARE,
     CRITERION_SIGNAL,
+    HINT_MET_RATE,
     NO_EFFECT,
     REFERENCE_RANK,
     RHO_PREFIX,
@@ -119,7 +120,7 @@ def regrade(trial: TrialContext, parts: Sequence[RegradePart]) -> Measured:
     trial.measurements["n_groups"] = len(groups)
     if not groups:
         raise Rejected("no cached group has 2 or more rewards under both rubrics")
-    split = trial.metric == CHECK_SPLIT_SHARE
+    split = trial.metric in (CHECK_SPLIT_SHARE, HINT_MET_RATE)
     effect = _advantage_gate(trial, groups, gate=not split)
     rng = np.random.default_rng(trial.config.seed)
     if split:
@@ -349,18 +350,24 @@ def _within_ranks(x: np.ndarray) -> np.ndarray:
 def _split_share(trial: TrialContext, graded: Sequence[tuple[RegradePart, _Regraded]]) -> Measured:
     """The share of groups the added checks would split, from the rate at which the frozen policy's cached rollouts
     break them, pooled over every task and over the earlier looks at the same repair (:mod:`harnessrl.critic.power`);
-    the verdict is the power rule's (accepted, pending or futile)."""
+    the verdict is the power rule's (accepted, pending or futile). The fade of a hint (``hint_met_rate``: ``added``
+    holds the checks the hint states) counts only the unguided rollouts and decides by the fade rule."""
+    fade = trial.metric == HINT_MET_RATE
     evidence = trial.split_evidence if trial.split_evidence is not None else SplitEvidence()
     new = 0
     for part, g in graded:
         if not part.added:
             continue
         for r in g.rollouts:
+            if fade and (r.guided or r.rubric_version != part.current.version):
+                continue  # a fade counts the unguided members of the groups under the hint in force
             broken = not all(c.check is not None and c.check.evaluate(r.completion) >= 1 for c in part.added)
             new += evidence.add(r.step, r.task_id, r.member, broken)
     if new:
         evidence.looks += 1
     look = max(1, evidence.looks)
+    if fade:
+        return _fade_verdict(trial, evidence, new, look)
     cfg, gsz = trial.config, max(2, trial.advantage.group_size)
     threshold = cfg.signal.threshold(CHECK_SPLIT_SHARE)
     v = decide_split(evidence.broken, evidence.rollouts, gsz, threshold, cfg.confidence, look, cfg.max_looks)
@@ -401,6 +408,48 @@ def _split_share(trial: TrialContext, graded: Sequence[tuple[RegradePart, _Regra
         improvement=v.share,
         ci_low=v.low,
         ci_high=v.high,
+        verdict=v.kind,
+        verdict_reason=reasons[v.kind],
+        min_detectable=v.min_detectable,
+    )
+
+
+def _fade_verdict(trial: TrialContext, evidence: SplitEvidence, new: int, look: int) -> Measured:
+    """The fade of a hint that states checks (:func:`~harnessrl.critic.power.decide_met`): the pooled unguided
+    rollouts that meet the checks alone, against the rate they must be shown to reach (``hint_met_rate``'s)."""
+    cfg = trial.config
+    floor = cfg.signal.threshold(HINT_MET_RATE)
+    met = evidence.rollouts - evidence.broken
+    v = decide_met(met, evidence.rollouts, floor, cfg.confidence, look, cfg.max_looks)
+    trial.measurements["hint_met"] = {
+        "met": met,
+        "unguided_rollouts": v.rollouts,
+        "tasks": evidence.tasks(),
+        "new_rollouts": new,
+        "look": v.look,
+        "max_looks": cfg.max_looks,
+        "alpha_per_look": round(v.alpha, 4),
+        "met_rate": rounded(v.share),
+        "interval": [rounded(v.low), rounded(v.high)],
+        "floor": floor,
+    }
+    numbers = (
+        f"{met} of {v.rollouts} unguided rollouts over {len(evidence.tasks())} task(s) meet the checks the hint "
+        f"states without it: rate {v.share:.3f}, {1 - v.alpha:.1%} interval [{v.low:.3f}, {v.high:.3f}] against "
+        f"{floor:g}, look {v.look} of {cfg.max_looks}"
+    )
+    reasons = {
+        "accepted": f"accepted: the hint may fade ({numbers})",
+        "pending": f"pending: the data cannot decide yet ({numbers}); measured again when more groups are graded",
+        "not_reliable": f"rejected: the data could not decide in {cfg.max_looks} look(s) ({numbers}); the hint stays",
+        "futile": f"rejected: without the hint the checks are met less often than that ({numbers}); the hint stays",
+    }
+    return Measured(
+        baseline=floor,
+        candidate=v.share,
+        improvement=v.share - floor,
+        ci_low=v.low - floor,
+        ci_high=v.high - floor,
         verdict=v.kind,
         verdict_reason=reasons[v.kind],
         min_detectable=v.min_detectable,

@@ -50,6 +50,7 @@ from harnessrl.data.schema import Criterion
 __all__ = [
     "CHECK_SPLIT_SHARE",
     "CRITERION_SIGNAL",
+    "HINT_MET_RATE",
     "MOVED_SIGNAL_SHARE",
     "NO_EFFECT",
     "REFERENCE_RANK",
@@ -83,6 +84,9 @@ REFERENCE_RANK = "reference_rank"
 CHECK_SPLIT_SHARE = "check_split_share"
 """The share of groups the checks a rubric candidate adds would split, from the pooled rate at which the frozen
 policy breaks them (:mod:`harnessrl.critic.power`)."""
+HINT_MET_RATE = "hint_met_rate"
+"""The fade of a rubric's hint: the pooled rate at which the unguided members of the guided groups meet the checks the
+hint states; its "effect" is the rate they must be shown to reach (:func:`harnessrl.critic.power.decide_met`)."""
 RHO_PREFIX = "rho_reward_"
 """``rho_reward_<feature>``: |Spearman rho| of reward with length or a surface feature (should fall)."""
 
@@ -113,7 +117,9 @@ class SignalConfig(BaseModel):
       the reference answer's rank by 0.125 (0.2); |Spearman rho(reward, length)| by 0.29 on average
       between arms of 8 (0.3: a smaller fall of a correlation is what two draws of the same policy show);
       the share of groups the checks a candidate adds would split, 0.2 (one group in five: an exact check has
-      no judge noise, so no A/A test sets it; its false-accept rate is measured instead, docs/design.md §8).
+      no judge noise, so no A/A test sets it; its false-accept rate is measured instead, docs/design.md §8);
+      the rate at which the unguided members must be shown to meet the checks a rubric's hint states before it
+      fades, 0.5 (more often than not: a choice, docs/design.md §4).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -134,6 +140,7 @@ class SignalConfig(BaseModel):
             REFERENCE_RANK: 0.2,
             RHO_PREFIX: 0.3,
             CHECK_SPLIT_SHARE: 0.2,
+            HINT_MET_RATE: 0.5,
         },
         description="Smallest improvement worth a harness change, per metric (rho_reward_ covers every feature).",
     )

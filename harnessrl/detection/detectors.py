@@ -20,13 +20,16 @@ criterion_saturated        criterion mean ≥ saturated for k consecutive observ
 criterion_dead             criterion mean ≤ dead for k consecutive observations           rollout_guidance
 judge_disagreement         mean |Δ reward| on re-grading > disagreement_threshold          rubric_criteria
 scaffold_outgrown          a guided task's unguided members alone have std ≥ eps in its   rollout_guidance
-                           last scaffold_groups guided groups (the hint outlived its use)
+                           last scaffold_groups guided groups (the hint outlived its use);
+                           a hint the rubric states: some unguided member meets every     rubric_criteria
+                           criterion it states in each of those groups
 ========================== ============================================================= ==================
 
 ``scaffold_outgrown`` is the harness's own failure rather than the reward's: guidance made a flat group
 give signal, and now the plain prompt's members give signal without it, so the hint only keeps
 off-policy completions in the batch (docs/design.md §4); the evolver may thin or remove it, measured by
-the critic like any update.
+the critic like any update. A hint the rubric states (a requirement no rollout met when it was added) belongs to
+the rubric interface, which fades it once the unguided members meet what it states alone.
 
 Boundaries: a threshold named "below" / "above" / "more than" is *strict* (a value exactly at it
 does not fire: std == eps is not flat, the same rule as ``GroupRecord.flat``; mean == low is not
@@ -86,7 +89,14 @@ logger = logging.getLogger(__name__)
 
 
 # ---------------------------------------------------------------------------------------------- failure
-def _failure(kind: str, obs: Observation, evidence: Evidence, summary: str, step: int | None = None) -> Failure:
+def _failure(
+    kind: str,
+    obs: Observation,
+    evidence: Evidence,
+    summary: str,
+    step: int | None = None,
+    interface_hint: str | None = None,
+) -> Failure:
     return Failure(
         kind=kind,  # type: ignore[arg-type]
         step=obs.step if step is None else step,
@@ -95,6 +105,7 @@ def _failure(kind: str, obs: Observation, evidence: Evidence, summary: str, step
         rubric_version=obs.group.rubric_version,
         evidence=evidence,
         summary=summary,
+        interface_hint=interface_hint,
     )
 
 
@@ -515,7 +526,9 @@ class JudgeDisagreementDetector:
 class ScaffoldOutgrownDetector:
     """A guided task whose plain-prompt members give signal on their own: in each of its last
     ``scaffold_groups`` guided groups (the first ``guided`` members see the hint) the unguided members'
-    rewards spread (std ≥ eps over at least ``min_valid_rewards`` of them)."""
+    rewards spread (std ≥ eps over at least ``min_valid_rewards`` of them). A hint the rubric states (an edit with
+    ``guide_fraction``: ``GroupRecord.hinted``) is outgrown when, in each of those groups, some unguided member
+    meets every criterion it states: the failure names them (``checks``) and the rubric interface (its owner)."""
 
     def __init__(self, config: DetectorConfig):
         self.config = config
@@ -532,6 +545,8 @@ class ScaffoldOutgrownDetector:
         guided = [o for o in history.window if o.group.guided > 0][-need:]
         if len(guided) < need or guided[-1] is not now[-1]:
             return []
+        if guided[-1].group.hinted:
+            return self._stated(guided, step)
         spreads = []
         for obs in guided:
             plain = self._plain(obs)
@@ -541,18 +556,7 @@ class ScaffoldOutgrownDetector:
         obs = guided[-1]
         plain = self._plain(obs)
         group = obs.group
-        evidence = ScaffoldOutgrownEvidence(
-            guidance=group.guidance,
-            guided=group.guided,
-            group_size=len(group.rewards),
-            temperature=group.temperature,
-            plain_rewards=[_r(v) for v in plain],
-            guided_rewards=[_r(v) for v in group.rewards[: group.guided]],
-            plain_std=[_r(v) for v in spreads],
-            eps=cfg.eps,
-            groups=need,
-            steps=[o.step for o in guided],
-        )
+        evidence = self._evidence(guided, plain_std=[_r(v) for v in spreads])
         summary = (
             f"Task {group.task_id} ({group.domain}) at step {step}: its {len(plain)} unguided rollouts give signal "
             f"without the hint (reward std {spreads[-1]:.3f} ≥ {cfg.eps:g}"
@@ -560,3 +564,43 @@ class ScaffoldOutgrownDetector:
             + f"; {group.guided} of {len(group.rewards)} members guided): the scaffold may fade."
         )
         return [_failure("scaffold_outgrown", obs, evidence, summary)]
+
+    def _evidence(self, guided: list[Observation], **more: Any) -> ScaffoldOutgrownEvidence:
+        """The evidence of the last guided groups ``guided`` (the latest last), with ``more`` fields."""
+        group = guided[-1].group
+        return ScaffoldOutgrownEvidence(
+            guidance=group.guidance,
+            guided=group.guided,
+            group_size=len(group.rewards),
+            temperature=group.temperature,
+            plain_rewards=[_r(v) for v in self._plain(guided[-1])],
+            guided_rewards=[_r(v) for v in group.rewards[: group.guided]],
+            eps=self.config.eps,
+            groups=len(guided),
+            steps=[o.step for o in guided],
+            **more,
+        )
+
+    def _stated(self, guided: list[Observation], step: int) -> list[Failure]:
+        """The rubric's hint outgrown: in each of the last guided groups an unguided member met every criterion the
+        hint states (its mean verdict among them above 0)."""
+        checks = guided[-1].group.hinted
+        met: dict[str, list[float | None]] = {c: [] for c in checks}
+        for obs in guided:
+            for c in checks:
+                m = obs.group.plain_criterion_means.get(c)
+                if m is None or m <= 0:
+                    return []
+                met[c].append(_r(m))
+        obs = guided[-1]
+        group = obs.group
+        plain = self._plain(obs)
+        evidence = self._evidence(guided, checks=list(checks), plain_met=met)
+        rates = ", ".join(f"{c} {v[-1]:.2f}" for c, v in met.items() if v and v[-1] is not None)
+        summary = (
+            f"Task {group.task_id} ({group.domain}) at step {step}: its {len(plain)} unguided rollouts meet the "
+            f"criteria the rubric states as a hint without it (their mean verdicts: {rates}"
+            + (f", in each of its last {len(guided)} guided groups" if len(guided) > 1 else "")
+            + f"; {group.guided} of {len(group.rewards)} members guided): the rubric's hint may fade."
+        )
+        return [_failure("scaffold_outgrown", obs, evidence, summary, interface_hint="rubric_criteria")]

@@ -202,7 +202,8 @@ class ProbationTracker:
                     continue
                 p.last_step = record.step
                 for g in record.groups:
-                    if g.task_id in p.task_ids and g.guided > 0:
+                    # a rubric edit's checks grade every member: its groups count after its hint faded too
+                    if g.task_id in p.task_ids and (g.guided > 0 or p.checks):
                         p.add(g)
                 if p.groups >= (p.looks + 1) * self.rule.look_groups:
                     look = self._look(p, record.step)

@@ -72,10 +72,12 @@ class Signature(BaseModel):
     """What a repair covers (docs/design.md §4, "Repairs that reach a signature"): every training task that
     shares one stated requirement the rubric does not check (``kind="requirement"``, ``key``: the
     requirement's :func:`~harnessrl.interfaces.induction.requirement_key`), or one group of the data
-    (``kind="group"``, ``key``: ``family:<name>``, ``tag:<tag>`` or ``domain:<name>``). ``tasks``: the
-    tasks the repair changes, each with its own instance. Filled in by the trainer, not by the evolver."""
+    (``kind="group"``, ``key``: ``family:<name>``, ``tag:<tag>`` or ``domain:<name>``), or, for the fade of a
+    rubric's hint, every task whose rubric states the same requirements as a hint (``kind="hint"``, ``key``: their
+    keys). ``tasks``: the tasks the repair changes, each with its own instance. Filled in by the trainer, not by the
+    evolver."""
 
-    kind: Literal["requirement", "group"]
+    kind: Literal["requirement", "group", "hint"]
     key: str = Field(min_length=1)
     tasks: list[str] = Field(default_factory=list)
 

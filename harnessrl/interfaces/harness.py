@@ -146,6 +146,15 @@ class Harness:
             row = iface.shape(task, member, group_size, row, overlay if overlay and overlay.interface == name else None)
         return row
 
+    def hints_for(self, task: Task, rubric_version: int) -> tuple[str | None, list[str]]:
+        """What the guided members of ``task``'s group graded at ``rubric_version`` saw: the hints (guidance's rule,
+        the rubric's), joined, and the criteria the rubric's hint states (a group record's ``guidance`` and
+        ``hinted``)."""
+        rule = self.guidance.rule_for(task)
+        version = self.rubrics.versions[task.id][rubric_version]
+        hints = [h for h in (rule.text if rule else None, version.hint()) if h]
+        return (" / ".join(hints) if hints else None), [c.id for c in version.stated()]
+
     def apply(
         self, update: InterfaceUpdate, step: int, candidate_id: str | None = None, *, save_to: str | Path | None = None
     ) -> int:

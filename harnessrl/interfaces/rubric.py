@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
-from harnessrl.critic.signal import CHECK_SPLIT_SHARE, REFERENCE_RANK, SIGNAL_SHARE
+from harnessrl.critic.signal import CHECK_SPLIT_SHARE, HINT_MET_RATE, REFERENCE_RANK, SIGNAL_SHARE
 from harnessrl.data.checks import check_passes
 from harnessrl.data.schema import Criterion, Task, prompt_text, task_group
 from harnessrl.interfaces.base import (
@@ -65,10 +65,17 @@ class RubricVersion(BaseModel):
     guided: list[str] = Field(default_factory=list)
     guide_fraction: float = Field(default=0.0, ge=0.0, le=MAX_GUIDE_FRACTION)
 
+    def stated(self) -> list[Criterion]:
+        """The criteria its hint states to the guided members: the guided ones still in the rubric (positive), while
+        any share of the group is guided."""
+        if self.guide_fraction <= 0:
+            return []
+        return [c for c in self.criteria if c.id in self.guided and c.weight > 0]
+
     def hint(self) -> str | None:
-        """The hint its guided members see: the guided criteria still in the rubric, as one sentence."""
-        texts = [as_sentence(c.text) for c in self.criteria if c.id in self.guided and c.weight > 0]
-        return f"Make sure your answer meets this: {'; '.join(texts)}." if texts and self.guide_fraction > 0 else None
+        """The hint its guided members see: the criteria it states, as one sentence."""
+        texts = [as_sentence(c.text) for c in self.stated()]
+        return f"Make sure your answer meets this: {'; '.join(texts)}." if texts else None
 
 
 class RubricCriteria(Interface):
@@ -79,7 +86,7 @@ class RubricCriteria(Interface):
     name = "rubric_criteria"
     update_type = EditRubric
     builder_tool = "edit_rubric"
-    answers = ("criterion_dead",)
+    answers = ("criterion_dead", "scaffold_outgrown")
     hint_for = (
         "unchecked_requirement",
         "non_discriminative_high",
@@ -131,12 +138,27 @@ class RubricCriteria(Interface):
     def rubric_for(self, update: EditRubric, task_id: str) -> list[Criterion]:
         """The rubric ``update`` would make for ``task_id`` (its own task, or one it covers), without applying it;
         raises ValueError when it is invalid."""
+        if task_id != update.task_id and not any(c.task_id == task_id for c in update.cover):
+            raise ValueError(f"the edit does not cover task {task_id!r}")
+        if update.fades():
+            return self._faded(update, task_id)
         if task_id == update.task_id:
             return self.rubric_with(update)
-        covered = next((c for c in update.cover if c.task_id == task_id), None)
-        if covered is None:
-            raise ValueError(f"the edit does not cover task {task_id!r}")
+        covered = next(c for c in update.cover if c.task_id == task_id)
         return self.rubric_with(EditRubric(task_id=task_id, add=covered.add))
+
+    def _faded(self, update: EditRubric, task_id: str) -> list[Criterion]:
+        """``task_id``'s rubric under a fade of its hint (the same criteria); raises ValueError when it states no hint
+        or the fade would not lower its share."""
+        now = self.current(task_id)
+        if not now.stated():
+            raise ValueError(f"task {task_id!r}'s rubric states no hint to fade")
+        if update.fade_to is not None and update.fade_to >= now.guide_fraction:
+            raise ValueError(
+                f"fade_to {update.fade_to:g} does not lower the share of task {task_id!r}'s group that sees the "
+                f"rubric's hint ({now.guide_fraction:g} now)"
+            )
+        return list(now.criteria)
 
     def rubric_with(self, update: EditRubric) -> list[Criterion]:
         """The rubric ``update`` would make for its own task, without applying it; raises ValueError when it is
@@ -204,7 +226,10 @@ class RubricCriteria(Interface):
         ids = {c.id for c in criteria}
         guided = [cid for cid in now.guided if cid in ids]
         fraction = now.guide_fraction if guided else 0.0
-        if update.guide_fraction > 0:
+        if update.fade_to is not None:  # the same criteria, stated to fewer members or none
+            fraction = update.fade_to
+            guided = guided if fraction > 0 else []
+        elif update.guide_fraction > 0:
             guided += [c.id for c in self._added(task_id, criteria) if c.weight > 0 and c.id not in guided]
             fraction = update.guide_fraction
         return RubricVersion(
@@ -225,10 +250,6 @@ class RubricCriteria(Interface):
     def hint(self, task_id: str, update: EditRubric | None = None) -> str | None:
         """The hint the guided members of ``task_id``'s groups see now (None: none), or with ``update`` applied."""
         return self._version_with(task_id, update).hint()
-
-    def hint_at(self, task_id: str, version: int) -> str | None:
-        """The hint of ``task_id``'s rubric at ``version`` (what a group recorded at that version was guided with)."""
-        return self.versions[task_id][version].hint()
 
     def shape(self, task: Task, member: int, group_size: int, row: Row, overlay: EditRubric | None = None) -> Row:
         """The first members of the group see the criteria the rubric states as a hint (an edit with
@@ -278,7 +299,7 @@ class RubricCriteria(Interface):
 
     def preview(self, update: EditRubric, step: int) -> dict[str, Any]:
         current = self.current(update.task_id)
-        after = self.rubric_with(update)
+        after = self.rubric_for(update, update.task_id)
         old = {c.id: c for c in current.criteria}
         new = {c.id: c for c in after}
         out: dict[str, Any] = {
@@ -290,6 +311,8 @@ class RubricCriteria(Interface):
         }
         if update.guide_fraction > 0:
             out["hint"] = {"text": self.hint(update.task_id, update), "fraction": update.guide_fraction}
+        if update.fades():
+            out["hint"] = {"text": current.hint(), "fraction": current.guide_fraction, "fades_to": update.fade_to}
         if update.cover:
             for c in update.cover:
                 self.rubric_for(update, c.task_id)  # ValueError: an instance that does not apply
@@ -320,10 +343,32 @@ class RubricCriteria(Interface):
         other edit is the task's own. What an evolver wrote in ``cover`` or ``signature`` is not trusted: the cover
         is computed here, afresh."""
         update = update.model_copy(update={"cover": [], "signature": None})
+        if update.fades():
+            return self._hint_cover(update) or update
         if not update.add or update.remove or update.reword or update.reweight or update.task_id not in self.tasks:
             return update
         widened = self._requirement_cover(update) or self._group_cover(update)
         return widened or update
+
+    def _hint_cover(self, update: EditRubric) -> EditRubric | None:
+        """A fade of the rubric's hint, extended to every task whose rubric states a hint of the same requirements
+        (the widened edit that added it) to a larger share of its group than the fade leaves."""
+        if update.task_id not in self.tasks:
+            return None
+        keys = _stated_keys(self.current(update.task_id))
+        if not keys:
+            return None
+        cover = [
+            CoveredEdit(task_id=tid)
+            for tid in sorted(self.tasks)
+            if tid != update.task_id
+            and _stated_keys(now := self.current(tid)) == keys
+            and now.guide_fraction > (update.fade_to or 0.0)
+        ]
+        if not cover:
+            return None
+        sig = Signature(kind="hint", key="+".join(keys), tasks=[update.task_id, *(c.task_id for c in cover)])
+        return update.model_copy(update={"cover": cover, "signature": sig})
 
     def _requirement_cover(self, update: EditRubric) -> EditRubric | None:
         source = self.tasks[update.task_id]
@@ -378,6 +423,8 @@ class RubricCriteria(Interface):
         """From the failure; for reference_below_policy, the reference answer's rank among the rollouts. An edit
         that only adds exact checks, for a lax rubric, a saturated criterion or a requirement the rubric does not
         check, is measured by the share of groups the checks would split (:mod:`harnessrl.critic.power`)."""
+        if update.fades():
+            return HINT_MET_RATE  # the rate at which the unguided members meet the stated checks alone
         if update.guide_fraction > 0:
             return SIGNAL_SHARE  # measured on probation: the share of the guided groups that give signal
         adds_checks = bool(update.add) and all(c.check is not None for c in update.add)
@@ -396,6 +443,8 @@ class RubricCriteria(Interface):
             candidates = [self.rubric_for(update, t.id) for t in tasks]
         except ValueError as e:
             trial.reject(f"invalid candidate: {e}")
+        if update.fades():
+            return self._fade_trial(update, tasks, trial)
         if update.guide_fraction > 0:
             return self._guided_trial(update, tasks, candidates, trial)
         cid = trial.failure.evidence.narrow(CriterionStreakEvidence).criterion_id if trial.failure is not None else None
@@ -448,6 +497,24 @@ class RubricCriteria(Interface):
             tasks, describe=f"{self.describe(update)} with the added criteria as a hint", checks=checks or None
         )
 
+    def _fade_trial(self, update: EditRubric, tasks: Sequence[Task], trial: Trial) -> Measured:
+        """The fade of a rubric's hint: the cached rollouts of every task it covers, their unguided members only,
+        graded by the exact checks the hint states, pooled over tasks and looks (``hint_met_rate``): it fades once
+        they meet the checks alone at a rate at which the checks split groups with no hint. Nothing generated."""
+        parts = []
+        for task in tasks:
+            current = self.current(task.id)
+            stated = current.stated()
+            if any(c.check is None for c in stated):
+                trial.reject(f"task {task.id!r}'s hint states a judged criterion: only a hint of exact checks fades")
+            parts.append(trial.part(task, current, current.criteria, ([], []), added=stated))
+        trial.measurements["fade"] = {
+            "from": self.current(update.task_id).guide_fraction,
+            "to": update.fade_to,
+            "checks": {t.id: [c.id for c in self.current(t.id).stated()] for t in tasks},
+        }
+        return trial.regrade(parts)
+
     def reverting(self, update: EditRubric) -> list[InterfaceUpdate]:
         """Per task ``update`` changes, an edit that removes the criteria it would add there (and with them their
         hint): a probation's revert. Only an edit that adds and changes nothing else can be put on probation."""
@@ -490,6 +557,13 @@ class RubricCriteria(Interface):
         rewards GRPO's advantages do not see), a partial criterion towards a dead one, a checkable wording for
         one the judge disagrees with itself on. The remedies live in :mod:`harnessrl.interfaces.rubric_remedies`."""
         return suggest_edits(evidence)
+
+
+def _stated_keys(version: RubricVersion) -> list[str]:
+    """The requirements (exact checks) a rubric version's hint states, sorted; [] when it states none or any of them is
+    a judged criterion."""
+    keys = [criterion_requirement(c) for c in version.stated()]
+    return [] if not keys or None in keys else sorted({str(k) for k in keys})
 
 
 def criteria_view(criteria: Sequence[Criterion]) -> list[dict[str, Any]]:

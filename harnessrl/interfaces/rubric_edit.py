@@ -47,7 +47,8 @@ class CoveredEdit(BaseModel):
     (built from its own prompt and reference answer)."""
 
     task_id: str = Field(min_length=1)
-    add: list[Criterion] = Field(min_length=1, max_length=8)
+    add: list[Criterion] = Field(default_factory=list, max_length=8)
+    """Empty only in a fade (``EditRubric.fade_to``), which changes no criterion."""
 
 
 class EditRubric(InterfaceUpdate):
@@ -55,7 +56,8 @@ class EditRubric(InterfaceUpdate):
     lax one; a pitfall with a negative weight against a reward hack such as padding, keyword stuffing
     or a format trick; a programmatic check with ``check`` for anything formal), ``remove`` criteria by
     id, ``reword`` a loose criterion (id -> new text) or ``reweight`` one (id -> new weight). Use it
-    when scores are uniformly high on a lax rubric, or when higher scores stop meaning better answers."""
+    when scores are uniformly high on a lax rubric, or when higher scores stop meaning better answers.
+    ``fade_to`` alone fades the hint a rubric states once the unguided members meet it without it."""
 
     interface: Literal["rubric_criteria"] = "rubric_criteria"
     task_id: str = Field(min_length=1)
@@ -77,15 +79,41 @@ class EditRubric(InterfaceUpdate):
         "states that no rollout meets yet: a check alone would split no group. The edit and its hint are one update, "
         "committed on probation and kept only when the guided groups give signal (docs/design.md §4).",
     )
+    fade_to: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=MAX_GUIDE_FRACTION,
+        description="Set only to fade the hint a rubric states (criteria added with guide_fraction) once the "
+        "unguided members meet them alone: the share of each changed task's group that still sees it, below the "
+        "share now (0: none). The criteria stay as they are; nothing else may change (docs/design.md §4).",
+    )
 
     def task_ids(self) -> list[str]:
         """Every task this edit changes: its own, then the covered ones."""
         return [self.task_id, *(c.task_id for c in self.cover)]
 
+    def fades(self) -> bool:
+        """Whether this edit only fades the rubric's hint (``fade_to``), changing no criterion."""
+        return self.fade_to is not None
+
     @model_validator(mode="after")
     def _changes_something(self):
-        if not (self.add or self.remove or self.reword or self.reweight):
-            raise ValueError("an EditRubric must add, remove, reword or reweight at least one criterion")
+        changes = bool(self.add or self.remove or self.reword or self.reweight)
+        if self.fades():
+            if changes or self.guide_fraction > 0 or any(c.add for c in self.cover):
+                raise ValueError(
+                    "fade_to fades the hint the rubric states and changes nothing else: make the criteria's "
+                    "change (add, remove, reword, reweight, guide_fraction) a separate edit"
+                )
+            return self
+        if not changes:
+            raise ValueError(
+                "an EditRubric must add, remove, reword or reweight at least one criterion (or fade the rubric's "
+                "hint with fade_to)"
+            )
+        empty = [c.task_id for c in self.cover if not c.add]
+        if empty:
+            raise ValueError(f"the instances for {empty} add no criterion: leave cover empty, the trainer fills it")
         if any(w == 0 for w in self.reweight.values()):
             raise ValueError("reweight to 0 is not allowed: remove the criterion instead")
         if self.guide_fraction > 0 and (self.remove or self.reword or self.reweight):

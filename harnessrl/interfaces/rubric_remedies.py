@@ -25,6 +25,7 @@ from harnessrl.records.evidence import (
     CriterionStreakEvidence,
     JudgeDisagreementEvidence,
     ReferenceBelowPolicyEvidence,
+    ScaffoldOutgrownEvidence,
     SpuriousEvidence,
     SpuriousFeatureEvidence,
     UncheckedRequirementEvidence,
@@ -58,6 +59,8 @@ __all__ = ["PLAYBOOK", "REMEDIES", "suggest_edits"]
 #   reweight: a criterion every rollout passes adds the same to every reward of a group, so reweighting it is
 #   an affine change the advantages do not see (the critic rejects it as "no effect on the learning signal");
 # - dead criterion: a criterion the policy can partly meet (a first step towards the dead one);
+# - a hint the rubric states, outgrown (the unguided members meet it alone): the hint for half as many members, or
+#   none; the criteria stay;
 # - spurious length (above): the limit is the prompt's own ("at most 20 words") when it states one;
 # - judge disagreement: reword the criterion to be explicitly checkable -> reweight it down.
 
@@ -601,6 +604,27 @@ def _requirement_guided(e: ProposalEvidence) -> EditRubric | None:
     return _guided(e, check, text, cid, why, "The prompt states a requirement its rubric does not check")
 
 
+def _fade_hint(e: ProposalEvidence) -> EditRubric | None:
+    """A hint the rubric states, outgrown (the unguided members meet what it states alone): the same hint for half as
+    many members, or none when one was guided; the criteria stay. Widened to every task whose rubric states the same
+    hint, measured on their unguided members (``hint_met_rate``)."""
+    view = (e.task.model_extra or {}) if e.task is not None else {}
+    hint = view.get("rubric_hint") or {}
+    ev = e.ev.narrow(ScaffoldOutgrownEvidence)
+    guided, size = int(number(ev.guided) or 0), int(number(ev.group_size) or 0)
+    if not ev.checks or not hint.get("text") or guided < 1 or size < 2:
+        return None
+    keep = guided // 2
+    met = ", ".join(f"{c} {v[-1]:g}" for c, v in ev.plain_met.items() if v and v[-1] is not None)
+    return EditRubric(
+        task_id=e.task_id,
+        fade_to=keep / size,
+        rationale=f"The {size - guided} unguided members meet the criteria the rubric states as a hint without it "
+        f"(mean verdicts {met}): the hint fades from {guided} to {keep} of {size} members and the criteria stay, so "
+        "fewer completions are sampled under a prompt the policy will not be asked at test time.",
+    )
+
+
 def _saturated_first(e: ProposalEvidence) -> EditRubric | None:
     crit = _target(e)
     return _tightened(e) if crit is not None and crit.programmatic else _reword_grounded(e)
@@ -628,6 +652,7 @@ REMEDIES: dict[str, Callable[[ProposalEvidence], EditRubric | None]] = {
     "partial": _partial_criterion,
     "reword_checkable": _reword_checkable,
     "reweight_down": _reweight_down,
+    "fade_hint": _fade_hint,
 }
 PLAYBOOK: dict[str, tuple[str, ...]] = {
     "unchecked_requirement": ("requirement", "requirement_guided"),
@@ -638,6 +663,7 @@ PLAYBOOK: dict[str, tuple[str, ...]] = {
     "criterion_saturated": ("tightened_or_reworded", "induced", "replace_harder", "drop"),
     "criterion_dead": ("partial",),
     "judge_disagreement": ("reword_checkable", "reweight_down"),
+    "scaffold_outgrown": ("fade_hint",),
 }
 """The rubric's remedies for each failure kind, best first (any other kind: a stricter criterion)."""
 

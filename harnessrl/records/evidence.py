@@ -166,7 +166,9 @@ class JudgeDisagreementEvidence(Evidence):
 
 
 class ScaffoldOutgrownEvidence(Evidence):
-    """``scaffold_outgrown``: a guided task's unguided members give signal on their own."""
+    """``scaffold_outgrown``: a guided task's unguided members give signal on their own, or, for a hint the rubric
+    states (``checks``: the criteria it states), meet those criteria without it (``plain_met``: their mean verdict
+    among the unguided members of each of the last guided groups)."""
 
     guidance: str | None = None
     guided: int = 0
@@ -178,6 +180,8 @@ class ScaffoldOutgrownEvidence(Evidence):
     eps: Number | None = None
     groups: int | None = None
     steps: list[int] = []
+    checks: list[str] = []
+    plain_met: dict[str, list[Number | None]] = {}
 
 
 class UncheckedRequirementEvidence(Evidence):

@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field
 
 from harnessrl.records.run_dir import open_append
 
-__all__ = ["GroupRecord", "Recorder", "RolloutRecord", "StepRecord", "group_stats"]
+__all__ = ["GroupRecord", "Recorder", "RolloutRecord", "StepRecord", "criterion_means", "group_stats"]
 
 
 class RolloutRecord(BaseModel):
@@ -57,8 +57,51 @@ class GroupRecord(BaseModel):
     flat: bool = Field(description="std below harness.detectors.eps: the group teaches nothing")
     lengths: list[int]
     criterion_means: dict[str, float | None]
+    hinted: list[str] = Field(
+        default_factory=list,
+        description="The criteria the rubric stated as a hint to the guided members (an edit with guide_fraction).",
+    )
+    plain_criterion_means: dict[str, float | None] = Field(
+        default_factory=dict, description="The criterion means over the unguided members, in a guided group."
+    )
     missing: int = 0
     reference_reward: float | None = None
+
+    @classmethod
+    def of(
+        cls,
+        rollouts: Sequence[RolloutRecord],
+        domain: str,
+        flat_eps: float,
+        guidance: str | None = None,
+        hinted: Sequence[str] = (),
+        reference_reward: float | None = None,
+    ) -> GroupRecord:
+        """The record of one group from its rollouts (one task, one step, in member order): ``guidance`` the hint its
+        guided members saw, ``hinted`` the criteria the rubric stated in it; both dropped when no member was
+        guided."""
+        first = rollouts[0]
+        mean, std = group_stats([r.reward for r in rollouts])
+        guided = sum(r.guided for r in rollouts)
+        return cls(
+            step=first.step,
+            task_id=first.task_id,
+            domain=domain,
+            rubric_version=first.rubric_version,
+            guidance=guidance if guided else None,
+            guided=guided,
+            temperature=first.temperature,
+            rewards=[r.reward for r in rollouts],
+            mean=mean,
+            std=std,
+            flat=std is not None and std < flat_eps,
+            lengths=[r.length_tokens for r in rollouts],
+            criterion_means=criterion_means(rollouts),
+            hinted=list(hinted) if guided else [],
+            plain_criterion_means=criterion_means([r for r in rollouts if not r.guided]) if guided else {},
+            missing=sum(v is None for r in rollouts for v in r.verdicts.values()),
+            reference_reward=reference_reward,
+        )
 
     def summary(self) -> str:
         """A one-line text description (what the memory embeds)."""
@@ -79,6 +122,15 @@ class StepRecord(BaseModel):
         default_factory=list, description="Groups generated and dropped (DAPO's dynamic sampling)."
     )
     seconds: dict[str, float] = Field(default_factory=dict)
+
+
+def criterion_means(rollouts: Sequence[RolloutRecord]) -> dict[str, float | None]:
+    """Each criterion's mean verdict over ``rollouts`` (None: no verdict of it)."""
+    means: dict[str, float | None] = {}
+    for cid in dict.fromkeys(c for r in rollouts for c in r.verdicts):
+        vals = [v for r in rollouts if (v := r.verdicts.get(cid)) is not None]
+        means[cid] = sum(vals) / len(vals) if vals else None
+    return means
 
 
 def group_stats(rewards: Sequence[float | None]) -> tuple[float | None, float | None]:

@@ -68,7 +68,7 @@ from harnessrl.errors import ConfigError, JudgeError
 from harnessrl.interfaces.harness import Harness
 from harnessrl.models import generation_precision
 from harnessrl.records.run_dir import open_append
-from harnessrl.records.steps import GroupRecord, Recorder, RolloutRecord, StepRecord, group_stats
+from harnessrl.records.steps import GroupRecord, Recorder, RolloutRecord, StepRecord
 from harnessrl.trainer.dynamic_sampling import DynamicSampling
 from harnessrl.trainer.harness_sync import sync_harness
 from harnessrl.trainer.policy_sampling import push_weights_if_stale
@@ -606,31 +606,14 @@ class HarnessGRPOTrainer(DynamicSampling, GRPOTrainer):
             rs = rollouts[start : start + g_size]
             tid = rs[0].task_id
             task = self.harness.tasks[tid]
-            mean, std = group_stats([r.reward for r in rs])
-            crit_ids = list(dict.fromkeys(c for r in rs for c in r.verdicts))
-            crit_means = {}
-            for cid in crit_ids:
-                vals = [r.verdicts.get(cid) for r in rs if r.verdicts.get(cid) is not None]
-                crit_means[cid] = sum(vals) / len(vals) if vals else None
-            rule = self.harness.guidance.rule_for(task)
-            rubric_hint = self.harness.rubrics.hint_at(tid, rs[0].rubric_version)
-            hints = [h for h in (rule.text if rule else None, rubric_hint) if h]
+            guidance, hinted = self.harness.hints_for(task, rs[0].rubric_version)
             groups.append(
-                GroupRecord(
-                    step=step,
-                    task_id=tid,
-                    domain=task.domain,
-                    rubric_version=rs[0].rubric_version,
-                    guidance=" / ".join(hints) if hints and any(r.guided for r in rs) else None,
-                    guided=sum(r.guided for r in rs),
-                    temperature=rs[0].temperature,
-                    rewards=[r.reward for r in rs],
-                    mean=mean,
-                    std=std,
-                    flat=std is not None and std < self.zero_std_eps,
-                    lengths=[r.length_tokens for r in rs],
-                    criterion_means=crit_means,
-                    missing=sum(v is None for r in rs for v in r.verdicts.values()),
+                GroupRecord.of(
+                    rs,
+                    task.domain,
+                    self.zero_std_eps,
+                    guidance=guidance,
+                    hinted=hinted,
                     reference_reward=self.reference_reward(tid, rs[0].rubric_version),
                 )
             )
