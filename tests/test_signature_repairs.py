@@ -173,6 +173,30 @@ def test_a_repair_the_data_cannot_decide_yet_is_deferred_and_decided_on_more_gro
     assert trials[-1]["result"]["measurements"]["split"]["rollouts"] == 8  # both looks' rollouts, each once
 
 
+def test_a_deferred_finding_comes_back_at_its_next_group_when_the_earlier_ones_left_the_kept_rollouts(tmp_path):
+    """A family drawn one group every few steps: when the next group is graded, the group of the last look has left
+    the kept rollouts, so the kept groups are no more than at the deferral; the finding still comes back (it counts
+    the groups graded so far), and the sequential test adds the new group's rollouts to the earlier look's."""
+    one = {"sea": ["The sea, wide and blue", "The sea is calm", "Sea, sky, sun", "A grey, cold sea"]}
+    service, harness, run, _ = _world(tmp_path, steps=(2,), groups=one)
+    service.recorder.keep_steps = 1  # only the latest step's rollouts are kept
+    service.run_audit()
+    rule_based_point(service)
+    assert [e["kind"] for e in run.read("events.jsonl") if e["kind"] == "deferred"]
+    record_group(
+        harness,
+        service.trials.judge,
+        service.recorder,
+        6,
+        "city",
+        ["The city, loud", "City lights and cars", "A city, grey", "Dawn"],
+    )
+    assert {r.step for r in service.recorder.latest_rollouts()} == {6}  # step 2's group is no longer kept
+    assert service.point_due(6) is not None
+    rule_based_point(service)
+    assert "not_contains" in _checks(harness, "rain")
+
+
 def _llm_no_comma_edit(fid: str, **fields) -> ScriptedChatModel:
     """A scripted chat model standing in for an LLM: it blames the rubric and adds the no-comma check to sea alone,
     with no remedy name (``fields``: more arguments of its edit)."""
@@ -538,7 +562,8 @@ def test_a_rubric_hint_the_policy_outgrew_fades_on_every_task_that_states_it_and
     for step, tid in ((6, "sea"), (7, "city"), (8, "sea")):
         _train_guided(service, harness, step, tid, LEARNT)
     failures.append(_outgrown(service, 8))
-    (outcome,) = rule_based_point(service)
+    # the audit's other finding (one sentence, pending) comes back too: its tasks have more groups graded
+    outcome = next(o for o in rule_based_point(service) if o.kind == "scaffold_outgrown")
     assert outcome.status == "committed"
     events = run.read("events.jsonl")
     attribution = next(e for e in events if e["kind"] == "attribution" and e["failure_kind"] == "scaffold_outgrown")
@@ -621,12 +646,14 @@ def test_an_llm_evolvers_fade_of_the_rubrics_hint_is_widened_and_measured_the_sa
     service, harness, run, failures = _kept_guided(tmp_path)
     for step, tid in ((6, "sea"), (7, "city"), (8, "sea")):
         _train_guided(service, harness, step, tid, LEARNT)
+    for f in service.get_failures(GetFailures()).failures:  # the audit's other finding: not this script's to handle
+        service.audit.handled(f.failure_id, "gave_up")
     failure = _outgrown(service, 8)
     failures.append(failure)
     attribution = {"failure_id": failure.id, "task_id": "sea", "interface": "rubric_criteria", "rationale": "learnt"}
     edit = {"failure_id": failure.id, "task_id": "sea", "fade_to": 0.25, "rationale": "they meet it alone"}
     model = ScriptedChatModel(responses=[tool_call("submit_attribution", attribution), tool_call("edit_rubric", edit)])
-    (outcome,) = rule_based_point(service, model)
+    outcome = next(o for o in rule_based_point(service, model) if o.failure_id == failure.id)
     assert outcome.status == "committed"
     commit = [e for e in run.read("events.jsonl") if e["kind"] == "commit"][-1]
     assert commit["remedy"] is None and sorted(commit["covers"]) == ["city", "forest", "rain", "sea"]

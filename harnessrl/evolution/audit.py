@@ -101,10 +101,12 @@ class RubricAudit:
         """The finding's tasks whose rubric does not check it yet."""
         return [t for t in finding.tasks if finding.key not in checked_keys(self.rubric(t))]
 
-    def ready(self, groups: Callable[[str], int], step: int) -> list[Failure]:
+    def ready(self, groups: Callable[[str], int], step: int, kept: Callable[[str], int] | None = None) -> list[Failure]:
         """A failure for each open finding whose tasks have more graded groups than when it was last deferred, on
-        the task with the most groups now (its rollouts are what the proposer reads); ``groups``: a task's graded
-        groups kept. The same finding at the same step and evidence gives the same failure (the same id)."""
+        the task with the most groups kept now (its rollouts are what the proposer reads), then the most graded;
+        ``groups``: a task's groups graded so far (a count that only grows); ``kept``: its groups whose rollouts are
+        still kept (default: ``groups``). The same finding at the same step and evidence gives the same failure (the
+        same id)."""
         out = []
         for finding in self.findings.values():
             if finding.status != "open":
@@ -119,7 +121,8 @@ class RubricAudit:
                 continue
             cached = finding.failures.get((step, total))
             if cached is None:
-                cached = self._failure(finding, max(tasks, key=lambda t: (counts[t], t)), tasks, step, total)
+                held = {t: kept(t) for t in tasks} if kept is not None else counts
+                cached = self._failure(finding, max(tasks, key=lambda t: (held[t], counts[t], t)), tasks, step, total)
                 finding.failures[(step, total)] = cached
                 self._by_failure[cached.id] = finding.key
             out.append(cached)
@@ -144,7 +147,7 @@ class RubricAudit:
             summary=(
                 f"the rubric audit found that the prompts of {n} task(s) ({', '.join(tasks[:4])}"
                 f"{', ...' if n > 4 else ''}) state '{finding.text}' and their rubrics do not check it; "
-                f"{total} graded group(s) of them are kept"
+                f"{total} group(s) of them graded so far"
             ),
             interface_hint="rubric_criteria",
         )

@@ -302,11 +302,19 @@ class EvolutionService:
         return cand
 
     def _graded_groups(self, task_id: str) -> int:
-        """How many groups of ``task_id`` are kept (what a rubric trial can re-grade)."""
+        """How many groups of ``task_id`` were graded so far (every trained step's record). It only grows: an audit
+        finding deferred at some count is offered again at the next group graded, even when the groups its last trial
+        re-graded have left the kept rollouts (counting the kept groups, a family drawn one group every few steps
+        never had more kept than when it was deferred: gold-bench seed 3 left `nocomma`'s check pending from step 7
+        to step 35 through three more groups)."""
+        return sum(g.task_id == task_id for r in self.recorder.steps.values() for g in r.groups)
+
+    def _kept_groups(self, task_id: str) -> int:
+        """How many groups of ``task_id`` have their rollouts kept (what a rubric trial can re-grade)."""
         return len({r.step for r in self.recorder.latest_rollouts(task_id)})
 
     def _audit_failures(self) -> list[Failure]:
-        return self.audit.ready(self._graded_groups, self.current_step())
+        return self.audit.ready(self._graded_groups, self.current_step(), self._kept_groups)
 
     def _all_failures(self) -> list[Failure]:
         """The rubric audit's findings whose tasks have new graded groups, then the detected failures."""
