@@ -197,6 +197,21 @@ def test_a_deferred_finding_comes_back_at_its_next_group_when_the_earlier_ones_l
     assert "not_contains" in _checks(harness, "rain")
 
 
+def test_the_groups_graded_so_far_only_grow_past_the_steps_the_recorder_holds():
+    """The audit's count: past the 1000 step records a recorder holds, and a step recorded again counted once."""
+    from harnessrl.records.steps import GroupRecord, StepRecord
+
+    recorder = Recorder(None, keep_steps=2)
+    group = {"domain": "w", "rubric_version": 0, "rewards": [1.0], "mean": 1.0, "std": 0.0, "flat": True}
+    group.update(lengths=[1], criterion_means={})
+    for step in range(1, 1006):
+        recorder.add(StepRecord(step=step, groups=[GroupRecord(step=step, task_id="sea", **group)]), [])
+    assert len(recorder.steps) == 1000 and recorder.graded("sea") == 1005 and recorder.graded("city") == 0
+    both = [GroupRecord(step=1005, task_id=t, **group) for t in ("sea", "city")]
+    recorder.add(StepRecord(step=1005, groups=both), [])
+    assert recorder.graded("sea") == 1005 and recorder.graded("city") == 1
+
+
 def _llm_no_comma_edit(fid: str, **fields) -> ScriptedChatModel:
     """A scripted chat model standing in for an LLM: it blames the rubric and adds the no-comma check to sea alone,
     with no remedy name (``fields``: more arguments of its edit)."""

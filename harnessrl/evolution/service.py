@@ -302,12 +302,12 @@ class EvolutionService:
         return cand
 
     def _graded_groups(self, task_id: str) -> int:
-        """How many groups of ``task_id`` were graded so far (every trained step's record). It only grows: an audit
+        """How many groups of ``task_id`` were graded so far (:meth:`Recorder.graded`). It only grows: an audit
         finding deferred at some count is offered again at the next group graded, even when the groups its last trial
         re-graded have left the kept rollouts (counting the kept groups, a family drawn one group every few steps
         never had more kept than when it was deferred: gold-bench seed 3 left `nocomma`'s check pending from step 7
         to step 35 through three more groups)."""
-        return sum(g.task_id == task_id for r in self.recorder.steps.values() for g in r.groups)
+        return self.recorder.graded(task_id)
 
     def _kept_groups(self, task_id: str) -> int:
         """How many groups of ``task_id`` have their rollouts kept (what a rubric trial can re-grade)."""

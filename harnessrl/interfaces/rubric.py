@@ -153,7 +153,7 @@ class RubricCriteria(Interface):
         now = self.current(task_id)
         if not now.stated():
             raise ValueError(f"task {task_id!r}'s rubric states no hint to fade")
-        if update.fade_to is not None and update.fade_to >= now.guide_fraction:
+        if (update.fade_to or 0.0) >= now.guide_fraction:
             raise ValueError(
                 f"fade_to {update.fade_to:g} does not lower the share of task {task_id!r}'s group that sees the "
                 f"rubric's hint ({now.guide_fraction:g} now)"
@@ -500,7 +500,7 @@ class RubricCriteria(Interface):
     def _fade_trial(self, update: EditRubric, tasks: Sequence[Task], trial: Trial) -> Measured:
         """The fade of a rubric's hint: the cached rollouts of every task it covers, their unguided members only,
         graded by the exact checks the hint states, pooled over tasks and looks (``hint_met_rate``): it fades once
-        they meet the checks alone at a rate at which the checks split groups with no hint. Nothing generated."""
+        the rate they meet the checks at alone is shown at or above the metric's floor. Nothing generated."""
         parts = []
         for task in tasks:
             current = self.current(task.id)
@@ -511,7 +511,7 @@ class RubricCriteria(Interface):
         trial.measurements["fade"] = {
             "from": self.current(update.task_id).guide_fraction,
             "to": update.fade_to,
-            "checks": {t.id: [c.id for c in self.current(t.id).stated()] for t in tasks},
+            "checks": {p.task.id: [c.id for c in p.added] for p in parts},
         }
         return trial.regrade(parts)
 

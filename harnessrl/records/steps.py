@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -149,6 +149,7 @@ class Recorder:
         self.keep_steps = keep_steps
         self.steps: OrderedDict[int, StepRecord] = OrderedDict()
         self.rollouts: OrderedDict[int, list[RolloutRecord]] = OrderedDict()
+        self._graded: Counter[str] = Counter()  # groups per task, every step recorded (steps keeps the last 1000)
         if self.run_dir:
             (self.run_dir / "rollouts").mkdir(parents=True, exist_ok=True)
 
@@ -157,8 +158,22 @@ class Recorder:
         self.run_dir = Path(run_dir)
         (self.run_dir / "rollouts").mkdir(parents=True, exist_ok=True)
 
-    def add(self, step: StepRecord, rollouts: list[RolloutRecord]) -> None:
+    def restore(self, step: StepRecord) -> None:
+        """Hold a step record read back from the run directory (nothing is written); a step recorded again
+        replaces its earlier record."""
+        old = self.steps.get(step.step)
+        if old is not None:
+            self._graded.subtract(g.task_id for g in old.groups)
         self.steps[step.step] = step
+        self._graded.update(g.task_id for g in step.groups)
+
+    def graded(self, task_id: str) -> int:
+        """How many groups of ``task_id`` were recorded (trained) so far: a count that only grows, unlike
+        :attr:`steps` (the last 1000 steps) and the kept rollouts (the last ``keep_steps``)."""
+        return self._graded[task_id]
+
+    def add(self, step: StepRecord, rollouts: list[RolloutRecord]) -> None:
+        self.restore(step)
         self.rollouts[step.step] = rollouts
         while len(self.rollouts) > self.keep_steps:
             old, _ = self.rollouts.popitem(last=False)

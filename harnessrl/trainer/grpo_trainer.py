@@ -585,8 +585,8 @@ class HarnessGRPOTrainer(DynamicSampling, GRPOTrainer):
             rollouts = gather_object(local) if self.accelerator.num_processes > 1 else local
         record = StepRecord(
             step=step,
-            groups=self._group_records(step, rollouts),
-            discarded=self._group_records(step, discarded or []),
+            groups=self._group_records(rollouts),
+            discarded=self._group_records(discarded or []),
             seconds=seconds,
         )
         if self.accelerator.is_main_process:
@@ -597,7 +597,7 @@ class HarnessGRPOTrainer(DynamicSampling, GRPOTrainer):
             listener(record)
         return skipped
 
-    def _group_records(self, step: int, rollouts: list[RolloutRecord]) -> list[GroupRecord]:
+    def _group_records(self, rollouts: list[RolloutRecord]) -> list[GroupRecord]:
         # TRL's groups are consecutive runs of num_generations rows (gathered in process order). A task
         # drawn twice in one step (fewer eligible tasks than groups) makes two groups, never one merged one.
         g_size = self.num_generations

@@ -290,7 +290,7 @@ def replay(run: RunDir, recorder: Recorder, observe: Any = None, window: int = 1
     steps = sorted(by_step)[-window:]
     for step in steps:
         record = StepRecord(step=step, groups=by_step[step])
-        recorder.steps[step] = record
+        recorder.restore(record)
         if observe is not None:
             observe(record, recorder.rollouts.get(step), regrade=False)
     return len(steps)
