@@ -16,6 +16,7 @@ from harnessrl.agents.testing import ScriptedChatModel, tool_call
 from harnessrl.critic.power import decide_split, min_detectable_share, split_share
 from harnessrl.critic.trials import FrozenPolicyTrials
 from harnessrl.data import Task
+from harnessrl.evolution.handled import HandledFailures
 from harnessrl.evolution.service import EvolutionService
 from harnessrl.interfaces import EditRubric, Harness
 from harnessrl.interfaces.tools import CommitUpdate, GetFailures, RunTrial
@@ -99,6 +100,12 @@ def _world(tmp_path, steps=(2, 3), groups=COMMAS, **service_kw):
     return service, harness, run, failures
 
 
+def _city_group(service: EvolutionService, step: int) -> None:
+    """A group of city graded at ``step``: two of its four rollouts use commas."""
+    texts = ["The city, loud", "City lights and cars", "A city, grey", "Dawn"]
+    record_group(service.harness, service.trials.judge, service.recorder, step, "city", texts)
+
+
 def _checks(harness: Harness, task_id: str) -> set[str]:
     return {c.check.type for c in harness.rubrics.current(task_id).criteria if c.check is not None}
 
@@ -156,10 +163,7 @@ def test_a_repair_the_data_cannot_decide_yet_is_deferred_and_decided_on_more_gro
     assert not [e for e in events if e["kind"] == "give_up"]
     assert service.point_due(2) is None  # nothing new to look at
     # a second group of city is graded: the finding comes back
-    judge = service.trials.judge
-    record_group(
-        harness, judge, service.recorder, 3, "city", ["The city, loud", "City lights and cars", "A city, grey", "Dawn"]
-    )
+    _city_group(service, 3)
     assert service.point_due(3) is not None
     rule_based_point(service)
     assert "not_contains" in _checks(harness, "rain")
@@ -183,18 +187,43 @@ def test_a_deferred_finding_comes_back_at_its_next_group_when_the_earlier_ones_l
     service.run_audit()
     rule_based_point(service)
     assert [e["kind"] for e in run.read("events.jsonl") if e["kind"] == "deferred"]
-    record_group(
-        harness,
-        service.trials.judge,
-        service.recorder,
-        6,
-        "city",
-        ["The city, loud", "City lights and cars", "A city, grey", "Dawn"],
-    )
+    _city_group(service, 6)
     assert {r.step for r in service.recorder.latest_rollouts()} == {6}  # step 2's group is no longer kept
     assert service.point_due(6) is not None
     rule_based_point(service)
     assert "not_contains" in _checks(harness, "rain")
+
+
+def test_a_deferred_failure_waits_for_a_new_group_of_its_tasks_instead_of_being_measured_again_on_the_same_one(
+    tmp_path,
+):
+    """A detected failure whose candidate is pending is not offered at the next evolution point while no group of the
+    tasks its candidate covers has been graded (the critic would re-measure the same rollouts: gold-bench seed 4 did
+    so at four points in a row); ``get_failures`` counts it as deferred; once a group of a covered task is graded it
+    comes back and both looks' rollouts decide. A resumed run's replay of the ``deferred`` event keeps it waiting."""
+    one = {"sea": ["The sea, wide and blue", "The sea is calm", "Sea and sky", "A grey cold sea"]}
+    service, harness, run, failures = _world(tmp_path, steps=(2,), groups=one, audit_rubrics=False)
+    failures.append(Failure(kind="non_discriminative_high", step=2, task_id="sea", domain="writing", summary="high"))
+    rule_based_point(service)
+    events = run.read("events.jsonl")
+    (deferred,) = [e for e in events if e["kind"] == "deferred"]
+    assert deferred["graded_groups"] == 1 and "city" in deferred["covers"] and "sea" in deferred["covers"]
+    listed = service.get_failures(GetFailures())
+    assert listed.failures == [] and listed.deferred == 1 and listed.handled == 0
+    proposals = len([e for e in events if e["kind"] == "proposal"])
+    rule_based_point(service)  # nothing new: no proposal, no trial
+    assert len([e for e in run.read("events.jsonl") if e["kind"] == "proposal"]) == proposals
+    resumed = HandledFailures()
+    resumed.replay_event(deferred, through_step=2)
+    assert resumed.waiting(failures[0], service.recorder.graded)
+    _city_group(service, 3)
+    assert not resumed.waiting(failures[0], service.recorder.graded)
+    assert [f.failure_id for f in service.get_failures(GetFailures()).failures] == [failures[0].id]
+    rule_based_point(service)
+    assert "not_contains" in _checks(harness, "rain")
+    trials = [e for e in run.read("events.jsonl") if e["kind"] == "trial"]
+    assert [t["verdict_kind"] for t in trials][-1] == "accepted"
+    assert trials[-1]["result"]["measurements"]["split"]["rollouts"] == 8
 
 
 def test_the_groups_graded_so_far_only_grow_past_the_steps_the_recorder_holds():

@@ -7,13 +7,21 @@ refused for want of a hold (*interrupted*) is not handled: it is offered again a
 service writes each record as a ``failure_handled`` event; :meth:`HandledFailures.replay_event` rebuilds the
 record from those events when a run resumes (:mod:`harnessrl.trainer.resume` asks the service to replay them).
 
+A failure *deferred* (its candidate pending: the critic's data cannot decide yet) is not handled either, but it
+**waits**: it is offered again only once a group of a task its candidate covers has been graded since, because the
+critic would otherwise look at the same evidence again and decide nothing (gold-bench seed 4 at ef48919 offered a
+pending `nocomma` failure at four evolution points in a row on the one group of step 1, each a proposal, a trial
+and a verdict that changed nothing, each taking one of the point's failure slots). The rubric audit's findings
+wait the same way, by their own count (:meth:`harnessrl.evolution.audit.RubricAudit.ready`). A ``deferred`` event
+records what the wait needs (the tasks and their graded groups), and a resumed run replays it.
+
 The record takes no lock of its own: the tool service calls it under its lock, except
 :meth:`HandledFailures.interrupt`, which the training hold calls under its condition (a set's ``add``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -32,11 +40,24 @@ class HandledFailures:
         self._ids: set[str] = set()
         self._through: dict[FailureKey, int] = {}  # a failure's key: handled up to the step of this point
         self._interrupted: set[str] = set()  # failures whose trial or commit was refused for want of a hold
+        # a deferred failure's key: the tasks its pending candidate covers, and their groups graded when deferred
+        self._deferred: dict[FailureKey, tuple[tuple[str, ...], int]] = {}
 
     def is_handled(self, failure: Failure) -> bool:
         """Whether an evolution point handled ``failure`` already (a later recurrence is not handled)."""
         through = self._through.get(failure.key)
         return failure.id in self._ids or (through is not None and failure.step <= through)
+
+    def defer(self, key: FailureKey, tasks: Sequence[str], graded: int) -> None:
+        """The failure with ``key`` was deferred when ``tasks`` (those its pending candidate covers) had ``graded``
+        groups graded in all."""
+        self._deferred[key] = (tuple(tasks), graded)
+
+    def waiting(self, failure: Failure, graded: Callable[[str], int]) -> bool:
+        """Whether ``failure`` was deferred and no group of the tasks its candidate covered has been graded since
+        (``graded``: a task's groups graded so far, a count that only grows)."""
+        deferred = self._deferred.get(failure.key)
+        return deferred is not None and sum(graded(t) for t in deferred[0]) <= deferred[1]
 
     def interrupt(self, failure_id: str) -> None:
         """``failure_id``'s trial or commit was refused for want of a hold."""
@@ -57,12 +78,17 @@ class HandledFailures:
 
     def replay_event(self, event: Mapping[str, Any], through_step: int) -> None:
         """Take in one event of a resumed run: a ``failure_handled`` by a point at or before ``through_step``
-        (the checkpoint the run goes on from: the steps after it are trained again, and what they show is new)."""
-        if event.get("kind") != "failure_handled" or not event.get("failure_id"):
+        (the checkpoint the run goes on from: the steps after it are trained again, and what they show is new), or a
+        ``deferred`` with what its wait needs."""
+        kind = event.get("kind")
+        if kind not in ("failure_handled", "deferred") or not event.get("failure_id"):
             return
         step = event.get("point_step", event.get("step"))
         if not isinstance(step, int) or step > through_step:
             return
         known = event.get("failure_kind") and event.get("task_id")
         key = (event["failure_kind"], event["task_id"], event.get("criterion")) if known else None
-        self.add(str(event["failure_id"]), key, step)
+        if kind == "failure_handled":
+            self.add(str(event["failure_id"]), key, step)
+        elif key is not None and isinstance(event.get("graded_groups"), int) and event.get("covers"):
+            self.defer(key, [str(t) for t in event["covers"]], event["graded_groups"])

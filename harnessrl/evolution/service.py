@@ -44,7 +44,9 @@ training go on only once that call has ended.
 Handled failures: a failure an evolution point committed an update for, or gave up, is recorded
 (a ``failure_handled`` event: which failure, by which point, with what outcome) and left out of
 ``get_failures`` from then on; the same failure detected again at a later step is a recurrence and is
-offered again. :meth:`EvolutionService.replay_events` rebuilds this record, and the evolver's counts, from the
+offered again. A failure whose candidate the critic could not decide yet (``deferred``) waits until a group of a
+task the candidate covers is graded (:mod:`harnessrl.evolution.handled`).
+:meth:`EvolutionService.replay_events` rebuilds this record, and the evolver's counts, from the
 events of a resumed run, when :mod:`harnessrl.trainer.resume` (the one home of what a resumed run restores)
 asks.
 """
@@ -374,12 +376,15 @@ class EvolutionService:
     def get_failures(self, args: GetFailures) -> FailureList:
         """The failures to handle, one entry per persisting failure (see :class:`GetFailures`): first the rubric
         audit's findings whose tasks have newly graded groups (a requirement the prompts state that no rubric checks
-        is exploited early, so it is repaired first), then the detected failures, newest first."""
+        is exploited early, so it is repaired first), then the detected failures, newest first. Left out: those an
+        evolution point handled, and those deferred with no new group of their candidate's tasks graded since
+        (:mod:`harnessrl.evolution.handled`)."""
         if args.task_id is not None:
             self._task(args.task_id)  # an id that is no training task is an error, not an empty list
         with self.lock:
             groups: dict[tuple, list[Failure]] = {}
             handled: set[tuple] = set()
+            waiting: set[tuple] = set()
             audit = {f.id for f in self._audit_failures()}
             for f in self._all_failures():
                 if args.since_step is not None and f.step < args.since_step and f.id not in audit:
@@ -391,10 +396,18 @@ class EvolutionService:
                 if self.handled.is_handled(f):
                     handled.add(f.key)
                     continue
+                if self.handled.waiting(f, self._graded_groups):
+                    waiting.add(f.key)
+                    continue
                 groups.setdefault(f.key, []).append(f)
             views = [self._failure_view(fs) for fs in groups.values()]
         views.sort(key=lambda v: (v.failure_id not in audit, -v.step, v.kind, v.task_id))
-        return FailureList(failures=views[: args.limit], total=len(views), handled=len(handled - set(groups)))
+        return FailureList(
+            failures=views[: args.limit],
+            total=len(views),
+            handled=len(handled - set(groups)),
+            deferred=len(waiting - set(groups)),
+        )
 
     @staticmethod
     def _failure_view(reports: Sequence[Failure]) -> FailureView:
@@ -999,13 +1012,29 @@ class EvolutionService:
                 **data,
             )
         elif kind not in _WRITTEN_BY_TOOLS:
+            if kind == "deferred" and data.get("failure_id"):
+                data.update(self._defer(str(data["failure_id"]), data.get("candidate_id")))
             self._event(kind, **data)
             if kind == "give_up" and data.get("failure_id"):
                 reason = str(data.get("reason") or "")
                 self._mark_handled(str(data["failure_id"]), "gave_up", data.get("candidate_id"), reason)
-            elif kind == "deferred" and data.get("failure_id"):
-                with self.lock:  # pending: not handled; the audit offers its finding again on new groups
-                    self.audit.handled(str(data["failure_id"]), "deferred")
+
+    def _defer(self, failure_id: str, candidate_id: Any) -> dict[str, Any]:
+        """``failure_id`` ended pending, not handled: it waits until more groups of the tasks its candidate covers
+        are graded (the audit's finding by its own count, a detected failure in :attr:`handled`); what the wait
+        needs, for the ``deferred`` event (a resumed run replays it)."""
+        with self.lock:
+            if self.audit.owns(failure_id):
+                self.audit.handled(failure_id, "deferred")
+                return {}
+            failure = self._find_failure(failure_id)
+            if failure is None:
+                return {}
+            cand = self._candidates.get(str(candidate_id)) if candidate_id else None
+            tasks = (self._outcome_tasks(cand) if cand is not None else []) or [failure.task_id]
+            graded = sum(self._graded_groups(t) for t in tasks)
+            self.handled.defer(failure.key, tasks, graded)
+            return {"criterion": failure.key[2], "covers": tasks, "graded_groups": graded}
 
 
 def _probation_checks(result: TrialResult) -> dict[str, list[str]] | None:

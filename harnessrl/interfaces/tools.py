@@ -351,6 +351,11 @@ class FailureList(BaseModel):
         default=0,
         description="Distinct failures left out: an evolution point already handled them (committed or gave up).",
     )
+    deferred: int = Field(
+        default=0,
+        description="Distinct failures left out for now: their candidate was pending (the data could not decide) and "
+        "no group of the tasks it covers has been graded since; they come back when one is.",
+    )
 
 
 class MemoryResult(BaseModel):
