@@ -37,7 +37,7 @@ class HandledFailures:
     """Which failures evolution points handled (see the module docstring)."""
 
     def __init__(self) -> None:
-        self._ids: set[str] = set()
+        self._ids: dict[str, str] = {}  # a handled failure's id -> its outcome (committed, covered, gave_up)
         self._through: dict[FailureKey, int] = {}  # a failure's key: handled up to the step of this point
         self._interrupted: set[str] = set()  # failures whose trial or commit was refused for want of a hold
         # a deferred failure's key: the tasks its pending candidate covers, and their groups graded when deferred
@@ -70,9 +70,13 @@ class HandledFailures:
         self._interrupted.discard(failure_id)
         return interrupted and outcome != "committed"
 
-    def add(self, failure_id: str, key: FailureKey | None, step: int) -> None:
+    def outcome(self, failure_id: str) -> str | None:
+        """How an evolution point handled ``failure_id`` (None: not handled)."""
+        return self._ids.get(failure_id)
+
+    def add(self, failure_id: str, key: FailureKey | None, step: int, outcome: str = "handled") -> None:
         """Record ``failure_id`` (with ``key``, when the failure is known) as handled by the point at ``step``."""
-        self._ids.add(failure_id)
+        self._ids.setdefault(failure_id, outcome)
         if key is not None:
             self._through[key] = max(step, self._through.get(key, step))
 
@@ -89,6 +93,6 @@ class HandledFailures:
         known = event.get("failure_kind") and event.get("task_id")
         key = (event["failure_kind"], event["task_id"], event.get("criterion")) if known else None
         if kind == "failure_handled":
-            self.add(str(event["failure_id"]), key, step)
+            self.add(str(event["failure_id"]), key, step, str(event.get("outcome") or "handled"))
         elif key is not None and isinstance(event.get("graded_groups"), int) and event.get("covers"):
             self.defer(key, [str(t) for t in event["covers"]], event["graded_groups"])

@@ -725,12 +725,19 @@ class EvolutionService:
             return []
 
     def _check_committable(self, cand: CandidateRecord, step: int) -> None:
-        """Refuse (:class:`CandidateError`) a commit of ``cand`` at ``step``: already committed, never measured,
-        rejected by its latest trial, its harness state changed since, or its trial older than allowed."""
+        """Refuse (:class:`CandidateError`) a commit of ``cand`` at ``step``: already committed, its failure handled
+        since (covered by another commit), never measured, rejected by its latest trial, its harness state changed
+        since, or its trial older than allowed."""
         cid = cand.candidate_id
         if cand.status == "committed":
             raise CandidateError(
                 f"candidate {cid} is already committed (version {cand.version}, from step {cand.applied_step})"
+            )
+        if cand.failure_id and (outcome := self.handled.outcome(cand.failure_id)) is not None:
+            raise CandidateError(
+                f"the failure candidate {cid} answers, {cand.failure_id}, was handled since it was listed (outcome "
+                f"{outcome}: e.g. a repair committed for its signature covers it): it is closed, so candidate {cid} "
+                "cannot be committed; get_failures lists the open failures"
             )
         if not cand.trials:
             raise CandidateError(
@@ -871,7 +878,7 @@ class EvolutionService:
             point = self.hold.point
             step = point.step if point is not None else self.current_step()
             key = failure.key if failure is not None else None
-            self.handled.add(failure_id, key, step)
+            self.handled.add(failure_id, key, step, outcome)
             if self.audit.owns(failure_id):
                 self.audit.handled(failure_id, outcome)
             if point is not None:

@@ -167,7 +167,7 @@ class FailureOutcome(BaseModel):
 class EvolverState(TypedDict, total=False):
     """What the evolver graph carries from node to node (nodes return partial updates).
 
-    Per evolution point: ``failures`` (from ``get_failures``, or given in the input), ``cursor`` (index
+    Per evolution point: ``failures`` (from ``get_failures``, ``listed``, or given in the input), ``cursor`` (index
     of the next one), and the accumulating records (``attributions``, ``proposals``, ``trials``,
     ``decisions``, ``outcomes``). Per failure (reset when the next one is selected): ``current``,
     ``attribution``, ``candidate``, ``revision``, ``attempts`` (each rejected candidate with its
@@ -175,6 +175,7 @@ class EvolverState(TypedDict, total=False):
     across revisions)."""
 
     failures: list[dict[str, Any]]
+    listed: bool
     cursor: int
     started_at: float
     stop_reason: str | None
