@@ -430,19 +430,19 @@ def test_domain_guidance_probes_up_to_two_tasks_flat_ones_first():
     assert result.measurements["tasks_dropped_for_budget"] == ["fruit"]
 
 
-def test_a_guidance_trial_the_runs_share_cannot_afford_says_which_bound_and_how_to_lift_it():
-    """Under ``max_rollout_share`` a guidance trial (two arms of fresh rollouts) may find too little left: its
-    rejection names the run's share, not only the per-trial bound it lowered, and how to afford the trial."""
+def test_a_guidance_trial_the_runs_share_cannot_afford_yet_is_pending_and_one_no_share_affords_is_refused():
+    """Under ``max_rollout_share`` a guidance trial (two arms of fresh rollouts) may find too little left early in a
+    run: it is pending, not refused (the share grows as training generates; refused, the rule-based evolver went on
+    to park the task on the grounds that guidance had not helped, which was never measured: gold-bench seed 2 at
+    ef48919 parked a `nocomma` task at step 3 so); the reason says what it needs and what the run affords now. One
+    the per-trial bound cannot afford is refused for its budget, with no word of the run's share."""
     harness, _, judge, recorder = make_env()
     trials = FrozenPolicyTrials(harness, recorder, judge, HintSampler(), TrialConfig())
     result = trials.run(SetGuidance(target="lemon", text=HINT), "g7", max_rollouts=8)
-    assert not result.accepted and result.cost.rollouts == 0
-    assert result.reason.startswith("budget: probing task lemon needs ")
-    assert "max_rollouts=8 (what evolver.trials.max_rollout_share leaves; it grows as training generates" in (
-        result.reason
-    )
-    assert "raise it, or null" in result.reason
-    # the per-trial bound alone: no word of the run's share
+    assert not result.accepted and result.pending and result.cost.rollouts == 0
+    assert result.reason.startswith("pending: probing task lemon needs ")
+    assert "the run's trial allowance affords 8 now (evolver.trials.max_rollout_share" in result.reason
+    # the per-trial bound alone: refused, no word of the run's share
     alone = FrozenPolicyTrials(harness, recorder, judge, HintSampler(), TrialConfig(max_rollouts=8))
     reason = alone.run(SetGuidance(target="lemon", text=HINT), "g8").reason
     assert reason.startswith("budget: probing task lemon") and "max_rollout_share" not in reason

@@ -42,7 +42,8 @@ class TrialConfig(BaseModel):
         description="The run's trials together generate at most this share of the training rollouts generated so "
         "far (0.2, the default: one trial rollout per five trained): each trial may spend what is left of it, and "
         "never more than max_rollouts; a rubric trial with nothing left decides on its cached groups, a guidance "
-        "trial is rejected for its budget. null: no bound over the run (on the gold suite the unbounded critic "
+        "trial it cannot afford yet is pending (measured again later; only one max_rollouts cannot afford is "
+        "rejected for its budget). null: no bound over the run (on the gold suite the unbounded critic "
         "spent about as many trial rollouts as training did, and scored no higher: docs/design.md section 8).",
     )
     max_looks: int = Field(

@@ -131,7 +131,8 @@ def _plans(trial: TrialContext, targets: Sequence[Task], describe: str, gsz: int
 
 
 def _fit_budget(trial: TrialContext, plans: list[_Plan], n: int) -> list[_Plan]:
-    """The plans that fit the budget, in order: drop probed tasks rather than overrun; none fits: rejected."""
+    """The plans that fit the budget, in order: drop probed tasks rather than overrun; none fits: pending when only the
+    run's share of rollouts is short (it grows as training generates, docs/design.md §4), else rejected."""
     budget, cfg = trial.budget, trial.config
 
     def cost(plan: _Plan) -> tuple[int, int]:  # rollouts (one arm, then the changed members), judge calls at most
@@ -149,9 +150,18 @@ def _fit_budget(trial: TrialContext, plans: list[_Plan], n: int) -> list[_Plan]:
     if not fitted:
         first = plans[0]
         gens, judge_calls = cost(first)
+        need = f"probing task {first.task.id} needs {gens} rollouts ({n} per arm, {n - len(first.differ)} shared)"
+        cap = trial.measurements.get("rollout_cap")
+        if isinstance(cap, int) and gens <= cap and judge_calls <= cfg.max_judge_calls:
+            # only the run's share is short, and it grows as training generates: not refused, measured later
+            raise Rejected(
+                f"pending: {need}; the run's trial allowance affords {cfg.max_rollouts} now (evolver.trials."
+                "max_rollout_share of the rollouts training generated so far, less what trials spent): measured once "
+                "training has generated enough",
+                kind="pending",
+            )
         raise Rejected(
-            f"budget: probing task {first.task.id} needs {gens} rollouts ({n} per arm, {n - len(first.differ)} "
-            f"shared) and up to {judge_calls} judge calls; {bounds_text(cfg, trial.measurements)}",
+            f"budget: {need} and up to {judge_calls} judge calls; {bounds_text(cfg, trial.measurements)}",
             kind="budget",
         )
     if len(fitted) < len(plans):

@@ -290,7 +290,11 @@ class FrozenPolicyTrials:
             "seed": self.config.seed,
             "scale_rewards": self.advantage.scale_rewards,
             "verdict_noise": self.config.signal.verdict_noise,
-            **({"rollout_allowance": max_rollouts} if max_rollouts is not None else {}),
+            **(
+                {"rollout_allowance": max_rollouts, "rollout_cap": self.config.max_rollouts}
+                if max_rollouts is not None
+                else {}
+            ),
         }
         return Trial(
             harness=self.harness,
