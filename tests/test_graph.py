@@ -919,6 +919,12 @@ def test_rule_based_follows_what_worked_in_memory():
     assert att["interface"] == "rubric_criteria"
     assert any("still pending" in e for e in att["evidence"])
     assert events.of("proposal")[0]["interface"] == "rubric_criteria"  # the rubric is tried first
+    # nor does one refused because its looks were spent undecided (not_reliable): the data could not tell
+    spent = [{**tried[0], "trials": [{"verdict_kind": "pending"}, {"verdict_kind": "not_reliable"}]}]
+    fake = FakeTrainer([FAIL_HIGH], memory={"what_worked": worked, "task_history": spent})
+    events = Events()
+    run(EvolverDeps(model=RuleBasedChatModel(), tools=fake.tools(), on_event=events))
+    assert events.of("attribution")[0]["interface"] == "rubric_criteria"
 
 
 def test_rule_based_adds_a_stricter_criterion_on_uniformly_high():

@@ -45,7 +45,7 @@ import json
 import re
 import uuid
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -364,11 +364,21 @@ class RuleBasedChatModel(BaseChatModel):
     @staticmethod
     def _decided_for_task(h: _History, failure: FailureView, interface: str) -> bool:
         """Whether the memory's task history shows a candidate of ``interface`` for the failure's task that the
-        critic decided (accepted, rejected or committed; a pending one is still being measured)."""
+        critic decided (accepted, rejected or committed; a pending one is still being measured, and one refused as
+        ``not_reliable`` was not decided either: its looks were spent while the data could not tell; gold-bench
+        seed 4 at ef48919 retired a `nocomma` task as solved after the family's no-comma check ended so at 2 of 12
+        pooled rollouts broken, and the same check was accepted six steps later at 4 of 16)."""
+
+        def last_kind(item: Mapping[str, Any]) -> Any:
+            trials = item.get("trials")
+            last = trials[-1] if isinstance(trials, list) and trials else None
+            return last.get("verdict_kind") if isinstance(last, Mapping) else None
+
         return any(
             item.get("interface") == interface
             and item.get("task_id") in (None, failure.task_id)
             and item.get("verdict") not in ("pending", "proposed")
+            and last_kind(item) != "not_reliable"
             for item in h.memory("task_history")
         )
 
