@@ -879,6 +879,25 @@ def test_rule_based_parks_a_task_when_guidance_already_failed():
     assert fake.harness.sampling.state.status["t_low"] == "parked"
 
 
+def test_a_park_after_guidance_refused_for_its_budget_says_so_not_that_guidance_failed():
+    """Guidance the critic could not afford was never measured: a park that follows it says that, with the critic's
+    reason, instead of claiming the hint did not give the group a spread (gold-bench seed 2 at ef48919)."""
+
+    def trial(fake: FakeTrainer, cand: dict) -> dict:
+        if isinstance(cand["update"], SetGuidance):
+            refused = trial_json(cand["candidate_id"], "rollout_guidance", "signal_share", None, None, False, "")
+            return {**refused, "verdict_kind": "budget", "reason": "budget: probing task t_low needs 12 rollouts"}
+        return trial_json(cand["candidate_id"], "task_sampling", "moved_signal_share", 0.0, 0.5, True, "ok")
+
+    fake = FakeTrainer([FAIL_LOW], trial=trial)
+    events = Events()
+    run(EvolverDeps(model=RuleBasedChatModel(), tools=fake.tools(), on_event=events))
+    park = events.of("proposal")[-1]["payload"]
+    assert park["action"] == "park"
+    assert "guidance could not be measured within the trial budget: budget: probing task" in park["rationale"]
+    assert "did not make its group discriminative" not in park["rationale"]
+
+
 def test_rule_based_follows_what_worked_in_memory():
     worked = [
         {

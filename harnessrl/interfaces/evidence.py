@@ -124,6 +124,7 @@ class TrialView(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     accepted: bool | None = None
+    verdict_kind: str | None = None
     reason: str | None = None
     metric: str | None = None
     baseline: float | None = None

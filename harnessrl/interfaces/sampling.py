@@ -477,10 +477,19 @@ def _park(e: ProposalEvidence) -> ReweightTasks:
         task_ids=[e.task_id],
         action="park",
         park_steps=e.settings.park_steps,
-        rationale="The task is out of reach for the policy now"
-        + (f" ({'; '.join(e.notes)})" if e.notes else " (guidance did not make its group discriminative)")
-        + ": park it and spend the steps on tasks it can learn from.",
+        rationale=f"The task is out of reach for the policy now ({_why_park(e)}): park it and spend the steps on tasks "
+        "it can learn from.",
     )
+
+
+def _why_park(e: ProposalEvidence) -> str:
+    """What says the task is out of reach: the attribution's notes on guidance; else, after a guidance candidate the
+    critic could not measure for its budget, that (not a claim that guidance failed); else that guidance failed."""
+    if e.notes:
+        return "; ".join(e.notes)
+    if e.trial is not None and e.trial.verdict_kind == "budget":
+        return f"guidance could not be measured within the trial budget: {e.trial.reason}"
+    return "guidance did not make its group discriminative"
 
 
 def _retire(e: ProposalEvidence) -> ReweightTasks:
