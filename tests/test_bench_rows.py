@@ -117,6 +117,28 @@ def test_rows_and_folders_pair_every_method_over_all_seeds(benches):
     )
 
 
+def test_a_method_only_in_rows_is_drawn_in_the_per_family_gold_plot(benches, monkeypatch):
+    """fixed GRPO only as committed rows beside a harness folder (how the gold bench pairs a new harness commit): the
+    per-family gold plot draws it from its rows at step 0 and the end, dashed, instead of leaving it out."""
+    from harnessrl.analysis import plots
+
+    drawn: list[tuple[str, list[int]]] = []
+    real = plots._row_line
+    monkeypatch.setattr(
+        plots,
+        "_row_line",
+        lambda ax, points, c, label: (drawn.append((label, [p["step"] for p in points])), real(ax, points, c, label)),
+    )
+    args = ["bench", "report", "--dir", str(benches["harness"]), "--rows", str(benches["rows"])]
+    result = cli.invoke(app, [*args, "--rows-methods", "fixed", "--out", str(benches["out"])])
+    assert result.exit_code == 0, result.output
+    assert drawn and all(label.startswith("fixed (committed rows, n=3)") and steps == [0, 4] for label, steps in drawn)
+    assert (
+        "the per-family gold plot draws them at step 0 and the end, dashed"
+        in (benches["out"] / "results.md").read_text()
+    )
+
+
 def test_a_method_and_seed_in_a_folder_and_in_the_rows_is_refused(benches):
     result = _report(benches)  # the rows' harnessrl seeds 0-2 are in the harness folder too
     assert result.exit_code != 0

@@ -83,6 +83,15 @@ def _mean_line(ax, series: Sequence[Sequence[tuple[int, float]]], colour, label:
         )
 
 
+def _row_line(ax, points: Sequence[dict[str, Any]], colour, label: str) -> None:
+    """A method's curve from committed rows (mean and std at each step they have, step 0 and the end), dashed."""
+    steps, mean = [p["step"] for p in points], [p["mean"] for p in points]
+    std = [p.get("std") or 0.0 for p in points]
+    ax.plot(steps, mean, marker="s", ms=3, color=colour, ls="--", label=label)
+    lo, hi = [a - b for a, b in zip(mean, std, strict=True)], [a + b for a, b in zip(mean, std, strict=True)]
+    ax.fill_between(steps, lo, hi, color=colour, alpha=0.08, lw=0)
+
+
 def _curves(ax, runs: Sequence[RunData], methods: Sequence[str], colours, get, title: str, ylabel: str) -> None:
     drawn = False
     for m in methods:
@@ -311,9 +320,12 @@ def _gold_vs_proxy_per_family(plt, runs, methods, colours, path: Path) -> None:
     )
 
 
-def _gold_per_family(plt, runs, agg: dict[str, Any], colours, repairs: dict[str, Any], path: Path) -> None:
+def _gold_per_family(
+    plt, runs, agg: dict[str, Any], colours, repairs: dict[str, Any], path: Path, curves: dict[str, Any]
+) -> None:
     """Per family, the main test score (gold where graded with gold) of fixed, the oracle and each harness arm,
-    with each arm's seed-mean first commit on the family marked (dotted line)."""
+    with each arm's seed-mean first commit on the family marked (dotted line); a method whose seeds are committed
+    rows only is drawn from ``curves`` at step 0 and the end (dashed)."""
     arms = [m for m in agg if is_harness_arm(m, agg)]
     methods = [m for m in (_reference(agg, FIXED_METHOD), _reference(agg, ORACLE_METHOD), *arms) if m is not None]
     families = _test_families([r for r in runs if r.method in methods])
@@ -332,6 +344,9 @@ def _gold_per_family(plt, runs, agg: dict[str, Any], colours, repairs: dict[str,
             series = [s for s in (_test_scores(r, fam, proxy=False) for r in runs if r.method == m) if s]
             if series:
                 _mean_line(ax, series, colours[m], f"{m} (n={len(series)})")
+                drawn = True
+            elif points := [p for p in (curves.get(fam) or {}).get(m) or [] if p.get("mean") is not None]:
+                _row_line(ax, points, colours[m], f"{m} (committed rows, n={max(p['n'] for p in points)})")
                 drawn = True
             first = (((repairs.get(m) or {}).get("families") or {}).get(fam) or {}).get("first_commit") or {}
             if first.get("mean") is not None:
@@ -406,10 +421,16 @@ def _timeline(plt, run: RunData | None, path: Path) -> None:
 
 
 def write_plots(
-    runs: Sequence[RunData], agg: dict[str, Any], out_dir: str | Path, repairs: dict[str, Any] | None = None
+    runs: Sequence[RunData],
+    agg: dict[str, Any],
+    out_dir: str | Path,
+    repairs: dict[str, Any] | None = None,
+    curves: dict[str, Any] | None = None,
 ) -> dict[str, Path]:
     """Every bench plot into ``out_dir``; returns plot name -> path. ``repairs``: the per-family repair figures
-    (:func:`~harnessrl.analysis.repairs.family_repairs`) whose first commits the per-family gold plot marks."""
+    (:func:`~harnessrl.analysis.repairs.family_repairs`) whose first commits the per-family gold plot marks;
+    ``curves``: the per-family test curves (:func:`~harnessrl.analysis.repairs.family_curves`), from which it draws a
+    method that has only committed rows (step 0 and the end)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -427,7 +448,7 @@ def write_plots(
     _timeline(plt, timeline_run(runs, agg), paths["harness_timeline"])
     _gold_vs_proxy(plt, runs, methods, colours, paths["gold_vs_proxy"])
     _gold_vs_proxy_per_family(plt, runs, methods, colours, paths["gold_vs_proxy_per_family"])
-    _gold_per_family(plt, runs, agg, colours, repairs or {}, paths["gold_per_family"])
+    _gold_per_family(plt, runs, agg, colours, repairs or {}, paths["gold_per_family"], curves or {})
     return paths
 
 

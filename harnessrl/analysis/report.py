@@ -292,7 +292,11 @@ def _row_notes(figures: list[dict[str, Any]], agg: dict[str, Any], plots: bool) 
         for key in sorted({k for f in rows for k in f.get("_missing", ()) if k != "trial_costs"})
     ]
     if plots and len(rows) < len(figures):
-        lacking.append(("their curves: the plots are drawn from the bench folders' runs only", rows))
+        what = (
+            "their curves: the plots are drawn from the bench folders' runs (the per-family gold plot draws them at "
+            "step 0 and the end, dashed)"
+        )
+        lacking.append((what, rows))
     notes += [f"Not in the rows of {_runs_list(fs, list(agg))}: {what}." for what, fs in lacking if fs]
     if plots and len(rows) == len(figures):
         notes.append("No plots: they are drawn from the runs' own files, and no bench folder was given.")
@@ -1076,7 +1080,8 @@ def write_bench_report(
     figures = with_equal_cost([*figures, *taken])
     agg = aggregate(figures, list((manifest.get("methods") or {}).keys()))
     repairs = family_repairs(runs, agg)
-    plot_paths = write_plots(runs, agg, dest / "plots", repairs=repairs) if plots and runs else {}
+    curves = family_curves(runs, agg, taken)
+    plot_paths = write_plots(runs, agg, dest / "plots", repairs=repairs, curves=curves) if plots and runs else {}
     results: dict[str, Any] = {
         "bench_dir": ", ".join(_shown(r) for r in roots),
         "bench_dirs": [_shown(r) for r in roots],
@@ -1094,7 +1099,7 @@ def write_bench_report(
         "ablations": ablations(agg, manifest.get("methods") or {}),
         "oracle_gap": oracle_gap(agg),
         "oracle_gap_paired": oracle_gap_paired(agg),
-        "family_curves": family_curves(runs, agg, taken),
+        "family_curves": curves,
         "family_repairs": repairs,
         "unnecessary_commits": unnecessary_commits(runs, agg),
         "fault_check": fault_check(agg),
