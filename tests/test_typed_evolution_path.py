@@ -57,8 +57,9 @@ def test_a_decision_holds_its_trial_and_declares_none_of_its_fields():
     ]  # fmt: skip
     assert (verdict["metric"], verdict["improvement"], verdict["revision"]) == ("signal_share", trial.improvement, 1)
     assert decision.view().model_dump(exclude_unset=True) == {
-        k: v for k, v in trial.model_dump().items() if k in ("accepted", "reason", "metric", "baseline", "candidate",
-                                                             "improvement", "ci_low", "ci_high", "measurements")
+        k: v for k, v in trial.model_dump().items() if k in ("accepted", "verdict_kind", "reason", "metric", "baseline",
+                                                             "candidate", "improvement", "ci_low", "ci_high",
+                                                             "measurements")
     }  # fmt: skip
 
 
