@@ -100,14 +100,10 @@ async def fetch_failures(state: EvolverState, config: RunnableConfig) -> Command
             args["since_step"] = cfg.since_step
         if cfg.failure_kinds:
             args["kinds"] = list(cfg.failure_kinds)
-        message = await call_tool(deps.require_tool("get_failures"), args)
-        data = result_json(message) if message.status != "error" else None
-        if message.status == "error" or data is None:
-            logger.warning("get_failures failed, nothing to evolve: %s", result_text(message)[:500])
-            stop_reason = f"get_failures failed: {result_text(message)[:500]}"
-            given = []
-        else:
-            given = data.get("failures", []) if isinstance(data, dict) else data
+        given, error = await _get_failures(deps, args)
+        if error is not None:
+            logger.warning("get_failures failed, nothing to evolve: %s", error)
+            stop_reason = f"get_failures failed: {error}"
     failures = _dedupe([_failure_dict(f) for f in given or []])[: cfg.max_failures]
     return Command(
         goto="select_failure",
@@ -121,19 +117,24 @@ async def fetch_failures(state: EvolverState, config: RunnableConfig) -> Command
     )
 
 
+async def _get_failures(deps: EvolverDeps, args: dict[str, Any]) -> tuple[list[Any], str | None]:
+    """The ``get_failures`` tool's list for ``args``, and None; or an empty list and why the call failed."""
+    message = await call_tool(deps.require_tool("get_failures"), args)
+    data = result_json(message) if message.status != "error" else None
+    if data is None:
+        return [], result_text(message)[:500]
+    return (data.get("failures", []) if isinstance(data, dict) else data), None
+
+
 async def _still_open(deps: EvolverDeps, failure: dict[str, Any]) -> bool:
     """Whether ``get_failures`` still lists ``failure``: a commit earlier in the point may have handled it (a repair
     of its signature covers it). When the question cannot be asked, it is taken as open (the service refuses a
     commit for a closed failure all the same)."""
-    args: dict[str, Any] = {"limit": 200, "task_id": failure.get("task_id")}
-    message = await call_tool(deps.require_tool("get_failures"), args)
-    data = result_json(message) if message.status != "error" else None
-    if not isinstance(data, dict):
-        logger.warning(
-            "get_failures failed; %s taken as open: %s", failure.get("failure_id"), result_text(message)[:300]
-        )
+    listed, error = await _get_failures(deps, {"limit": 200, "task_id": failure.get("task_id")})
+    if error is not None:
+        logger.warning("get_failures failed; %s taken as open: %s", failure.get("failure_id"), error[:300])
         return True
-    return failure.get("failure_id") in {f.get("failure_id") for f in data.get("failures") or []}
+    return failure.get("failure_id") in {f.get("failure_id") for f in listed if isinstance(f, dict)}
 
 
 async def select_failure(

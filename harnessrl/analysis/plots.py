@@ -71,25 +71,25 @@ def _empty(ax, text: str) -> None:
 def _mean_line(ax, series: Sequence[Sequence[tuple[int, float]]], colour, label: str, linestyle: str = "-") -> None:
     """The mean over seeds of ``series``, with a ± std band where two or more seeds have a value."""
     steps, mean, std = _band(series)
-    ax.plot(steps, mean, marker="o" if len(steps) < 15 else None, ms=3, color=colour, ls=linestyle, label=label)
-    if len(series) >= 2:
-        ax.fill_between(
-            steps,
-            [a - b for a, b in zip(mean, std, strict=True)],
-            [a + b for a, b in zip(mean, std, strict=True)],
-            color=colour,
-            alpha=0.18 if linestyle == "-" else 0.08,
-            lw=0,
-        )
+    marker = "o" if len(steps) < 15 else None
+    _line_with_band(ax, steps, mean, std if len(series) >= 2 else None, colour, label, linestyle, marker)
 
 
 def _row_line(ax, points: Sequence[dict[str, Any]], colour, label: str) -> None:
     """A method's curve from committed rows (mean and std at each step they have, step 0 and the end), dashed."""
     steps, mean = [p["step"] for p in points], [p["mean"] for p in points]
-    std = [p.get("std") or 0.0 for p in points]
-    ax.plot(steps, mean, marker="s", ms=3, color=colour, ls="--", label=label)
-    lo, hi = [a - b for a, b in zip(mean, std, strict=True)], [a + b for a, b in zip(mean, std, strict=True)]
-    ax.fill_between(steps, lo, hi, color=colour, alpha=0.08, lw=0)
+    _line_with_band(ax, steps, mean, [p.get("std") or 0.0 for p in points], colour, label, "--", "s")
+
+
+def _line_with_band(
+    ax, steps, mean: Sequence[float], std: Sequence[float] | None, colour, label: str, linestyle: str, marker
+) -> None:
+    """A mean line, with a ± ``std`` band (lighter for a dashed line) unless ``std`` is None."""
+    ax.plot(steps, mean, marker=marker, ms=3, color=colour, ls=linestyle, label=label)
+    if std is not None:
+        lo = [a - b for a, b in zip(mean, std, strict=True)]
+        hi = [a + b for a, b in zip(mean, std, strict=True)]
+        ax.fill_between(steps, lo, hi, color=colour, alpha=0.18 if linestyle == "-" else 0.08, lw=0)
 
 
 def _curves(ax, runs: Sequence[RunData], methods: Sequence[str], colours, get, title: str, ylabel: str) -> None:

@@ -101,11 +101,11 @@ class RubricAudit:
         """The finding's tasks whose rubric does not check it yet."""
         return [t for t in finding.tasks if finding.key not in checked_keys(self.rubric(t))]
 
-    def ready(self, groups: Callable[[str], int], step: int, kept: Callable[[str], int] | None = None) -> list[Failure]:
+    def ready(self, groups: Callable[[str], int], step: int, kept: Callable[[str], int]) -> list[Failure]:
         """A failure for each open finding whose tasks have more graded groups than when it was last deferred, on
         the task with the most groups kept now (its rollouts are what the proposer reads), then the most graded;
         ``groups``: a task's groups graded so far (a count that only grows); ``kept``: its groups whose rollouts are
-        still kept (default: ``groups``). The same finding at the same step and evidence gives the same failure (the
+        still kept. The same finding at the same step and evidence gives the same failure (the
         same id)."""
         out = []
         for finding in self.findings.values():
@@ -121,7 +121,7 @@ class RubricAudit:
                 continue
             cached = finding.failures.get((step, total))
             if cached is None:
-                held = {t: kept(t) for t in tasks} if kept is not None else counts
+                held = {t: kept(t) for t in tasks}
                 cached = self._failure(finding, max(tasks, key=lambda t: (held[t], counts[t], t)), tasks, step, total)
                 finding.failures[(step, total)] = cached
                 self._by_failure[cached.id] = finding.key
