@@ -446,6 +446,11 @@ def test_a_guidance_trial_the_runs_share_cannot_afford_yet_is_pending_and_one_no
     alone = FrozenPolicyTrials(harness, recorder, judge, HintSampler(), TrialConfig(max_rollouts=8))
     reason = alone.run(SetGuidance(target="lemon", text=HINT), "g8").reason
     assert reason.startswith("budget: probing task lemon") and "max_rollout_share" not in reason
+    # the run's share lowered the bound too, but the per-trial bound is what stops it: refused, and the reason names
+    # that bound, not the share (raising the share would not afford it)
+    both = alone.run(SetGuidance(target="lemon", text=HINT), "g9", max_rollouts=4)
+    assert not both.pending and both.reason.startswith("budget: probing task lemon")
+    assert "max_rollouts=8, max_judge_calls=400" in both.reason and "max_rollout_share" not in both.reason
 
 
 def test_domain_guidance_skips_tasks_that_keep_their_own_rule():

@@ -151,8 +151,8 @@ def _fit_budget(trial: TrialContext, plans: list[_Plan], n: int) -> list[_Plan]:
         first = plans[0]
         gens, judge_calls = cost(first)
         need = f"probing task {first.task.id} needs {gens} rollouts ({n} per arm, {n - len(first.differ)} shared)"
-        cap = trial.measurements.get("rollout_cap")
-        if isinstance(cap, int) and gens <= cap and judge_calls <= cfg.max_judge_calls:
+        cap = trial.measurements.get("rollout_cap", cfg.max_rollouts)
+        if gens <= cap and judge_calls <= cfg.max_judge_calls:
             # only the run's share is short, and it grows as training generates: not refused, measured later
             raise Rejected(
                 f"pending: {need}; the run's trial allowance affords {cfg.max_rollouts} now (evolver.trials."
@@ -160,10 +160,9 @@ def _fit_budget(trial: TrialContext, plans: list[_Plan], n: int) -> list[_Plan]:
                 "training has generated enough",
                 kind="pending",
             )
-        raise Rejected(
-            f"budget: {need} and up to {judge_calls} judge calls; {bounds_text(cfg, trial.measurements)}",
-            kind="budget",
-        )
+        # max_rollouts or the judge calls stop it, not the run's share: the bounds as configured, no word of the share
+        bounds = bounds_text(cfg.model_copy(update={"max_rollouts": cap}), {})
+        raise Rejected(f"budget: {need} and up to {judge_calls} judge calls; {bounds}", kind="budget")
     if len(fitted) < len(plans):
         trial.measurements["tasks_dropped_for_budget"] = [p.task.id for p in plans[len(fitted) :]]
     return fitted
