@@ -4,7 +4,7 @@ The decision rule for added checks (``harnessrl/critic/power.py``; docs/design.m
 which the frozen policy breaks the checks, turns it into the share of groups of ``G`` the checks would split,
 ``s(p) = 1 - p**G - (1 - p)**G``, and accepts when the lower end of the Clopper-Pearson interval of ``s`` reaches
 the threshold (``signal.min_effect["check_split_share"]``, 0.2), futile when the upper end is below it, else
-pending, for at most ``max_looks`` looks (Bonferroni over the looks).
+pending, for at most ``max_looks`` looks (the error spent over them as ``alpha_spending`` says).
 
 1. **The rule itself, simulated** (no model): for true break rates ``p`` on a grid, candidates whose groups of
    ``G`` Bernoulli(``p``) rollouts arrive look by look (``--groups-per-look``: one to three groups a look, drawn
@@ -54,6 +54,7 @@ from scipy.stats import binom
 
 from harnessrl.critic import power
 from harnessrl.critic.config import TrialConfig
+from harnessrl.critic.power import Spending
 from harnessrl.critic.signal import CHECK_SPLIT_SHARE, AdvantageSpec
 from harnessrl.critic.trials import FrozenPolicyTrials
 from harnessrl.data.checks import check_passes, words
@@ -133,8 +134,9 @@ class Rule:
     The smallest detectable share a verdict records depends on the number of rollouts alone and is no part of
     the decision; it is computed once per sample size (memoised) instead of once per call."""
 
-    def __init__(self, group_size: int, threshold: float, confidence: float, max_looks: int):
-        self.group_size, self.threshold, self.confidence, self.max_looks = group_size, threshold, confidence, max_looks
+    def __init__(self, group_size: int, threshold: float, confidence: float, max_looks: int, spending: Spending):
+        self.group_size, self.threshold, self.confidence = group_size, threshold, confidence
+        self.max_looks, self.spending = max_looks, spending
         self._mde = functools.lru_cache(maxsize=None)(power.min_detectable_share)
         self._kinds: dict[tuple[int, int, int], str] = {}
 
@@ -143,7 +145,14 @@ class Rule:
         if key not in self._kinds:
             with mock.patch.object(power, "min_detectable_share", self._mde):
                 v = power.decide_split(
-                    broken, rollouts, self.group_size, self.threshold, self.confidence, look, self.max_looks
+                    broken,
+                    rollouts,
+                    self.group_size,
+                    self.threshold,
+                    self.confidence,
+                    look,
+                    self.max_looks,
+                    self.spending,
                 )
             self._kinds[key] = v.kind
         return self._kinds[key]
@@ -151,8 +160,9 @@ class Rule:
 
 def futile_needs(rule: Rule, limit: int = 400) -> int | None:
     """The fewest pooled rollouts (whole groups) at which a check none of them breaks is futile: the upper end of the
-    interval of its split share (the interval ``decide_split`` uses) below the threshold."""
-    alpha = (1 - rule.confidence) / rule.max_looks
+    interval of its split share (the interval ``decide_split`` uses) below the threshold, at the first look's error
+    (the largest a look spends)."""
+    alpha = power.look_alpha(rule.confidence, 1, rule.max_looks, rule.spending)
     for n in range(rule.group_size, limit + 1, rule.group_size):
         if power.split_share_interval(0, n, rule.group_size, alpha)[1] < rule.threshold:
             return n
@@ -223,7 +233,7 @@ def simulate_rule(
     acceptance over rates whose split share is below the threshold) and the power at :data:`POWER_AT`."""
     config = config or TrialConfig()
     threshold = config.signal.threshold(CHECK_SPLIT_SHARE)
-    rule = Rule(group_size, threshold, config.confidence, config.max_looks)
+    rule = Rule(group_size, threshold, config.confidence, config.max_looks, config.alpha_spending)
     rates = list(rates) if rates is not None else rate_grid(group_size, threshold)
     rates = sorted(set(rates) | set(POWER_AT))
     schedules = schedules or SCHEDULES
@@ -232,7 +242,11 @@ def simulate_rule(
         "threshold": threshold,
         "confidence": config.confidence,
         "max_looks": config.max_looks,
-        "alpha_per_look": round((1 - config.confidence) / config.max_looks, 5),
+        "alpha_spending": config.alpha_spending,
+        "alpha_by_look": [
+            round(power.look_alpha(config.confidence, k, config.max_looks, config.alpha_spending), 5)
+            for k in range(1, config.max_looks + 1)
+        ],
         "boundary_rate": round(threshold_rate(group_size, threshold), 5),
         "candidates_per_rate": n,
         "seed": seed,
@@ -541,7 +555,8 @@ def report(results: dict[str, Any]) -> str:
         "",
         f"({results['date']}, {results['seconds']:.0f} s.) The rule: `harnessrl/critic/power.py` "
         f"(G={sim['group_size']}, threshold {sim['threshold']:g} on the split share, confidence "
-        f"{sim['confidence']:g}, at most {sim['max_looks']} looks, alpha {sim['alpha_per_look']:g} per look). "
+        f"{sim['confidence']:g}, at most {sim['max_looks']} looks, the error spent {sim['alpha_spending']}: alpha "
+        f"{', '.join(f'{a:g}' for a in sim['alpha_by_look'])} by look). "
         f"A check splits fewer groups than the threshold when the policy breaks it at a rate below "
         f"{sim['boundary_rate']:.4f} (or above {1 - sim['boundary_rate']:.4f}).",
         "",
@@ -639,8 +654,8 @@ def meaning(results: dict[str, Any]) -> list[str]:
         f"accepted) is at most {_pct(worst[key] if key else worst['false_accept_rate'])} over the schedules "
         f"simulated ({'exact' if key else 'simulated'}), reached at the last rate below the boundary "
         f"(p = {sim['boundary_rate']:.4f}, or 1 - p); it falls fast away from it. The design bound is "
-        f"{bound / 2:.0%}: each of the {sim['max_looks']} looks has a two-sided interval at alpha "
-        f"{bound:g}/{sim['max_looks']}, half of it on the accepting side; the rule stays under the bound because "
+        f"{bound / 2:.0%}: the {sim['max_looks']} looks' two-sided intervals spend at most {bound:g} of error in "
+        f"all ({sim['alpha_spending']}), half of it on the accepting side; the rule stays under the bound because "
         "the Clopper-Pearson interval is conservative at these few rollouts.",
         f"- **Power** (P(accept) of a check the policy breaks at rate p): {powers}. More groups a look buy power; "
         f"the false-accept rate stays between {_pct(min(fas))} and {_pct(max(fas))} over these schedules. A check "
@@ -748,6 +763,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--original-rubrics", action="store_true", help="version 0 rubrics instead of harness.json's")
     ap.add_argument("--no-exact", action="store_true", help="skip the exact probabilities")
+    ap.add_argument("--max-looks", type=int, default=None, help="the rule's looks (default: TrialConfig's)")
+    ap.add_argument("--alpha-spending", choices=["halving", "equal"], default=None, help="default: TrialConfig's")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
 
@@ -757,7 +774,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     print("1. the rule, simulated", flush=True)
     schedules = schedules_for([int(x) for x in args.groups_per_look.split(",") if x.strip()])
-    sim = simulate_rule(n=args.n, seed=args.seed, schedules=schedules, with_exact=not args.no_exact)
+    overrides = {"max_looks": args.max_looks, "alpha_spending": args.alpha_spending}
+    rule_config = TrialConfig(**{k: v for k, v in overrides.items() if v is not None})
+    sim = simulate_rule(n=args.n, seed=args.seed, schedules=schedules, config=rule_config, with_exact=not args.no_exact)
     for name, e in sim["schedules"].items():
         print(
             f"  {name}: false-accept rate {_pct(e['false_accept_rate'])} at p={e['false_accept_at_p']:g} "
@@ -778,7 +797,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 scale_rewards="group", group_size=config.grpo.num_generations, flat_eps=config.harness.detectors.eps
             )
             kept = recorder.latest_rollouts()
-            got = run_placebos(harness, recorder, judge, advantage, TrialConfig(), args.seed, log=print)
+            got = run_placebos(harness, recorder, judge, advantage, rule_config, args.seed, log=print)
             for r in got:
                 r["run"] = run_label(run_dir)
             rows += got

@@ -3,7 +3,7 @@
 A candidate committed on probation (a hint of rollout guidance under ``trials.guidance_trial: in_group``, and always
 a rubric edit that states its checks as a hint, ``EditRubric.guide_fraction``; docs/design.md §4) is kept or
 reverted by :class:`~harnessrl.evolution.probation.ProbationTracker`: every ``look_groups`` guided groups of its
-tasks, the share of them that give signal, its Clopper-Pearson interval (Bonferroni over ``max_looks`` looks)
+tasks, the share of them that give signal, its Clopper-Pearson interval (the error spent over ``max_looks`` looks)
 against the share the same tasks' last ``BEFORE_GROUPS`` groups gave before it plus ``threshold``
 (:func:`~harnessrl.critic.power.decide_share`). The before share is itself an estimate from a few groups, so the
 rule is computed over both sources of chance:
@@ -80,7 +80,7 @@ def p_kept(rule: ProbationRule, b: float, q: float, before_groups: int = BEFORE_
             for h, w in enumerate(nxt):
                 if w == 0:
                     continue
-                kind = decide_share(h, n, target, rule.confidence, look, rule.max_looks).kind
+                kind = decide_share(h, n, target, rule.confidence, look, rule.max_looks, rule.spending).kind
                 if kind == "accepted":
                     kept += w0 * w
                 elif kind == "pending":
@@ -107,7 +107,9 @@ def checks_kept(rule: ProbationRule, r_g: float, r_u: float, group: int = 4, gui
     n = rule.look_groups * group
 
     def kind(b: int, look: int) -> str:
-        return decide_split(b, look * n, group, rule.split_threshold, rule.confidence, look, rule.max_looks).kind
+        return decide_split(
+            b, look * n, group, rule.split_threshold, rule.confidence, look, rule.max_looks, rule.spending
+        ).kind
 
     kept, reverted = sequential(step, rule.max_looks, kind)
     return {"kept": kept, "reverted": reverted}
@@ -141,7 +143,9 @@ def fade_p(trials: TrialConfig, m: float, per_look: int) -> dict[str, float]:
     step = binom.pmf(np.arange(per_look + 1), per_look, m)
 
     def kind(k: int, look: int) -> str:
-        return decide_met(k, look * per_look, floor, trials.confidence, look, trials.max_looks).kind
+        return decide_met(
+            k, look * per_look, floor, trials.confidence, look, trials.max_looks, trials.alpha_spending
+        ).kind
 
     faded, kept = sequential(step, trials.max_looks, kind)
     return {"faded": faded, "kept": kept}
@@ -250,7 +254,8 @@ def report(results: dict) -> str:
         "",
         f"({results['when']}, {results['seconds']} s.) The rule: `harnessrl/evolution/probation.py` (threshold "
         f"{r['threshold']} over the share before, confidence {r['confidence']}, a look every {r['look_groups']} guided "
-        f"groups, at most {r['max_looks']} looks, the share before from the last {r['before_groups']} groups).",
+        f"groups, at most {r['max_looks']} looks, the error spent {r['spending']} over them, the share before from "
+        f"the last {r['before_groups']} groups).",
         "",
         "## False-keep rate: the largest P(kept) over effects below the threshold (harm included)",
         "",
@@ -297,8 +302,8 @@ def report(results: dict) -> str:
         "## The fade of a rubric's hint: decided on the unguided members' rollouts",
         "",
         f'Floor {fade["floor"]} (`signal.min_effect["hint_met_rate"]`), confidence {fade["confidence"]}, at most '
-        f"{fade['max_looks']} looks; `per look` is the unguided rollouts each look adds (2 a guided group of 4 at "
-        "half guided). False fade (true met rate below the floor): "
+        f"{fade['max_looks']} looks ({fade['spending']}); `per look` is the unguided rollouts each look adds (2 a "
+        "guided group of 4 at half guided). False fade (true met rate below the floor): "
         + "; ".join(
             f"{n} a look at most {x['max_p_faded']:.2%} (at {x['at_met_rate']:g})"
             for n, x in fade["false_fade"].items()
@@ -364,6 +369,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             "confidence": rule.confidence,
             "look_groups": rule.look_groups,
             "max_looks": rule.max_looks,
+            "spending": rule.spending,
             "before_groups": BEFORE_GROUPS,
             "split_threshold": rule.split_threshold,
         },
@@ -377,6 +383,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "floor": trials.signal.threshold(HINT_MET_RATE),
         "confidence": trials.confidence,
         "max_looks": trials.max_looks,
+        "spending": trials.alpha_spending,
         "table": fade_table(trials),
         "false_fade": false_fade(trials),
     }

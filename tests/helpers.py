@@ -27,6 +27,7 @@ from werkzeug import Request, Response
 
 from harnessrl.critic.trials import FrozenPolicyTrials, TrialConfig, TrialCost, TrialResult
 from harnessrl.data import Criterion, Task, prompt_text
+from harnessrl.evolution.probation import ProbationRule
 from harnessrl.evolution.service import EvolutionService
 from harnessrl.interfaces import Harness
 from harnessrl.judges import BackendVerdict, GradeRequest, RubricJudge, RubricRequest
@@ -249,7 +250,9 @@ def fruit_world(
         for s in sorted(groups):
             memory.add_step(recorder.steps[s], {"fruit": [found.kind]} if s == step else {}, prompts)
         memory.add_failures([found])
-    service = EvolutionService(harness, recorder, memory, trials, run_dir, lambda: [found], lambda: step)
+    service = EvolutionService(
+        harness, recorder, memory, trials, run_dir, lambda: [found], lambda: step, probation=ProbationRule.of(config)
+    )
     return FruitWorld(harness, recorder, policy, trials, found, run_dir, service, run_dir.harness.read_bytes())
 
 

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from helpers import record_group
 
+from harnessrl.critic.config import TrialConfig
 from harnessrl.critic.trials import FrozenPolicyTrials
 from harnessrl.data import Task
 from harnessrl.interfaces import Harness
@@ -33,13 +34,14 @@ def bench():
 def test_the_rule_rarely_accepts_a_check_that_splits_too_few_groups_and_has_power_when_pooled(bench):
     below = [0.0, 0.01, 0.02, 0.03, 0.04, 0.05, 0.054]  # s(p) < 0.2 for G = 4 (the boundary is p = 0.0543)
     got = bench.simulate_rule(n=2000, seed=0, rates=below, schedules={"one": (1,), "pooled": (3,)}, with_exact=True)
-    assert got["threshold"] == 0.2 and got["max_looks"] == 3 and 0.054 < got["boundary_rate"] < 0.0545
-    assert got["futile_needs_rollouts"] == 76  # fewer pooled rollouts, none broken, cannot rule a split out
+    assert got["threshold"] == 0.2 and got["max_looks"] == 8 and 0.054 < got["boundary_rate"] < 0.0545
+    assert got["alpha_by_look"][:2] == [0.05, 0.025] and sum(got["alpha_by_look"]) == pytest.approx(0.1, abs=1e-4)
+    assert got["futile_needs_rollouts"] == 68  # fewer pooled rollouts, none broken, cannot rule a split out
     for entry in got["schedules"].values():
         assert entry["false_accept_rate"] < 0.06  # simulated, 2000 candidates per rate
-        assert entry["exact_false_accept_rate"] < 0.05  # the design bound: 3 looks x 1/60 on the accepting side
+        assert entry["exact_false_accept_rate"] < 0.05  # the design bound: the looks spend 0.1, half accepting
         rows = {r["p"]: r for r in entry["rows"]}
-        assert rows[0.0]["P_accepted"] == 0 and rows[0.0]["P_not_reliable"] == 1  # futile needs 76 rollouts
+        assert rows[0.0]["P_accepted"] == 0 and rows[0.0]["P_not_reliable"] == 1  # futile needs 68 rollouts
     pooled = got["schedules"]["pooled"]
     assert pooled["power"]["0.5"] > 0.95 and pooled["exact_power"]["0.5"] > 0.99
     assert got["schedules"]["one"]["exact_power"]["0.5"] < pooled["exact_power"]["0.5"]
@@ -109,8 +111,8 @@ def test_placebos_a_word_the_task_never_asks_for_is_never_accepted_and_a_referen
     assert summary["a_random_word"]["accepted"] == 0 and summary["a_random_word"]["pending"] == 2
 
     # placebo (a) looked at again as a run would (more groups graded, the same test): never accepted; after the
-    # third look it is refused as not reliable (futile would need about 76 pooled rollouts, all of them broken)
-    trials = FrozenPolicyTrials(harness, recorder, judge, None)
+    # last look (three here) it is refused as not reliable (futile would need 68 pooled rollouts, all broken)
+    trials = FrozenPolicyTrials(harness, recorder, judge, None, TrialConfig(max_looks=3))
     rng = np.random.default_rng(0)
     ((_, _, update),) = [
         u

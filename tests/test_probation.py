@@ -20,16 +20,18 @@ from harnessrl.evolution.probation import ProbationRule, ProbationTracker
 from harnessrl.interfaces import SetGuidance
 from harnessrl.judges import RubricJudge
 
-IN_GROUP = TrialConfig(guidance_trial="in_group", rollouts_per_arm=8, max_rollouts=16)
+IN_GROUP = TrialConfig(guidance_trial="in_group", rollouts_per_arm=8, max_rollouts=16, max_looks=3)  # 6 groups at most
 HELPED = ["A banana.", "A banana.", "An apple.", "An apple."]  # both guided members find it, the plain ones do not
 NOT_HELPED = ["An apple."] * 4
 
 
 def test_the_share_rule_keeps_reverts_or_waits_by_the_exact_interval():
-    # alpha per look 0.1 / 3: 2 of 2 cannot show 0.25 yet; 4 of 4 can (lower end 0.359)
+    # the error halved over the looks (0.05, then 0.025): 2 of 2 cannot show 0.25 yet; 4 of 4 can (lower end 0.334)
     assert decide_share(2, 2, 0.25, 0.9, 1, 3).kind == "pending"
     kept = decide_share(4, 4, 0.25, 0.9, 2, 3)
-    assert kept.kind == "accepted" and kept.low == pytest.approx((0.1 / 3 / 2) ** 0.25, abs=1e-6)
+    assert kept.kind == "accepted" and kept.low == pytest.approx((0.1 / 4 / 2) ** 0.25, abs=1e-6)
+    equal = decide_share(4, 4, 0.25, 0.9, 2, 3, "equal")  # Bonferroni: 0.1 / 3 at every look
+    assert equal.alpha == pytest.approx(0.1 / 3) and equal.low == pytest.approx((0.1 / 3 / 2) ** 0.25, abs=1e-6)
     assert decide_share(0, 6, 0.25, 0.9, 3, 3).kind == "not_reliable"  # the looks are spent, undecided
     assert decide_share(0, 20, 0.25, 0.9, 1, 3).kind == "futile"  # 0 of 20: an effect of 0.25 is ruled out
     assert decide_share(1, 2, 0.25, 0.9, 1, 3).min_detectable is None  # 2 groups can show nothing

@@ -14,11 +14,12 @@ import pytest
 from helpers import AcceptAll, build, record_group, rule_based_point
 
 from harnessrl.agents.testing import ScriptedChatModel, tool_call
-from harnessrl.critic.power import decide_split, min_detectable_share, split_share
+from harnessrl.critic.power import decide_split, look_alpha, min_detectable_share, split_share
 from harnessrl.critic.trials import FrozenPolicyTrials
 from harnessrl.data import Task
 from harnessrl.evolution.candidates import CandidateError
 from harnessrl.evolution.handled import HandledFailures
+from harnessrl.evolution.probation import ProbationRule
 from harnessrl.evolution.service import EvolutionService
 from harnessrl.interfaces import EditRubric, Harness
 from harnessrl.interfaces.tools import CommitUpdate, GetFailures, RunTrial
@@ -319,8 +320,24 @@ def test_the_power_rule_decides_a_two_two_split_of_one_group_and_records_what_it
     assert decide_split(1, 4, 4, 0.2, 0.9, 2, 2).kind == "not_reliable"  # the looks are spent, still undecided
     assert decide_split(0, 80, 4, 0.2, 0.9, 2, 2).kind == "futile"  # 80 pass: the policy already does it
     assert decide_split(3, 8, 4, 0.2, 0.9, 1, 2).kind == "accepted"
-    assert min_detectable_share(4, 4, 0.2, 0.9, 2) is None  # one group: no rate is accepted with power 0.8
-    assert 0.5 < min_detectable_share(16, 4, 0.2, 0.9, 2) < 0.9
+    assert min_detectable_share(4, 4, 0.2, 0.05) is None  # one group: no rate is accepted with power 0.8
+    assert 0.5 < min_detectable_share(16, 4, 0.2, 0.05) < 0.9
+
+
+def test_the_error_is_spent_over_the_looks_by_halving_or_equally_and_never_more_than_it_is():
+    halving = [look_alpha(0.9, k, 8) for k in range(1, 9)]
+    assert halving[:3] == pytest.approx([0.05, 0.025, 0.0125]) and halving[-1] == halving[-2]  # the last: what is left
+    assert sum(halving) == pytest.approx(0.1)
+    assert look_alpha(0.9, 1, 1) == pytest.approx(0.1)  # one look spends the whole error either way
+    assert [look_alpha(0.9, k, 3, "equal") for k in (1, 2, 3)] == pytest.approx([0.1 / 3] * 3)
+    assert look_alpha(0.9, 12, 8) == halving[-1]  # a look past the last spends no more than the last
+    # a check broken at 0.75 (s = 0.68), one group a look: by its third look halving has the first looks' power,
+    # and its later looks reach what three equal looks cannot (benchmarks/sequential_looks.py)
+    assert decide_split(9, 12, 4, 0.2, 0.9, 3, 3, "equal").kind == "not_reliable"  # gold-bench seed 3's brief check
+    assert decide_split(9, 12, 4, 0.2, 0.9, 3, 8).kind == "pending"
+    assert decide_split(2, 4, 4, 0.2, 0.9, 1, 8).kind == "accepted"  # a 2:2 split of one group, at the first look
+    with pytest.raises(ValueError, match="use 'halving' or 'equal'"):
+        look_alpha(0.9, 1, 3, "obrien")  # type: ignore[arg-type]
 
 
 def test_a_repair_does_not_close_another_finding_on_the_same_tasks(tmp_path):
@@ -443,7 +460,7 @@ def _train_guided(service, harness, step: int, tid: str, texts: list[str]) -> No
 
 
 def _guided_commit(tmp_path, failures: list | None = None):
-    service, harness, run, found = _world(tmp_path, groups=ALL_COMMAS)
+    service, harness, run, found = _world(tmp_path, groups=ALL_COMMAS, probation=ProbationRule(max_looks=3))
     service.run_audit()
     rule_based_point(service)
     events = run.read("events.jsonl")

@@ -11,6 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from harnessrl.critic.power import Spending
 from harnessrl.critic.signal import SignalConfig
 
 __all__ = ["TrialConfig"]
@@ -47,11 +48,19 @@ class TrialConfig(BaseModel):
         "spent about as many trial rollouts as training did, and scored no higher: docs/design.md section 8).",
     )
     max_looks: int = Field(
-        default=3,
+        default=8,
         ge=1,
         description="How many times the critic may measure a candidate whose data cannot decide yet (the sequential "
-        "test of the checks a rubric candidate adds: harnessrl/critic/power.py); each look spends an equal share of "
-        "the error, 1 - confidence.",
+        "test of the checks a rubric candidate adds, a probation's looks, a hint's fade: harnessrl/critic/power.py); "
+        "the error, 1 - confidence, is spent over them as alpha_spending says.",
+    )
+    alpha_spending: Spending = Field(
+        default="halving",
+        description="How a sequential test spends its error over its looks. halving (default): half at the first "
+        "look, a quarter at the second, ..., the last look what is left, so the first looks keep their power and a "
+        "slow split can still be looked at later; equal: the same share at every look (Bonferroni; with max_looks 3 "
+        "the rule of the gold benches before 2026-12-03). Measured exactly by benchmarks/sequential_looks.py "
+        "(docs/design.md section 4).",
     )
     guidance_trial: Literal["arms", "in_group"] = Field(
         default="arms",

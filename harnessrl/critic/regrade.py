@@ -370,7 +370,9 @@ def _split_share(trial: TrialContext, graded: Sequence[tuple[RegradePart, _Regra
         return _fade_verdict(trial, evidence, new, look)
     cfg, gsz = trial.config, max(2, trial.advantage.group_size)
     threshold = cfg.signal.threshold(CHECK_SPLIT_SHARE)
-    v = decide_split(evidence.broken, evidence.rollouts, gsz, threshold, cfg.confidence, look, cfg.max_looks)
+    v = decide_split(
+        evidence.broken, evidence.rollouts, gsz, threshold, cfg.confidence, look, cfg.max_looks, cfg.alpha_spending
+    )
     trial.measurements["split"] = {
         "broken": v.broken,
         "rollouts": v.rollouts,
@@ -378,6 +380,7 @@ def _split_share(trial: TrialContext, graded: Sequence[tuple[RegradePart, _Regra
         "new_rollouts": new,
         "look": v.look,
         "max_looks": cfg.max_looks,
+        "alpha_spending": cfg.alpha_spending,
         "alpha_per_look": round(v.alpha, 4),
         "group_size": gsz,
         "split_share": rounded(v.share),
@@ -420,7 +423,7 @@ def _fade_verdict(trial: TrialContext, evidence: SplitEvidence, new: int, look: 
     cfg = trial.config
     floor = cfg.signal.threshold(HINT_MET_RATE)
     met = evidence.rollouts - evidence.broken
-    v = decide_met(met, evidence.rollouts, floor, cfg.confidence, look, cfg.max_looks)
+    v = decide_met(met, evidence.rollouts, floor, cfg.confidence, look, cfg.max_looks, cfg.alpha_spending)
     trial.measurements["hint_met"] = {
         "met": met,
         "unguided_rollouts": v.rollouts,
@@ -428,6 +431,7 @@ def _fade_verdict(trial: TrialContext, evidence: SplitEvidence, new: int, look: 
         "new_rollouts": new,
         "look": v.look,
         "max_looks": cfg.max_looks,
+        "alpha_spending": cfg.alpha_spending,
         "alpha_per_look": round(v.alpha, 4),
         "met_rate": rounded(v.share),
         "interval": [rounded(v.low), rounded(v.high)],

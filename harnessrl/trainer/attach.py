@@ -219,7 +219,7 @@ class _LockedTrials:
 
 def _start_evolver(settings, trainer, memory, run: RunDir, monitor, *, seed: int, eps: float):
     """Trials, the evolution service, its MCP tool server and the evolution-point callback."""
-    from harnessrl.critic.signal import CHECK_SPLIT_SHARE, SIGNAL_SHARE, AdvantageSpec
+    from harnessrl.critic.signal import AdvantageSpec
     from harnessrl.critic.trials import FrozenPolicyTrials
     from harnessrl.evolution.mcp_server import ToolServer
     from harnessrl.evolution.point import EvolutionCallback, write_server_file
@@ -245,13 +245,7 @@ def _start_evolver(settings, trainer, memory, run: RunDir, monitor, *, seed: int
         audit_rubrics=settings.audit_rubrics,
         first_evidence=settings.first_evidence,
         max_hold_s=settings.hold_s,  # the run sets how long an evolver may hold training, not the evolver
-        probation=ProbationRule(
-            threshold=settings.trials.signal.threshold(SIGNAL_SHARE),
-            confidence=settings.trials.confidence,
-            max_looks=settings.trials.max_looks,
-            look_groups=settings.trials.probation_look_groups,
-            split_threshold=settings.trials.signal.threshold(CHECK_SPLIT_SHARE),
-        ),
+        probation=ProbationRule.of(settings.trials),
     )
     # training is about to run: a hold asked for from now on waits for the first step boundary
     service.training = True
