@@ -27,7 +27,7 @@ taking what is left; ``equal`` spends an equal share at each (Bonferroni). Eithe
 accepts a check whose true ``s`` is below the threshold stays under ``(1 - confidence) / 2`` (the accepting side
 of a two-sided interval). Halving keeps the first looks' power and lets a slow split be looked at more often: at
 one group of four a look, a check broken at a rate of 0.75 (``s`` = 0.68) is accepted by the third look 47% of
-the time with three equal looks and 64% by the eighth with halving over eight, at a false-accept rate of 1.8% at
+the time with three equal looks and 69% by the eighth with halving over eight, at a false-accept rate of 1.8% at
 ``s`` = 0.185 (``benchmarks/sequential_looks.py``).
 Unlike a bootstrap over one group of four (which shows no split in one resample of eight when the group splits
 2:2, so its interval always reaches 0), this rule accepts a 2:2 split of a single group at its first look (``s`` in
