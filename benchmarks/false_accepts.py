@@ -45,7 +45,7 @@ import zlib
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 from unittest import mock
 
 import numpy as np
@@ -131,8 +131,8 @@ def rate_grid(group_size: int, threshold: float) -> list[float]:
 class Rule:
     """:func:`~harnessrl.critic.power.decide_split` at one setting, each (broken, rollouts, look) decided once.
 
-    The smallest detectable share a verdict records depends on the number of rollouts alone and is no part of
-    the decision; it is computed once per sample size (memoised) instead of once per call."""
+    The smallest detectable share a verdict records depends on the sample size and the look's error alone and is no
+    part of the decision; it is computed once per pair (memoised) instead of once per call."""
 
     def __init__(self, group_size: int, threshold: float, confidence: float, max_looks: int, spending: Spending):
         self.group_size, self.threshold, self.confidence = group_size, threshold, confidence
@@ -764,7 +764,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--original-rubrics", action="store_true", help="version 0 rubrics instead of harness.json's")
     ap.add_argument("--no-exact", action="store_true", help="skip the exact probabilities")
     ap.add_argument("--max-looks", type=int, default=None, help="the rule's looks (default: TrialConfig's)")
-    ap.add_argument("--alpha-spending", choices=["halving", "equal"], default=None, help="default: TrialConfig's")
+    ap.add_argument("--alpha-spending", choices=get_args(Spending), default=None, help="default: TrialConfig's")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
 
