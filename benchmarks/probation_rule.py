@@ -359,7 +359,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
-    rule = ProbationRule()
+    rule = ProbationRule.of(TrialConfig())
     befores = [0.0, 0.125, 0.25, 0.5, 0.75]
     results = {
         "command": shlex.join(["python", "benchmarks/probation_rule.py", *(sys.argv[1:] if argv is None else argv)]),

@@ -103,7 +103,7 @@ def test_a_hint_that_gives_no_signal_is_reverted_at_the_next_boundary(tmp_path):
 
 
 def test_groups_without_guided_members_and_of_other_tasks_are_not_evidence():
-    tracker = ProbationTracker(None, ProbationRule(look_groups=1))
+    tracker = ProbationTracker(None, ProbationRule.of(TrialConfig(probation_look_groups=1)))
     tracker.start("c1", ["fruit"], applied_step=3, revert=[SetGuidance(target="fruit", text=None, fraction=0.0)])
     from harnessrl.records.steps import GroupRecord, StepRecord
 

@@ -14,6 +14,7 @@ import pytest
 from helpers import AcceptAll, build, record_group, rule_based_point
 
 from harnessrl.agents.testing import ScriptedChatModel, tool_call
+from harnessrl.critic.config import TrialConfig
 from harnessrl.critic.power import decide_split, look_alpha, min_detectable_share, split_share
 from harnessrl.critic.trials import FrozenPolicyTrials
 from harnessrl.data import Task
@@ -460,7 +461,9 @@ def _train_guided(service, harness, step: int, tid: str, texts: list[str]) -> No
 
 
 def _guided_commit(tmp_path, failures: list | None = None):
-    service, harness, run, found = _world(tmp_path, groups=ALL_COMMAS, probation=ProbationRule(max_looks=3))
+    service, harness, run, found = _world(
+        tmp_path, groups=ALL_COMMAS, probation=ProbationRule.of(TrialConfig(max_looks=3))
+    )
     service.run_audit()
     rule_based_point(service)
     events = run.read("events.jsonl")

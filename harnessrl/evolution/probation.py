@@ -41,11 +41,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from harnessrl.critic.config import TrialConfig
 from harnessrl.critic.power import Spending, decide_share, decide_split
 from harnessrl.critic.signal import CHECK_SPLIT_SHARE, SIGNAL_SHARE
 
 if TYPE_CHECKING:
-    from harnessrl.critic.config import TrialConfig
     from harnessrl.interfaces.base import InterfaceUpdate
     from harnessrl.records.steps import GroupRecord, Recorder, StepRecord
 
@@ -58,18 +58,23 @@ BEFORE_GROUPS = 4
 @dataclass(frozen=True)
 class ProbationRule:
     """How a probation decides: the smallest rise of the signal share worth keeping a hint (``threshold``), the
-    coverage of the interval, the most looks, and the guided groups between two looks."""
+    coverage of the interval, the most looks, the guided groups between two looks, how the error is spent over the
+    looks, and the smallest split share of a rubric edit's checks. Its numbers are the run's trial settings
+    (:meth:`of`), which hold their defaults."""
 
-    threshold: float = 0.25
-    confidence: float = 0.9
-    max_looks: int = 8
-    look_groups: int = 2
-    spending: Spending = "halving"
+    threshold: float
+    confidence: float
+    max_looks: int
+    look_groups: int
+    split_threshold: float
+    spending: Spending
 
     @classmethod
-    def of(cls, trials: TrialConfig) -> ProbationRule:
-        """The rule a run's trial settings give (``evolver.trials``): the signal share's and the check-split share's
-        smallest effects, the interval's coverage, the looks and how the error is spent over them."""
+    def of(cls, trials: TrialConfig | None = None) -> ProbationRule:
+        """The rule a run's trial settings give (``evolver.trials``; None: their defaults): the signal share's and the
+        check-split share's smallest effects, the interval's coverage, the looks and how the error is spent over
+        them."""
+        trials = trials or TrialConfig()
         return cls(
             threshold=trials.signal.threshold(SIGNAL_SHARE),
             confidence=trials.confidence,
@@ -78,8 +83,6 @@ class ProbationRule:
             split_threshold=trials.signal.threshold(CHECK_SPLIT_SHARE),
             spending=trials.alpha_spending,
         )
-
-    split_threshold: float = 0.2
 
 
 @dataclass
@@ -177,7 +180,7 @@ class ProbationTracker:
 
     def __init__(self, recorder: Recorder | None, rule: ProbationRule | None = None):
         self.recorder = recorder
-        self.rule = rule or ProbationRule()
+        self.rule = rule or ProbationRule.of()
         self._lock = threading.Lock()
         self._open: dict[str, Probation] = {}
         self._decided: list[ProbationLook] = []
