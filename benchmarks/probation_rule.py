@@ -359,7 +359,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
-    rule = ProbationRule.of(TrialConfig())
+    trials = TrialConfig()  # the defaults: both rules below read them
+    rule = ProbationRule.of(trials)
     befores = [0.0, 0.125, 0.25, 0.5, 0.75]
     results = {
         "command": shlex.join(["python", "benchmarks/probation_rule.py", *(sys.argv[1:] if argv is None else argv)]),
@@ -378,7 +379,6 @@ def main(argv: Sequence[str] | None = None) -> None:
         "checks_table": checks_table(rule),
         "checks_false_keep": checks_false_keep(rule),
     }
-    trials = TrialConfig()
     results["fade"] = {
         "floor": trials.signal.threshold(HINT_MET_RATE),
         "confidence": trials.confidence,

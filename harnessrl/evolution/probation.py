@@ -74,7 +74,8 @@ class ProbationRule:
         """The rule a run's trial settings give (``evolver.trials``; None: their defaults): the signal share's and the
         check-split share's smallest effects, the interval's coverage, the looks and how the error is spent over
         them."""
-        trials = trials or TrialConfig()
+        if trials is None:
+            trials = TrialConfig()
         return cls(
             threshold=trials.signal.threshold(SIGNAL_SHARE),
             confidence=trials.confidence,
