@@ -311,6 +311,46 @@ def test_a_hint_on_probation_and_its_revert_are_decisions_of_their_own(tmp_path)
     assert UpdateEvent.parse(_e(events[1])).covers == ("b1", "b2")
 
 
+def test_a_reverted_rubric_probation_reaches_only_the_groups_it_graded(tmp_path):
+    """Checks committed on probation (applying from step 3) and reverted (from step 6): the groups of steps 3–5
+    were graded by them, those from 6 by the rubric before them (a later version, the same criteria), so reach
+    counts the first three only; the family's figures say it was a probation and that it ended reverted."""
+    from harnessrl.analysis.repairs import run_family_repairs
+    from harnessrl.records.run_record import GroupRow
+
+    revert = {"interface": "rubric_criteria", "task_id": "a1", "remove": ["no_commas"], "remedy": "revert"}
+    events = [
+        _ev("failure", 1, task_id="a1", failure="non_discriminative_high"),
+        _ev(
+            "commit",
+            2,
+            candidate_id="c1",
+            interface="rubric_criteria",
+            update=RUBRIC_REPAIR,
+            covers=["a1", "a2"],
+            probation=True,
+            applies_from_step=3,
+        ),
+        _ev(
+            "revert",
+            5,
+            candidate_id="c1",
+            interface="rubric_criteria",
+            covers=["a1", "a2"],
+            applies_from_step=6,
+            updates=[revert, {**revert, "task_id": "a2"}],
+        ),
+    ]
+    version = {1: 0, 2: 0, 3: 1, 4: 1, 5: 1, 6: 2, 7: 2}
+    groups = tuple(GroupRow(step=s, task_id="a1", rubric_version=v, guided=0) for s, v in version.items())
+    none = Missing("not written by this test")
+    record = RunRecord(tmp_path, RunConfigView(), (), groups, (), tuple(map(_e, events)), none, none, none)
+    run = RunData(method="harnessrl", seed=0, record=record, train_tasks={"a1": {"family": "lax"}})
+    lax = run_family_repairs(run)["lax"]
+    assert (lax["first_commit"], lax["probation_commits"], lax["reverts"]) == (3, 1, 1)
+    assert (lax["groups_after_detection"], lax["repaired_groups"]) == (6, 3)
+
+
 # --------------------------------------------------------------------------------------- what the report says
 def test_harness_decisions_and_trial_costs_read_typed_and_legacy_events(repair_bench):
     new = RunData.read(repair_bench / "harnessrl" / "seed0", "harnessrl", 0)
@@ -360,6 +400,8 @@ def test_repairs_per_family_first_detection_first_commit_and_reach(repair_bench)
         "first_commit_by_interface": {},
         "commits": 0,
         "rubric_commits": 0,
+        "probation_commits": 0,
+        "reverts": 0,
         "groups": 4,
         "groups_after_detection": None,
         "repaired_groups": None,

@@ -63,7 +63,11 @@ COMMAS = {
 }
 
 
-def _world(tmp_path, steps=(2, 3), groups=COMMAS, **service_kw):
+WAIT = TrialConfig(pending_checks="wait")  # the rule before probation: a pending test waits for more groups
+SPLIT = {"sea": ["The sea, wide and blue", "The sea is calm", "Sea, sky, sun", "A grey, cold sea"]}  # 3:1
+
+
+def _world(tmp_path, steps=(2, 3), groups=COMMAS, trial_config=None, **service_kw):
     """Four tasks that each ask for one sentence without commas: two of family nocomma, one of another family, one
     with no family and another domain (RaR-like data); only sea and city have graded groups."""
     tasks = [
@@ -95,7 +99,7 @@ def _world(tmp_path, steps=(2, 3), groups=COMMAS, **service_kw):
         harness,
         recorder,
         None,
-        FrozenPolicyTrials(harness, recorder, judge, None),
+        FrozenPolicyTrials(harness, recorder, judge, None, trial_config),
         run,
         failures=lambda: failures,
         step=lambda: max(steps),
@@ -165,8 +169,7 @@ def test_one_commit_covers_every_task_that_states_the_requirement_measured_on_th
 def test_a_repair_the_data_cannot_decide_yet_is_deferred_and_decided_on_more_groups(tmp_path):
     """One group that splits 1:3 cannot decide (pending): the finding is deferred, not given up or retired; once
     more of its tasks' groups are graded it is offered again and the evidence of both looks decides."""
-    one = {"sea": ["The sea, wide and blue", "The sea is calm", "Sea, sky, sun", "A grey, cold sea"]}
-    service, harness, run, _ = _world(tmp_path, steps=(2,), groups=one)
+    service, harness, run, _ = _world(tmp_path, steps=(2,), groups=SPLIT, trial_config=WAIT)
     service.run_audit()
     rule_based_point(service)
     events = run.read("events.jsonl")
@@ -190,12 +193,93 @@ def test_a_repair_the_data_cannot_decide_yet_is_deferred_and_decided_on_more_gro
     assert trials[-1]["result"]["measurements"]["split"]["rollouts"] == 8  # both looks' rollouts, each once
 
 
+def _probation_commit(tmp_path, trial_config=None, **service_kw):
+    """The audit's no-comma finding on one group of sea that splits 3:1: on probation at once (its first look)."""
+    service, harness, run, _ = _world(tmp_path, steps=(2,), groups=SPLIT, trial_config=trial_config, **service_kw)
+    service.run_audit()
+    rule_based_point(service)
+    events = run.read("events.jsonl")
+    commit = next(e for e in events if e["kind"] == "commit" and "not_contains" in str(e["update"]))
+    return service, harness, run, commit
+
+
+def _train_city(service: EvolutionService, steps) -> None:
+    for step in steps:  # the trainer's step listener sees each step's record
+        _city_group(service, step)
+        service.observe_step(service.recorder.steps[step])
+
+
+def test_a_repair_the_data_cannot_decide_yet_goes_on_probation_at_its_first_split_and_the_test_goes_on(tmp_path):
+    """``pending_checks: probation`` (the default): the pooled test cannot decide on one group split 3:1, but the
+    group splits, so the requirement is committed over all four tasks that state it at once (from step 3, not
+    after a later look), nothing generated; the training groups after it are the test's next looks, pooled with the
+    evidence before the commit and at the error of the test's own look 2, which accepts it: kept."""
+    service, harness, run, commit = _probation_commit(tmp_path)
+    assert commit["probation"] is True and commit["applies_from_step"] == 3
+    assert sorted(commit["covers"]) == ["city", "forest", "rain", "sea"]
+    assert commit["probation_prior"] == {"broken": 3, "rollouts": 4, "looks": 1, "group_size": 4}
+    assert set(commit["probation_checks"]) == {"city", "forest", "rain", "sea"}
+    events = run.read("events.jsonl")
+    (trial,) = [e for e in events if e["kind"] == "trial" and e["candidate_id"] == commit["candidate_id"]]
+    assert trial["verdict_kind"] == "probation" and trial["result"]["cost"]["rollouts"] == 0
+    assert trial["result"]["measurements"]["probation"]["split_groups"] == 1
+    assert "on probation" in trial["result"]["reason"]
+    for tid in ("sea", "city", "forest", "rain"):
+        assert "not_contains" in _checks(harness, tid)
+    _train_city(service, (3, 4))  # two groups of city graded by the check, each split 2:2
+    (look,) = [e for e in run.read("events.jsonl") if e["kind"] == "probation"]
+    assert (look["look"], look["looks_before_commit"], look["verdict_kind"]) == (2, 1, "accepted")
+    assert look["action"] == "kept"
+    assert (look["split"]["broken"], look["split"]["rollouts"], look["decided_by"]) == (7, 12, "check_split_share")
+    service.step_boundary(4)
+    assert not [e for e in run.read("events.jsonl") if e["kind"] == "revert"]
+    assert "not_contains" in _checks(harness, "forest")
+
+
+def test_a_probation_whose_later_groups_do_not_split_is_reverted_on_every_task_it_covers(tmp_path):
+    """After the commit the covered tasks' groups all meet the check: at the test's last look 3 of 20 pooled
+    rollouts break it, too few to show the split share worth a change and no look left: reverted at the next
+    boundary, on all four tasks (a new rubric version each), an event with the numbers."""
+    config = TrialConfig(max_looks=2, probation_look_groups=4)
+    service, harness, run, commit = _probation_commit(tmp_path, config, probation=ProbationRule.of(config))
+    assert commit["probation"] is True
+    for step in (3, 4, 5, 6):
+        record_group(harness, service.trials.judge, service.recorder, step, "city", ["Dawn", "Dusk", "Noon", "Rain"])
+        service.observe_step(service.recorder.steps[step])
+    (look,) = [e for e in run.read("events.jsonl") if e["kind"] == "probation"]
+    assert (look["verdict_kind"], look["action"], look["split"]["broken"], look["split"]["rollouts"]) == (
+        "not_reliable",
+        "reverted",
+        3,
+        20,
+    )
+    service.step_boundary(6)
+    for tid in ("sea", "city", "forest", "rain"):
+        assert "not_contains" not in _checks(harness, tid)
+    (revert,) = [e for e in run.read("events.jsonl") if e["kind"] == "revert"]
+    assert revert["applies_from_step"] == 7 and sorted(revert["covers"]) == ["city", "forest", "rain", "sea"]
+    assert "3 of 20 rollouts" in revert["reason"] and service.counts["reverted/rubric_criteria"] == 1
+
+
+def test_a_resumed_run_continues_a_checks_probation_from_its_commit_and_looks(tmp_path):
+    """The commit event carries the evidence before it: a new process replaying the events reopens the probation
+    with it, and its next look is the test's look 2 on the pooled rollouts."""
+    service, harness, run, _ = _probation_commit(tmp_path)
+    events = run.read("events.jsonl")
+    fresh = EvolutionService(harness, service.recorder, None, service.trials, None, failures=list, step=lambda: 2)
+    fresh.replay_events(events, through_step=2)
+    (p,) = fresh.probation.open()
+    assert (p.broken, p.graded, p.looks, p.prior_looks, p.groups) == (3, 4, 1, 1, 0)
+    _train_city(fresh, (3, 4))
+    (look,) = fresh.probation.settle()
+    assert (look.kind, look.fields["look"], look.fields["split"]["rollouts"]) == ("accepted", 2, 12)
+
+
 def test_a_deferred_finding_comes_back_at_its_next_group_when_the_earlier_ones_left_the_kept_rollouts(tmp_path):
     """A family drawn one group every few steps: when the next group is graded, the group of the last look has left
     the kept rollouts, so the kept groups are no more than at the deferral; the finding still comes back (it counts
     the groups graded so far), and the sequential test adds the new group's rollouts to the earlier look's."""
-    one = {"sea": ["The sea, wide and blue", "The sea is calm", "Sea, sky, sun", "A grey, cold sea"]}
-    service, harness, run, _ = _world(tmp_path, steps=(2,), groups=one)
+    service, harness, run, _ = _world(tmp_path, steps=(2,), groups=SPLIT, trial_config=WAIT)
     service.recorder.keep_steps = 1  # only the latest step's rollouts are kept
     service.run_audit()
     rule_based_point(service)
@@ -215,7 +299,7 @@ def test_a_deferred_failure_waits_for_a_new_group_of_its_tasks_instead_of_being_
     so at four points in a row); ``get_failures`` counts it as deferred; once a group of a covered task is graded it
     comes back and both looks' rollouts decide. A resumed run's replay of the ``deferred`` event keeps it waiting."""
     one = {"sea": ["The sea, wide and blue", "The sea is calm", "Sea and sky", "A grey cold sea"]}
-    service, harness, run, failures = _world(tmp_path, steps=(2,), groups=one, audit_rubrics=False)
+    service, harness, run, failures = _world(tmp_path, steps=(2,), groups=one, trial_config=WAIT, audit_rubrics=False)
     failures.append(Failure(kind="non_discriminative_high", step=2, task_id="sea", domain="writing", summary="high"))
     rule_based_point(service)
     events = run.read("events.jsonl")

@@ -8,8 +8,9 @@ as mean ± std over seeds:
 - **first commit**: the ``applies_from_step`` of the first commit that changes a task of the family
   (:func:`~harnessrl.analysis.decisions.changed_tasks`), and which interface and remedy it was;
 - **reach**: of the family's trained groups after the first detection (``steps.jsonl``, step above it), the
-  share graded by a repaired rubric (``rubric_version > 0``) or trained under a committed guidance
-  (``guided > 0``): how much of the family's training a repair touched.
+  share graded by a repaired rubric (``rubric_version > 0``, unless a probation's ``revert`` had taken the repair
+  back by then) or trained under a committed guidance (``guided > 0``): how much of the family's training a
+  repair touched.
 
 Beside them: the share of the fixed→oracle gap each method closes **paired by seed**, overall and per family
 (:func:`oracle_gap_paired`, next to the report's share of seed means); each family's test score at each
@@ -80,9 +81,24 @@ def _touches(commit: UpdateEvent, tasks: set[str], domains: dict[str, str]) -> l
     return [t for t in changed_tasks(commit, domains) if t in tasks]
 
 
-def _repaired(group: GroupRow) -> bool:
-    """Whether a trained group was graded by a repaired rubric or trained under a committed guidance."""
-    return (group.rubric_version or 0) > 0 or (group.guided or 0) > 0
+def _rubric_in_force(run: RunData) -> dict[str, list[tuple[int, bool]]]:
+    """Per task, from which step a rubric repair came into force (True: a rubric commit that changes it) or left it
+    (False: the ``revert`` that ends a probation on it), in step order."""
+    out: dict[str, list[tuple[int, bool]]] = {}
+    changes = [e for e in run.commits() if e.interface == RUBRIC_INTERFACE]
+    changes += [r for r in map(UpdateEvent.parse, run.record.events_of("revert")) if r.interface == RUBRIC_INTERFACE]
+    for e in changes:
+        for t in changed_tasks(e, run.train_domains):
+            out.setdefault(t, []).append((e.applies_from_step or 0, e.kind == "commit"))
+    return {t: sorted(v) for t, v in out.items()}
+
+
+def _repaired(group: GroupRow, in_force: dict[str, list[tuple[int, bool]]]) -> bool:
+    """Whether a trained group was graded by a repaired rubric (a version after the task's first, unless the
+    latest rubric change at its step was a probation's revert) or trained under a committed guidance."""
+    latest = [on for step, on in in_force.get(group.task_id, ()) if step <= group.step]
+    rubric = (group.rubric_version or 0) > 0 and (latest[-1] if latest else True)
+    return rubric or (group.guided or 0) > 0
 
 
 def run_family_repairs(run: RunData) -> dict[str, dict[str, Any]]:
@@ -90,10 +106,13 @@ def run_family_repairs(run: RunData) -> dict[str, dict[str, Any]]:
 
     Per family: ``first_detection`` (step) and ``detected_by``; ``first_commit`` (its ``applies_from_step``),
     ``first_commit_name`` (``interface:remedy``) and ``first_commit_by_interface``; ``commits`` and
-    ``rubric_commits`` (how many commits changed a task of it); ``groups`` (trained groups of it),
+    ``rubric_commits`` (how many commits changed a task of it), ``probation_commits`` (of them, on probation) and
+    ``reverts`` (probations on it that ended reverted); ``groups`` (trained groups of it),
     ``groups_after_detection``, ``repaired_groups`` (of those, graded by a repaired rubric or guided) and
     ``reach`` (their share; None without a detection or a group after it)."""
     commits = run.commits()
+    reverts = [UpdateEvent.parse(e) for e in run.record.events_of("revert")]
+    in_force = _rubric_in_force(run)
     out: dict[str, dict[str, Any]] = {}
     for fam, tasks in _families(run).items():
         detected, by = _detections(run, tasks)
@@ -105,7 +124,7 @@ def run_family_repairs(run: RunData) -> dict[str, dict[str, Any]]:
             by_interface.setdefault(str(c.interface), c.applies_from_step)
         groups = [g for g in run.record.groups if g.task_id in tasks]
         after = [g for g in groups if detected is not None and g.step > detected]
-        repaired = sum(map(_repaired, after))
+        repaired = sum(_repaired(g, in_force) for g in after)
         out[fam] = {
             "first_detection": detected,
             "detected_by": by,
@@ -114,6 +133,8 @@ def run_family_repairs(run: RunData) -> dict[str, dict[str, Any]]:
             "first_commit_by_interface": by_interface,
             "commits": len(mine),
             "rubric_commits": sum(c.interface == RUBRIC_INTERFACE for c in mine),
+            "probation_commits": sum(c.probation for c in mine),
+            "reverts": sum(bool(_touches(r, tasks, run.train_domains)) for r in reverts),
             "groups": len(groups),
             "groups_after_detection": len(after) if detected is not None else None,
             "repaired_groups": repaired if detected is not None else None,

@@ -267,6 +267,14 @@ class SplitEvidence:
     def tasks(self) -> list[str]:
         return sorted({k[1] for k in self.outcomes})
 
+    def split_groups(self) -> int:
+        """The training groups (a step's rollouts of one task) in which some rollouts break the checks and some
+        meet them: the groups the checks would have given signal to."""
+        groups: dict[tuple[int, str], set[bool]] = {}
+        for (step, task_id, _), broken in self.outcomes.items():
+            groups.setdefault((step, task_id), set()).add(broken)
+        return sum(len(seen) == 2 for seen in groups.values())
+
 
 def expected_groups_split(share: float) -> str:
     """``share`` as words for a reason: 'about 68% of groups split'."""

@@ -27,7 +27,7 @@ from scipy.stats import rankdata
 from harnessrl.critic.acceptance import Measured, fmt, percentile_interval
 from harnessrl.critic.budget import Rejected
 from harnessrl.critic.context import TrialContext
-from harnessrl.critic.power import SplitEvidence, decide_met, decide_split, expected_groups_split
+from harnessrl.critic.power import SplitEvidence, SplitVerdict, decide_met, decide_split, expected_groups_split
 from harnessrl.critic.protocols import RubricVersionView
 from harnessrl.critic.signal import (
     CHECK_SPLIT_SHARE,
@@ -92,13 +92,15 @@ class RegradePart:
     added: Sequence[Criterion] = ()
 
 
-def regrade(trial: TrialContext, parts: Sequence[RegradePart]) -> Measured:
+def regrade(trial: TrialContext, parts: Sequence[RegradePart], on_probation: bool = False) -> Measured:
     """Re-grade the cached rollouts and reference answers of every task of the candidate (``parts``: its own task
     first, then those it covers) under the current and the candidate rubric, and measure the pooled groups.
 
     A task without cached rollouts adds no group (a covered task not drawn yet: its reference answer passed its
     instance when the repair was widened). The metric is measured on every group of every task together, except
-    the reference answer's rank (the failure's own task); the reference guard holds on every task."""
+    the reference answer's rank (the failure's own task); the reference guard holds on every task.
+    ``on_probation``: the candidate only adds (its revert removes what it adds), so checks the data cannot decide
+    yet may be committed on probation (``trials.pending_checks``; :func:`_split_share`)."""
     source = parts[0]
     graded: list[tuple[RegradePart, _Regraded]] = []
     for i, part in enumerate(parts):
@@ -124,7 +126,7 @@ def regrade(trial: TrialContext, parts: Sequence[RegradePart]) -> Measured:
     effect = _advantage_gate(trial, groups, gate=not split)
     rng = np.random.default_rng(trial.config.seed)
     if split:
-        got = _split_share(trial, graded)
+        got = _split_share(trial, graded, parts if on_probation else ())
     elif trial.metric in (SIGNAL_SHARE, CRITERION_SIGNAL):
         got = share_verdict(groups, trial.metric, trial.config, rng, trial.measurements)
     elif trial.metric == REFERENCE_RANK:
@@ -347,11 +349,17 @@ def _within_ranks(x: np.ndarray) -> np.ndarray:
     return (rankdata(x) - 1) / (x.size - 1)
 
 
-def _split_share(trial: TrialContext, graded: Sequence[tuple[RegradePart, _Regraded]]) -> Measured:
+def _split_share(
+    trial: TrialContext, graded: Sequence[tuple[RegradePart, _Regraded]], probation: Sequence[RegradePart] = ()
+) -> Measured:
     """The share of groups the added checks would split, from the rate at which the frozen policy's cached rollouts
     break them, pooled over every task and over the earlier looks at the same repair (:mod:`harnessrl.critic.power`);
     the verdict is the power rule's (accepted, pending or futile). The fade of a hint (``hint_met_rate``: ``added``
-    holds the checks the hint states) counts only the unguided rollouts and decides by the fade rule."""
+    holds the checks the hint states) counts only the unguided rollouts and decides by the fade rule.
+
+    A pending verdict whose pooled groups include one the checks split becomes ``probation`` when ``probation``
+    holds the candidate's parts (every task it covers) and ``trials.pending_checks`` is ``probation``: the edit is
+    committed now and the same test goes on over the training groups after it (:func:`_probation`)."""
     fade = trial.metric == HINT_MET_RATE
     evidence = trial.split_evidence if trial.split_evidence is not None else SplitEvidence()
     new = 0
@@ -392,6 +400,8 @@ def _split_share(trial: TrialContext, graded: Sequence[tuple[RegradePart, _Regra
         f"{1 - v.alpha:.1%} interval [{v.low:.3f}, {v.high:.3f}], smallest effect worth a change {threshold:g}, "
         f"look {v.look} of {cfg.max_looks}"
     )
+    if v.kind == "pending" and probation and cfg.pending_checks == "probation" and evidence.split_groups():
+        return _probation(trial, evidence, probation, v, gsz, numbers)
     reasons = {
         "accepted": f"accepted: {numbers}",
         "pending": f"pending: the data cannot decide yet ({numbers}); measured again when more groups are graded",
@@ -413,6 +423,47 @@ def _split_share(trial: TrialContext, graded: Sequence[tuple[RegradePart, _Regra
         ci_high=v.high,
         verdict=v.kind,
         verdict_reason=reasons[v.kind],
+        min_detectable=v.min_detectable,
+    )
+
+
+def _probation(
+    trial: TrialContext,
+    evidence: SplitEvidence,
+    parts: Sequence[RegradePart],
+    v: SplitVerdict,
+    group_size: int,
+    numbers: str,
+) -> Measured:
+    """A pending test whose pooled groups split: the checks go on probation (``verdict`` probation), the evidence
+    so far carried into it (``measurements["probation"]``: per task, the checks it adds; the broken and graded
+    rollouts and the looks taken), so the probation's looks continue the same sequential test
+    (:class:`~harnessrl.evolution.probation.ProbationTracker`) and its error stays the one this test spends."""
+    cfg = trial.config
+    checks = {p.task.id: [c.id for c in p.added] for p in parts if p.added}
+    trial.measurements["probation"] = {
+        "tasks": list(checks),
+        "checks": checks,
+        "look_groups": cfg.probation_look_groups,
+        "max_looks": cfg.max_looks,
+        "split_threshold": cfg.signal.threshold(CHECK_SPLIT_SHARE),
+        "evidence": {"broken": v.broken, "rollouts": v.rollouts, "looks": v.look, "group_size": group_size},
+        "split_groups": evidence.split_groups(),
+    }
+    reason = (
+        f"on probation: the data cannot decide yet ({numbers}) but {evidence.split_groups()} pooled group(s) split; "
+        f"the checks are committed over the {len(checks)} task(s) they cover and the same test goes on over their "
+        f"training groups, a look every {cfg.probation_look_groups} groups (at most {cfg.max_looks} looks in all): "
+        "kept once accepted, reverted when it ends futile or undecided"
+    )
+    return Measured(
+        baseline=0.0,
+        candidate=v.share,
+        improvement=v.share,
+        ci_low=v.low,
+        ci_high=v.high,
+        verdict="probation",
+        verdict_reason=reason,
         min_detectable=v.min_detectable,
     )
 

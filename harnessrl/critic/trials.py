@@ -139,10 +139,12 @@ class Trial(TrialContext):
         (``targeted``), and the exact checks the candidate adds to it (``added``)."""
         return RegradePart(task, current, candidate, targeted, tuple(added))
 
-    def regrade(self, parts: Sequence[RegradePart]) -> Measured:
+    def regrade(self, parts: Sequence[RegradePart], on_probation: bool = False) -> Measured:
         """Re-grade the cached rollouts and reference answers of every task of the candidate (``parts``, its own
-        task first) under the current and the candidate rubric, pooled (:mod:`harnessrl.critic.regrade`)."""
-        return regrade(self, parts)
+        task first) under the current and the candidate rubric, pooled (:mod:`harnessrl.critic.regrade`).
+        ``on_probation``: the candidate only adds, so checks the data cannot decide yet may be committed on
+        probation once a pooled group splits (``trials.pending_checks``)."""
+        return regrade(self, parts, on_probation)
 
     def rollout_arms(self, targets: Sequence[Task], describe: str) -> Measured:
         """Two arms of fresh rollouts on ``targets`` (the failure's task first, then recently flat and

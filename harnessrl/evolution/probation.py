@@ -31,13 +31,23 @@ members that meet the checks more often than the rest, the split share is at lea
 AM-GM inequality on the members' rates), and the count's variance at most the binomial's, so the rule stays on the
 side of refusing.
 
+A rubric edit whose added checks the pooled re-grade cannot decide yet (``trials.pending_checks: probation``,
+:mod:`harnessrl.critic.regrade`) goes on probation at the first look at which one of its pooled groups splits: the
+trial's evidence (``prior``: the rollouts that broke the checks, those graded, the looks taken) is carried in, every
+training group of the covered tasks after the commit adds its rollouts (graded by the checks now in force), and
+the looks continue the pending test's own (look ``k`` spends the error look ``k`` of the test would have), so the
+edit is kept or reverted on the evidence and at the error the test without probation would have decided on; what
+changes is that the repair grades the groups in between. Its policy trains on the checks meanwhile: a policy that
+learns to meet them lowers the split share of later groups, so a look at pooled evidence, not the latest groups
+alone, decides.
+
 Locking: like the outcome tracker, a leaf lock of its own; it is fed on the training thread inside a step.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -111,6 +121,9 @@ class Probation:
     broken: int = 0
     graded: int = 0
     group_size: int = 0
+    prior_looks: int = 0
+    """Looks a pending test of its checks took before the commit (:meth:`ProbationTracker.start`'s ``prior``): its
+    looks continue theirs."""
 
     def add(self, g: GroupRecord) -> None:
         k = g.guided
@@ -141,7 +154,27 @@ class Probation:
             "signal_share_before": self.before_share,
             "groups_before": self.before_groups,
             **({"probation_checks": self.checks} if self.checks else {}),
+            **({"probation_prior": self.prior()} if self.prior_looks else {}),
         }
+
+    def carry(self, prior: Mapping[str, Any]) -> None:
+        """Take in the evidence of the pending test its looks continue (:meth:`prior`'s fields)."""
+        self.broken, self.graded = int(prior["broken"]), int(prior["rollouts"])
+        self.looks = self.prior_looks = int(prior["looks"])
+        self.group_size = int(prior.get("group_size") or 0)
+
+    def prior(self) -> dict[str, int]:
+        """The evidence carried from a pending test (with :attr:`prior_looks`), as counted now."""
+        return {
+            "broken": self.broken,
+            "rollouts": self.graded,
+            "looks": self.prior_looks,
+            "group_size": self.group_size,
+        }
+
+    def due(self, look_groups: int) -> bool:
+        """Whether enough groups came since the commit for its next look."""
+        return self.groups >= (self.looks - self.prior_looks + 1) * look_groups
 
     def target(self, rule: ProbationRule) -> float:
         """The signal share the guided groups must be shown to reach."""
@@ -193,15 +226,19 @@ class ProbationTracker:
         applied_step: int,
         revert: list[InterfaceUpdate],
         checks: dict[str, list[str]] | None = None,
+        prior: Mapping[str, Any] | None = None,
     ) -> Probation:
         """Put ``candidate_id``'s hint on probation from ``applied_step``: the signal share of its tasks' latest
-        groups before it is the baseline; with ``checks`` (per task, the criteria a rubric edit with a hint added)
-        the looks decide by the rule for added checks (module docstring)."""
+        groups before it is the baseline; with ``checks`` (per task, the criteria a rubric edit added) the looks
+        decide by the rule for added checks (module docstring). ``prior``: the evidence of a pending test of those
+        checks (``broken``, ``rollouts``, ``looks``, ``group_size``), which its looks continue."""
         steps = list(self.recorder.steps.values()) if self.recorder is not None else []
         before = [g for r in steps if r.step < applied_step for g in r.groups if g.task_id in task_ids][-BEFORE_GROUPS:]
         p = Probation(
             candidate_id, list(task_ids), applied_step, list(revert), _share(before), len(before), checks=checks or {}
         )
+        if prior:
+            p.carry(prior)
         with self._lock:
             self._open[candidate_id] = p
         return p
@@ -228,7 +265,7 @@ class ProbationTracker:
                     # a rubric edit's checks grade every member: its groups count after its hint faded too
                     if g.task_id in p.task_ids and (g.guided > 0 or p.checks):
                         p.add(g)
-                if p.groups >= (p.looks + 1) * self.rule.look_groups:
+                if p.due(self.rule.look_groups):
                     look = self._look(p, record.step)
                     looks.append(look)
                     if look.decided:
@@ -260,6 +297,7 @@ class ProbationTracker:
             "applied_step": p.applied_step,
             "look": p.looks,
             "max_looks": r.max_looks,
+            **({"looks_before_commit": p.prior_looks} if p.prior_looks else {}),
             "groups": p.groups,
             "signal_groups": p.signal,
             "signal_share": round(v.share, 4),

@@ -678,7 +678,7 @@ class EvolutionService:
             self.outcomes.expect(cid, self._outcome_tasks(cand), applies)
             trial_of = (
                 self.probation.start(
-                    cid, self._outcome_tasks(cand), applies, revert, _probation_checks(cand.trials[-1])
+                    cid, self._outcome_tasks(cand), applies, revert, *_probation_checks(cand.trials[-1])
                 ).event_fields()
                 if on_probation
                 else {}
@@ -939,7 +939,7 @@ class EvolutionService:
             applied = int(e.get("applies_from_step") or step + 1)
             before = e.get("signal_share_before")
             checks = {str(t): [str(c) for c in ids] for t, ids in (e.get("probation_checks") or {}).items()}
-            open_[cid] = Probation(
+            open_[cid] = p = Probation(
                 cid,
                 list(e.get("covers") or []),
                 applied,
@@ -948,6 +948,8 @@ class EvolutionService:
                 int(e.get("groups_before") or 0),
                 checks=checks,
             )
+            if isinstance(prior := e.get("probation_prior"), Mapping):
+                p.carry(prior)
         elif e["kind"] == "probation" and cid in open_:
             p = open_[cid]
             p.groups, p.signal, p.looks = int(e["groups"]), int(e["signal_groups"]), int(e["look"])
@@ -1044,10 +1046,15 @@ class EvolutionService:
             return {"criterion": failure.key[2], "covers": tasks, "graded_groups": graded}
 
 
-def _probation_checks(result: TrialResult) -> dict[str, list[str]] | None:
-    """Per task, the checks a rubric edit with a hint put on probation adds (its trial's measurements), or None."""
-    checks = (result.measurements.get("probation") or {}).get("checks")
-    return {str(t): [str(c) for c in ids] for t, ids in checks.items()} if isinstance(checks, Mapping) else None
+def _probation_checks(result: TrialResult) -> tuple[dict[str, list[str]] | None, Mapping[str, Any] | None]:
+    """Per task, the checks a rubric edit put on probation adds, or None; and the evidence of the pending test it
+    continues, or None (its trial's measurements)."""
+    measured = result.measurements.get("probation") or {}
+    checks, prior = measured.get("checks"), measured.get("evidence")
+    return (
+        {str(t): [str(c) for c in ids] for t, ids in checks.items()} if isinstance(checks, Mapping) else None,
+        prior if isinstance(prior, Mapping) else None,
+    )
 
 
 def _probation_reason(kind: str, f: Mapping[str, Any]) -> str:

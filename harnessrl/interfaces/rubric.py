@@ -468,7 +468,8 @@ class RubricCriteria(Interface):
                     added=[c for c in candidate if c.id in added and c.check is not None],
                 )
             )
-        return trial.regrade(parts)
+        adds_only = not (update.remove or update.reword or update.reweight)  # its revert removes what it adds
+        return trial.regrade(parts, on_probation=adds_only)
 
     def _guided_trial(
         self, update: EditRubric, tasks: Sequence[Task], candidates: Sequence[Sequence[Criterion]], trial: Trial
