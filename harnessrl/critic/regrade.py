@@ -400,8 +400,6 @@ def _split_share(
         f"{1 - v.alpha:.1%} interval [{v.low:.3f}, {v.high:.3f}], smallest effect worth a change {threshold:g}, "
         f"look {v.look} of {cfg.max_looks}"
     )
-    if v.kind == "pending" and probation and cfg.pending_checks == "probation" and evidence.split_groups():
-        return _probation(trial, evidence, probation, v, gsz, numbers)
     reasons = {
         "accepted": f"accepted: {numbers}",
         "pending": f"pending: the data cannot decide yet ({numbers}); measured again when more groups are graded",
@@ -415,14 +413,18 @@ def _split_share(
             else ""
         ),
     }
+    kind = v.kind
+    if kind == "pending" and probation and cfg.pending_checks == "probation" and evidence.split_groups():
+        kind = "probation"
+        reasons[kind] = _probation(trial, evidence, probation, v, gsz, numbers)
     return Measured(
         baseline=0.0,
         candidate=v.share,
         improvement=v.share,
         ci_low=v.low,
         ci_high=v.high,
-        verdict=v.kind,
-        verdict_reason=reasons[v.kind],
+        verdict=kind,
+        verdict_reason=reasons[kind],
         min_detectable=v.min_detectable,
     )
 
@@ -434,10 +436,10 @@ def _probation(
     v: SplitVerdict,
     group_size: int,
     numbers: str,
-) -> Measured:
-    """A pending test whose pooled groups split: the checks go on probation (``verdict`` probation), the evidence
-    so far carried into it (``measurements["probation"]``: per task, the checks it adds; the broken and graded
-    rollouts and the looks taken), so the probation's looks continue the same sequential test
+) -> str:
+    """A pending test whose pooled groups split: the checks go on probation (the trial's verdict; this gives its
+    reason), the evidence so far carried into it (``measurements["probation"]``: per task, the checks it adds; the
+    broken and graded rollouts and the looks taken), so the probation's looks continue the same sequential test
     (:class:`~harnessrl.evolution.probation.ProbationTracker`) and its error stays the one this test spends."""
     cfg = trial.config
     checks = {p.task.id: [c.id for c in p.added] for p in parts if p.added}
@@ -450,21 +452,11 @@ def _probation(
         "evidence": {"broken": v.broken, "rollouts": v.rollouts, "looks": v.look, "group_size": group_size},
         "split_groups": evidence.split_groups(),
     }
-    reason = (
+    return (
         f"on probation: the data cannot decide yet ({numbers}) but {evidence.split_groups()} pooled group(s) split; "
         f"the checks are committed over the {len(checks)} task(s) they cover and the same test goes on over their "
         f"training groups, a look every {cfg.probation_look_groups} groups (at most {cfg.max_looks} looks in all): "
         "kept once accepted, reverted when it ends futile or undecided"
-    )
-    return Measured(
-        baseline=0.0,
-        candidate=v.share,
-        improvement=v.share,
-        ci_low=v.low,
-        ci_high=v.high,
-        verdict="probation",
-        verdict_reason=reason,
-        min_detectable=v.min_detectable,
     )
 
 
