@@ -349,6 +349,12 @@ def test_a_reverted_rubric_probation_reaches_only_the_groups_it_graded(tmp_path)
     lax = run_family_repairs(run)["lax"]
     assert (lax["first_commit"], lax["probation_commits"], lax["reverts"]) == (3, 1, 1)
     assert (lax["groups_after_detection"], lax["repaired_groups"]) == (6, 3)
+    from harnessrl.analysis.report import _seed_repair
+
+    assert (
+        _seed_repair("0", lax)
+        == "0: 1→3 (rubric_criteria:requirement (on probation)), 3/6 (1 on probation, 1 reverted)"
+    )
 
 
 # --------------------------------------------------------------------------------------- what the report says

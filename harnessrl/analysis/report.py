@@ -797,7 +797,9 @@ def _seed_repair(s: str, f: dict[str, Any]) -> str:
     detected = "—" if f["first_detection"] is None else str(f["first_detection"])
     committed = "—" if f["first_commit"] is None else f"{f['first_commit']} ({f['first_commit_name']})"
     reach = "" if f["groups_after_detection"] is None else f", {f['repaired_groups']}/{f['groups_after_detection']}"
-    return f"{s}: {detected}→{committed}{reach}"
+    on, back = f.get("probation_commits") or 0, f.get("reverts") or 0
+    probation = f" ({on} on probation, {back} reverted)" if on or back else ""
+    return f"{s}: {detected}→{committed}{reach}{probation}"
 
 
 def _repair_lines(repairs: dict[str, Any]) -> list[str]:
@@ -815,6 +817,14 @@ def _repair_lines(repairs: dict[str, Any]) -> list[str]:
         "`seed: detection→first commit (interface:remedy), repaired/trained groups after the detection`.",
         "",
     ]
+    seeds = [f for a in repairs.values() for d in a["families"].values() for f in d["per_seed"].values()]
+    if any(f.get("probation_commits") or f.get("reverts") for f in seeds):
+        lines[-1:-1] = [
+            "",
+            "A repair on probation counts in reach only until a revert takes it back; where a family had any, the "
+            "per-seed figures end with how many of its commits were on probation and how many probations ended "
+            "reverted.",
+        ]
     for arm, a in repairs.items():
         n = len(a["seeds"])
         rows = []
