@@ -512,8 +512,10 @@ def _trial_row(
 
 
 def summarise(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Per placebo kind: candidates, accepted, pending, the rejections by kind, the acceptance rate; and among the
-    candidates whose kept groups the check splits (some rollout passes, some fails), the same acceptance rate."""
+    """Per placebo kind: candidates, accepted, pending, on probation (committed now, decided by the same test over
+    the training groups after it: ``trials.pending_checks``), the rejections by kind, the acceptance rate; and among
+    the candidates whose kept groups the check splits (some rollout passes, some fails), how many were accepted and
+    how many put on probation."""
     out: dict[str, Any] = {}
     for kind in PLACEBOS:
         these = [r for r in rows if r["placebo"] == kind]
@@ -525,11 +527,13 @@ def summarise(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
             "candidates": len(these),
             "accepted": kinds.get("accepted", 0),
             "pending": kinds.get("pending", 0),
-            "rejected": {k: v for k, v in sorted(kinds.items()) if k not in ("accepted", "pending")},
+            "probation": kinds.get("probation", 0),
+            "rejected": {k: v for k, v in sorted(kinds.items()) if k not in ("accepted", "pending", "probation")},
             "acceptance_rate": round(kinds.get("accepted", 0) / len(these), 3),
             "reference_passes": sum(bool(r["reference_passes"]) for r in these),
             "split_a_kept_group": len(splitting),
-            "accepted_of_those": sum(r["accepted"] for r in splitting),
+            "accepted_of_those": sum(r["verdict_kind"] == "accepted" for r in splitting),
+            "probation_of_those": sum(r["verdict_kind"] == "probation" for r in splitting),
         }
     return out
 
@@ -602,16 +606,16 @@ def report(results: dict[str, Any]) -> str:
             )
         lines += [
             "",
-            "| placebo | candidates | accepted | pending | rejected (by kind) | acceptance | reference passes | "
-            "split a kept group | accepted of those |",
-            "|---|---|---|---|---|---|---|---|---|",
+            "| placebo | candidates | accepted | on probation | pending | rejected (by kind) | acceptance | "
+            "reference passes | split a kept group | accepted of those | on probation of those |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for kind, s in placebos["summary"].items():
             rej = ", ".join(f"{k} {v}" for k, v in s["rejected"].items()) or "none"
             lines.append(
-                f"| {kind} | {s['candidates']} | {s['accepted']} | {s['pending']} | {rej} | "
+                f"| {kind} | {s['candidates']} | {s['accepted']} | {s.get('probation', 0)} | {s['pending']} | {rej} | "
                 f"{_pct(s['acceptance_rate'])} | {s['reference_passes']} | {s['split_a_kept_group']} | "
-                f"{s['accepted_of_those']} |"
+                f"{s['accepted_of_those']} | {s.get('probation_of_those', 0)} |"
             )
         if len(placebos.get("summary_by_run", {})) > 1:
             lines += ["", "Accepted of candidates, by run:", ""]
@@ -696,8 +700,10 @@ def meaning(results: dict[str, Any]) -> list[str]:
             f"- **Placebo (b)**, a content word of the reference answer the prompt does not state: {b['accepted']} of "
             f"{b['candidates']} accepted ({_pct(b['acceptance_rate'])}), {b['pending']} pending, rejected: "
             f"{rej(b)}. It split a kept group in {b['split_a_kept_group']} candidates: accepted in "
-            f"{b['accepted_of_those']} (a 2:2 split decides at once), pending in {waiting} (a 1:3 split of one group "
-            "cannot decide yet; a run looks again). The reference passes it, so the guard cannot stop it: it is "
+            f"{b['accepted_of_those']} (a 2:2 split decides at once), on probation in {b.get('probation_of_those', 0)} "
+            f"and pending in {waiting} (a 1:3 split of one group cannot decide yet: on probation the check is "
+            "committed now and the same test decides on the groups after it, pending it waits for them). The "
+            "reference passes it, so the guard cannot stop it: it is "
             "accepted as often as the policy's rollouts split on it, with part 1's probabilities. This is the false "
             "accept the rule cannot see; only a proposer that reads the prompt avoids it."
         )
@@ -738,10 +744,21 @@ def meaning(results: dict[str, Any]) -> list[str]:
             + ". The rule treats them exactly as (b): accepted where the policy breaks them often enough, pending "
             "where it does not yet; their relevance comes from the proposer's reading of the prompt."
         )
+    on = {k: v.get("probation", 0) for k, v in pl.items()}
+    if any(on.values()):
+        out.append(
+            "- **On probation** (`trials.pending_checks: probation`): a placebo the look cannot decide but whose kept "
+            "groups split is committed at once and grades its tasks' groups until the same sequential test decides "
+            "on them: "
+            + ", ".join(f"{k} {on[k]} of {pl[k]['candidates']}" for k in pl)
+            + ". The same test then keeps it or reverts it on the groups that follow, with part 1's probabilities at "
+            "the break rate of the policy that trains on it meanwhile; what probation adds is the groups it grades "
+            "before a revert."
+        )
     out.append(
         "- Every placebo trial is one look at the kept rollouts of the run's last steps (a task drawn once in "
         "them has a single group of four); a pending candidate would be looked at again in a run as more of its "
-        "tasks' groups are graded, up to the third look, with part 1's probabilities."
+        f"tasks' groups are graded, up to look {sim['max_looks']}, with part 1's probabilities."
     )
     out.append(
         "- Each placebo trial starts with the critic's pooled evidence cleared: `repair_key` names an unwidened "
