@@ -10,6 +10,8 @@ a scripted chat model standing in for an LLM evolver.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from helpers import AcceptAll, build, record_group, rule_based_point
 
@@ -63,8 +65,10 @@ COMMAS = {
 }
 
 
-WAIT = TrialConfig(pending_checks="wait")  # the rule before probation: a pending test waits for more groups
+WAIT = TrialConfig(pending_checks="wait")  # the default: a pending test waits for more groups
+PROBATION = TrialConfig(pending_checks="probation")
 SPLIT = {"sea": ["The sea, wide and blue", "The sea is calm", "Sea, sky, sun", "A grey, cold sea"]}  # 3:1
+SPLIT_MET = {"sea": ["The sea, wide and blue", "The sea is calm", "Sea and sky", "A grey cold sea"]}  # 1:3
 
 
 def _world(tmp_path, steps=(2, 3), groups=COMMAS, trial_config=None, **service_kw):
@@ -193,9 +197,10 @@ def test_a_repair_the_data_cannot_decide_yet_is_deferred_and_decided_on_more_gro
     assert trials[-1]["result"]["measurements"]["split"]["rollouts"] == 8  # both looks' rollouts, each once
 
 
-def _probation_commit(tmp_path, trial_config=None, **service_kw):
-    """The audit's no-comma finding on one group of sea that splits 3:1: on probation at once (its first look)."""
-    service, harness, run, _ = _world(tmp_path, steps=(2,), groups=SPLIT, trial_config=trial_config, **service_kw)
+def _probation_commit(tmp_path, trial_config=PROBATION, **service_kw):
+    """The audit's no-comma finding on one group of sea that splits 1:3 (met more often than broken), with
+    ``pending_checks: probation``: on probation at once (its first look)."""
+    service, harness, run, _ = _world(tmp_path, steps=(2,), groups=SPLIT_MET, trial_config=trial_config, **service_kw)
     service.run_audit()
     rule_based_point(service)
     events = run.read("events.jsonl")
@@ -210,14 +215,15 @@ def _train_city(service: EvolutionService, steps) -> None:
 
 
 def test_a_repair_the_data_cannot_decide_yet_goes_on_probation_at_its_first_split_and_the_test_goes_on(tmp_path):
-    """``pending_checks: probation`` (the default): the pooled test cannot decide on one group split 3:1, but the
-    group splits, so the requirement is committed over all four tasks that state it at once (from step 3, not
-    after a later look), nothing generated; the training groups after it are the test's next looks, pooled with the
-    evidence before the commit and at the error of the test's own look 2, which accepts it: kept."""
+    """``pending_checks: probation``: the pooled test cannot decide on one group split 1:3, but the group splits and
+    its rollouts meet the check more often than they break it, so the requirement is committed over all four tasks
+    that state it at once (from step 3, not after a later look), nothing generated; the training groups after it
+    are the test's next looks, pooled with the evidence before the commit and at the error of the test's own look
+    2, which accepts it: kept."""
     service, harness, run, commit = _probation_commit(tmp_path)
     assert commit["probation"] is True and commit["applies_from_step"] == 3
     assert sorted(commit["covers"]) == ["city", "forest", "rain", "sea"]
-    assert commit["probation_prior"] == {"broken": 3, "rollouts": 4, "looks": 1, "group_size": 4}
+    assert commit["probation_prior"] == {"broken": 1, "rollouts": 4, "looks": 1, "group_size": 4}
     assert set(commit["probation_checks"]) == {"city", "forest", "rain", "sea"}
     events = run.read("events.jsonl")
     (trial,) = [e for e in events if e["kind"] == "trial" and e["candidate_id"] == commit["candidate_id"]]
@@ -230,17 +236,38 @@ def test_a_repair_the_data_cannot_decide_yet_goes_on_probation_at_its_first_spli
     (look,) = [e for e in run.read("events.jsonl") if e["kind"] == "probation"]
     assert (look["look"], look["looks_before_commit"], look["verdict_kind"]) == (2, 1, "accepted")
     assert look["action"] == "kept"
-    assert (look["split"]["broken"], look["split"]["rollouts"], look["decided_by"]) == (7, 12, "check_split_share")
+    assert (look["split"]["broken"], look["split"]["rollouts"], look["decided_by"]) == (5, 12, "check_split_share")
     service.step_boundary(4)
     assert not [e for e in run.read("events.jsonl") if e["kind"] == "revert"]
     assert "not_contains" in _checks(harness, "forest")
 
 
+def test_checks_broken_more_often_than_met_wait_instead_of_going_on_probation(tmp_path):
+    """The same one group split 3:1 (three rollouts with a comma): pending even with ``pending_checks: probation``,
+    so the evolver may propose the check with a hint once the next groups show the policy does not meet it (gold
+    bench seed 1 at 0ce58c7: `brief`'s check on probation at 3 of 4 broken was then broken by every rollout for 30
+    steps and reverted; waiting had let the evolver commit it with a hint at step 2); and with the default, ``wait``,
+    the 1:3 split waits too."""
+    service, harness, run, _ = _world(tmp_path, steps=(2,), groups=SPLIT, trial_config=PROBATION)
+    service.run_audit()
+    rule_based_point(service)
+    events = run.read("events.jsonl")
+    assert not [e for e in events if e["kind"] == "commit" and "not_contains" in str(e["update"])]
+    assert "not_contains" not in _checks(harness, "sea")
+    trials = [e for e in events if e["kind"] == "trial" and "not_contains" in json.dumps(e["result"]["measurements"])]
+    assert trials and trials[0]["verdict_kind"] == "pending"
+    default, harness2, run2, _ = _world(tmp_path / "default", steps=(2,), groups=SPLIT_MET)
+    default.run_audit()
+    rule_based_point(default)
+    assert "not_contains" not in _checks(harness2, "sea")
+    assert not [e for e in run2.read("events.jsonl") if e["kind"] == "commit" and e.get("probation")]
+
+
 def test_a_probation_whose_later_groups_do_not_split_is_reverted_on_every_task_it_covers(tmp_path):
-    """After the commit the covered tasks' groups all meet the check: at the test's last look 3 of 20 pooled
-    rollouts break it, too few to show the split share worth a change and no look left: reverted at the next
+    """After the commit the covered tasks' groups all meet the check: at the test's last look 1 of 20 pooled
+    rollouts breaks it, too few to show the split share worth a change and no look left: reverted at the next
     boundary, on all four tasks (a new rubric version each), an event with the numbers."""
-    config = TrialConfig(max_looks=2, probation_look_groups=4)
+    config = TrialConfig(max_looks=2, probation_look_groups=4, pending_checks="probation")
     service, harness, run, commit = _probation_commit(tmp_path, config, probation=ProbationRule.of(config))
     assert commit["probation"] is True
     for step in (3, 4, 5, 6):
@@ -250,7 +277,7 @@ def test_a_probation_whose_later_groups_do_not_split_is_reverted_on_every_task_i
     assert (look["verdict_kind"], look["action"], look["split"]["broken"], look["split"]["rollouts"]) == (
         "not_reliable",
         "reverted",
-        3,
+        1,
         20,
     )
     service.step_boundary(6)
@@ -258,7 +285,7 @@ def test_a_probation_whose_later_groups_do_not_split_is_reverted_on_every_task_i
         assert "not_contains" not in _checks(harness, tid)
     (revert,) = [e for e in run.read("events.jsonl") if e["kind"] == "revert"]
     assert revert["applies_from_step"] == 7 and sorted(revert["covers"]) == ["city", "forest", "rain", "sea"]
-    assert "3 of 20 rollouts" in revert["reason"] and service.counts["reverted/rubric_criteria"] == 1
+    assert "1 of 20 rollouts" in revert["reason"] and service.counts["reverted/rubric_criteria"] == 1
 
 
 def test_a_resumed_run_continues_a_checks_probation_from_its_commit_and_looks(tmp_path):
@@ -269,7 +296,7 @@ def test_a_resumed_run_continues_a_checks_probation_from_its_commit_and_looks(tm
     fresh = EvolutionService(harness, service.recorder, None, service.trials, None, failures=list, step=lambda: 2)
     fresh.replay_events(events, through_step=2)
     (p,) = fresh.probation.open()
-    assert (p.broken, p.graded, p.looks, p.prior_looks, p.groups) == (3, 4, 1, 1, 0)
+    assert (p.broken, p.graded, p.looks, p.prior_looks, p.groups) == (1, 4, 1, 1, 0)
     _train_city(fresh, (3, 4))
     (look,) = fresh.probation.settle()
     assert (look.kind, look.fields["look"], look.fields["split"]["rollouts"]) == ("accepted", 2, 12)

@@ -775,16 +775,16 @@ def _one_cached_group_and_a_word_limit():
 
 
 def test_a_rubric_trial_on_too_few_cached_groups_tops_them_up_with_fresh_ones_when_asked():
-    """One cached group splits 1/3 under the candidate: too little to decide (pending, with ``pending_checks:
-    wait``; the default puts it on probation, the group splits); with ``min_regrade_groups`` fresh groups of the
+    """One cached group splits 1/3 under the candidate: too little to decide (pending; with ``pending_checks:
+    probation`` too, three of its four rollouts break the limit); with ``min_regrade_groups`` fresh groups of the
     frozen policy are re-graded beside it and decide."""
     harness, judge, recorder, strict, flat = _one_cached_group_and_a_word_limit()
-    wait = TrialConfig(pending_checks="wait")
-    cached_only = FrozenPolicyTrials(harness, recorder, judge, NoSampler(), wait).run(strict, "c1", flat)
+    cached_only = FrozenPolicyTrials(harness, recorder, judge, NoSampler(), TrialConfig()).run(strict, "c1", flat)
     assert not cached_only.accepted and cached_only.verdict_kind == "pending"
     assert cached_only.measurements["n_groups"] == 1 and cached_only.cost.rollouts == 0
-    default = FrozenPolicyTrials(harness, recorder, judge, NoSampler(), TrialConfig()).run(strict, "c0", flat)
-    assert default.verdict_kind == "probation" and default.measurements["probation"]["checks"] == {"sea": ["concise"]}
+    probation = TrialConfig(pending_checks="probation")
+    broken_most = FrozenPolicyTrials(harness, recorder, judge, NoSampler(), probation).run(strict, "c0", flat)
+    assert broken_most.verdict_kind == "pending" and "probation" not in broken_most.measurements
     sampler = LengthsSampler()
     config = TrialConfig(min_regrade_groups=3, max_rollouts=16)
     topped = FrozenPolicyTrials(harness, recorder, judge, sampler, config).run(strict, "c2", flat)

@@ -357,9 +357,13 @@ def _split_share(
     the verdict is the power rule's (accepted, pending or futile). The fade of a hint (``hint_met_rate``: ``added``
     holds the checks the hint states) counts only the unguided rollouts and decides by the fade rule.
 
-    A pending verdict whose pooled groups include one the checks split becomes ``probation`` when ``probation``
-    holds the candidate's parts (every task it covers) and ``trials.pending_checks`` is ``probation``: the edit is
-    committed now and the same test goes on over the training groups after it (:func:`_probation`)."""
+    A pending verdict whose pooled groups include one the checks split, and whose pooled rollouts meet the checks at
+    least as often as they break them, becomes ``probation`` when ``probation`` holds the candidate's parts (every
+    task it covers) and ``trials.pending_checks`` is ``probation``: the edit is committed now and the same test goes
+    on over the training groups after it (:func:`_probation`). Checks broken more often than met stay pending: the
+    evolver may then propose them with a hint (gold bench seed 1 at 0ce58c7 committed `brief`'s 20-word check on
+    probation at 3 of 4 broken, the policy broke it in 56 of the next 56 rollouts and it was reverted at step 33,
+    where waiting had let the evolver commit it with a hint at step 2)."""
     fade = trial.metric == HINT_MET_RATE
     evidence = trial.split_evidence if trial.split_evidence is not None else SplitEvidence()
     new = 0
@@ -414,7 +418,8 @@ def _split_share(
         ),
     }
     kind = v.kind
-    if kind == "pending" and probation and cfg.pending_checks == "probation" and evidence.split_groups():
+    met = 2 * v.broken <= v.rollouts  # met at least as often as broken: training on the checks has signal at once
+    if kind == "pending" and probation and cfg.pending_checks == "probation" and met and evidence.split_groups():
         kind = "probation"
         reasons[kind] = _probation(trial, evidence, probation, v, gsz, numbers)
     return Measured(
