@@ -747,9 +747,10 @@ def meaning(results: dict[str, Any]) -> list[str]:
     on = {k: v.get("probation", 0) for k, v in pl.items()}
     if any(on.values()):
         out.append(
-            "- **On probation** (`trials.pending_checks: probation`): a placebo the look cannot decide but whose kept "
-            "groups split is committed at once and grades its tasks' groups until the same sequential test decides "
-            "on them: "
+            "- **On probation** (`--pending-checks probation`; the default, `wait`, puts none there): a placebo the "
+            "look cannot decide but whose kept groups split, and whose rollouts meet it at least as often as they "
+            "break it, is committed at once and grades its tasks' groups until the same sequential test decides on "
+            "them: "
             + ", ".join(f"{k} {on[k]} of {pl[k]['candidates']}" for k in pl)
             + ". The same test then keeps it or reverts it on the groups that follow, with part 1's probabilities at "
             "the break rate of the policy that trains on it meanwhile; what probation adds is the groups it grades "
@@ -782,6 +783,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--no-exact", action="store_true", help="skip the exact probabilities")
     ap.add_argument("--max-looks", type=int, default=None, help="the rule's looks (default: TrialConfig's)")
     ap.add_argument("--alpha-spending", choices=get_args(Spending), default=None, help="default: TrialConfig's")
+    ap.add_argument(
+        "--pending-checks",
+        choices=("wait", "probation"),
+        default=None,
+        help="what a placebo the look cannot decide gets (default: TrialConfig's, wait)",
+    )
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
 
@@ -791,7 +798,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     print("1. the rule, simulated", flush=True)
     schedules = schedules_for([int(x) for x in args.groups_per_look.split(",") if x.strip()])
-    overrides = {"max_looks": args.max_looks, "alpha_spending": args.alpha_spending}
+    overrides = {
+        "max_looks": args.max_looks,
+        "alpha_spending": args.alpha_spending,
+        "pending_checks": args.pending_checks,
+    }
     rule_config = TrialConfig(**{k: v for k, v in overrides.items() if v is not None})
     sim = simulate_rule(n=args.n, seed=args.seed, schedules=schedules, config=rule_config, with_exact=not args.no_exact)
     for name, e in sim["schedules"].items():
