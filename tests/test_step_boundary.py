@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import socket
 from types import SimpleNamespace
@@ -54,12 +55,26 @@ def _fake_trainer(model, tokenizer, accelerator, run_dir):
 
 def _rank(rank: int, world: int, port: int, model_dir: str, out: str) -> None:
     import os
-    from pathlib import Path
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
                       LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world))  # fmt: skip
     import torch
     from accelerate import Accelerator
+
+    torch.set_num_threads(1)
+    accelerator = Accelerator(cpu=True)  # torch.distributed over gloo (MULTI_CPU)
+    try:
+        _rank_work(rank, world, accelerator, model_dir, out)
+        torch.distributed.barrier()  # no process tears the group down while the other's collectives are in flight
+    finally:
+        gc.collect()  # FSDP2's pending work holds tensors: freed now, not during interpreter shutdown
+        torch.distributed.destroy_process_group()
+
+
+def _rank_work(rank: int, world: int, accelerator, model_dir: str, out: str) -> None:
+    from pathlib import Path
+
+    import torch
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -67,8 +82,6 @@ def _rank(rank: int, world: int, port: int, model_dir: str, out: str) -> None:
     from harnessrl.records.trials import TrialCost, TrialResult
     from harnessrl.trainer.step_boundary import CollectiveSampler, StepBoundary
 
-    torch.set_num_threads(1)
-    accelerator = Accelerator(cpu=True)  # torch.distributed over gloo (MULTI_CPU)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir)
     mesh = init_device_mesh("cpu", (world,))
@@ -109,7 +122,6 @@ def _rank(rank: int, world: int, port: int, model_dir: str, out: str) -> None:
             got["closed"] = str(e)
     got["versions"] = trainer.harness.versions
     Path(out, f"rank{rank}.json").write_text(json.dumps(got))
-    torch.distributed.destroy_process_group()
 
 
 def _trial(TrialResult, TrialCost):
