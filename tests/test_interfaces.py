@@ -205,6 +205,28 @@ class TestTaskSampling:
         restored = TaskSampling.from_dict(json.loads(json.dumps(ts.to_dict())))
         assert [ts.sample(3, s) for s in range(20)] == [restored.sample(3, s) for s in range(20)]
 
+    def test_an_evidence_draw_takes_one_place_of_its_step_and_nothing_else(self):
+        """A pending test's request: its task is drawn at the step asked for, in one place (never more than half
+        the batch); the other places are drawn from the rest; every other step, the probabilities, the version and
+        the history are as without it; it survives a save and restore, and a parked task is not drawn for it."""
+        ids = [f"t{i}" for i in range(12)]
+        plain, ts = TaskSampling(ids, seed=5), TaskSampling(ids, seed=5)
+        asked = ts.request_evidence(["t7", "t3"], step=4)
+        assert asked == ("t7", 4)
+        assert ts.request_evidence(["t3", "t7"], step=4) is None  # t7 is due already: the test waits for it
+        assert ts.request_evidence(["t3"], step=4) == ("t3", 5)  # another test: the next step with a place
+        drawn = ts.sample(2, 4)
+        assert drawn[0] == "t7" and drawn[1] != "t7"
+        assert ts.sample(2, 5)[0] == "t3"
+        assert ts.sample(1, 4) == plain.sample(1, 4)  # a batch of one task has no place for it
+        assert [ts.sample(2, s) for s in (1, 2, 3, 6, 7)] == [plain.sample(2, s) for s in (1, 2, 3, 6, 7)]
+        assert ts.probabilities(4) == plain.probabilities(4) and ts.version == 0 and ts.state.history == []
+        restored = TaskSampling.from_dict(json.loads(json.dumps(ts.to_dict())))
+        assert [restored.sample(2, s) for s in range(8)] == [ts.sample(2, s) for s in range(8)]
+        ts.apply(ReweightTasks(task_ids=["t7"], action="park", park_steps=3), step=4)
+        assert "t7" not in ts.sample(2, 4)
+        assert ts.request_evidence(["t7"], step=6) is None  # parked: not eligible, nothing asked
+
     def test_preview_changes_nothing(self):
         ts = TaskSampling(["a", "b", "c"])
         before = ts.to_dict()

@@ -845,3 +845,26 @@ def test_an_llm_evolvers_fade_of_the_rubrics_hint_is_widened_and_measured_the_sa
     assert commit["remedy"] is None and sorted(commit["covers"]) == ["city", "forest", "rain", "sea"]
     assert commit["update"]["signature"]["kind"] == "hint"
     assert not harness.row(harness.tasks["forest"], 1, 4).guided and harness.row(harness.tasks["forest"], 0, 4).guided
+
+
+def test_with_evidence_draws_a_deferred_repair_asks_for_its_next_group_at_the_next_step(tmp_path):
+    """``evolver.evidence_draws``: the pending test of the no-comma finding asks task sampling for a task it covers
+    that has no graded group yet (city before forest and rain, by name), at the next step; the deferred event says
+    so, harness.json holds it (a resumed run draws the same) and that step's batch holds the task. Without the
+    setting nothing is asked."""
+    service, harness, run, _ = _world(tmp_path, steps=(2,), groups=SPLIT, trial_config=WAIT, evidence_draws=True)
+    service.run_audit()
+    rule_based_point(service)
+    deferred = [e for e in run.read("events.jsonl") if e["kind"] == "deferred"]
+    asked = [e["evidence_draw"] for e in deferred if "evidence_draw" in e]
+    assert asked[0] == {"task_id": "city", "step": 3}
+    assert harness.sampling.sample(2, 3)[0] == "city"
+    saved = Harness.load(run.harness, list(harness.tasks.values()))
+    assert saved.sampling.sample(2, 3) == harness.sampling.sample(2, 3)
+    assert harness.versions["task_sampling"] == 0  # state, not an update: no commit, no version
+
+    plain, plain_harness, plain_run, _ = _world(tmp_path / "plain", steps=(2,), groups=SPLIT, trial_config=WAIT)
+    plain.run_audit()
+    rule_based_point(plain)
+    assert not [e for e in plain_run.read("events.jsonl") if e["kind"] == "deferred" and "evidence_draw" in e]
+    assert plain_harness.sampling.state.evidence_draws == {}

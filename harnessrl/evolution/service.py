@@ -169,6 +169,8 @@ class EvolutionService:
         first_evidence: an evolution point also comes at the step where a failure of a new kind is first detected
             on a group of the data, or where the audit's findings have new groups, not only every
             ``every_steps`` (:meth:`point_due`).
+        evidence_draws: a failure deferred because its test cannot decide yet asks task sampling to draw one of the
+            tasks it covers at the next step (:meth:`_ask_evidence`).
         max_hold_s: the longest lease of an evolver's hold on training (the run's ``evolver.hold_s``): a client
             may ask for less, never for more; None: as long as asked (:class:`~harnessrl.evolution.hold.TrainingHold`).
         probation: how a hint committed on probation is kept or reverted (``trials.guidance_trial: in_group``;
@@ -191,6 +193,7 @@ class EvolutionService:
         outcome_steps: int = 10,
         audit_rubrics: bool = True,
         first_evidence: bool = True,
+        evidence_draws: bool = False,
         max_hold_s: float | None = None,
         probation: ProbationRule | None = None,
     ):
@@ -216,6 +219,7 @@ class EvolutionService:
             harness.tasks, lambda task_id: harness.rubrics.current(task_id).criteria, enabled=audit_rubrics
         )
         self.first_evidence = first_evidence
+        self.evidence_draws = evidence_draws
         self._seen: set[tuple[str, str]] = set()  # (failure kind, group of the data) an evolution point saw
 
     @property
@@ -1031,19 +1035,36 @@ class EvolutionService:
     def _defer(self, failure_id: str, candidate_id: Any) -> dict[str, Any]:
         """``failure_id`` ended pending, not handled: it waits until more groups of the tasks its candidate covers
         are graded (the audit's finding by its own count, a detected failure in :attr:`handled`); what the wait
-        needs, for the ``deferred`` event (a resumed run replays it)."""
+        needs, for the ``deferred`` event (a resumed run replays it). With ``evidence_draws`` the next group is
+        asked for (:meth:`_ask_evidence`)."""
         with self.lock:
+            cand = self._candidates.get(str(candidate_id)) if candidate_id else None
+            covered = self._outcome_tasks(cand) if cand is not None else []
             if self.audit.owns(failure_id):
                 self.audit.handled(failure_id, "deferred")
-                return {}
+                return self._ask_evidence(covered)
             failure = self._find_failure(failure_id)
             if failure is None:
                 return {}
-            cand = self._candidates.get(str(candidate_id)) if candidate_id else None
-            tasks = (self._outcome_tasks(cand) if cand is not None else []) or [failure.task_id]
+            tasks = covered or [failure.task_id]
             graded = sum(self._graded_groups(t) for t in tasks)
             self.handled.defer(failure.key, tasks, graded)
-            return {"criterion": failure.key[2], "covers": tasks, "graded_groups": graded}
+            return {"criterion": failure.key[2], "covers": tasks, "graded_groups": graded, **self._ask_evidence(tasks)}
+
+    def _ask_evidence(self, tasks: Sequence[str]) -> dict[str, Any]:
+        """With ``evidence_draws``: task sampling draws one of ``tasks`` at the next step (the one with the fewest
+        graded groups, a task never drawn first), so the pending test is measured again a step later instead of when
+        the draw comes round (:meth:`~harnessrl.interfaces.sampling.TaskSampling.request_evidence`); harness.json is
+        rewritten so a resumed run draws the same. What was asked, for the ``deferred`` event."""
+        if not self.evidence_draws or not tasks:
+            return {}
+        order = sorted(dict.fromkeys(tasks), key=lambda t: (self._graded_groups(t), t))
+        asked = self.harness.sampling.request_evidence(order, self.current_step() + 1)
+        if asked is None:
+            return {}
+        if self.run_dir is not None:
+            self.harness.save(self.run_dir.harness)
+        return {"evidence_draw": {"task_id": asked[0], "step": asked[1]}}
 
 
 def _probation_checks(result: TrialResult) -> tuple[dict[str, list[str]] | None, Mapping[str, Any] | None]:

@@ -12,6 +12,13 @@ not a separate sampler: a :class:`DifficultyFilter` in the sampling state keeps 
 group mean rewards (fed from the trainer's step records through :meth:`TaskSampling.observe`) and
 makes a task ineligible while that mean lies outside a band; a skipped task is re-probed once after
 ``reprobe_after`` steps. The draw stays a pure function of (seed, step, state).
+
+*Evidence draws* (``evolver.evidence_draws``): a test the critic cannot decide yet on the groups graded so far
+asks for its next group at once instead of waiting for the draw to come round (:meth:`TaskSampling.request_evidence`;
+docs/design.md §4, "Evidence draws"). The request names a step and a task the test covers; that step's batch holds
+the task in one of its places (at most half the batch), and the rest is drawn as always from what is left. It is
+state, not an update: no version, no history entry, no change to any probability; the step and the task are in
+the state (``evidence_draws``), so the draw stays a pure function of (seed, step, state).
 """
 
 from __future__ import annotations
@@ -139,6 +146,8 @@ class TaskSamplingState(BaseModel):
     version: int = 0
     history: list[AppliedUpdate] = Field(default_factory=list)
     difficulty_filter: DifficultyFilter | None = None
+    evidence_draws: dict[int, list[str]] = Field(default_factory=dict)
+    """Step -> the tasks drawn at that step for a pending test's evidence (:meth:`TaskSampling.request_evidence`)."""
 
 
 def _with_floor(w: np.ndarray, floor: float) -> np.ndarray:
@@ -224,7 +233,40 @@ class TaskSampling(Interface):
         """``n`` tasks for ``step``: distinct while enough tasks are eligible; the same on every process.
 
         ``draw`` > 0 is a further draw within the same step (DAPO's refill), with its own random stream;
-        ``exclude`` leaves out tasks already drawn this step while enough others are eligible."""
+        ``exclude`` leaves out tasks already drawn this step while enough others are eligible. The step's
+        evidence draws (:meth:`request_evidence`) come first, in at most half of the batch; the rest is drawn
+        without them."""
+        due = self.evidence_due(step, n) if draw == 0 else []
+        if due:
+            return due + self._draw(n - len(due), step, draw, (*exclude, *due))
+        return self._draw(n, step, draw, exclude)
+
+    def evidence_due(self, step: int, n: int) -> list[str]:
+        """The evidence draws of ``step`` that a batch of ``n`` tasks takes: those still eligible (a task parked or
+        retired since the request is not drawn), at most ``n // 2`` of them."""
+        probs = self.probabilities(step)
+        return [t for t in self.state.evidence_draws.get(step, []) if probs.get(t, 0.0) > 0][: n // 2]
+
+    def request_evidence(self, task_ids: Sequence[str], step: int) -> tuple[str, int] | None:
+        """Draw one of ``task_ids`` (the first of them eligible, so the caller orders them) at the first step from
+        ``step`` on that has no evidence draw yet (one a step); returns the task and the step, or None: none of
+        them eligible, or one of them due already (a test waits for the draw it asked for before it asks again).
+        A batch of one task has no place for it (:meth:`evidence_due`)."""
+        if any(t in due for s, due in self.state.evidence_draws.items() if s >= step for t in task_ids):
+            return None
+        probs = self.probabilities(step)
+        task = next((t for t in task_ids if probs.get(t, 0.0) > 0), None)
+        if task is None:
+            return None
+        at = step
+        while self.state.evidence_draws.get(at):
+            at += 1
+        self.state.evidence_draws[at] = [task]
+        return task, at
+
+    def _draw(self, n: int, step: int, draw: int, exclude: Collection[str]) -> list[str]:
+        if n <= 0:
+            return []
         probs = self.probabilities(step)
         ids = [t for t, p in probs.items() if p > 0]
         rest = [t for t in ids if t not in exclude]

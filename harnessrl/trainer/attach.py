@@ -244,6 +244,7 @@ def _start_evolver(settings, trainer, memory, run: RunDir, monitor, *, seed: int
         max_trial_age_steps=settings.max_trial_age_steps,
         audit_rubrics=settings.audit_rubrics,
         first_evidence=settings.first_evidence,
+        evidence_draws=settings.evidence_draws,
         max_hold_s=settings.hold_s,  # the run sets how long an evolver may hold training, not the evolver
         probation=ProbationRule.of(settings.trials),
     )

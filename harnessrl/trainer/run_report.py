@@ -313,7 +313,13 @@ def update_stories(events: list[dict], groups: Sequence[GroupRow]) -> str:
             elif e["kind"] == "give_up":
                 out.append(f"<li><b>Gave up</b>: {html.escape(e.get('reason', ''))}</li>")
             elif e["kind"] == "deferred":
-                out.append(f"<li><b>Deferred</b> until more groups are graded (step {e.get('step')})</li>")
+                asked = e.get("evidence_draw") or {}
+                draw = (
+                    f"; {html.escape(str(asked.get('task_id')))} is drawn at step {asked.get('step')} for it"
+                    if asked
+                    else ""
+                )
+                out.append(f"<li><b>Deferred</b> until more groups are graded (step {e.get('step')}){draw}</li>")
         if committed:
             start = committed.get("applies_from_step", committed.get("step", 0) + 1)
             covers = committed.get("covers") or [task]

@@ -308,6 +308,13 @@ class EvolverSettings(_Section):
         "of the data (family, tag or domain), or where the audit's findings have new graded groups; false: only "
         "every every_steps steps.",
     )
+    evidence_draws: bool = Field(
+        default=False,
+        description="A repair the critic cannot decide yet on the groups graded so far asks task sampling to draw one "
+        "of the tasks it covers at the next step (one task a step, never more than half the batch), instead of "
+        "waiting for the draw to come round (docs/design.md section 4, 'Evidence draws'). Needs "
+        "grpo.tasks_per_step >= 2.",
+    )
     graph: GraphConfig = Field(default_factory=GraphConfig)
     trials: TrialConfig = Field(default_factory=TrialConfig)
 
@@ -358,6 +365,12 @@ class TrainConfig(_Section):
         if gen.compile and gen.cache != "static":
             raise ValueError(
                 "generation.compile needs generation.cache: static (a dynamic cache changes shape every token)"
+            )
+        if self.evolver.evidence_draws and self.grpo.tasks_per_step < 2:
+            raise ValueError(
+                "evolver.evidence_draws draws a pending repair's task in one place of a step's batch, at most half of "
+                f"it, and grpo.tasks_per_step is {self.grpo.tasks_per_step}: set tasks_per_step to 2 or more, or "
+                "drop evidence_draws"
             )
         return self
 
