@@ -868,3 +868,17 @@ def test_with_evidence_draws_a_deferred_repair_asks_for_its_next_group_at_the_ne
     rule_based_point(plain)
     assert not [e for e in plain_run.read("events.jsonl") if e["kind"] == "deferred" and "evidence_draw" in e]
     assert plain_harness.sampling.state.evidence_draws == {}
+
+
+def test_evidence_draws_stay_within_a_quarter_of_the_groups_graded(tmp_path):
+    """A run's evidence draws are at most one more than a quarter of the groups graded so far: with one graded
+    group and two draws asked already (for a task the finding does not cover), the pending test waits for its tasks
+    to come round."""
+    service, harness, run, _ = _world(tmp_path, steps=(2,), groups=SPLIT, trial_config=WAIT, evidence_draws=True)
+    for step in (3, 4):
+        harness.sampling.request_evidence(["list"], step=step)  # other tests' draws, asked already
+    service.run_audit()
+    rule_based_point(service)
+    deferred = [e for e in run.read("events.jsonl") if e["kind"] == "deferred"]
+    assert deferred and not [e for e in deferred if "evidence_draw" in e]
+    assert harness.sampling.state.evidence_draws == {3: ["list"], 4: ["list"]}

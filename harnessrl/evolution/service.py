@@ -110,13 +110,17 @@ if TYPE_CHECKING:
     from harnessrl.records.run_dir import RunDir
     from harnessrl.records.steps import Recorder, RolloutRecord, StepRecord
 
-__all__ = ["CandidateError", "EvolutionService", "TrialRunner"]
+__all__ = ["EVIDENCE_SHARE", "CandidateError", "EvolutionService", "TrialRunner"]
 
 logger = logging.getLogger(__name__)
 
 
 # kinds the service writes itself when a tool runs: the graph reporting them again would duplicate them
 _WRITTEN_BY_TOOLS = frozenset({"proposal", "trial", "verdict", "commit"})
+
+EVIDENCE_SHARE = 0.25
+"""Evidence draws (``evolver.evidence_draws``) a run asks for: at most one more than this share of the groups graded
+so far (one in four of the groups trained; a pending test that keeps asking cannot take over the batch)."""
 
 
 class TrialRunner(Protocol):
@@ -1055,8 +1059,13 @@ class EvolutionService:
         """With ``evidence_draws``: task sampling draws one of ``tasks`` at the next step (the one with the fewest
         graded groups, a task never drawn first), so the pending test is measured again a step later instead of when
         the draw comes round (:meth:`~harnessrl.interfaces.sampling.TaskSampling.request_evidence`); harness.json is
-        rewritten so a resumed run draws the same. What was asked, for the ``deferred`` event."""
+        rewritten so a resumed run draws the same. The run's evidence draws stay within one more than
+        :data:`EVIDENCE_SHARE` of the groups graded so far. What was asked, for the ``deferred`` event."""
         if not self.evidence_draws or not tasks:
+            return {}
+        asked_so_far = sum(len(due) for due in self.harness.sampling.state.evidence_draws.values())
+        graded = sum(self._graded_groups(t) for t in self.harness.tasks)
+        if asked_so_far >= 1 + EVIDENCE_SHARE * graded:
             return {}
         order = sorted(dict.fromkeys(tasks), key=lambda t: (self._graded_groups(t), t))
         asked = self.harness.sampling.request_evidence(order, self.current_step() + 1)
