@@ -346,6 +346,14 @@ def test_report_gives_the_oracle_gap_share_and_the_fault_check(gold_bench):
     assert rows["ctrl"]["oracle_minus_fixed"]["exceeds_spread"] is False  # 0 difference, 0 spread
 
     assert res["best_baseline"] == "fixed" and res["oracles"] == ["oracle"] and res["baselines"] == ["dapo", "fixed"]
+    # the bound: the oracle against the best baseline, paired by seed as the harness arms are
+    bound = res["oracle_bound"]
+    agg = res["methods"]
+    per_seed = {s: agg["oracle"]["per_seed"][s]["test_at_best"] - agg["fixed"]["per_seed"][s]["test_at_best"]
+                for s in agg["oracle"]["per_seed"]}  # fmt: skip
+    assert (bound["oracle"], bound["baseline"]) == ("oracle", "fixed")
+    assert bound["test_at_best"]["per_seed"] == pytest.approx(per_seed)
+    assert bound["test_at_best"]["n"] == len(per_seed) and len(bound["test_end"]["ci95"]) == 2
 
 
 def test_markdown_has_the_gold_sections(gold_bench):
@@ -357,6 +365,7 @@ def test_markdown_has_the_gold_sections(gold_bench):
         "### Training per family",
         "## Fault check: fixed and oracle per family",
         "## HarnessRL against each baseline",
+        "**The bound.** oracle − fixed (the best baseline)",
         "## Oracle gap",
     ):
         assert heading in md, heading

@@ -39,6 +39,7 @@ from harnessrl.analysis.results import (
     is_harness_arm,
     is_oracle,
     load_benches,
+    oracle_bound,
     oracle_gap,
     run_figures,
     same_name,
@@ -512,6 +513,23 @@ MEASURES = (
     ("test_at_equal_rollouts", "test @ equal rollouts"),
     ("steps_to_best", "steps to best"),
 )
+
+
+def _bound_lines(bound: dict[str, Any] | None) -> list[str]:
+    """The oracle against the best baseline: what a harness arm could show against it at these seeds."""
+    if not bound:
+        return []
+
+    def cell(d: dict[str, Any]) -> str:
+        return f"{_stat(d, d['n'], signed=True)}, 95% over seeds {_interval(d.get('ci95'))} ({d['verdict']})"
+
+    return [
+        f"**The bound.** {bound['oracle']} − {bound['baseline']} (the best baseline), paired by seed: at the best "
+        f"checkpoint {cell(bound['test_at_best'])}; at the end {cell(bound['test_end'])}. The oracle trains on the "
+        "gold rubrics, the bound of any rubric repair: where its interval reaches below 0, a harness arm's interval "
+        "against the best baseline clearing 0 at these seeds would take more than repairing the rubrics.",
+        "",
+    ]
 
 
 def _comparison_lines(comps: list[dict[str, Any]], agg: dict[str, Any]) -> list[str]:
@@ -1011,6 +1029,7 @@ def _markdown(results: dict[str, Any]) -> str:
     lines += _family_lines(agg)
     lines += _fault_lines(results["fault_check"])
     lines += ["## HarnessRL against each baseline", "", *_comparison_lines(results["comparisons"], agg), ""]
+    lines += _bound_lines(results.get("oracle_bound"))
     lines += _ablation_lines(results.get("ablations") or [], agg)
     lines += _oracle_lines(results["oracle_gap"], agg)
     lines += _paired_gap_lines(results.get("oracle_gap_paired"))
@@ -1109,6 +1128,7 @@ def write_bench_report(
         "ablations": ablations(agg, manifest.get("methods") or {}),
         "oracle_gap": oracle_gap(agg),
         "oracle_gap_paired": oracle_gap_paired(agg),
+        "oracle_bound": oracle_bound(agg),
         "family_curves": curves,
         "family_repairs": repairs,
         "unnecessary_commits": unnecessary_commits(runs, agg),

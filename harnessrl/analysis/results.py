@@ -761,6 +761,20 @@ def compare(agg: dict[str, Any], runs_figures: Sequence[dict[str, Any]] = ()) ->
     return out
 
 
+def oracle_bound(agg: dict[str, Any]) -> dict[str, Any] | None:
+    """The oracle against the best baseline, paired by seed like :func:`compare`'s rows, at the best checkpoint and
+    at the end: the oracle is the bound of any rubric repair, so this says what a harness arm that repaired every
+    rubric as gold does could show against the best baseline at these seeds. None without an oracle or a baseline."""
+    oracle, best = _reference(agg, ORACLE_METHOD), best_baseline(agg)
+    if oracle is None or best is None:
+        return None
+    out: dict[str, Any] = {"oracle": oracle, "baseline": best}
+    for key in ABLATION_SCORES:
+        d = _paired_score(agg[oracle], agg[best], key)
+        out[key] = {k: d.get(k) for k in ("n", "mean", "std", "ci95", "per_seed", "higher", "lower", "verdict")}
+    return out
+
+
 ABLATION_SCORES = ("test_at_best", "test_end")
 """The test scores an ablation arm is compared on against its reference, overall and per family."""
 
