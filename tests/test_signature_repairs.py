@@ -882,3 +882,19 @@ def test_evidence_draws_stay_within_a_quarter_of_the_groups_graded(tmp_path):
     deferred = [e for e in run.read("events.jsonl") if e["kind"] == "deferred"]
     assert deferred and not [e for e in deferred if "evidence_draw" in e]
     assert harness.sampling.state.evidence_draws == {3: ["list"], 4: ["list"]}
+
+
+def test_an_evidence_draw_that_cannot_be_saved_is_not_asked(tmp_path, monkeypatch):
+    """harness.json cannot be written (a full disk): the draw is withdrawn, so a resumed run draws what this one
+    draws; the deferral itself goes on."""
+    service, harness, run, _ = _world(tmp_path, steps=(2,), groups=SPLIT, trial_config=WAIT, evidence_draws=True)
+
+    def full(path):
+        raise OSError(28, "No space left on device", str(path))
+
+    monkeypatch.setattr(harness, "save", full)
+    service.run_audit()
+    rule_based_point(service)
+    deferred = [e for e in run.read("events.jsonl") if e["kind"] == "deferred"]
+    assert deferred and not [e for e in deferred if "evidence_draw" in e]
+    assert harness.sampling.state.evidence_draws == {}

@@ -1072,7 +1072,12 @@ class EvolutionService:
         if asked is None:
             return {}
         if self.run_dir is not None:
-            self.harness.save(self.run_dir.harness)
+            try:
+                self.harness.save(self.run_dir.harness)
+            except OSError as e:  # not saved, not drawn: a resumed run must draw what this one draws
+                self.harness.sampling.state.evidence_draws.pop(asked[1], None)
+                logger.warning("evidence draw of %s not asked: %s could not be written (%s)", asked[0], e.filename, e)
+                return {}
         return {"evidence_draw": {"task_id": asked[0], "step": asked[1]}}
 
 
