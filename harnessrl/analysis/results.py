@@ -770,8 +770,7 @@ def oracle_bound(agg: dict[str, Any]) -> dict[str, Any] | None:
         return None
     out: dict[str, Any] = {"oracle": oracle, "baseline": best}
     for key in ABLATION_SCORES:
-        d = _paired_score(agg[oracle], agg[best], key)
-        out[key] = {k: d.get(k) for k in ("n", "mean", "std", "ci95", "per_seed", "higher", "lower", "verdict")}
+        out[key] = _paired_score(agg[oracle], agg[best], key)
     return out
 
 

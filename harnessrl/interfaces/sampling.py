@@ -236,22 +236,20 @@ class TaskSampling(Interface):
         ``exclude`` leaves out tasks already drawn this step while enough others are eligible. The step's
         evidence draws (:meth:`request_evidence`) come first, in at most half of the batch; the rest is drawn
         without them."""
-        due = self.evidence_due(step, n) if draw == 0 else []
-        if due:
-            return due + self._draw(n - len(due), step, draw, (*exclude, *due))
-        return self._draw(n, step, draw, exclude)
-
-    def evidence_due(self, step: int, n: int) -> list[str]:
-        """The evidence draws of ``step`` that a batch of ``n`` tasks takes: those still eligible (a task parked or
-        retired since the request is not drawn), at most ``n // 2`` of them."""
         probs = self.probabilities(step)
-        return [t for t in self.state.evidence_draws.get(step, []) if probs.get(t, 0.0) > 0][: n // 2]
+        due = self._evidence_due(step, n, probs) if draw == 0 else []
+        return due + self._draw(n - len(due), step, draw, (*exclude, *due), probs)
+
+    def _evidence_due(self, step: int, n: int, probs: Mapping[str, float]) -> list[str]:
+        """The evidence draws of ``step`` that a batch of ``n`` tasks takes: those still eligible at ``probs`` (a task
+        parked or retired since the request is not drawn), at most ``n // 2`` of them."""
+        return [t for t in self.state.evidence_draws.get(step, ()) if probs.get(t, 0.0) > 0][: n // 2]
 
     def request_evidence(self, task_ids: Sequence[str], step: int) -> tuple[str, int] | None:
         """Draw one of ``task_ids`` (the first of them eligible, so the caller orders them) at the first step from
         ``step`` on that has no evidence draw yet (one a step); returns the task and the step, or None: none of
         them eligible, or one of them due already (a test waits for the draw it asked for before it asks again).
-        A batch of one task has no place for it (:meth:`evidence_due`)."""
+        A batch of one task has no place for it (:meth:`sample`)."""
         if any(t in due for s, due in self.state.evidence_draws.items() if s >= step for t in task_ids):
             return None
         probs = self.probabilities(step)
@@ -264,10 +262,10 @@ class TaskSampling(Interface):
         self.state.evidence_draws[at] = [task]
         return task, at
 
-    def _draw(self, n: int, step: int, draw: int, exclude: Collection[str]) -> list[str]:
+    def _draw(self, n: int, step: int, draw: int, exclude: Collection[str], probs: Mapping[str, float]) -> list[str]:
+        """``n`` tasks drawn at ``probs`` (the step's probabilities) with the step's random stream."""
         if n <= 0:
             return []
-        probs = self.probabilities(step)
         ids = [t for t, p in probs.items() if p > 0]
         rest = [t for t in ids if t not in exclude]
         p = np.array([probs[t] for t in ids])
