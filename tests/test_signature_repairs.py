@@ -870,6 +870,31 @@ def test_with_evidence_draws_a_deferred_repair_asks_for_its_next_group_at_the_ne
     assert plain_harness.sampling.state.evidence_draws == {}
 
 
+def test_evidence_draws_bring_a_lax_rubric_its_first_repair_and_nothing_else(tmp_path):
+    """Only an audit finding's pending test asks for a draw, and only for a task whose rubric no commit has changed:
+    a detected failure's pending test waits for its draw to come round (gold bench, e1d8c57: 57 of 81 draws went to
+    such tests and cost gold), and a task already repaired is not drawn again for a further check on it."""
+    one = {"sea": ["The sea, wide and blue", "The sea is calm", "Sea and sky", "A grey cold sea"]}
+    service, harness, run, failures = _world(
+        tmp_path, steps=(2,), groups=one, trial_config=WAIT, audit_rubrics=False, evidence_draws=True
+    )
+    failures.append(Failure(kind="non_discriminative_high", step=2, task_id="sea", domain="writing", summary="high"))
+    rule_based_point(service)
+    (deferred,) = [e for e in run.read("events.jsonl") if e["kind"] == "deferred"]
+    assert "evidence_draw" not in deferred and harness.sampling.state.evidence_draws == {}
+
+    service, harness, run, _ = _world(
+        tmp_path / "repaired", steps=(2,), groups=SPLIT, trial_config=WAIT, evidence_draws=True
+    )
+    extra = {"id": "the", "text": "Uses 'the'", "weight": 1, "check": {"type": "contains", "phrases": ["the"]}}
+    for tid in ("city", "forest"):  # an earlier commit changed these two rubrics
+        harness.rubrics.apply(EditRubric(task_id=tid, add=[extra], rationale="earlier repair"), step=1)
+    service.run_audit()
+    rule_based_point(service)
+    asked = [e["evidence_draw"] for e in run.read("events.jsonl") if e["kind"] == "deferred" and "evidence_draw" in e]
+    assert asked and asked[0] == {"task_id": "rain", "step": 3}  # city and forest (fewer groups) are repaired already
+
+
 def test_evidence_draws_stay_within_a_quarter_of_the_groups_graded(tmp_path):
     """A run's evidence draws are at most one more than a quarter of the groups graded so far: with one graded
     group and two draws asked already (for a task the finding does not cover), the pending test waits for its tasks

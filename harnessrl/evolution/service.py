@@ -173,8 +173,8 @@ class EvolutionService:
         first_evidence: an evolution point also comes at the step where a failure of a new kind is first detected
             on a group of the data, or where the audit's findings have new groups, not only every
             ``every_steps`` (:meth:`point_due`).
-        evidence_draws: a failure deferred because its test cannot decide yet asks task sampling to draw one of the
-            tasks it covers at the next step (:meth:`_ask_evidence`).
+        evidence_draws: an audit finding deferred because its test cannot decide yet asks task sampling to draw one
+            of the tasks it covers whose rubric is still the dataset's at the next step (:meth:`_ask_evidence`).
         max_hold_s: the longest lease of an evolver's hold on training (the run's ``evolver.hold_s``): a client
             may ask for less, never for more; None: as long as asked (:class:`~harnessrl.evolution.hold.TrainingHold`).
         probation: how a hint committed on probation is kept or reverted (``trials.guidance_trial: in_group``;
@@ -1039,8 +1039,8 @@ class EvolutionService:
     def _defer(self, failure_id: str, candidate_id: Any) -> dict[str, Any]:
         """``failure_id`` ended pending, not handled: it waits until more groups of the tasks its candidate covers
         are graded (the audit's finding by its own count, a detected failure in :attr:`handled`); what the wait
-        needs, for the ``deferred`` event (a resumed run replays it). With ``evidence_draws`` the next group is
-        asked for (:meth:`_ask_evidence`)."""
+        needs, for the ``deferred`` event (a resumed run replays it). With ``evidence_draws`` an audit finding's next
+        group is asked for (:meth:`_ask_evidence`); a detected failure waits for its draw to come round."""
         with self.lock:
             cand = self._candidates.get(str(candidate_id)) if candidate_id else None
             covered = self._outcome_tasks(cand) if cand is not None else []
@@ -1053,14 +1053,18 @@ class EvolutionService:
             tasks = covered or [failure.task_id]
             graded = sum(self._graded_groups(t) for t in tasks)
             self.handled.defer(failure.key, tasks, graded)
-            return {"criterion": failure.key[2], "covers": tasks, "graded_groups": graded, **self._ask_evidence(tasks)}
+            return {"criterion": failure.key[2], "covers": tasks, "graded_groups": graded}
 
     def _ask_evidence(self, tasks: Sequence[str]) -> dict[str, Any]:
-        """With ``evidence_draws``: task sampling draws one of ``tasks`` at the next step (the one with the fewest
-        graded groups, a task never drawn first), so the pending test is measured again a step later instead of when
-        the draw comes round (:meth:`~harnessrl.interfaces.sampling.TaskSampling.request_evidence`); harness.json is
-        rewritten so a resumed run draws the same. The run's evidence draws stay within one more than
-        :data:`EVIDENCE_SHARE` of the groups graded so far. What was asked, for the ``deferred`` event."""
+        """With ``evidence_draws``: task sampling draws one of ``tasks`` (an audit finding's, pending) at the next step
+        (the one with the fewest graded groups, a task never drawn first), so the pending test is measured again a
+        step later instead of when the draw comes round
+        (:meth:`~harnessrl.interfaces.sampling.TaskSampling.request_evidence`); harness.json is rewritten so a
+        resumed run draws the same. Only tasks whose rubric no commit has changed yet are drawn: the draw is there to
+        bring a lax rubric its first repair before GRPO learns the hack, not to refine a repaired one (docs/design.md
+        §4, "Evidence draws"). The run's evidence draws stay within one more than :data:`EVIDENCE_SHARE` of the
+        groups graded so far. What was asked, for the ``deferred`` event."""
+        tasks = [t for t in tasks if self.harness.rubrics.current(t).version == 0]
         if not self.evidence_draws or not tasks:
             return {}
         asked_so_far = sum(len(due) for due in self.harness.sampling.state.evidence_draws.values())

@@ -310,10 +310,10 @@ class EvolverSettings(_Section):
     )
     evidence_draws: bool = Field(
         default=False,
-        description="A repair the critic cannot decide yet on the groups graded so far asks task sampling to draw one "
-        "of the tasks it covers at the next step (one task a step, never more than half the batch), instead of "
-        "waiting for the draw to come round (docs/design.md section 4, 'Evidence draws'). Needs "
-        "grpo.tasks_per_step >= 2.",
+        description="A rubric audit finding the critic cannot decide yet on the groups graded so far asks task "
+        "sampling to draw one of the tasks it covers, whose rubric no commit has changed yet, at the next step (one "
+        "task a step, never more than half the batch), instead of waiting for the draw to come round (docs/design.md "
+        "section 4, 'Evidence draws'). Needs grpo.tasks_per_step >= 2.",
     )
     graph: GraphConfig = Field(default_factory=GraphConfig)
     trials: TrialConfig = Field(default_factory=TrialConfig)
