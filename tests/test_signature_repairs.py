@@ -30,6 +30,7 @@ from harnessrl.judges import RubricJudge
 from harnessrl.records.failures import Failure
 from harnessrl.records.run_dir import RunDir
 from harnessrl.records.steps import Recorder
+from harnessrl.trainer.run_report import audit_section
 
 
 def _task(tid: str, word: str, reference: str, domain: str = "writing", **meta) -> Task:
@@ -853,7 +854,7 @@ def test_with_evidence_draws_a_deferred_repair_asks_for_its_next_group_at_the_ne
     so, harness.json holds it (a resumed run draws the same) and that step's batch holds the task. Without the
     setting nothing is asked."""
     service, harness, run, _ = _world(tmp_path, steps=(2,), groups=SPLIT, trial_config=WAIT, evidence_draws=True)
-    service.run_audit()
+    service.run_audit(record=False)  # a resumed run's audit: its first draws were asked before (the test below)
     rule_based_point(service)
     deferred = [e for e in run.read("events.jsonl") if e["kind"] == "deferred"]
     asked = [e["evidence_draw"] for e in deferred if "evidence_draw" in e]
@@ -868,6 +869,36 @@ def test_with_evidence_draws_a_deferred_repair_asks_for_its_next_group_at_the_ne
     rule_based_point(plain)
     assert not [e for e in plain_run.read("events.jsonl") if e["kind"] == "deferred" and "evidence_draw" in e]
     assert plain_harness.sampling.state.evidence_draws == {}
+
+
+def test_with_evidence_draws_the_audit_asks_each_findings_first_group_before_step_1(tmp_path):
+    """Before step 1 each audit finding asks for one of its tasks (the fewest graded groups, then by name) at the
+    next step free, so the critic measures it on the first steps instead of when the family first comes round (gold
+    bench seed 2: no `nocomma` task drawn until step 4). A finding whose tasks are due already asks nothing (the two
+    findings here share their tasks); the rubric_audit event says what was drawn; a resumed run's audit asks
+    nothing; the draws are within a quarter of the training tasks."""
+    service, harness, run, _ = _world(tmp_path, steps=(2,), groups=SPLIT, trial_config=WAIT, evidence_draws=True)
+    findings = service.run_audit()
+    (audit,) = [e for e in run.read("events.jsonl") if e["kind"] == "rubric_audit"]
+    assert len(findings) == 2 and audit["evidence_draws"] == [
+        {"key": findings[0]["key"], "evidence_draw": {"task_id": "city", "step": 3}}
+    ]
+    assert harness.sampling.state.evidence_draws == {3: ["city"]}
+    shown = audit_section(run.read("events.jsonl"))
+    assert "<th>first drawn</th>" in shown and "city at step 3" in shown
+    assert Harness.load(run.harness, list(harness.tasks.values())).sampling.state.evidence_draws == {3: ["city"]}
+    service.run_audit(record=False)
+    assert harness.sampling.state.evidence_draws == {3: ["city"]}
+
+    full, full_harness, _, _ = _world(tmp_path / "full", steps=(2,), groups=SPLIT, evidence_draws=True)
+    for step in (3, 4):  # a quarter of 5 tasks is 1.25 draws: two asked already
+        full_harness.sampling.request_evidence(["list"], step=step)
+    full.run_audit()
+    assert full_harness.sampling.state.evidence_draws == {3: ["list"], 4: ["list"]}
+
+    plain, plain_harness, plain_run, _ = _world(tmp_path / "plain", steps=(2,), groups=SPLIT)
+    plain.run_audit()
+    assert "evidence_draws" not in plain_run.read("events.jsonl")[0] and not plain_harness.sampling.state.evidence_draws
 
 
 def test_evidence_draws_bring_a_lax_rubric_its_first_repair_and_nothing_else(tmp_path):
@@ -889,7 +920,7 @@ def test_evidence_draws_bring_a_lax_rubric_its_first_repair_and_nothing_else(tmp
     extra = {"id": "the", "text": "Uses 'the'", "weight": 1, "check": {"type": "contains", "phrases": ["the"]}}
     for tid in ("city", "forest"):  # an earlier commit changed these two rubrics
         harness.rubrics.apply(EditRubric(task_id=tid, add=[extra], rationale="earlier repair"), step=1)
-    service.run_audit()
+    service.run_audit(record=False)
     rule_based_point(service)
     asked = [e["evidence_draw"] for e in run.read("events.jsonl") if e["kind"] == "deferred" and "evidence_draw" in e]
     assert asked and asked[0] == {"task_id": "rain", "step": 3}  # city and forest (fewer groups) are repaired already

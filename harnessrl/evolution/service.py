@@ -339,14 +339,16 @@ class EvolutionService:
             return []
         with self.lock:
             findings = [f.view() for f in self.audit.run()]
-        if not record:
-            return findings
+            if not record:
+                return findings
+            draws = [{"key": f["key"], **self._ask_evidence(f["tasks"], first=True)} for f in findings]
         self._event(
             "rubric_audit",
             step=0,
             findings=findings,
             tasks=len(self.harness.tasks),
             covered=sorted({t for f in findings for t in f["tasks"]}),
+            **({"evidence_draws": [d for d in draws if "evidence_draw" in d]} if self.evidence_draws else {}),
         )
         return findings
 
@@ -1055,7 +1057,7 @@ class EvolutionService:
             self.handled.defer(failure.key, tasks, graded)
             return {"criterion": failure.key[2], "covers": tasks, "graded_groups": graded}
 
-    def _ask_evidence(self, tasks: Sequence[str]) -> dict[str, Any]:
+    def _ask_evidence(self, tasks: Sequence[str], first: bool = False) -> dict[str, Any]:
         """With ``evidence_draws``: task sampling draws one of ``tasks`` (an audit finding's, pending) at the next step
         (the one with the fewest graded groups, a task never drawn first), so the pending test is measured again a
         step later instead of when the draw comes round
@@ -1063,13 +1065,17 @@ class EvolutionService:
         resumed run draws the same. Only tasks whose rubric no commit has changed yet are drawn: the draw is there to
         bring a lax rubric its first repair before GRPO learns the hack, not to refine a repaired one (docs/design.md
         §4, "Evidence draws"). The run's evidence draws stay within one more than :data:`EVIDENCE_SHARE` of the
-        groups graded so far. What was asked, for the ``deferred`` event."""
+        groups graded so far; ``first`` (the audit, before step 1: a finding's first group, one a finding) within
+        that share of the training tasks instead. What was asked, for the ``deferred`` or ``rubric_audit`` event."""
         tasks = [t for t in tasks if self.harness.rubrics.current(t).version == 0]
         if not self.evidence_draws or not tasks:
             return {}
         asked_so_far = sum(len(due) for due in self.harness.sampling.state.evidence_draws.values())
-        graded = sum(self._graded_groups(t) for t in self.harness.tasks)
-        if asked_so_far >= 1 + EVIDENCE_SHARE * graded:
+        if first:
+            limit = EVIDENCE_SHARE * len(self.harness.tasks)
+        else:
+            limit = 1 + EVIDENCE_SHARE * sum(self._graded_groups(t) for t in self.harness.tasks)
+        if asked_so_far >= limit:
             return {}
         order = sorted(dict.fromkeys(tasks), key=lambda t: (self._graded_groups(t), t))
         asked = self.harness.sampling.request_evidence(order, self.current_step() + 1)

@@ -341,7 +341,7 @@ _ENDED = {"give_up": "gave up", "deferred": "deferred"}
 
 def audit_section(events: list[dict]) -> str:
     """The rubric audit before step 1: each requirement the prompts state and the rubrics did not check, its tasks,
-    and whether a commit covered it."""
+    the task drawn for its first group (``evolver.evidence_draws``) and whether a commit covered it."""
     audit = next((e for e in events if e.get("kind") == "rubric_audit"), None)
     if audit is None:
         return ""
@@ -354,15 +354,17 @@ def audit_section(events: list[dict]) -> str:
         for key in str(signature.get("key") or "").split("+") if signature.get("kind") == "requirement" else []:
             for t in e.get("covers") or []:
                 covered.setdefault((key, str(t)), int(e.get("applies_from_step") or 0))
+    drawn = {str(d.get("key")): d.get("evidence_draw") or {} for d in audit.get("evidence_draws") or []}
     rows = []
     for f in findings:
         tasks = [str(t) for t in f.get("tasks") or []]
         steps = [covered[(str(f.get("key")), t)] for t in tasks if (str(f.get("key")), t) in covered]
         reached = f"{len(steps)} of {len(tasks)} tasks, from step {min(steps)}" if steps else "not repaired"
-        rows.append([f.get("key"), f.get("text"), len(tasks), _fold(", ".join(tasks)), reached])
-    return "<h2>Rubric audit (before step 1)</h2>" + _table(
-        rows, ["requirement", "criterion", "tasks", "which", "repaired"]
-    )
+        first = drawn.get(str(f.get("key")))
+        row = [f.get("key"), f.get("text"), len(tasks), _fold(", ".join(tasks)), reached]
+        rows.append(row + ([f"{first['task_id']} at step {first['step']}" if first else "—"] if drawn else []))
+    header = ["requirement", "criterion", "tasks", "which", "repaired"] + (["first drawn"] if drawn else [])
+    return "<h2>Rubric audit (before step 1)</h2>" + _table(rows, header)
 
 
 def _table(rows: list[list], header: list[str]) -> str:
