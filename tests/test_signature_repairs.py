@@ -876,7 +876,7 @@ def test_with_evidence_draws_the_audit_asks_each_findings_first_group_before_ste
     next step free, so the critic measures it on the first steps instead of when the family first comes round (gold
     bench seed 2: no `nocomma` task drawn until step 4). A finding whose tasks are due already asks nothing (the two
     findings here share their tasks); the rubric_audit event says what was drawn; a resumed run's audit asks
-    nothing; the draws are within a quarter of the training tasks."""
+    nothing; once the first draw has come, the test still pending asks for its next task."""
     service, harness, run, _ = _world(tmp_path, steps=(2,), groups=SPLIT, trial_config=WAIT, evidence_draws=True)
     findings = service.run_audit()
     (audit,) = [e for e in run.read("events.jsonl") if e["kind"] == "rubric_audit"]
@@ -889,9 +889,17 @@ def test_with_evidence_draws_the_audit_asks_each_findings_first_group_before_ste
     assert Harness.load(run.harness, list(harness.tasks.values())).sampling.state.evidence_draws == {3: ["city"]}
     service.run_audit(record=False)
     assert harness.sampling.state.evidence_draws == {3: ["city"]}
+    rule_based_point(service)  # pending on sea's group; city is due already: nothing more asked
+    assert harness.sampling.state.evidence_draws == {3: ["city"]}
+    commas = ["The city, loud 3.", "City, lights 3.", "A city, grey 3.", "Dawn, 3."]
+    record_group(harness, service.trials.judge, service.recorder, 3, "city", commas)  # the first draw came
+    service._step = lambda: 3
+    rule_based_point(service)  # 7 of 8 broken, one group split: still pending
+    asked = [e["evidence_draw"] for e in run.read("events.jsonl") if e["kind"] == "deferred" and "evidence_draw" in e]
+    assert asked == [{"task_id": "forest", "step": 4}]
 
     full, full_harness, _, _ = _world(tmp_path / "full", steps=(2,), groups=SPLIT, evidence_draws=True)
-    for step in (3, 4):  # a quarter of 5 tasks is 1.25 draws: two asked already
+    for step in (3, 4):  # a quarter of 5 tasks and 1 graded group is 1.5 draws: two asked already
         full_harness.sampling.request_evidence(["list"], step=step)
     full.run_audit()
     assert full_harness.sampling.state.evidence_draws == {3: ["list"], 4: ["list"]}
@@ -926,8 +934,8 @@ def test_evidence_draws_bring_a_lax_rubric_its_first_repair_and_nothing_else(tmp
     assert asked and asked[0] == {"task_id": "rain", "step": 3}  # city and forest (fewer groups) are repaired already
 
 
-def test_evidence_draws_stay_within_a_quarter_of_the_groups_graded(tmp_path):
-    """A run's evidence draws are at most one more than a quarter of the groups graded so far: with one graded
+def test_evidence_draws_stay_within_a_quarter_of_the_tasks_and_groups_graded(tmp_path):
+    """A run's evidence draws are at most a quarter of the training tasks and the groups graded so far: with one graded
     group and two draws asked already (for a task the finding does not cover), the pending test waits for its tasks
     to come round."""
     service, harness, run, _ = _world(tmp_path, steps=(2,), groups=SPLIT, trial_config=WAIT, evidence_draws=True)

@@ -119,8 +119,9 @@ logger = logging.getLogger(__name__)
 _WRITTEN_BY_TOOLS = frozenset({"proposal", "trial", "verdict", "commit"})
 
 EVIDENCE_SHARE = 0.25
-"""Evidence draws (``evolver.evidence_draws``) a run asks for: at most one more than this share of the groups graded
-so far (one in four of the groups trained; a pending test that keeps asking cannot take over the batch)."""
+"""Evidence draws (``evolver.evidence_draws``) a run asks for: at most this share of its training tasks and the groups
+graded so far together (each audit finding's first group fits before step 1 on a suite of a few findings, and a
+pending test that keeps asking cannot take over the batch)."""
 
 
 class TrialRunner(Protocol):
@@ -341,7 +342,7 @@ class EvolutionService:
             findings = [f.view() for f in self.audit.run()]
             if not record:
                 return findings
-            draws = [{"key": f["key"], **self._ask_evidence(f["tasks"], first=True)} for f in findings]
+            draws = [{"key": f["key"], **self._ask_evidence(f["tasks"])} for f in findings]
         self._event(
             "rubric_audit",
             step=0,
@@ -1057,25 +1058,22 @@ class EvolutionService:
             self.handled.defer(failure.key, tasks, graded)
             return {"criterion": failure.key[2], "covers": tasks, "graded_groups": graded}
 
-    def _ask_evidence(self, tasks: Sequence[str], first: bool = False) -> dict[str, Any]:
+    def _ask_evidence(self, tasks: Sequence[str]) -> dict[str, Any]:
         """With ``evidence_draws``: task sampling draws one of ``tasks`` (an audit finding's, pending) at the next step
         (the one with the fewest graded groups, a task never drawn first), so the pending test is measured again a
         step later instead of when the draw comes round
         (:meth:`~harnessrl.interfaces.sampling.TaskSampling.request_evidence`); harness.json is rewritten so a
         resumed run draws the same. Only tasks whose rubric no commit has changed yet are drawn: the draw is there to
         bring a lax rubric its first repair before GRPO learns the hack, not to refine a repaired one (docs/design.md
-        §4, "Evidence draws"). The run's evidence draws stay within one more than :data:`EVIDENCE_SHARE` of the
-        groups graded so far; ``first`` (the audit, before step 1: a finding's first group, one a finding) within
-        that share of the training tasks instead. What was asked, for the ``deferred`` or ``rubric_audit`` event."""
+        §4, "Evidence draws"). The audit asks for each finding's first group before step 1 (:meth:`run_audit`). The
+        run's evidence draws stay within :data:`EVIDENCE_SHARE` of the training tasks and the groups graded so far
+        together. What was asked, for the ``deferred`` or ``rubric_audit`` event."""
         tasks = [t for t in tasks if self.harness.rubrics.current(t).version == 0]
         if not self.evidence_draws or not tasks:
             return {}
         asked_so_far = sum(len(due) for due in self.harness.sampling.state.evidence_draws.values())
-        if first:
-            limit = EVIDENCE_SHARE * len(self.harness.tasks)
-        else:
-            limit = 1 + EVIDENCE_SHARE * sum(self._graded_groups(t) for t in self.harness.tasks)
-        if asked_so_far >= limit:
+        graded = sum(self._graded_groups(t) for t in self.harness.tasks)
+        if asked_so_far >= EVIDENCE_SHARE * (len(self.harness.tasks) + graded):
             return {}
         order = sorted(dict.fromkeys(tasks), key=lambda t: (self._graded_groups(t), t))
         asked = self.harness.sampling.request_evidence(order, self.current_step() + 1)
