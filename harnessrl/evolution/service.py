@@ -342,14 +342,17 @@ class EvolutionService:
             findings = [f.view() for f in self.audit.run()]
             if not record:
                 return findings
-            draws = [{"key": f["key"], **self._ask_evidence(f["tasks"])} for f in findings]
+            first_draws = {}
+            if self.evidence_draws:
+                asked = [{"key": f["key"], **self._ask_evidence(f["tasks"])} for f in findings]
+                first_draws = {"evidence_draws": [d for d in asked if "evidence_draw" in d]}
         self._event(
             "rubric_audit",
             step=0,
             findings=findings,
             tasks=len(self.harness.tasks),
             covered=sorted({t for f in findings for t in f["tasks"]}),
-            **({"evidence_draws": [d for d in draws if "evidence_draw" in d]} if self.evidence_draws else {}),
+            **first_draws,
         )
         return findings
 
@@ -1068,8 +1071,10 @@ class EvolutionService:
         §4, "Evidence draws"). The audit asks for each finding's first group before step 1 (:meth:`run_audit`). The
         run's evidence draws stay within :data:`EVIDENCE_SHARE` of the training tasks and the groups graded so far
         together. What was asked, for the ``deferred`` or ``rubric_audit`` event."""
+        if not self.evidence_draws:
+            return {}
         tasks = [t for t in tasks if self.harness.rubrics.current(t).version == 0]
-        if not self.evidence_draws or not tasks:
+        if not tasks:
             return {}
         asked_so_far = sum(len(due) for due in self.harness.sampling.state.evidence_draws.values())
         graded = sum(self._graded_groups(t) for t in self.harness.tasks)

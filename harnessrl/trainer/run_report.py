@@ -360,9 +360,11 @@ def audit_section(events: list[dict]) -> str:
         tasks = [str(t) for t in f.get("tasks") or []]
         steps = [covered[(str(f.get("key")), t)] for t in tasks if (str(f.get("key")), t) in covered]
         reached = f"{len(steps)} of {len(tasks)} tasks, from step {min(steps)}" if steps else "not repaired"
-        first = drawn.get(str(f.get("key")))
         row = [f.get("key"), f.get("text"), len(tasks), _fold(", ".join(tasks)), reached]
-        rows.append(row + ([f"{first['task_id']} at step {first['step']}" if first else "—"] if drawn else []))
+        if drawn:
+            first = drawn.get(str(f.get("key")))
+            row.append(f"{first['task_id']} at step {first['step']}" if first else "—")
+        rows.append(row)
     header = ["requirement", "criterion", "tasks", "which", "repaired"] + (["first drawn"] if drawn else [])
     return "<h2>Rubric audit (before step 1)</h2>" + _table(rows, header)
 
