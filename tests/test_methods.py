@@ -532,13 +532,14 @@ def _method_run(tmp_path, model_dir, data, method: str):
     return summary, RunDir(tmp_path / method, create=False)
 
 
-@pytest.mark.parametrize("method", ["fixed", "dapo", "odf", "harnessrl"])
+@pytest.mark.parametrize("method", ["fixed", "dapo", "odf", "harnessrl", "harnessrl-dapo"])
 def test_each_method_trains_two_steps(tmp_path, tiny_model_dir, method_data, method):
     summary, run = _method_run(tmp_path, tiny_model_dir, method_data, method)
     assert summary.steps == 2 and summary.method == method
     assert (run.checkpoints / "final" / "model.safetensors").exists()
     start = run.read("events.jsonl")[0]
-    assert start["kind"] == "run_start" and start["method"] == method and start["evolver"] is (method == "harnessrl")
+    evolving = method.startswith("harnessrl")
+    assert start["kind"] == "run_start" and start["method"] == method and start["evolver"] is evolving
     rows = [m for m in run.read("metrics.jsonl") if "reward" in m]
     assert [m["step"] for m in rows] == [1, 2]
     groups = [GroupRecord.model_validate(g) for g in run.read("steps.jsonl")]
@@ -558,8 +559,9 @@ def test_each_method_trains_two_steps(tmp_path, tiny_model_dir, method_data, met
     assert "rollouts_generated" not in summary_json  # written once: the totals are in the accounting
     assert summary_json["accounting"]["rollouts_discarded"] == last["rollouts/discarded"]
     assert summary_json["steps_to_best"] == 2 and summary_json["eval"]["test"]["at_best"] is not None
-    if method == "dapo":
-        # each step began with a flat group: it was dropped and the batch refilled with a spread
+    if method in ("dapo", "harnessrl-dapo"):
+        # each step began with a flat group: it was dropped and the batch refilled with a spread (under the
+        # harness too: the evolver reads the trained groups, DAPO's refill is the trainer's)
         assert len(discarded) >= 2 and all(GroupRecord.model_validate(g).flat for g in discarded)
         assert all(not g.flat for g in groups)
         assert [m["dapo/discarded_groups"] for m in rows] == [sum(g["step"] == s for g in discarded) for s in (1, 2)]
@@ -577,6 +579,8 @@ def test_each_method_trains_two_steps(tmp_path, tiny_model_dir, method_data, met
     else:
         assert odf is None and "odf/skipped" not in last
     assert not (run.path / "tool_server.json").exists()
+    if method == "harnessrl-dapo":  # the run says what it turned on: the evolver's settings and DAPO's
+        assert start["method_settings"]["eps"] == 0.02 and start["method_settings"]["backend"] == "rule-based"
 
 
 def test_critic_trials_generate_with_the_training_completion_budget():

@@ -41,6 +41,7 @@ from harnessrl.detection.config import FLAT_HIGH, FLAT_LOW
 from harnessrl.errors import HarnessRLError
 from harnessrl.records.run_dir import read_json_file
 from harnessrl.records.run_record import EvalRow, Missing, RunConfigView, RunRecord, Scores, finite_number
+from harnessrl.trainer.methods import METHOD_TABLE
 
 __all__ = [
     "ORACLE_METHOD",
@@ -69,9 +70,6 @@ logger = logging.getLogger(__name__)
 
 TOTALS = ("rollouts_generated", "rollouts_discarded", "rollouts_trial", "judge_calls")
 """Run totals: the figures of the run's summary ``accounting`` (over every process that trained it)."""
-
-HARNESS_METHOD = "harnessrl"
-"""The trainer method that runs the evolving harness: a bench method whose runs' config says it is a harness arm."""
 
 ORACLE_METHOD = "oracle"
 """The trainer method that trains plain GRPO on the gold rubrics: the bound, not a baseline."""
@@ -650,8 +648,10 @@ def _paired_score(a: dict[str, Any], b: dict[str, Any], key: str) -> dict[str, A
 
 
 def is_harness_arm(method: str, agg: dict[str, Any]) -> bool:
-    """A method that runs the evolving harness: its runs' ``method`` setting (config.yaml) says so."""
-    return agg.get(method, {}).get("trainer_method") == HARNESS_METHOD
+    """A method that runs the evolving harness: its runs' ``method`` setting (config.yaml) names a method that
+    runs the evolver (``harnessrl``, ``harnessrl-dapo``)."""
+    trainer = agg.get(method, {}).get("trainer_method")
+    return trainer in METHOD_TABLE and METHOD_TABLE[trainer].evolver
 
 
 def is_oracle(method: str, agg: dict[str, Any]) -> bool:

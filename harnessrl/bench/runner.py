@@ -133,7 +133,8 @@ def _inert(settings: Any) -> set[str]:
     if not isinstance(settings, dict):
         return set()
     method = settings.get("method")
-    out = {s.settings_section for s in METHOD_TABLE.values() if s.settings_section and s.name != method}
+    own = METHOD_TABLE[method].settings_section if method in METHOD_TABLE else None
+    out = {s.settings_section for s in METHOD_TABLE.values() if s.settings_section and s.settings_section != own}
     if not (settings.get("evolver") or {}).get("enabled", True):
         out.add("evolver")
     return out

@@ -4,6 +4,9 @@ Every method goes through the same trainer, data, judge, evaluation and accounti
 it turns on. ``harnessrl`` runs the evolver; the others never do (detectors and memory stay on): ``fixed``
 is plain GRPO, ``dapo`` turns on the trainer's dynamic sampling, ``odf`` the task-sampling interface's
 difficulty filter, ``oracle`` trains on the gold rubrics (the upper bound of any rubric repair).
+``harnessrl-dapo`` runs the evolver over DAPO's dynamic sampling (not in a default bench): rubric repairs
+cannot lift a policy past the oracle, whose interval against DAPO reaches below 0 on the gold bench
+(docs/design.md section 8); the harness over DAPO's trainer is the arm that can.
 
 Training (the run config's ``method`` and its validation, the run's start event and log), the bench (its
 built-in methods, the ones a bench runs by default, the settings a method never reads) and the report read
@@ -51,7 +54,8 @@ class MethodSpec:
     describe: Callable[[dict[str, Any]], str] = lambda s: ""
     """One line for the run's log, from :attr:`settings`."""
     settings_section: str | None = None
-    """The run config's section only this method reads (another method's run is the same whatever it holds)."""
+    """The run config's section only the methods naming it read (another method's run is the same whatever it
+    holds)."""
     in_default_bench: bool = True
     """Whether a bench config that lists no methods runs it."""
 
@@ -98,6 +102,26 @@ METHOD_TABLE: dict[str, MethodSpec] = {
             },
             describe=lambda s: (
                 f"the evolving harness ({s['backend']} evolver, {s['mode']}, every {s['every_steps']} steps)"
+            ),
+        ),
+        MethodSpec(
+            "harnessrl-dapo",
+            summary="the evolving harness over DAPO dynamic sampling",
+            evolver=True,
+            dynamic_sampling=True,
+            settings_section="dapo",
+            in_default_bench=False,
+            settings=lambda c: {
+                "backend": c.evolver.backend,
+                "mode": c.evolver.mode,
+                "every_steps": c.evolver.every_steps,
+                "eps": c.dapo_eps,
+                "max_extra_groups": c.dapo_max_extra_groups,
+            },
+            describe=lambda s: (
+                f"the evolving harness ({s['backend']} evolver, {s['mode']}, every {s['every_steps']} steps) over "
+                f"DAPO dynamic sampling (drop groups with reward std < {s['eps']}, refill with up to "
+                f"{s['max_extra_groups']} extra groups a step; the harness reads the trained groups)"
             ),
         ),
         MethodSpec(
