@@ -130,6 +130,11 @@ def test_upsert_is_idempotent_and_replaces(mem):
     assert mem.collection("steps").get(where={"fail_spurious_length": True})["ids"] == []
     # the same task drawn twice in one step: two records with deterministic ids
     assert mem.add_step(StepRecord(step=8, groups=[group(8, "t3"), group(8, "t3")])) == ["8:t3", "8:t3#1"]
+    # a group DAPO dropped is stored too, marked as not trained
+    dropped = group(9, "t4").model_copy(update={"trained": False})
+    assert mem.add_step(StepRecord(step=9, groups=[group(9, "t3")], discarded=[dropped])) == ["9:t3", "9:t4"]
+    assert [e.trained for e in mem.steps_at(9)] == [True, False]
+    assert "dropped before the update" in mem.task_history("t4")[0].summary
 
     f = failure("nondiscriminative_high", 7, "t1", "every rollout gets full marks", mean=1.0)
     fid = mem.add_failure(f)

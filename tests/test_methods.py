@@ -24,7 +24,7 @@ from harnessrl.errors import ConfigError, HarnessRLError
 from harnessrl.interfaces import DifficultyFilterSettings, Harness, TaskSampling
 from harnessrl.judges import BackendVerdict, RubricJudge
 from harnessrl.records.run_dir import RunDir
-from harnessrl.records.steps import GroupRecord, Recorder
+from harnessrl.records.steps import GroupRecord, Recorder, RolloutRecord
 from harnessrl.trainer.callbacks import EvalCallback
 from harnessrl.trainer.evaluation import EvalResult
 from harnessrl.trainer.grpo_trainer import HarnessGRPOTrainer
@@ -464,6 +464,31 @@ def test_dapo_drops_flat_groups_and_refills(dapo_trainer):
     # the refill drew tasks not yet drawn this step
     drawn = [r["task_id"] for c in tr.calls for r in c[::G]]
     assert len(drawn) == len(set(drawn))
+    # the harness's evidence is every graded group: the dropped ones are kept, marked, and counted as graded
+    assert all(g.trained for g in record.groups) and not any(g.trained for g in record.discarded)
+    assert record.observed == [*record.groups, *record.discarded]
+    kept = tr.recorder.rollouts[1]
+    assert [r.task_id for r in kept] == [g.task_id for g in record.observed for _ in range(G)]
+    assert [r.trained for r in kept] == [g.trained for g in record.observed for _ in range(G)]
+    for g in record.discarded:
+        assert tr.recorder.graded(g.task_id) == 1 and len(tr.recorder.latest_rollouts(g.task_id)) == G
+
+
+def test_the_detectors_read_the_groups_dapo_drops(dapo_trainer):
+    # a task whose group DAPO drops (uniformly high) is still seen by the detectors: it raises
+    # non_discriminative_high though no group of it was trained
+    from harnessrl.detection.failure_detector import FailureDetector
+
+    tr = dapo_trainer
+    failures = []
+    detector = FailureDetector(rollouts_for=tr.recorder.rollouts.get, on_failures=failures.extend)
+    tr.step_listeners.append(detector)
+    tr._generate_and_score_completions([{}] * (2 * G))
+    record = tr.recorder.steps[1]
+    dropped, trained = {g.task_id for g in record.discarded}, {g.task_id for g in record.groups}
+    assert dropped and not dropped & trained
+    assert set(detector.histories) == dropped | trained
+    assert {f.task_id for f in failures if f.kind == "non_discriminative_high"} == dropped
 
 
 def test_dapo_at_the_cap_fills_with_the_best_dropped(dapo_trainer):
@@ -565,6 +590,14 @@ def test_each_method_trains_two_steps(tmp_path, tiny_model_dir, method_data, met
         assert len(discarded) >= 2 and all(GroupRecord.model_validate(g).flat for g in discarded)
         assert all(not g.flat for g in groups)
         assert [m["dapo/discarded_groups"] for m in rows] == [sum(g["step"] == s for g in discarded) for s in (1, 2)]
+        # the dropped groups and their rollouts are kept for the harness, marked as not trained
+        assert all(g["trained"] is False for g in discarded) and all(g.trained for g in groups)
+        for s in (1, 2):
+            lines = (run.path / "rollouts" / f"step_{s:06d}.jsonl").read_text().splitlines()
+            kept = [RolloutRecord.model_validate_json(line) for line in lines]
+            assert sorted(r.task_id for r in kept if not r.trained) == sorted(
+                g["task_id"] for g in discarded if g["step"] == s for _ in range(G)
+            )
     else:
         assert discarded == [] and "dapo/discarded_groups" not in last
     harness = json.loads(run.harness.read_text())

@@ -60,6 +60,18 @@ def test_replay_refills_the_step_records_and_the_detectors(tmp_path):
     assert not (run.path / "steps.jsonl").read_text().count('"step":5')  # replay writes nothing
 
 
+def test_replay_brings_back_the_groups_dapo_dropped(tmp_path):
+    # the detectors read a step's dropped groups after its trained ones: a resumed run reads them again
+    run = killed_run(tmp_path)
+    dropped = group(4, "t9").model_copy(update={"trained": False})
+    run.append("discarded_groups.jsonl", json.loads(dropped.model_dump_json()))
+    roll_back(run, 4)
+    recorder, seen = Recorder(None), []
+    replay(run, recorder, lambda record, rollouts, regrade: seen.append(record), window=2)
+    assert [[g.task_id for g in r.observed] for r in seen] == [["t1"], ["t1", "t9"]]
+    assert seen[-1].discarded == [dropped] and recorder.graded("t9") == 1
+
+
 def test_a_commit_cut_off_before_its_event_is_written_at_resume(tmp_path):
     run = RunDir(tmp_path)
     tasks = [Task(id="t1", domain="d", prompt="p", rubric=[{"id": "c1", "text": "c", "weight": 1}])]

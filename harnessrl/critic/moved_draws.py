@@ -67,7 +67,7 @@ def _replay(trial: TrialContext) -> dict[str, list[Side]]:
     """Each task's most recent recorded groups (at most :data:`REPLAY_GROUPS`), newest first."""
     replay: dict[str, list[Side]] = {}
     for record in reversed(trial.recorder.steps.values()):
-        for g in record.groups:
+        for g in record.observed:
             rows = replay.setdefault(g.task_id, [])
             if len(rows) < REPLAY_GROUPS:
                 side = _replayed_side(trial, g)

@@ -272,7 +272,7 @@ def _probe_order(trial: TrialContext, targets: Sequence[Task]) -> list[Task]:
     if trial.failure is not None and trial.failure.task_id in by_id:
         order.append(trial.failure.task_id)
     for record in reversed(trial.recorder.steps.values()):  # recently flat groups first
-        order.extend(g.task_id for g in record.groups if g.flat and g.task_id in by_id)
+        order.extend(g.task_id for g in record.observed if g.flat and g.task_id in by_id)
     order.extend(t.id for t in targets if trial.harness.sampling.status_at(t.id, step) == "active")
     order.extend(by_id)
     return [by_id[tid] for tid in dict.fromkeys(order)]

@@ -136,10 +136,11 @@ class FailureDetector:
         when it was trained)."""
         t0 = time.perf_counter()
         step = record.step
-        per_group = self._match_rollouts(record.groups, rollouts)
+        groups = record.observed  # DAPO's dropped groups too: the same policy's rollouts, flat ones included
+        per_group = self._match_rollouts(groups, rollouts)
         touched: dict[str, TaskHistory] = {}
         seen: dict[str, tuple[float, ...]] = {}
-        for group, rs in zip(record.groups, per_group, strict=True):
+        for group, rs in zip(groups, per_group, strict=True):
             hist = self.histories.get(group.task_id)
             if hist is None:
                 hist = self.histories[group.task_id] = TaskHistory(group.task_id, group.domain, self.config)
@@ -148,7 +149,7 @@ class FailureDetector:
         self._expire(step, touched)
         spent = 0.0
         if regrade and self.regrade is not None and self.config.regrade_every and step % self.config.regrade_every == 0:
-            spent = self._run_regrade(step, record.groups, per_group)
+            spent = self._run_regrade(step, groups, per_group)
         failures = self._hinted([f for hist in touched.values() for d in self.detectors for f in d.detect(hist, step)])
         self.last_seconds = time.perf_counter() - t0 - spent
         self.seconds += self.last_seconds

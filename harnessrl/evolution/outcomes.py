@@ -91,7 +91,7 @@ class OutcomeTracker:
             g
             for record in list(self.recorder.steps.values())
             if record.step < applied_step
-            for g in record.groups
+            for g in record.observed
             if g.task_id in task_ids
         ][-self.groups :]
         with self._lock:
@@ -105,7 +105,7 @@ class OutcomeTracker:
             for cid, p in self._pending.items():
                 if record.step < p.applied_step:
                     continue
-                p.after.extend(g for g in record.groups if g.task_id in p.task_ids)
+                p.after.extend(g for g in record.observed if g.task_id in p.task_ids)
                 if len(p.after) >= self.groups or record.step >= p.applied_step + self.steps:
                     done.append(cid)
             finished = [(cid, self._pending.pop(cid)) for cid in done]

@@ -233,7 +233,8 @@ class ProbationTracker:
         decide by the rule for added checks (module docstring). ``prior``: the evidence of a pending test of those
         checks (``broken``, ``rollouts``, ``looks``, ``group_size``), which its looks continue."""
         steps = list(self.recorder.steps.values()) if self.recorder is not None else []
-        before = [g for r in steps if r.step < applied_step for g in r.groups if g.task_id in task_ids][-BEFORE_GROUPS:]
+        before = [g for r in steps if r.step < applied_step for g in r.observed if g.task_id in task_ids]
+        before = before[-BEFORE_GROUPS:]
         p = Probation(
             candidate_id, list(task_ids), applied_step, list(revert), _share(before), len(before), checks=checks or {}
         )
@@ -261,7 +262,7 @@ class ProbationTracker:
                 if record.step < p.applied_step or record.step <= p.last_step:
                     continue
                 p.last_step = record.step
-                for g in record.groups:
+                for g in record.observed:  # DAPO's dropped groups too: a flat one is a look's evidence
                     # a rubric edit's checks grade every member: its groups count after its hint faded too
                     if g.task_id in p.task_ids and (g.guided > 0 or p.checks):
                         p.add(g)

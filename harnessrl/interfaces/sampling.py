@@ -448,7 +448,7 @@ class TaskSampling(Interface):
         seen: Counter[str] = Counter()
         rewards: list[float] = []
         for record in reversed(list(trial.recorder.steps.values())):
-            for g in record.groups:
+            for g in record.observed:
                 if g.task_id in members and seen[g.task_id] < REPLAY_GROUPS:
                     seen[g.task_id] += 1
                     rewards += [r for r in g.rewards if r is not None]

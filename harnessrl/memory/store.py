@@ -141,6 +141,7 @@ class StepEntry(BaseModel):
     criterion_means: dict[str, float | None] = Field(default_factory=dict)
     rewards: list[float | None] = Field(default_factory=list, description="Each rollout's reward (null: dropped).")
     failures: list[str] = Field(default_factory=list, description="Kinds of failure detected on this group.")
+    trained: bool = Field(default=True, description="False: graded and dropped before the update (DAPO).")
     summary: str = ""
     similarity: float | None = None
 
@@ -482,6 +483,7 @@ class TrainingMemory:
             "rewards": _json(g.rewards),
             "failures": ",".join(kinds),
             "has_failure": bool(kinds),
+            "trained": bool(g.trained),
         }
         for k in kinds:
             md[f"fail_{k}"] = True
@@ -494,19 +496,21 @@ class TrainingMemory:
         task_texts: Mapping[str, str] | None = None,
         embeddings: np.ndarray | None = None,
     ) -> list[str]:
-        """Store every task group of a step (one upsert: a retried write replaces, never duplicates).
+        """Store every group a step graded (:attr:`StepRecord.observed`), in one upsert: a retried write replaces,
+        never duplicates.
 
         ``failures_by_task`` maps a task id to the kinds of failure detected on it at this step (stored
         as a comma-separated ``failures`` string and one ``fail_<kind>: True`` flag each);
         ``task_texts`` optionally adds each task's prompt to the embedded text (for cross-task search);
         ``embeddings`` (one row per group) skips the embedding model, for bulk loading. Returns the ids."""
-        if not record.groups:
+        groups = record.observed  # DAPO's dropped groups too (``trained`` false in their metadata)
+        if not groups:
             return []
         failures_by_task = failures_by_task or {}
         task_texts = task_texts or {}
-        ids = self._step_ids(record.groups)
+        ids = self._step_ids(groups)
         docs, mds = [], []
-        for g in record.groups:
+        for g in groups:
             doc, md = self._step_record(g, failures_by_task.get(g.task_id, ()), task_texts.get(g.task_id))
             docs.append(doc)
             mds.append(md)
@@ -555,6 +559,7 @@ class TrainingMemory:
             criterion_means=_loads(md.get("criterion_means"), {}) or {},
             rewards=_loads(md.get("rewards"), []) or [],
             failures=[f for f in fails.split(",") if f],
+            trained=bool(md.get("trained", True)),
             summary=doc or "",
             similarity=None if distance is None else _similarity(distance),
         )

@@ -3,10 +3,13 @@
 A :class:`GroupRecord` (one task's group at one step: rewards, std, per-criterion verdicts, lengths,
 guidance used, rubric version) is what the failure detectors and the training memory read; it is
 appended to ``steps.jsonl`` as soon as the step is scored. Only groups the step trained on go there:
-the groups DAPO's dynamic sampling generated and dropped go to ``discarded_groups.jsonl``. The
-rollouts themselves (completion text and verdicts) are kept for the last ``keep_steps`` steps, in
-memory and under ``rollouts/``, so a critic can re-grade on-policy samples with a candidate rubric
-without generating anything.
+the groups DAPO's dynamic sampling generated and dropped go to ``discarded_groups.jsonl`` (``trained``
+false). The rollouts themselves (completion text and verdicts) are kept for the last ``keep_steps`` steps,
+in memory and under ``rollouts/``, so a critic can re-grade on-policy samples with a candidate rubric
+without generating anything. What the harness reads as evidence is every group a step generated and
+graded, dropped ones too (:attr:`StepRecord.observed`): they are rollouts of the same frozen policy, and a
+dropped flat group is the evidence of where the rewards stop teaching (docs/design.md §4, "What the
+harness reads").
 """
 
 from __future__ import annotations
@@ -39,6 +42,9 @@ class RolloutRecord(BaseModel):
     length_words: int
     reward: float | None
     verdicts: dict[str, float | None]
+    trained: bool = Field(
+        default=True, description="False: generated, graded and dropped before the update (DAPO's dynamic sampling)."
+    )
 
 
 class GroupRecord(BaseModel):
@@ -66,6 +72,9 @@ class GroupRecord(BaseModel):
     )
     missing: int = 0
     reference_reward: float | None = None
+    trained: bool = Field(
+        default=True, description="False: generated, graded and dropped before the update (DAPO's dynamic sampling)."
+    )
 
     @classmethod
     def of(
@@ -101,6 +110,7 @@ class GroupRecord(BaseModel):
             plain_criterion_means=criterion_means([r for r in rollouts if not r.guided]) if guided else {},
             missing=sum(v is None for r in rollouts for v in r.verdicts.values()),
             reference_reward=reference_reward,
+            trained=first.trained,
         )
 
     def summary(self) -> str:
@@ -112,6 +122,7 @@ class GroupRecord(BaseModel):
             f"step {self.step} task {self.task_id} ({self.domain}) rubric v{self.rubric_version}: "
             f"reward mean {mean} std {std}{flat}, mean length {np.mean(self.lengths):.0f} tokens"
             + (f", {self.guided} guided" if self.guided else "")
+            + ("" if self.trained else ", dropped before the update")
         )
 
 
@@ -122,6 +133,12 @@ class StepRecord(BaseModel):
         default_factory=list, description="Groups generated and dropped (DAPO's dynamic sampling)."
     )
     seconds: dict[str, float] = Field(default_factory=dict)
+
+    @property
+    def observed(self) -> list[GroupRecord]:
+        """Every group the step generated and graded: the trained ones, then the dropped ones. The harness's
+        evidence (detectors, memory, the critic's kept rollouts, probation and outcomes) is all of them."""
+        return [*self.groups, *self.discarded]
 
 
 def criterion_means(rollouts: Sequence[RolloutRecord]) -> dict[str, float | None]:
@@ -163,16 +180,19 @@ class Recorder:
         replaces its earlier record."""
         old = self.steps.get(step.step)
         if old is not None:
-            self._graded.subtract(g.task_id for g in old.groups)
+            self._graded.subtract(g.task_id for g in old.observed)
         self.steps[step.step] = step
-        self._graded.update(g.task_id for g in step.groups)
+        self._graded.update(g.task_id for g in step.observed)
 
     def graded(self, task_id: str) -> int:
-        """How many groups of ``task_id`` were recorded (trained) so far: a count that only grows, unlike
-        :attr:`steps` (the last 1000 steps) and the kept rollouts (the last ``keep_steps``)."""
+        """How many groups of ``task_id`` were graded so far (trained or dropped: :attr:`StepRecord.observed`): a
+        count that only grows, unlike :attr:`steps` (the last 1000 steps) and the kept rollouts (the last
+        ``keep_steps``)."""
         return self._graded[task_id]
 
     def add(self, step: StepRecord, rollouts: list[RolloutRecord]) -> None:
+        """Keep a step's record and its rollouts: those of :attr:`StepRecord.observed`, in its order (the dropped
+        ones, ``trained`` false, after the trained ones), so a trial re-grades every group the step graded."""
         self.restore(step)
         self.rollouts[step.step] = rollouts
         while len(self.rollouts) > self.keep_steps:

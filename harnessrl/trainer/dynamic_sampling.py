@@ -79,7 +79,7 @@ class DynamicSampling:
             picks[rnd].extend(range(start, start + g_size))
         out = self._merge_outputs(outs, picks)
         kept_rollouts = [r for g in keep for r in g[3]]
-        dropped_rollouts = [r for g in dropped for r in g[3]]
+        dropped_rollouts = [r.model_copy(update={"trained": False}) for g in dropped for r in g[3]]
         self.accounting["rollouts/discarded"] += len(dropped_rollouts)
         self._replace_round_metrics(marks, kept_rollouts, out)
         metrics["dapo/discarded_groups"].append(float(len(dropped)))

@@ -589,8 +589,8 @@ class HarnessGRPOTrainer(DynamicSampling, GRPOTrainer):
             discarded=self._group_records(discarded or []),
             seconds=seconds,
         )
-        if self.accelerator.is_main_process:
-            self.recorder.add(record, rollouts)
+        if self.accelerator.is_main_process:  # the dropped rollouts too: the harness reads them (record.observed)
+            self.recorder.add(record, [*rollouts, *(discarded or [])])
         self._log_step_metrics(record, judge_metrics)
         skipped = self._judge_faults(record)
         for listener in self.step_listeners:

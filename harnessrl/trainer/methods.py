@@ -4,9 +4,9 @@ Every method goes through the same trainer, data, judge, evaluation and accounti
 it turns on. ``harnessrl`` runs the evolver; the others never do (detectors and memory stay on): ``fixed``
 is plain GRPO, ``dapo`` turns on the trainer's dynamic sampling, ``odf`` the task-sampling interface's
 difficulty filter, ``oracle`` trains on the gold rubrics (the upper bound of any rubric repair).
-``harnessrl-dapo`` runs the evolver over DAPO's dynamic sampling (not in a default bench; the evolver reads
-the trained groups, not the ones DAPO drops). On the gold bench at 5 seeds it scored below the harness over plain
-GRPO (docs/design.md section 8).
+``harnessrl-dapo`` runs the evolver over DAPO's dynamic sampling (not in a default bench). The harness reads
+every group a step graded, the ones DAPO drops too (docs/design.md section 4, "What the harness reads"); reading
+only the trained ones, it scored below the harness over plain GRPO on the gold bench at 5 seeds (section 8).
 
 Training (the run config's ``method`` and its validation, the run's start event and log), the bench (its
 built-in methods, the ones a bench runs by default, the settings a method never reads) and the report read
@@ -121,7 +121,7 @@ METHOD_TABLE: dict[str, MethodSpec] = {
             describe=lambda s: (
                 f"the evolving harness ({s['backend']} evolver, {s['mode']}, every {s['every_steps']} steps) over "
                 f"DAPO dynamic sampling (drop groups with reward std < {s['eps']}, refill with up to "
-                f"{s['max_extra_groups']} extra groups a step; the harness reads the trained groups)"
+                f"{s['max_extra_groups']} extra groups a step; the harness reads the dropped groups too)"
             ),
         ),
         MethodSpec(

@@ -272,28 +272,36 @@ def roll_back(run: RunDir, step: int) -> list[int]:
 
 
 def replay(run: RunDir, recorder: Recorder, observe: Any = None, window: int = 16) -> int:
-    """Rebuild the last ``window`` steps' records from ``steps.jsonl`` into ``recorder.steps`` (nothing is
-    written) and pass each, with its kept rollouts, to ``observe(record, rollouts, regrade=False)`` (the failure
-    detector's ``observe``: its windows refill without asking the judge again; the failures it returns were
-    recorded before the kill). Returns the
-    number of steps replayed."""
-    by_step: dict[int, list[GroupRecord]] = defaultdict(list)
+    """Rebuild the last ``window`` steps' records from ``steps.jsonl`` (and DAPO's dropped groups from
+    ``discarded_groups.jsonl``) into ``recorder.steps`` (nothing is written) and pass each, with its kept rollouts,
+    to ``observe(record, rollouts, regrade=False)`` (the failure detector's ``observe``: its windows refill without
+    asking the judge again; the failures it returns were recorded before the kill). Returns the number of steps
+    replayed."""
     path = run.path / "steps.jsonl"
     if not path.exists():
         return 0
+    by_step, dropped = _groups_by_step(path), _groups_by_step(run.path / "discarded_groups.jsonl")
+    steps = sorted(by_step)[-window:]
+    for step in steps:
+        record = StepRecord(step=step, groups=by_step[step], discarded=dropped.get(step, []))
+        recorder.restore(record)
+        if observe is not None:
+            observe(record, recorder.rollouts.get(step), regrade=False)
+    return len(steps)
+
+
+def _groups_by_step(path: Path) -> dict[int, list[GroupRecord]]:
+    """The group records of a ``steps.jsonl``-shaped file, by step (a torn or unreadable line is passed over)."""
+    by_step: dict[int, list[GroupRecord]] = defaultdict(list)
+    if not path.exists():
+        return by_step
     for line in path.read_text(encoding="utf-8").splitlines():
         try:
             group = GroupRecord.model_validate_json(line)
         except ValueError:
             continue
         by_step[group.step].append(group)
-    steps = sorted(by_step)[-window:]
-    for step in steps:
-        record = StepRecord(step=step, groups=by_step[step])
-        recorder.restore(record)
-        if observe is not None:
-            observe(record, recorder.rollouts.get(step), regrade=False)
-    return len(steps)
+    return by_step
 
 
 def reconcile_commits(run: RunDir, harness: Harness) -> list[str]:
