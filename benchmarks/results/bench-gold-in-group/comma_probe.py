@@ -1,57 +1,52 @@
-"""Sample answers to the `nocomma` test prompts from final checkpoints; print the no-comma and topic rates.
+"""Evaluate runs' final checkpoints on one family's test tasks with more sampled answers than the bench.
 
-The bench grades 16 answers a seed on this family (4 test prompts x 4); this draws N per prompt, so a
-difference between two runs can be told from the noise of 16. It uses the chat template with no system
-prompt, temperature 1, 64 new tokens, torch seed 0 per checkpoint:
+The bench grades 4 answers per test task (16 a seed on a family of 4 tasks); this scores the same tasks as the
+run's own evaluation does (its decoding, its eval judge, gold with rubric version 0 beside it:
+``evaluate_policy`` with ``eval_decoding``), only with N answers per task, so a family's difference between two
+runs can be told from the noise of 16. Nothing is written into the run directories.
 
-    python benchmarks/results/bench-gold-in-group/comma_probe.py 32 RUN/checkpoints/final ...
+    python benchmarks/results/bench-gold-in-group/comma_probe.py 32 nocomma RUN_DIR ...
+
+For ``nocomma`` the gold rubric is 1 x topic + 2 x no commas and rubric version 0 the topic alone, so the
+no-comma rate is (3 x gold - proxy) / 2.
 """
 
 from __future__ import annotations
 
-import json
 import sys
-from pathlib import Path
 
-import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from harnessrl.judges import build_judge
+from harnessrl.models import load_causal_lm
+from harnessrl.records.run_dir import RunDir
+from harnessrl.trainer.evaluation import eval_decoding, evaluate_policy, resolve_grade_with
+from harnessrl.trainer.run import _device, _on_device, load_run_tasks
+from harnessrl.trainer.train_config import load_train_config
 
-TEST = Path(__file__).resolve().parents[3] / "harnessrl" / "data" / "bench_gold" / "test.jsonl"
 
-
-def main(n: int, checkpoints: list[str]) -> None:
-    torch.set_num_threads(2)
-    with TEST.open() as f:
-        tasks = [json.loads(line) for line in f]
-    tasks = [t for t in tasks if t["metadata"]["family"] == "nocomma"]
-    for ckpt in checkpoints:
-        tok = AutoTokenizer.from_pretrained(ckpt)
-        model = AutoModelForCausalLM.from_pretrained(ckpt, torch_dtype=torch.float32).eval()
-        torch.manual_seed(0)
-        no_comma = topic = total = 0
-        for task in tasks:
-            messages = [{"role": "user", "content": task["prompt"]}]
-            ids = tok.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt", return_dict=True)[
-                "input_ids"
-            ]
-            with torch.no_grad():
-                out = model.generate(
-                    ids.repeat(n, 1),
-                    do_sample=True,
-                    temperature=1.0,
-                    top_p=1.0,
-                    top_k=0,
-                    max_new_tokens=64,
-                    pad_token_id=tok.eos_token_id,
-                )
-            phrases = next(c for c in task["gold_rubric"] if c["id"] == "topic")["check"]["phrases"]
-            for seq in out:
-                text = tok.decode(seq[ids.shape[1] :], skip_special_tokens=True)
-                no_comma += "," not in text
-                topic += any(p.lower() in text.lower() for p in phrases)
-                total += 1
-        print(f"{ckpt} n {total} no-comma {no_comma / total:.3f} topic {topic / total:.3f}", flush=True)
+def main(completions: int, family: str, run_dirs: list[str]) -> None:
+    for run_dir in run_dirs:
+        run = RunDir(run_dir, create=False)
+        config = load_train_config(run.config)
+        splits = load_run_tasks(config).eval_splits
+        tasks = [t for t in splits["test"] if t.metadata.get("family") == family]
+        if not tasks:
+            raise SystemExit(f"{run_dir}: no test task of family {family!r}")
+        device = _device(config)
+        model, tokenizer = load_causal_lm(str(run.checkpoints / "final"), device=device)
+        judge = build_judge(_on_device(config.eval_judge, device))
+        result = evaluate_policy(
+            model,
+            tokenizer,
+            tasks,
+            judge,
+            step=-1,
+            split="test",
+            grade_with=resolve_grade_with(config.eval.grade_with, splits),
+            **{**eval_decoding(config), "completions": completions},
+        )
+        gold, proxy = result.overall, result.proxy.overall if result.proxy else None
+        print(f"{run_dir} answers {len(tasks) * completions} gold {gold:.3f} proxy {proxy:.3f}", flush=True)
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]), sys.argv[2:])
+    main(int(sys.argv[1]), sys.argv[2], sys.argv[3:])
