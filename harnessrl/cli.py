@@ -507,13 +507,31 @@ def eval_cmd(
     checkpoint: Annotated[
         str | None, typer.Option(help="best | final | checkpoint-N | a path (default: best, else final).")
     ] = None,
+    completions: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Sampled answers a task (default: the run's eval.completions). More give a family's score with "
+            "less noise; decoding is otherwise the run's.",
+        ),
+    ] = None,
+    split: Annotated[
+        list[str] | None, typer.Option(help="Score this split only (validation, test); repeat for both.")
+    ] = None,
+    family: Annotated[
+        list[str] | None, typer.Option(help="Score the tasks of this family (metadata.family) only; repeatable.")
+    ] = None,
+    domain: Annotated[list[str] | None, typer.Option(help="Score the tasks of this domain only; repeatable.")] = None,
 ) -> None:
     """Evaluate a checkpoint of a run on its validation and test splits (as the run evaluates: the gold rubrics
-    where every task has one, with rubric version 0 beside them; the eval judge)."""
+    where every task has one, with rubric version 0 beside them; the eval judge). Rows go to eval.jsonl with
+    source 'harnessrl eval' and never enter the training curve."""
     _quiet_transformers()
     from harnessrl.trainer.run import evaluate_run
 
-    res = evaluate_run(run_dir, checkpoint)
+    res = evaluate_run(
+        run_dir, checkpoint, completions=completions, splits=split, families=family or (), domains=domain or ()
+    )
     results = res["results"]
     num = lambda v: "n/a" if v is None else f"{v:.3f}"  # noqa: E731
     for by in ("per_domain", "per_family"):
@@ -523,7 +541,7 @@ def eval_cmd(
         t = Table(title=f"Evaluation of {res['checkpoint']}, {by.replace('per_', 'per ')}", title_justify="left")
         t.add_column(by.removeprefix("per_"))
         for split, r in results.items():
-            t.add_column(f"{split} ({r.tasks} tasks), {r.graded_with}", justify="right")
+            t.add_column(f"{split} ({r.tasks} tasks × {r.completions_per_task}), {r.graded_with}", justify="right")
             if r.proxy is not None:
                 t.add_column(f"{split} proxy (rubric v0)", justify="right")
 

@@ -12,12 +12,15 @@ from pathlib import Path
 
 import pytest
 import torch
+from typer.testing import CliRunner
 
 from harnessrl import models
+from harnessrl.cli import app
 from harnessrl.data import Criterion, Task, load_tasks
 from harnessrl.errors import ConfigError, HarnessRLError
 from harnessrl.interfaces import EditRubric, Harness
 from harnessrl.records.run_dir import RunDir, read_jsonl
+from harnessrl.records.run_record import RunRecord
 from harnessrl.trainer.evaluation import (
     EvalResult,
     eval_decoding,
@@ -279,6 +282,44 @@ def test_eval_run_unknown_checkpoint_lists_what_exists(run_dir):
     msg = str(e.value)
     assert "no checkpoint 'checkpoint-9'" in msg
     assert "checkpoint-3" in msg and "final" in msg
+
+
+def test_eval_run_scores_a_selection_with_more_answers(run_dir):
+    """--completions, --split, --domain/--family: the rows say what they scored and stay out of the curve."""
+    out = evaluate_run(run_dir.path, "final", completions=3, splits=["test"], domains=["nature"])
+    res = out["result"]
+    assert list(out["results"]) == ["test"] and list(res.per_task) == ["h-snow"]
+    assert res.completions_per_task == 3 and res.tasks == 1
+    (row,) = run_dir.read("eval.jsonl")
+    assert row["selection"] == {"domains": ["nature"]} and row["completions_per_task"] == 3
+    record = RunRecord.load(run_dir.path)
+    assert record.evaluations == ()  # a row of `harnessrl eval` is not a point of the training curve
+    # the whole of both splits, at the run's own eval.completions, says it selected nothing
+    out = evaluate_run(run_dir.path, "final")
+    assert run_dir.read("eval.jsonl")[-1]["selection"] is None
+    assert out["results"]["test"].completions_per_task == 1
+
+
+def test_eval_run_selection_errors_name_what_the_run_has(run_dir):
+    with pytest.raises(HarnessRLError, match=r"no held-out task of domain 'ocean'.*food, nature"):
+        evaluate_run(run_dir.path, domains=["ocean"])
+    with pytest.raises(HarnessRLError, match=r"no held-out task of family 'brief'.*none \(no task names one\)"):
+        evaluate_run(run_dir.path, families=["brief"])
+    with pytest.raises(HarnessRLError, match=r"no train split; the run has: validation, test"):
+        evaluate_run(run_dir.path, splits=["train"])
+    with pytest.raises(HarnessRLError, match="completions must be at least 1"):
+        evaluate_run(run_dir.path, completions=0)
+    assert not (run_dir.path / "eval.jsonl").exists()  # nothing written before the error
+
+
+def test_eval_cli_prints_the_selection(run_dir):
+    out = CliRunner().invoke(
+        app, ["eval", "--run-dir", str(run_dir.path), "--checkpoint", "final", "--completions", "2", "--split", "test"]
+    )
+    assert out.exit_code == 0, out.output
+    assert "test (2 tasks × 2), rubric" in out.output and "validation" not in out.output
+    out = CliRunner().invoke(app, ["eval", "--run-dir", str(run_dir.path), "--family", "brief"])
+    assert isinstance(out.exception, HarnessRLError) and "no held-out task of family 'brief'" in str(out.exception)
 
 
 def test_eval_run_errors(tmp_path, run_dir):

@@ -158,6 +158,10 @@ class EvalRow(Scores):
     clipped_share: float | None = None
     clipped_per_family: dict[str, float | None] = Field(default_factory=dict)
     source: str | None = Field(None, description="Who wrote it: None the training, 'harnessrl eval' the command.")
+    completions_per_task: int = Field(1, description="1: the greedy answer; k > 1: the mean reward of k sampled ones.")
+    selection: dict[str, list[str]] | None = Field(
+        None, description="`harnessrl eval --family/--domain`: the families and domains kept; None: the whole split."
+    )
 
     @field_validator("graded_with", mode="before")
     @classmethod
