@@ -21,6 +21,7 @@ import argparse
 import json
 import math
 import shlex
+import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -88,7 +89,7 @@ def precise_score(run: Path, checkpoint: str, completions: int) -> dict[str, Any
         evaluate_run(run, Path(checkpoint).name, completions=completions, splits=["test"])
         row = done()
     assert row is not None
-    return {**_scores(row), "seconds": row.get("seconds")}
+    return {**_scores(row), "seconds": row.get("seconds"), "sampling_se": row.get("sampling_se")}
 
 
 def _paired(a: dict[int, float | None], b: dict[int, float | None]) -> dict[str, Any]:
@@ -126,17 +127,28 @@ def compare(table: dict[str, dict[int, dict[str, Any]]], against: str) -> dict[s
 
 
 def noise(table: dict[str, dict[int, dict[str, Any]]], bench_answers: int, answers: int) -> dict[str, Any]:
-    """Each checkpoint's change from the bench's score to the precise one; the spread of that change, and the
-    sampling noise it implies for a score of ``bench_answers`` answers a task (the change's variance is the sum of
-    both sizes' sampling variances, the larger's ``bench_answers / answers`` of the smaller's)."""
+    """The sampling noise a score at ``bench_answers`` answers a task carries, two ways:
+
+    - from each checkpoint's change from the bench's score to the precise one: the two are independent draws, so
+      the change's variance is the sum of both sampling variances, the precise one ``bench_answers / answers`` of
+      the bench's;
+    - from the answers' spread within each task (``sampling_se`` of the precise rows, scaled to
+      ``bench_answers``).
+
+    A paired difference of two runs carries about sqrt(2) times it."""
     changes = [r["precise"]["overall"] - r["bench"]["overall"] for seeds in table.values() for r in seeds.values()]
     st = stat(changes)
     sd = st.get("std")
-    bench_sd = sd / math.sqrt(1 + bench_answers / answers) if sd is not None else None
+    from_change = sd / math.sqrt(1 + bench_answers / answers) if sd is not None else None
+    ses = [r["precise"].get("sampling_se") for seeds in table.values() for r in seeds.values()]
+    ses = [v for v in ses if v is not None]
+    from_spread = math.sqrt(statistics.fmean(v * v for v in ses) * answers / bench_answers) if ses else None
     return {
         "change": st,
-        "bench_sampling_sd": bench_sd,
-        "paired_difference_sampling_sd": bench_sd and bench_sd * math.sqrt(2),
+        "bench_sampling_sd_from_change": from_change,
+        "bench_sampling_se_from_spread": from_spread,
+        "precise_sampling_se_mean": statistics.fmean(ses) if ses else None,
+        "paired_difference_sampling_sd": (from_spread or from_change or 0.0) * math.sqrt(2) or None,
     }
 
 
@@ -180,14 +192,22 @@ def markdown(res: dict[str, Any]) -> str:
             )
     n = res["noise"]
     if n["change"].get("std") is not None:
+        spread = n["bench_sampling_se_from_spread"]
         lines += [
             "",
             "## The evaluation's sampling noise",
             "",
             f"A checkpoint's score moved from {kb} to {k} answers a task by {n['change']['mean']:+.3f} on average, sd "
             f"{n['change']['std']:.3f} over {n['change']['n']} checkpoints: a score at {kb} answers carries a sampling "
-            f"sd of about {n['bench_sampling_sd']:.3f}, a paired difference of two about "
-            f"{n['paired_difference_sampling_sd']:.3f} (if the two runs' samples are independent).",
+            f"sd of about {n['bench_sampling_sd_from_change']:.3f} by that change"
+            + (
+                f", and {spread:.3f} by the answers' spread within each task (at {k} answers: "
+                f"{n['precise_sampling_se_mean']:.3f})"
+                if spread is not None
+                else ""
+            )
+            + f". A paired difference of two runs at {kb} answers carries about "
+            f"{n['paired_difference_sampling_sd']:.3f} of it.",
         ]
     return "\n".join(lines) + "\n"
 

@@ -558,6 +558,13 @@ def eval_cmd(
         t.add_row("[bold]overall[/]", *(f"[bold]{c}[/]" for c in cells(lambda s: num(s.overall))))
         console.print(t)
     for split, r in results.items():
+        if r.sampling_se is not None and r.overall is not None:
+            console.print(
+                f"{split}: {r.graded_with} {r.overall:.3f}, sampling standard error {r.sampling_se:.3f} "
+                f"({r.completions_per_task} answers a task; another draw of as many answers moves the score by about "
+                "that much)",
+                highlight=False,
+            )
         if r.overall is None:
             err_console.print(f"[bold red]{split}: no score[/] ({escape(str(r.no_score_reason))})", highlight=False)
     if any(r.overall is None for r in results.values()):

@@ -40,7 +40,7 @@ def _run(root: Path, method: str, seed: int, bench4: float, precise16: float | N
     (run.path / "best.json").write_text(json.dumps(best), encoding="utf-8")
     rows = [{"step": 40, "split": "test", "overall": 0.1, "per_family": {"brief": 0.1}}]  # the training's own
     if precise16 is not None:
-        row = {"split": "test", "source": "harnessrl eval", "checkpoint": ckpt, "selection": None, "seconds": 9.0}
+        row = {"split": "test", "source": "harnessrl eval", "checkpoint": ckpt, "selection": None, "sampling_se": 0.02}
         rows.append(
             {**row, "step": 40, "overall": precise16, "per_family": {"brief": precise16}, "completions_per_task": 16}
         )
@@ -79,6 +79,9 @@ def test_pairs_by_seed_at_both_sizes_and_reads_back_what_was_graded(bench, tmp_p
     assert cmp["precise"]["per_family"]["brief"]["mean"] == pytest.approx(0.05)
     changes = [-0.05, 0.06, -0.01, 0.02, -0.04, 0.05]
     assert res["noise"]["change"]["mean"] == pytest.approx(sum(changes) / 6)
+    # the answers' spread: 0.02 at 16 answers is 0.04 at 4; a paired difference sqrt(2) times that
+    assert res["noise"]["bench_sampling_se_from_spread"] == pytest.approx(0.04)
+    assert res["noise"]["paired_difference_sampling_sd"] == pytest.approx(0.04 * 2**0.5)
     md = (out / "results.md").read_text()
     assert "harnessrl − dapo" in md and "| harnessrl | 0 | 40 | 0.600 | 0.550 | -0.050 |" in md
 

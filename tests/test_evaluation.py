@@ -10,6 +10,7 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from typer.testing import CliRunner
@@ -156,9 +157,14 @@ def test_mean_of_k_sampled_completions(policy, tasks, judge):
     assert res.completions_per_task == 3 and len(spy.requests) == 3 * len(tasks)
     again = evaluate_policy(model, tok, tasks, judge, step=2, max_new_tokens=8, batch_size=2, completions=3, seed=7)
     assert again.per_task == res.per_task
+    spread = []
     for k, t in enumerate(tasks):
         rewards = [judge.grade_one(t, text).reward for text in outs[k]]
         assert res.per_task[t.id] == pytest.approx(sum(rewards) / 3)
+        spread.append(float(np.var(rewards, ddof=1)) / 3)
+    # the score's sampling standard error, from the answers' spread within each task
+    assert res.sampling_se == pytest.approx(np.sqrt(sum(spread)) / len(tasks))
+    assert res.scores.sampling_se == res.sampling_se
     assert res.samples[0]["response"] == outs[0][0]
     with pytest.raises(ValueError, match="at least 1"):
         generate_completions(model, tok, tasks, max_new_tokens=4, completions=0)
@@ -298,6 +304,7 @@ def test_eval_run_scores_a_selection_with_more_answers(run_dir):
     out = evaluate_run(run_dir.path, "final")
     assert run_dir.read("eval.jsonl")[-1]["selection"] is None
     assert out["results"]["test"].completions_per_task == 1
+    assert out["results"]["test"].sampling_se is None  # one greedy answer a task: no spread to measure
 
 
 def test_eval_run_selection_errors_name_what_the_run_has(run_dir):
@@ -318,6 +325,7 @@ def test_eval_cli_prints_the_selection(run_dir):
     )
     assert out.exit_code == 0, out.output
     assert "test (2 tasks × 2), rubric" in out.output and "validation" not in out.output
+    assert "sampling standard error" in out.output
     out = CliRunner().invoke(app, ["eval", "--run-dir", str(run_dir.path), "--family", "brief"])
     assert isinstance(out.exception, HarnessRLError) and "no held-out task of family 'brief'" in str(out.exception)
 

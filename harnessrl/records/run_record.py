@@ -146,6 +146,7 @@ class Scores(_View):
     per_domain: dict[str, float | None] = Field(default_factory=dict)
     per_family: dict[str, float | None] = Field(default_factory=dict)
     per_task: dict[str, float | None] = Field(default_factory=dict)
+    sampling_se: float | None = Field(None, description="The standard error of overall from sampling the answers.")
 
 
 class EvalRow(Scores):

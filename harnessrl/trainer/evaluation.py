@@ -92,6 +92,11 @@ class ScoreSet(BaseModel):
     per_family: dict[str, float] = Field(default_factory=dict, description="By metadata.family; empty: no families.")
     per_task: dict[str, float | None]
     no_score_reason: str | None = None
+    sampling_se: float | None = Field(
+        default=None,
+        description="The standard error of `overall` from sampling the answers (the checkpoint and tasks held): "
+        "sqrt(sum of each task's answer-reward variance over its answers) / tasks; None below 2 answers a task.",
+    )
 
 
 class EvalResult(BaseModel):
@@ -110,6 +115,9 @@ class EvalResult(BaseModel):
     graded_with: GradeWith = Field(default="rubric", description="gold: the gold rubrics; rubric: rubric version 0.")
     per_family: dict[str, float] = Field(default_factory=dict)
     no_score_reason: str | None = None
+    sampling_se: float | None = Field(
+        default=None, description="The standard error of `overall` from sampling the answers (ScoreSet)."
+    )
     proxy: ScoreSet | None = Field(
         default=None, description="Graded with rubric version 0 when the main score is gold (the proxy)."
     )
@@ -132,6 +140,7 @@ class EvalResult(BaseModel):
             per_family=self.per_family,
             per_task=self.per_task,
             no_score_reason=self.no_score_reason,
+            sampling_se=self.sampling_se,
         )
 
     @property
@@ -183,11 +192,21 @@ def _score_set(tasks: Sequence[Task], flat: list[tuple[Task, str]], graded: list
         )
     return ScoreSet(
         overall=float(np.mean(scored)) if scored else None,
+        sampling_se=_sampling_se(list(rewards.values())),
         per_domain={d: float(np.mean(v)) for d, v in sorted(by_domain.items())},
         per_family={f: float(np.mean(v)) for f, v in sorted(by_family.items())},
         per_task=per_task,
         no_score_reason=reason,
     )
+
+
+def _sampling_se(rewards: list[list[float]]) -> float | None:
+    """The standard error of the mean over tasks of each task's mean answer reward, from the answers' spread
+    within each task: what another draw of the same number of answers from the same checkpoint would move the
+    score by. None when some scored task has fewer than 2 answers (a greedy evaluation has no such spread)."""
+    if not rewards or any(len(r) < 2 for r in rewards):
+        return None
+    return float(np.sqrt(sum(np.var(r, ddof=1) / len(r) for r in rewards)) / len(rewards))
 
 
 def _clipped(tokenizer, tasks: Sequence[Task], outs: list[list[str]], max_new_tokens: int):
@@ -327,6 +346,7 @@ def evaluate_policy(
         per_family=main.per_family,
         per_task=main.per_task,
         no_score_reason=main.no_score_reason,
+        sampling_se=main.sampling_se,
         tasks=len(tasks),
         seconds=time.perf_counter() - t0,
         samples=samples,
