@@ -12,7 +12,7 @@ Resumable: a checkpoint already graded (an ``eval.jsonl`` row of ``harnessrl eva
 answers a task, of the whole split, of that checkpoint) is not graded again.
 
     OMP_NUM_THREADS=2 .venv/bin/python benchmarks/eval_precision.py --dir /work/runs/df-h0 ... --dir /work/runs/pd-4 \
-        --against dapo --completions 16 --out benchmarks/results/bench-gold-precision
+        --against dapo --completions 16 --out benchmarks/results/eval-precision
 """
 
 from __future__ import annotations

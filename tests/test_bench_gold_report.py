@@ -165,6 +165,7 @@ def make_gold_run(
                 "clipped_share": 0.25,
                 "clipped_per_family": {"lax": 0.5, "ctrl": 0.0},
                 "tasks": 4,
+                "sampling_se": 0.03 if method == "harnessrl" else 0.04,
             }
         )
     _jsonl(run / "eval.jsonl", rows)
@@ -308,6 +309,11 @@ def test_comparisons_carry_a_t_interval_and_a_task_bootstrap(gold_bench):
     # at the best-validation checkpoint (harness step 2, fixed step 4)
     assert c["test_at_best"]["mean"] == pytest.approx(e["mean"])
     assert c["steps_to_best"]["mean"] == -2 and c["steps_to_best"]["ci95"] == pytest.approx([-2, -2])
+    # a seed's difference from the answers' draw alone: sqrt(0.03^2 + 0.04^2); none at equal rollouts
+    assert c["test_at_best"]["sampling_sd"] == pytest.approx(0.05) and c["test_end"]["sampling_sd"] == pytest.approx(
+        0.05
+    )
+    assert e["sampling_sd"] is None
 
 
 def test_t_interval_needs_two_seeds_and_has_the_t_quantiles():
@@ -369,6 +375,9 @@ def test_markdown_has_the_gold_sections(gold_bench):
         "## Oracle gap",
     ):
         assert heading in md, heading
+    # the runs' evaluations sample answers: how much of a seed's difference that draw is, beside the seeds' spread
+    assert "| std over seeds / answer sampling, a seed |" in md and "*Answer sampling, a seed*" in md
+    assert "| harnessrl − fixed | test @ end | +0.155 |" in md and "| 0.005 / 0.050 |" in md
     assert "graded with the tasks' **gold rubrics**" in md
     assert "| fixed | 3 (3 finished) | 0.455 ± 0.005 | 0.455 ± 0.005 | 0.455 ± 0.005 | 0.805 ± 0.005 |" in md
     assert "| 0 | 32 | step 4 (0.440) | step 4 (0.450) | step 2 (0.400) | step 4 (0.750) |" in md

@@ -514,6 +514,9 @@ MEASURES = (
     ("steps_to_best", "steps to best"),
 )
 
+SAMPLED_MEASURES = ("test_at_best", "test_end")
+"""The measures whose scores carry a sampling standard error (an evaluation's own)."""
+
 
 def _bound_lines(bound: dict[str, Any] | None) -> list[str]:
     """The oracle against the best baseline: what a harness arm could show against it at these seeds."""
@@ -568,11 +571,21 @@ def _comparison_lines(comps: list[dict[str, Any]], agg: dict[str, Any]) -> list[
         ],
         rows,
     )
+    # runs whose evaluations sample answers say how much of a difference is that draw (older reports: no column)
+    sampled = any(c[k].get("sampling_sd") is not None for c in comps for k in SAMPLED_MEASURES)
     lines += [
         "",
         "**Intervals.** *Over seeds*: the 95% t-interval of the mean per-seed difference (seed variation; n/a from "
         "one seed). *Over test tasks*: a paired bootstrap (2000 draws, fixed seed) resampling the test tasks, each "
-        "task's difference averaged over seeds (task sampling only: it says nothing of seed variation).",
+        "task's difference averaged over seeds (task sampling only: it says nothing of seed variation)."
+        + (
+            " *Answer sampling, a seed*: the sd a seed's difference has from the evaluations' draw of answers alone "
+            "(each score's sampling standard error, from its answers' spread within each task); beside the std over "
+            "seeds, it says how much of the seeds' spread is the evaluation's draw rather than training's "
+            "(`harnessrl eval --completions` draws more)."
+            if sampled
+            else ""
+        ),
         "",
     ]
     rows = []
@@ -590,10 +603,13 @@ def _comparison_lines(comps: list[dict[str, Any]], agg: dict[str, Any]) -> list[
                     if not boot
                     else f"{_num(boot['mean'], signed=True)} [{_num(boot['low'], signed=True)}, "
                     f"{_num(boot['high'], signed=True)}] ({boot['tasks']} tasks{_boot_seeds(boot, d)})",
+                    *([f"{_num(d.get('std'))} / {_num(d.get('sampling_sd'))}" if key in SAMPLED_MEASURES else ""]
+                      if sampled else []),
                     d["verdict"],
                 ]
-            )
-    lines += _table(["pair", "measure", "mean Δ", "95% over seeds", "bootstrap over tasks", "verdict"], rows)
+            )  # fmt: skip
+    spread = ["std over seeds / answer sampling, a seed"] if sampled else []
+    lines += _table(["pair", "measure", "mean Δ", "95% over seeds", "bootstrap over tasks", *spread, "verdict"], rows)
     lines.append("")
     for c in comps:
         lines.append(

@@ -404,7 +404,9 @@ def run_figures(run: RunData) -> dict[str, Any]:
         "steps_to_best": best_step,
         "test_at_best": test_at_best.overall if test_at_best else None,
         "test_at_best_per_domain": dict(test_at_best.per_domain) if test_at_best else {},
+        "test_at_best_se": test_at_best.sampling_se if test_at_best else None,
         "test_end": test_end.overall if test_end else None,
+        "test_end_se": test_end.sampling_se if test_end else None,
         "test_end_step": test_end.step if test_end else None,
         "test_end_per_domain": dict(test_end.per_domain) if test_end else {},
         "test_start": test[0].overall if test and test[0].step == 0 else None,
@@ -479,7 +481,9 @@ def stat(values: Sequence[float | None]) -> dict[str, Any]:
 
 SCALARS = (
     "test_at_best",
+    "test_at_best_se",
     "test_end",
+    "test_end_se",
     "test_start",
     "test_at_equal_rollouts",
     "proxy_test_at_best",
@@ -750,6 +754,7 @@ def compare(agg: dict[str, Any], runs_figures: Sequence[dict[str, Any]] = ()) ->
             for key in SCORE_COMPARISONS:
                 d = _paired_score(agg[arm], agg[base], key)
                 d["bootstrap"] = task_bootstrap(runs_figures, arm, base, key) if runs_figures else None
+                d["sampling_sd"] = sampling_sd(agg[arm], agg[base], f"{key}_se")
                 row[key] = d
             d = _paired(agg[arm], agg[base], "steps_to_best")
             d["verdict"] = _verdict(d, higher_is_better=False, good="fewer steps", bad="more steps")
@@ -759,6 +764,18 @@ def compare(agg: dict[str, Any], runs_figures: Sequence[dict[str, Any]] = ()) ->
             row["steps_to_best"] = d
             out.append(row)
     return out
+
+
+def sampling_sd(a: dict[str, Any], b: dict[str, Any], se_key: str) -> float | None:
+    """The sd a seed's paired difference a - b has from the evaluations' sampling of answers alone (each score's
+    ``sampling_se``, ``se_key`` of the runs' figures): the root mean over the paired seeds of se_a^2 + se_b^2.
+    Set beside the spread of the differences over seeds, it says how much of that spread is the evaluation's
+    draw rather than training's. None when a paired seed's evaluation has no such figure (greedy, older runs)."""
+    seeds = sorted(set(a["per_seed"]) & set(b["per_seed"]), key=int)
+    pairs = [(a["per_seed"][s].get(se_key), b["per_seed"][s].get(se_key)) for s in seeds]
+    if not pairs or any(x is None or y is None for x, y in pairs):
+        return None
+    return math.sqrt(statistics.fmean(x * x + y * y for x, y in pairs))
 
 
 def oracle_bound(agg: dict[str, Any]) -> dict[str, Any] | None:
