@@ -90,10 +90,19 @@ def test_the_rubric_interface_proposes_its_own_edits():
 def test_a_revision_reads_the_earlier_attempt_and_the_trial():
     first = RubricCriteria.suggest(_evidence("spurious_length"))[0]
     attempt = Attempt(tool="edit_rubric", payload=first.builder_arguments())
-    trial = TrialView(accepted=False, reason="rejected by the reference guard: the reference answer lost score")
+    trial = TrialView(
+        accepted=False,
+        verdict_kind="reference_guard",
+        reason="rejected by the reference guard: the reference answer lost score",
+    )
     e = _evidence("spurious_length", attempts=[attempt], trial=trial)
     revise = next(s for s in RubricCriteria.suggest(e) if s.tag == "length_revise")
     assert revise.update.add[0].check.min == 23  # looser: ceil(17 x 1.25) + 1
+    # the typed verdict decides, not the reason's words: a refusal whose reason names the reference is tighter
+    worded = TrialView(accepted=False, verdict_kind="not_reliable", reason="the reference answer's rank held")
+    e = _evidence("spurious_length", attempts=[attempt], trial=worded)
+    tighter = next(s for s in RubricCriteria.suggest(e) if s.tag == "length_revise")
+    assert tighter.update.add[0].check.min < 18 and tighter.update.add[0].weight == -3.0
     guided = RolloutGuidance.suggest(_evidence("non_discriminative_low", verdicts=(0.0, 0.0)))
     assert [s.tag for s in guided] == ["guide", "guide_more"] and isinstance(guided[0].update, SetGuidance)
     assert guided[0].update.text.startswith("A good answer must meet each of these: explains photosynthesis")

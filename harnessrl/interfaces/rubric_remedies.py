@@ -183,15 +183,15 @@ def _previous_limit(e: ProposalEvidence) -> int | None:
 
 
 def _length_revise(e: ProposalEvidence) -> EditRubric | None:
-    """After a reject: looser when the reference answer lost score, the policy's median when the pitfall never
-    fired, else tighter at twice the weight."""
+    """After a reject: looser when the reference guard refused it (the trial's typed ``verdict_kind``, never its
+    reason's words), the policy's median when the pitfall never fired, else tighter at twice the weight."""
     prev = _previous_limit(e)
     reason = (e.trial.reason if e.trial else None) or ""
     measured = json.dumps(e.trial.measurements if e.trial else {}).lower()
     if prev is None:
         return _length_pitfall(e, 1.0)
     lengths = e.policy_words()
-    if "reference" in reason.lower():
+    if e.trial is not None and e.trial.verdict_kind == "reference_guard":
         limit = math.ceil(prev * 1.25)
         weight = 0.5 * e.sum_pos
         why = f"the trial says the reference answer lost score ({reason}); a looser limit ({prev} → {limit} words)"
