@@ -9,7 +9,9 @@ bench report's 95% t-interval over seeds. It also gives each checkpoint's change
 new one (the evaluation noise the bench's figure carried).
 
 Resumable: a checkpoint already graded (an ``eval.jsonl`` row of ``harnessrl eval`` on the test split at that many
-answers a task, of the whole split, of that checkpoint) is not graded again.
+answers a task, of the whole split, of that checkpoint) is not graded again. ``--rows`` takes the graded
+checkpoints of an earlier reading's ``results.json`` as they are, for runs whose folders are gone (the baseline a
+new arm is paired with, graded once).
 
     OMP_NUM_THREADS=2 .venv/bin/python benchmarks/eval_precision.py --dir /work/runs/df-h0 ... --dir /work/runs/pd-4 \
         --against dapo --completions 16 --out benchmarks/results/eval-precision
@@ -64,6 +66,43 @@ def bench_score(run: Path) -> dict[str, Any]:
         "step": best["step"],
         "checkpoint": best.get("checkpoint") or str(run / "checkpoints/best"),
     }
+
+
+def read_rows(paths: list[Path], completions: int) -> dict[str, dict[int, dict[str, Any]]]:
+    """``method -> seed -> entry`` from earlier readings' ``results.json`` (this script's), each entry marked with
+    the file it came from; they must have been graded at ``completions`` answers a task."""
+    table: dict[str, dict[int, dict[str, Any]]] = {}
+    for path in paths:
+        try:
+            res = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise HarnessRLError(
+                f"--rows {path}: cannot be read as JSON ({e}); give a results.json this script wrote"
+            ) from e
+        if not isinstance(res, dict) or not isinstance(res.get("table"), dict) or "completions" not in res:
+            raise HarnessRLError(
+                f"--rows {path}: not a results.json of benchmarks/eval_precision.py (it has no 'table' and "
+                "'completions')"
+            )
+        if res["completions"] != completions:
+            raise HarnessRLError(
+                f"--rows {path}: graded at {res['completions']} answers a task, this reading at {completions}: "
+                f"pass --completions {res['completions']}, or grade those runs again"
+            )
+        for method, seeds in res["table"].items():
+            for seed, entry in seeds.items():
+                if not isinstance(entry, dict) or not {"bench", "precise"} <= entry.keys():
+                    raise HarnessRLError(f"--rows {path}: {method} seed {seed} has no 'bench' and 'precise' scores")
+                if int(seed) in table.setdefault(method, {}):
+                    raise HarnessRLError(
+                        f"--rows: {method} seed {seed} is in two files: {table[method][int(seed)]['row']} and {path}"
+                    )
+                table[method][int(seed)] = {
+                    **entry,
+                    "row": str(path),
+                    "bench_completions": res.get("bench_completions"),
+                }
+    return table
 
 
 def precise_score(run: Path, checkpoint: str, completions: int) -> dict[str, Any]:
@@ -176,7 +215,11 @@ def markdown(res: dict[str, Any]) -> str:
     for method, seeds in res["table"].items():
         for seed, r in sorted(seeds.items()):
             b, p = r["bench"]["overall"], r["precise"]["overall"]
-            lines.append(f"| {method} | {seed} | {r['bench']['step']} | {b:.3f} | {p:.3f} | {p - b:+.3f} |")
+            name = f"{method} (*row*)" if r.get("row") else method
+            lines.append(f"| {name} | {seed} | {r['bench']['step']} | {b:.3f} | {p:.3f} | {p - b:+.3f} |")
+    rows = sorted({r["row"] for seeds in res["table"].values() for r in seeds.values() if r.get("row")})
+    if rows:
+        lines += ["", "*row*: graded earlier, taken as it is from " + ", ".join(f"`{r}`" for r in rows) + "."]
     for method, entry in res["comparisons"].items():
         lines += [
             "",
@@ -214,16 +257,31 @@ def markdown(res: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--dir", type=Path, action="append", required=True, help="A bench output folder; repeat.")
+    ap.add_argument("--dir", type=Path, action="append", default=[], help="A bench output folder; repeat.")
+    ap.add_argument(
+        "--rows",
+        type=Path,
+        action="append",
+        default=[],
+        help="An earlier reading's results.json whose graded checkpoints are taken as they are; repeat.",
+    )
     ap.add_argument("--against", required=True, help="The method every other one is paired against (e.g. dapo).")
     ap.add_argument("--completions", type=int, default=16, help="Answers a test task (default 16).")
     ap.add_argument("--out", type=Path, required=True, help="Where results.json and results.md go.")
     args = ap.parse_args(argv)
     if args.completions < 1:
         ap.error("--completions must be at least 1")
-    runs = find_runs(args.dir)
-    table: dict[str, dict[int, dict[str, Any]]] = {}
-    bench_answers = set()
+    if not args.dir and not args.rows:
+        ap.error("give at least one --dir (or --rows)")
+    runs = find_runs(args.dir) if args.dir else {}
+    table = read_rows(args.rows, args.completions)
+    bench_answers = {r["bench_completions"] for seeds in table.values() for r in seeds.values()} - {None}
+    for method, seeds in runs.items():
+        for seed, run in seeds.items():
+            if seed in table.get(method, {}):
+                raise HarnessRLError(
+                    f"{method} seed {seed} is both a run ({run}) and a row ({table[method][seed]['row']})"
+                )
     for method, seeds in runs.items():
         for seed, run in sorted(seeds.items()):
             bench = bench_score(run)

@@ -96,3 +96,55 @@ def test_errors_say_what_is_missing(bench, tmp_path):
         bench.find_runs([tmp_path / "a", tmp_path / "b"])
     with pytest.raises(HarnessRLError, match="--against 'fixed': no runs of it; methods found: dapo"):
         bench.main(["--dir", str(tmp_path / "a"), "--against", "fixed", "--out", str(tmp_path / "o")])
+
+
+def test_rows_of_an_earlier_reading_stand_for_runs_whose_folders_are_gone(bench, tmp_path):
+    for seed, (d4, d16) in enumerate([(0.50, 0.52), (0.55, 0.51)]):
+        _run(tmp_path / f"d{seed}", "dapo", seed, d4, d16)
+    first = tmp_path / "first"
+    bench.main(
+        [*(a for s in range(2) for a in ("--dir", str(tmp_path / f"d{s}"))), "--against", "dapo", "--out", str(first)]
+    )
+    for seed, (a4, a16) in enumerate([(0.60, 0.56), (0.58, 0.57)]):
+        _run(tmp_path / f"a{seed}", "arm", seed, a4, a16)
+    out = tmp_path / "second"
+    rows = str(first / "results.json")
+    args = [*(a for s in range(2) for a in ("--dir", str(tmp_path / f"a{s}"))), "--rows", rows, "--against", "dapo"]
+    bench.main([*args, "--out", str(out)])
+    res = json.loads((out / "results.json").read_text())
+    cmp = res["comparisons"]["arm"]
+    assert cmp["precise"]["overall"]["per_seed"] == pytest.approx({"0": 0.04, "1": 0.06})
+    assert cmp["bench"]["overall"]["per_seed"] == pytest.approx({"0": 0.10, "1": 0.03})
+    assert res["table"]["dapo"]["0"]["row"] == rows and "row" not in res["table"]["arm"]["0"]
+    md = (out / "results.md").read_text()
+    assert "| dapo (*row*) | 0 | 40 | 0.500 | 0.520 | +0.020 |" in md and f"`{rows}`" in md
+    # the rows' folders may be gone: nothing is read from them
+    for s in range(2):
+        for p in sorted((tmp_path / f"d{s}").rglob("*"), reverse=True):
+            p.unlink() if p.is_file() else p.rmdir()
+    bench.main([*args, "--out", str(tmp_path / "third")])
+    assert json.loads((tmp_path / "third" / "results.json").read_text())["comparisons"] == res["comparisons"]
+
+
+def test_rows_that_cannot_stand_say_why(bench, tmp_path):
+    _run(tmp_path / "d0", "dapo", 0, 0.5, 0.5)
+    first = tmp_path / "first"
+    bench.main(["--dir", str(tmp_path / "d0"), "--against", "dapo", "--out", str(first)])
+    rows = first / "results.json"
+    with pytest.raises(HarnessRLError, match="graded at 16 answers a task, this reading at 32: pass --completions 16"):
+        bench.main(["--rows", str(rows), "--completions", "32", "--against", "dapo", "--out", str(tmp_path / "o")])
+    with pytest.raises(HarnessRLError, match="dapo seed 0 is both a run"):
+        bench.main(
+            ["--dir", str(tmp_path / "d0"), "--rows", str(rows), "--against", "dapo", "--out", str(tmp_path / "o")]
+        )
+    with pytest.raises(HarnessRLError, match="dapo seed 0 is in two files"):
+        bench.main(["--rows", str(rows), "--rows", str(rows), "--against", "dapo", "--out", str(tmp_path / "o")])
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json", encoding="utf-8")
+    with pytest.raises(HarnessRLError, match="cannot be read as JSON"):
+        bench.main(["--rows", str(bad), "--against", "dapo", "--out", str(tmp_path / "o")])
+    bad.write_text('{"table": {}}', encoding="utf-8")
+    with pytest.raises(HarnessRLError, match=r"not a results\.json of benchmarks/eval_precision\.py"):
+        bench.main(["--rows", str(bad), "--against", "dapo", "--out", str(tmp_path / "o")])
+    with pytest.raises(SystemExit):
+        bench.main(["--against", "dapo", "--out", str(tmp_path / "o")])
