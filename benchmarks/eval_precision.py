@@ -30,7 +30,7 @@ from typing import Any
 
 from harnessrl.analysis.results import stat, t_interval
 from harnessrl.errors import HarnessRLError
-from harnessrl.records.run_dir import read_jsonl
+from harnessrl.records.run_dir import read_json_file, read_jsonl
 from harnessrl.trainer.run import evaluate_run
 from harnessrl.trainer.train_config import load_train_config
 
@@ -68,17 +68,16 @@ def bench_score(run: Path) -> dict[str, Any]:
     }
 
 
-def read_rows(paths: list[Path], completions: int) -> dict[str, dict[int, dict[str, Any]]]:
+def read_rows(paths: list[Path], completions: int) -> tuple[dict[str, dict[int, dict[str, Any]]], set[int]]:
     """``method -> seed -> entry`` from earlier readings' ``results.json`` (this script's), each entry marked with
-    the file it came from; they must have been graded at ``completions`` answers a task."""
+    the file it came from, and the bench's answers a task those readings paired with; they must have been graded at
+    ``completions`` answers a task."""
     table: dict[str, dict[int, dict[str, Any]]] = {}
+    bench_answers: set[int] = set()
     for path in paths:
-        try:
-            res = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise HarnessRLError(
-                f"--rows {path}: cannot be read as JSON ({e}); give a results.json this script wrote"
-            ) from e
+        res = read_json_file(path)
+        if res is None:
+            raise HarnessRLError(f"--rows {path}: no such file; give a results.json this script wrote")
         if not isinstance(res, dict) or not isinstance(res.get("table"), dict) or "completions" not in res:
             raise HarnessRLError(
                 f"--rows {path}: not a results.json of benchmarks/eval_precision.py (it has no 'table' and "
@@ -89,6 +88,8 @@ def read_rows(paths: list[Path], completions: int) -> dict[str, dict[int, dict[s
                 f"--rows {path}: graded at {res['completions']} answers a task, this reading at {completions}: "
                 f"pass --completions {res['completions']}, or grade those runs again"
             )
+        if res.get("bench_completions") is not None:
+            bench_answers.add(res["bench_completions"])
         for method, seeds in res["table"].items():
             for seed, entry in seeds.items():
                 if not isinstance(entry, dict) or not {"bench", "precise"} <= entry.keys():
@@ -97,12 +98,8 @@ def read_rows(paths: list[Path], completions: int) -> dict[str, dict[int, dict[s
                     raise HarnessRLError(
                         f"--rows: {method} seed {seed} is in two files: {table[method][int(seed)]['row']} and {path}"
                     )
-                table[method][int(seed)] = {
-                    **entry,
-                    "row": str(path),
-                    "bench_completions": res.get("bench_completions"),
-                }
-    return table
+                table[method][int(seed)] = {**entry, "row": str(path)}
+    return table, bench_answers
 
 
 def precise_score(run: Path, checkpoint: str, completions: int) -> dict[str, Any]:
@@ -274,8 +271,7 @@ def main(argv: list[str] | None = None) -> None:
     if not args.dir and not args.rows:
         ap.error("give at least one --dir (or --rows)")
     runs = find_runs(args.dir) if args.dir else {}
-    table = read_rows(args.rows, args.completions)
-    bench_answers = {r["bench_completions"] for seeds in table.values() for r in seeds.values()} - {None}
+    table, bench_answers = read_rows(args.rows, args.completions)
     for method, seeds in runs.items():
         for seed, run in seeds.items():
             if seed in table.get(method, {}):
