@@ -85,6 +85,28 @@ def test_a_commit_cut_off_before_its_event_is_written_at_resume(tmp_path):
     assert reconcile_commits(run, harness) == []
 
 
+def test_a_probation_revert_is_no_commit_at_resume(tmp_path):
+    # a hint reverted at the end of its probation is back in the harness as <candidate>-revert, one version per rule
+    # it puts back, and in the events as one revert of the candidate: resuming writes no commit for it
+    run = RunDir(tmp_path)
+    tasks = [Task(id=t, domain="d", prompt="p", rubric=[{"id": "c1", "text": "c", "weight": 1}]) for t in ("t1", "t2")]
+    harness = Harness(tasks)
+    harness.apply(ReweightTasks(task_ids=["t1"], weight=2.0), step=3, candidate_id="c2-1")
+    harness.apply(ReweightTasks(task_ids=["t1"], weight=1.0), step=9, candidate_id="c2-1-revert")
+    harness.apply(ReweightTasks(task_ids=["t2"], weight=1.0), step=9, candidate_id="c2-1-revert")
+    run.event("commit", step=2, candidate_id="c2-1", interface="task_sampling")
+    run.event("revert", step=8, candidate_id="c2-1", interface="task_sampling")
+    assert reconcile_commits(run, harness) == []
+    # the kill came between the revert and its event: one revert event is written, never a commit
+    harness.apply(ReweightTasks(task_ids=["t1"], weight=2.0), step=12, candidate_id="c11-2")
+    harness.apply(ReweightTasks(task_ids=["t1"], weight=1.0), step=15, candidate_id="c11-2-revert")
+    harness.apply(ReweightTasks(task_ids=["t2"], weight=2.0), step=15, candidate_id="c11-2-revert")
+    run.event("commit", step=11, candidate_id="c11-2", interface="task_sampling")
+    assert reconcile_commits(run, harness) == ["c11-2-revert"]
+    recovered = [(e["kind"], e["candidate_id"]) for e in run.read("events.jsonl") if e.get("recovered_at_resume")]
+    assert recovered == [("revert", "c11-2")]
+
+
 # --------------------------------------------------------------------------------------------- a real run, resumed
 
 
@@ -101,7 +123,8 @@ def test_the_summary_of_a_resumed_run_covers_every_process(tmp_path, tiny_model_
     data.write_text("".join(json.dumps(t) + "\n" for t in TINY_POLICY_TASKS))
     config = TrainConfig.model_validate(
         {
-            "run_dir": str(tmp_path / "run"), "model": str(tiny_model_dir), "device": "cpu", "method": "harnessrl",
+            "run_dir": str(tmp_path / "run"), "model": str(tiny_model_dir), "device": "cpu",
+            "method": "harnessrl-grpo",  # plain GRPO: DAPO's refill would spread the flat groups each step detects
             "data": {"train": str(data), "validation": None, "test": None},
             "grpo": {"num_generations": 2, "tasks_per_step": 3, "max_completion_length": 4, "max_steps": 4,
                      "save_steps": 2, "learning_rate": 1e-3},

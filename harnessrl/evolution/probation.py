@@ -59,7 +59,11 @@ if TYPE_CHECKING:
     from harnessrl.interfaces.base import InterfaceUpdate
     from harnessrl.records.steps import GroupRecord, Recorder, StepRecord
 
-__all__ = ["Probation", "ProbationLook", "ProbationRule", "ProbationTracker"]
+__all__ = ["REVERT_SUFFIX", "Probation", "ProbationLook", "ProbationRule", "ProbationTracker"]
+
+REVERT_SUFFIX = "-revert"
+"""A reverted probation's rules go back into the harness as an update of the candidate id ``<candidate><suffix>``;
+its event is a ``revert`` of the candidate (never a ``commit``)."""
 
 BEFORE_GROUPS = 4
 """The covered tasks' latest groups before the hint whose signal share is its baseline."""

@@ -71,7 +71,7 @@ from harnessrl.evolution.candidates import CandidateError, CandidateRecord
 from harnessrl.evolution.handled import HandledFailures
 from harnessrl.evolution.hold import TrainingHold
 from harnessrl.evolution.outcomes import OutcomeTracker
-from harnessrl.evolution.probation import Probation, ProbationRule, ProbationTracker
+from harnessrl.evolution.probation import REVERT_SUFFIX, Probation, ProbationRule, ProbationTracker
 from harnessrl.interfaces import Harness, InterfaceUpdate
 from harnessrl.interfaces.harness import parse_update
 from harnessrl.interfaces.rubric import criteria_view
@@ -819,9 +819,8 @@ class EvolutionService:
             with self.lock:
                 for u in p.revert:
                     try:
-                        versions.append(
-                            self.harness.apply(u, step=step + 1, candidate_id=f"{p.candidate_id}-revert", save_to=saved)
-                        )
+                        reverted = f"{p.candidate_id}{REVERT_SUFFIX}"
+                        versions.append(self.harness.apply(u, step=step + 1, candidate_id=reverted, save_to=saved))
                     except ValueError as e:  # a later commit already replaced that rule: nothing to put back there
                         what = self.harness.interface(u).describe(u)
                         logger.info("probation of %s: %s not reverted (%s)", p.candidate_id, what, e)

@@ -64,6 +64,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harnessrl.evolution.probation import REVERT_SUFFIX
 from harnessrl.interfaces.harness import Harness
 from harnessrl.records.run_dir import RunDir
 from harnessrl.records.run_record import RunRecord, read_events, read_metrics
@@ -306,16 +307,25 @@ def _groups_by_step(path: Path) -> dict[int, list[GroupRecord]]:
 
 def reconcile_commits(run: RunDir, harness: Harness) -> list[str]:
     """Write a ``commit`` event for every update in the harness whose commit event is missing (the kill
-    came between saving ``harness.json`` and writing the event); returns their candidate ids."""
-    logged = {getattr(e, "candidate_id", None) for e in read_events(run.path) if e.kind == "commit"}
-    missing = []
+    came between saving ``harness.json`` and writing the event); returns their candidate ids. A probation's
+    revert is in the harness as ``<candidate>-revert`` and in the events as a ``revert`` event of the candidate:
+    it is no commit (one missing is written as a ``revert`` event), and one event stands for every version a
+    commit or a revert applied."""
+    logged = set()
+    for e in read_events(run.path):
+        if e.kind == "commit":
+            logged.add(getattr(e, "candidate_id", None))
+        elif e.kind == "revert":
+            logged.add(f"{getattr(e, 'candidate_id', None)}{REVERT_SUFFIX}")
+    missing: list[str] = []
     for name, interface in harness.interfaces.items():
         for applied in interface.history:
-            if applied.candidate_id and applied.candidate_id not in logged:
+            if applied.candidate_id and applied.candidate_id not in logged and applied.candidate_id not in missing:
+                reverted = applied.candidate_id.removesuffix(REVERT_SUFFIX)
                 run.event(
-                    "commit",
+                    "revert" if reverted != applied.candidate_id else "commit",
                     step=max(0, applied.step - 1),
-                    candidate_id=applied.candidate_id,
+                    candidate_id=reverted,
                     interface=name,
                     version=applied.version,
                     applies_from_step=applied.step,
