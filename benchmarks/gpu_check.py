@@ -14,9 +14,10 @@ files, which ``prepare`` copies out of the project's cache on a machine that has
 ``run`` saves the random model once (fp32, ≈540 MB, in a temporary directory) and trains each batch
 shape for ``--steps`` steps through the real :func:`harnessrl.trainer.run.train`: the bundled tasks, the
 ``local-lm`` judge on the same random model (on the run's device unless ``--judge-device`` says
-otherwise), memory off (its embedding model cannot be brought along), the rule-based evolver on, no
-evaluation. Shapes: ``demo`` (2 tasks x 4 completions x 48 tokens), ``gpu`` (16 x 8 x 256), or
-``TxGxN`` (e.g. ``4x4x32``, a small stand-in for ``gpu`` on a CPU).
+otherwise), memory off (its embedding model cannot be brought along), the rule-based evolver on over plain
+GRPO (method ``harnessrl-grpo``: every step trains and times one batch of the shape), no evaluation. Shapes:
+``demo`` (2 tasks x 4 completions x 48 tokens), ``gpu`` (16 x 8 x 256), or ``TxGxN`` (e.g. ``4x4x32``, a small
+stand-in for ``gpu`` on a CPU).
 
 A ``trainer_hook`` records, without changing what the trainer computes, each step's wall time
 (``on_step_begin`` to ``on_step_end``), the trainer's ``model.generate`` calls (token ids, generation
@@ -783,7 +784,7 @@ def shape_config(shape: Shape, run_dir: Path, model_dir: Path, args: argparse.Na
         "run_dir": str(run_dir),
         "model": str(model_dir),
         "device": args.device,
-        "method": "harnessrl",
+        "method": "harnessrl-grpo",  # the evolver over plain GRPO: one batch a step (DAPO's refill would vary it)
         "seed": args.seed,
         "data": {"train": "bundled", "validation": None, "test": None},
         "judge": {

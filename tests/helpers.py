@@ -219,7 +219,8 @@ def fruit_world(
 ) -> FruitWorld:
     """The fruit task's ``groups`` (step: completions) graded and recorded as training does, one failure
     detected on it at the last step (``failure``: its fields over a flat-low default), the critic's trials on
-    the frozen ``policy`` (an :class:`ExploringPolicy` unless given), the service over them at that step, and
+    the frozen ``policy`` (an :class:`ExploringPolicy` unless given; hints measured on fresh arms unless
+    ``trial_config`` says otherwise), the service over them at that step, and
     ``harness.json`` written in a run directory at ``run_path``. With a training ``memory``, the steps and the
     failure are written to it as the step monitor writes them, and the service records its decisions there."""
     harness = Harness(FRUIT_TASKS)
@@ -241,7 +242,7 @@ def fruit_world(
     }
     found = Failure(**fields)
     policy = ExploringPolicy() if policy is None else policy
-    config = trial_config or TrialConfig(rollouts_per_arm=8, max_rollouts=16)
+    config = trial_config or TrialConfig(guidance_trial="arms", rollouts_per_arm=8, max_rollouts=16)
     trials = FrozenPolicyTrials(harness, recorder, rubric_judge, policy, config)
     run_dir = RunDir(run_path)
     harness.save(run_dir.harness)

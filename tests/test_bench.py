@@ -57,6 +57,7 @@ def _write_yaml(path: Path, data) -> Path:
     [
         ({"methodz": ["fixed"]}, "methodz: unknown setting"),
         ({"methods": ["fixed", "grpo"]}, "unknown method 'grpo'; known: fixed, dapo, odf, harnessrl"),
+        ({"methods": ["fixed", "harnessrl-dapo"]}, "'harnessrl-dapo' is called 'harnessrl' since 2026-12-06"),
         ({"methods": ["fixed", "fixed"]}, "name a method twice"),
         ({"methods": []}, "methods"),
         ({"seeds": [0, 0]}, "repeat a seed"),
@@ -374,19 +375,25 @@ def test_a_harness_arm_is_known_by_its_method_setting(tmp_path):
     assert res["harness_arms"] == ["mine"]
     assert [(c["harness"], c["baseline"]) for c in res["comparisons"]] == [("mine", "harnessrl-off")]
     assert res["comparisons"][0]["test_end"]["mean"] == pytest.approx(0.1)
-    # any method that runs the evolver is a harness arm: the harness over DAPO's trainer too
+    # any method that runs the evolver is a harness arm: the harness over plain GRPO too, and runs made when the
+    # harness over DAPO was called harnessrl-dapo
     for seed in (0, 1, 2):
-        make_run(root, "over-dapo", seed, val={0: 0.1, 2: 0.2}, test={0: 0.1, 2: 0.25}, trainer_method="harnessrl-dapo")
-    assert write_bench_report(root, plots=False).results["harness_arms"] == ["mine", "over-dapo"]
+        make_run(root, "over-grpo", seed, val={0: 0.1, 2: 0.2}, test={0: 0.1, 2: 0.25}, trainer_method="harnessrl-grpo")
+        make_run(root, "old-name", seed, val={0: 0.1, 2: 0.2}, test={0: 0.1, 2: 0.25}, trainer_method="harnessrl-dapo")
+    assert write_bench_report(root, plots=False).results["harness_arms"] == ["mine", "old-name", "over-grpo"]
 
 
 def test_the_dapo_section_counts_for_every_method_that_reads_it(tmp_path):
-    cfg = _bench(tmp_path, methods=["fixed", "harnessrl-dapo"], seeds=[0])
+    cfg = _bench(tmp_path, methods=["fixed", "harnessrl", "harnessrl-grpo"], seeds=[0])
     run_bench(cfg, runner=FakeTrain())
-    changed = _bench(tmp_path, methods=["fixed", "harnessrl-dapo"], seeds=[0], overrides={"dapo.max_extra_groups": 1})
-    with pytest.raises(ConfigError) as e:  # the harness over DAPO reads it; plain GRPO does not
+    changed = _bench(
+        tmp_path, methods=["fixed", "harnessrl", "harnessrl-grpo"], seeds=[0], overrides={"dapo.max_extra_groups": 1}
+    )
+    with pytest.raises(ConfigError) as e:  # the harness (over DAPO) reads it; plain GRPO, with or without it, does not
         plan_jobs(changed)
-    assert "harnessrl-dapo/seed0: dapo.max_extra_groups" in str(e.value) and "fixed/seed0" not in str(e.value)
+    msg = str(e.value)
+    assert "harnessrl/seed0: dapo.max_extra_groups" in msg
+    assert "fixed/seed0" not in msg and "harnessrl-grpo/seed0" not in msg
 
 
 def test_a_run_directory_as_bench_output_is_refused(tmp_path):

@@ -21,6 +21,7 @@ import pytest
 import yaml
 from helpers import TINY_POLICY_TASKS
 
+from harnessrl.evolution.probation import REVERT_SUFFIX
 from harnessrl.records.run_dir import RunDir
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -109,7 +110,8 @@ def test_killed_and_resumed_runs_lose_nothing_and_record_each_step_once(tmp_path
     assert [e["kind"] for e in events].count("run_end") == 1
     # a failure at most once per group of its task in its step: a step trained again detects its failures again,
     # and the first detection moved to rolled_back/ with the step (a task drawn twice in a step fails twice)
-    groups = Counter((g["step"], g["task_id"]) for g in run.read("steps.jsonl"))
+    # (the harness reads the groups DAPO's refill dropped as well: the default method is the harness over it)
+    groups = Counter((g["step"], g["task_id"]) for g in [*run.read("steps.jsonl"), *run.read("discarded_groups.jsonl")])
     failures = Counter(
         (e["step"], e.get("task_id"), e.get("failure"), (e.get("evidence") or {}).get("criterion_id"))
         for e in events
@@ -118,15 +120,19 @@ def test_killed_and_resumed_runs_lose_nothing_and_record_each_step_once(tmp_path
     assert all(n <= groups[key[:2]] for key, n in failures.items()), [k for k, n in failures.items() if n > 1]
     # every committed update: in harness.json, once in the events, and in the memory
     harness = json.loads((run_path / "harness.json").read_text())
-    applied = {
+    history = [
         h["candidate_id"]
         for name in harness["versions"]
         for h in (harness[name].get("history") or [])
         if h.get("candidate_id")
-    }
+    ]
+    applied = set(history)
     commits = [e["candidate_id"] for e in events if e["kind"] == "commit"]
-    assert len(commits) == len(set(commits)) and set(commits) == applied
-    assert sum(harness["versions"].values()) == len(applied)
+    # a hint reverted at the end of its probation is back in the harness as <candidate>-revert: a revert event, once
+    reverts = [f"{e['candidate_id']}{REVERT_SUFFIX}" for e in events if e["kind"] == "revert"]
+    assert len(commits) == len(set(commits)) and len(reverts) == len(set(reverts))
+    assert set(commits) | set(reverts) == applied and not set(commits) & set(reverts)
+    assert sum(harness["versions"].values()) == len(history)  # a revert can put back more than one version
     from harnessrl.memory.store import TrainingMemory
 
     memory = TrainingMemory(run_path)
@@ -134,7 +140,7 @@ def test_killed_and_resumed_runs_lose_nothing_and_record_each_step_once(tmp_path
         in_memory = {c.id for c in memory.candidates(verdict=["committed"])}
     finally:
         memory.close()
-    assert applied <= in_memory
+    assert set(commits) <= in_memory
     resumes = [(s["resumed_from_step"], s["rolled_back_steps"]) for s in starts[1:]]
     print(f"kills: {killed_at}\nresumed from (checkpoint step, steps rolled back): {resumes}")
     print(f"at the end: {STEPS} steps recorded once each, {len(applied)} update(s) committed: {sorted(applied)}")

@@ -97,7 +97,7 @@ def make_world(tmp_path, groups: dict[int, list[str]], kind: str = "non_discrimi
         groups=groups,
         judge=FruitJudge({"yellow": "banana", "apple": "apple"}),
         policy=ObedientPolicy(),
-        trial_config=TrialConfig(rollouts_per_arm=4, max_rollouts=8, bootstrap=200),
+        trial_config=TrialConfig(guidance_trial="arms", rollouts_per_arm=4, max_rollouts=8, bootstrap=200),
         kind=kind,
         evidence={"std": 0.0, **evidence},
         summary=f"every rollout of fruit scored alike at step {max(groups)}",

@@ -131,6 +131,13 @@ def test_a_new_method_is_one_entry_of_the_table(tmp_path):
         load_train_config(None, ["method=gold_dapo"])
 
 
+def test_a_method_by_its_earlier_name_is_refused_with_its_name_now():
+    # on 2026-12-06 the harness over DAPO became `harnessrl` and the harness over plain GRPO `harnessrl-grpo`
+    with pytest.raises(ConfigError, match=r"'harnessrl-dapo' is called 'harnessrl' since 2026-12-06.*'harnessrl-grpo'"):
+        load_train_config(None, ["method=harnessrl-dapo"])
+    assert load_train_config(None, ["method=harnessrl-grpo"]).evolver.enabled
+
+
 def test_the_evolver_keeps_the_rollouts_of_every_step_it_handles():
     # an evolution point every 5 steps handles failures from 5 steps: their rollouts must still be kept
     assert rollout_steps_kept(load_train_config(None, ["harness.keep_rollout_steps=4"])) == 5
@@ -557,7 +564,7 @@ def _method_run(tmp_path, model_dir, data, method: str):
     return summary, RunDir(tmp_path / method, create=False)
 
 
-@pytest.mark.parametrize("method", ["fixed", "dapo", "odf", "harnessrl", "harnessrl-dapo"])
+@pytest.mark.parametrize("method", ["fixed", "dapo", "odf", "harnessrl", "harnessrl-grpo"])
 def test_each_method_trains_two_steps(tmp_path, tiny_model_dir, method_data, method):
     summary, run = _method_run(tmp_path, tiny_model_dir, method_data, method)
     assert summary.steps == 2 and summary.method == method
@@ -584,7 +591,7 @@ def test_each_method_trains_two_steps(tmp_path, tiny_model_dir, method_data, met
     assert "rollouts_generated" not in summary_json  # written once: the totals are in the accounting
     assert summary_json["accounting"]["rollouts_discarded"] == last["rollouts/discarded"]
     assert summary_json["steps_to_best"] == 2 and summary_json["eval"]["test"]["at_best"] is not None
-    if method in ("dapo", "harnessrl-dapo"):
+    if method in ("dapo", "harnessrl"):
         # each step began with a flat group: it was dropped and the batch refilled with a spread (under the
         # harness too: the evolver reads the trained groups, DAPO's refill is the trainer's)
         assert len(discarded) >= 2 and all(GroupRecord.model_validate(g).flat for g in discarded)
@@ -612,8 +619,10 @@ def test_each_method_trains_two_steps(tmp_path, tiny_model_dir, method_data, met
     else:
         assert odf is None and "odf/skipped" not in last
     assert not (run.path / "tool_server.json").exists()
-    if method == "harnessrl-dapo":  # the run says what it turned on: the evolver's settings and DAPO's
+    if method == "harnessrl":  # the run says what it turned on: the evolver's settings and DAPO's
         assert start["method_settings"]["eps"] == 0.02 and start["method_settings"]["backend"] == "rule-based"
+    if method == "harnessrl-grpo":  # the harness over plain GRPO reads no DAPO setting
+        assert "eps" not in start["method_settings"] and start["method_settings"]["backend"] == "rule-based"
 
 
 def test_critic_trials_generate_with_the_training_completion_budget():

@@ -101,6 +101,7 @@ def test_a_two_process_training_run_agrees_on_the_harness_at_every_step(tmp_path
     run_path = tmp_path / "run"
     config = {
         "run_dir": str(run_path), "model": str(tiny_model_dir), "device": "cpu",
+        "method": "harnessrl-grpo",  # the harness over DAPO's refill runs on one process only
         "data": {"train": str(data), "validation": None, "test": None},
         "grpo": {"num_generations": 4, "tasks_per_step": 2, "max_completion_length": 8, "max_steps": 8,
                  "save_steps": 8, "learning_rate": 1e-3},
@@ -109,7 +110,8 @@ def test_a_two_process_training_run_agrees_on_the_harness_at_every_step(tmp_path
         # trials unbounded over the run: in 8 steps the run's share never pays a guidance trial (it waits, pending),
         # and this test needs a commit for the processes to agree on
         "evolver": {"every_steps": 3,
-                    "trials": {"rollouts_per_arm": 4, "max_new_tokens": 8, "max_rollout_share": None}},
+                    "trials": {"rollouts_per_arm": 4, "max_new_tokens": 8, "max_rollout_share": None,
+                               "guidance_trial": "arms"}},
     }  # fmt: skip
     cfg = tmp_path / "config.yaml"
     cfg.write_text(yaml.safe_dump(config))
@@ -135,9 +137,12 @@ def test_a_two_process_training_run_agrees_on_the_harness_at_every_step(tmp_path
     print([(row["step"], row["versions"]) for row in ranks[1]])
 
 
-def _two_process_run(tmp_path, tiny_model_dir, config_updates: dict, processes: int = 2, launcher: str | None = None):
+def _two_process_run(
+    tmp_path, tiny_model_dir, config_updates: dict, processes: int = 2, launcher: str | None = None, fails: bool = False
+):
     """``harnessrl train`` of the tiny policy on ``processes`` CPU processes (torchrun: gloo, MULTI_CPU; one:
-    no torchrun), or through ``launcher`` (a script run by torchrun in its place); returns the run directory."""
+    no torchrun), or through ``launcher`` (a script run by torchrun in its place); returns the run directory
+    (``fails``: the run must end with an error; returns its stderr)."""
     import os
     import subprocess
     import sys
@@ -154,6 +159,7 @@ def _two_process_run(tmp_path, tiny_model_dir, config_updates: dict, processes: 
     run_path = tmp_path / f"run{processes}"
     config = {
         "run_dir": str(run_path), "model": str(tiny_model_dir), "device": "cpu",
+        "method": "harnessrl-grpo",  # the harness over DAPO's refill runs on one process only
         "data": {"train": str(data), "validation": str(held_out), "test": None},
         "grpo": {"num_generations": 4, "tasks_per_step": 2, "max_completion_length": 8, "max_steps": 6,
                  "save_steps": 6, "learning_rate": 1e-3},
@@ -177,16 +183,28 @@ def _two_process_run(tmp_path, tiny_model_dir, config_updates: dict, processes: 
         [*launch, "train", "--config", str(cfg)],
         cwd=root, env=env, capture_output=True, text=True, timeout=1200,
     )  # fmt: skip
+    if fails:
+        assert out.returncode != 0, out.stdout[-3000:]
+        return out.stderr
     assert out.returncode == 0, out.stderr[-3000:]
     return run_path
+
+
+@pytest.mark.slow
+def test_the_default_harness_over_dapo_refuses_several_processes_and_says_what_runs_there(tmp_path, tiny_model_dir):
+    # DAPO's refill regroups rows across rounds on one process: the default method names the one that runs on two
+    stderr = _two_process_run(tmp_path, tiny_model_dir, {"method": "harnessrl", "grpo": {"max_steps": 1}}, fails=True)
+    assert "runs on one process only, and this run has 2" in stderr and "'harnessrl-grpo'" in stderr
 
 
 SHARED_RUN = {
     "eval": {"every_steps": None, "before_training": True, "completions": 2, "batch_size": 1, "max_new_tokens": 8,
              "seed": 5},
-    "evolver": {"every_steps": 2, "trials": {"rollouts_per_arm": 4, "max_new_tokens": 8, "max_rollout_share": None}},
+    "evolver": {"every_steps": 2, "trials": {"rollouts_per_arm": 4, "max_new_tokens": 8, "max_rollout_share": None,
+                                             "guidance_trial": "arms"}},
 }  # fmt: skip
-"""An evaluation before training in 3 batches (2 completions of 3 tasks, 2 a batch), trials that generate."""
+"""An evaluation before training in 3 batches (2 completions of 3 tasks, 2 a batch), trials that generate (hints
+measured on fresh arms)."""
 
 
 def _assert_shared_run(run_path, policy) -> list[dict]:

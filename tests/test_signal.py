@@ -316,7 +316,9 @@ def test_guidance_cannot_win_by_a_larger_raw_spread_of_a_group_that_already_give
     table[("Is good", "loud bad")] = 0.2
     harness, recorder = Harness([task]), Recorder(None)
     judge = RubricJudge(TableJudge(table))
-    trials = FrozenPolicyTrials(harness, recorder, judge, ScaledSampler(), TrialConfig(signal={"verdict_noise": 0}))
+    trials = FrozenPolicyTrials(
+        harness, recorder, judge, ScaledSampler(), TrialConfig(guidance_trial="arms", signal={"verdict_noise": 0})
+    )
     result = trials.run(
         SetGuidance(target="g", text="HINT", fraction=0.5), "loud", _failure("non_discriminative_low", "g")
     )

@@ -363,7 +363,7 @@ def test_bootstrap_interval_is_deterministic_with_a_seed():
 def test_guidance_trial_accepts_a_hint_that_makes_rollouts_pass():
     harness, backend, judge, recorder = make_env()
     sampler = HintSampler()
-    trials = FrozenPolicyTrials(harness, recorder, judge, sampler, TrialConfig())
+    trials = FrozenPolicyTrials(harness, recorder, judge, sampler, TrialConfig(guidance_trial="arms"))
     update = SetGuidance(target="fruit", text=HINT, fraction=0.5)
     result = trials.run(update, "g1", failure("non_discriminative_low", task_id="fruit", domain="food"))
 
@@ -393,7 +393,7 @@ def test_guidance_trial_accepts_a_hint_that_makes_rollouts_pass():
 def test_guidance_trial_rejects_a_hint_that_does_not_help():
     harness, _, judge, recorder = make_env()
     sampler = HintSampler(hint="never in any prompt")
-    trials = FrozenPolicyTrials(harness, recorder, judge, sampler, TrialConfig())
+    trials = FrozenPolicyTrials(harness, recorder, judge, sampler, TrialConfig(guidance_trial="arms"))
     result = trials.run(SetGuidance(target="fruit", text="Think step by step."), "g2")
     assert not result.accepted
     assert result.baseline == result.candidate == 0
@@ -403,7 +403,7 @@ def test_guidance_trial_rejects_a_hint_that_does_not_help():
 def test_guidance_temperature_change_regenerates_every_member():
     harness, _, judge, recorder = make_env()
     sampler = HintSampler()
-    trials = FrozenPolicyTrials(harness, recorder, judge, sampler, TrialConfig(max_rollouts=16))
+    trials = FrozenPolicyTrials(harness, recorder, judge, sampler, TrialConfig(guidance_trial="arms", max_rollouts=16))
     result = trials.run(SetGuidance(target="fruit", temperature=1.5, fraction=0), "g3")
     assert [c[1] for c in sampler.calls] == [1.0, 1.5]
     assert [len(c[0]) for c in sampler.calls] == [8, 8]
@@ -415,7 +415,7 @@ def test_domain_guidance_probes_up_to_two_tasks_flat_ones_first():
     harness, _, judge, recorder = make_env()
     record_group(harness, judge, recorder, 1, "lemon", ["An apple."] * 4)  # a recent flat group
     sampler = HintSampler()
-    trials = FrozenPolicyTrials(harness, recorder, judge, sampler, TrialConfig(max_rollouts=24))
+    trials = FrozenPolicyTrials(harness, recorder, judge, sampler, TrialConfig(guidance_trial="arms", max_rollouts=24))
     result = trials.run(SetGuidance(scope="domain", target="food", text=HINT), "g4")
     probed = [row["task_id"] for row in result.measurements["tasks"]]
     assert probed == ["lemon", "fruit"]
@@ -424,7 +424,7 @@ def test_domain_guidance_probes_up_to_two_tasks_flat_ones_first():
     assert all(("sour" in c) or ("yellow" in c) for c in prompts)  # no task outside the domain
 
     # with the default budget (16 rollouts) only the first task fits
-    small = FrozenPolicyTrials(harness, recorder, judge, HintSampler(), TrialConfig())
+    small = FrozenPolicyTrials(harness, recorder, judge, HintSampler(), TrialConfig(guidance_trial="arms"))
     result = small.run(SetGuidance(scope="domain", target="food", text=HINT), "g5")
     assert [row["task_id"] for row in result.measurements["tasks"]] == ["lemon"]
     assert result.measurements["tasks_dropped_for_budget"] == ["fruit"]
@@ -437,13 +437,15 @@ def test_a_guidance_trial_the_runs_share_cannot_afford_yet_is_pending_and_one_no
     ef48919 parked a `nocomma` task at step 3 so); the reason says what it needs and what the run affords now. One
     the per-trial bound cannot afford is refused for its budget, with no word of the run's share."""
     harness, _, judge, recorder = make_env()
-    trials = FrozenPolicyTrials(harness, recorder, judge, HintSampler(), TrialConfig())
+    trials = FrozenPolicyTrials(harness, recorder, judge, HintSampler(), TrialConfig(guidance_trial="arms"))
     result = trials.run(SetGuidance(target="lemon", text=HINT), "g7", max_rollouts=8)
     assert not result.accepted and result.pending and result.cost.rollouts == 0
     assert result.reason.startswith("pending: probing task lemon needs ")
     assert "the run's trial allowance affords 8 now (evolver.trials.max_rollout_share" in result.reason
     # the per-trial bound alone: refused, no word of the run's share
-    alone = FrozenPolicyTrials(harness, recorder, judge, HintSampler(), TrialConfig(max_rollouts=8))
+    alone = FrozenPolicyTrials(
+        harness, recorder, judge, HintSampler(), TrialConfig(guidance_trial="arms", max_rollouts=8)
+    )
     reason = alone.run(SetGuidance(target="lemon", text=HINT), "g8").reason
     assert reason.startswith("budget: probing task lemon") and "max_rollout_share" not in reason
     # the run's share lowered the bound too, but the per-trial bound is what stops it: refused, and the reason names
@@ -456,7 +458,7 @@ def test_a_guidance_trial_the_runs_share_cannot_afford_yet_is_pending_and_one_no
 def test_domain_guidance_skips_tasks_that_keep_their_own_rule():
     harness, _, judge, recorder = make_env()
     harness.apply(SetGuidance(target="lemon", text="Sour means citrus."), step=1)
-    trials = FrozenPolicyTrials(harness, recorder, judge, HintSampler(), TrialConfig())
+    trials = FrozenPolicyTrials(harness, recorder, judge, HintSampler(), TrialConfig(guidance_trial="arms"))
     result = trials.run(SetGuidance(scope="domain", target="food", text=HINT), "g6")
     assert [row["task_id"] for row in result.measurements["tasks"]] == ["fruit"]
     assert result.measurements["tasks_unchanged"] == ["lemon"]
@@ -464,7 +466,7 @@ def test_domain_guidance_skips_tasks_that_keep_their_own_rule():
 
 def test_guidance_trial_needs_a_sampler():
     harness, _, judge, recorder = make_env()
-    result = FrozenPolicyTrials(harness, recorder, judge, None, TrialConfig()).run(
+    result = FrozenPolicyTrials(harness, recorder, judge, None, TrialConfig(guidance_trial="arms")).run(
         SetGuidance(target="fruit", text=HINT), "g7"
     )
     assert not result.accepted and "sampler" in result.reason
@@ -476,7 +478,7 @@ def test_a_failing_sampler_rejects_the_trial_not_the_run():
             raise RuntimeError("CUDA out of memory")
 
     harness, _, judge, recorder = make_env()
-    result = FrozenPolicyTrials(harness, recorder, judge, Broken(), TrialConfig()).run(
+    result = FrozenPolicyTrials(harness, recorder, judge, Broken(), TrialConfig(guidance_trial="arms")).run(
         SetGuidance(target="fruit", text=HINT), "g8"
     )
     assert not result.accepted and "out of memory" in result.reason and result.cost.rollouts == 0
@@ -606,7 +608,7 @@ def test_sampling_trial_without_stats_for_the_changed_task_rejects():
 def test_budget_rollouts_rejects_before_generating():
     harness, _, judge, recorder = make_env()
     sampler = HintSampler()
-    trials = FrozenPolicyTrials(harness, recorder, judge, sampler, TrialConfig(max_rollouts=10))
+    trials = FrozenPolicyTrials(harness, recorder, judge, sampler, TrialConfig(guidance_trial="arms", max_rollouts=10))
     result = trials.run(SetGuidance(target="fruit", text=HINT), "b1")
     assert not result.accepted and result.reason.startswith("budget")
     assert sampler.calls == [] and result.cost.rollouts == 0
@@ -614,7 +616,9 @@ def test_budget_rollouts_rejects_before_generating():
 
 def test_budget_judge_calls_rejects_before_grading():
     harness, backend, judge, recorder = length_env()
-    trials = FrozenPolicyTrials(harness, recorder, judge, NoSampler(), TrialConfig(max_judge_calls=5))
+    trials = FrozenPolicyTrials(
+        harness, recorder, judge, NoSampler(), TrialConfig(guidance_trial="arms", max_judge_calls=5)
+    )
     n0 = len(backend.requests)
     update = EditRubric(task_id="sea", add=[Criterion(id="waves", text="Mentions the waves", weight=1)])
     result = trials.run(update, "b2")
@@ -626,7 +630,7 @@ def test_budget_judge_calls_rejects_before_grading():
 def test_budget_time_stops_generation():
     harness, _, judge, recorder = make_env()
     sampler = HintSampler(delay=0.05)
-    trials = FrozenPolicyTrials(harness, recorder, judge, sampler, TrialConfig(max_seconds=0.04))
+    trials = FrozenPolicyTrials(harness, recorder, judge, sampler, TrialConfig(guidance_trial="arms", max_seconds=0.04))
     result = trials.run(SetGuidance(target="fruit", text=HINT), "b3")
     assert not result.accepted and result.reason.startswith("budget")
     assert "max_seconds" in result.reason
@@ -636,7 +640,7 @@ def test_budget_time_stops_generation():
 def test_budget_probe_of_promoted_task_without_records():
     harness, _, judge, recorder = sampling_env()
     sampler = AlternatingSampler()
-    trials = FrozenPolicyTrials(harness, recorder, judge, sampler, TrialConfig(max_rollouts=4))
+    trials = FrozenPolicyTrials(harness, recorder, judge, sampler, TrialConfig(guidance_trial="arms", max_rollouts=4))
     result = trials.run(ReweightTasks(task_ids=["poem"], weight=5.0), "b4")
     assert not result.accepted and result.reason.startswith("budget")
     assert sampler.calls == []
@@ -682,7 +686,11 @@ def test_guidance_trial_on_the_real_policy(tiny_policy):
     harness, _, judge, recorder = make_env()
     before = {k: v.detach().clone() for k, v in model.state_dict().items()}
     trials = FrozenPolicyTrials(
-        harness, recorder, judge, TransformersSampler(model, tokenizer), TrialConfig(max_new_tokens=4)
+        harness,
+        recorder,
+        judge,
+        TransformersSampler(model, tokenizer),
+        TrialConfig(guidance_trial="arms", max_new_tokens=4),
     )
     result = trials.run(SetGuidance(target="lemon", text=HINT), "real")
     assert result.cost.rollouts == 12 and result.improvement is not None

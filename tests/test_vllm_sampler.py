@@ -524,7 +524,11 @@ def test_guidance_trial_through_the_fake_engine(fake_vllm, tok):
     trainer = fake_trainer(gen, step=4, loaded=3)
     harness = Harness([FRUIT])
     trials = FrozenPolicyTrials(
-        harness, Recorder(None), RubricJudge(FruitJudge()), policy_sampler(trainer, tok, seed=0), TrialConfig()
+        harness,
+        Recorder(None),
+        RubricJudge(FruitJudge()),
+        policy_sampler(trainer, tok, seed=0),
+        TrialConfig(guidance_trial="arms"),
     )
     failure = Failure(
         kind="non_discriminative_low",

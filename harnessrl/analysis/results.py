@@ -41,7 +41,7 @@ from harnessrl.detection.config import FLAT_HIGH, FLAT_LOW
 from harnessrl.errors import HarnessRLError
 from harnessrl.records.run_dir import read_json_file
 from harnessrl.records.run_record import EvalRow, Missing, RunConfigView, RunRecord, Scores, finite_number
-from harnessrl.trainer.methods import METHOD_TABLE
+from harnessrl.trainer.methods import METHOD_TABLE, RENAMED_METHODS
 
 __all__ = [
     "ORACLE_METHOD",
@@ -653,8 +653,10 @@ def _paired_score(a: dict[str, Any], b: dict[str, Any], key: str) -> dict[str, A
 
 def is_harness_arm(method: str, agg: dict[str, Any]) -> bool:
     """A method that runs the evolving harness: its runs' ``method`` setting (config.yaml) names a method that
-    runs the evolver (``harnessrl``, ``harnessrl-dapo``)."""
+    runs the evolver (``harnessrl``, ``harnessrl-grpo``, or a name it had when the runs were made:
+    ``harnessrl-dapo``)."""
     trainer = agg.get(method, {}).get("trainer_method")
+    trainer = RENAMED_METHODS.get(trainer, trainer)
     return trainer in METHOD_TABLE and METHOD_TABLE[trainer].evolver
 
 

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from harnessrl.config import apply_overrides, load_yaml
 from harnessrl.errors import ConfigError
-from harnessrl.trainer.methods import default_bench_methods, method_names
+from harnessrl.trainer.methods import RENAMED_METHODS, default_bench_methods, method_names
 
 __all__ = [
     "RESERVED_NAMES",
@@ -128,6 +128,12 @@ class BenchConfig(BaseModel):
     def _valid_methods(self) -> BenchConfig:
         known = self.known_methods()
         for name in self.methods:
+            if name not in known and name in RENAMED_METHODS:
+                raise ValueError(
+                    f"method {name!r} is called {RENAMED_METHODS[name]!r} since 2026-12-06 (the harness over DAPO's "
+                    f"dynamic sampling is the default harness; over plain GRPO it is 'harnessrl-grpo'): list "
+                    f"{RENAMED_METHODS[name]!r}"
+                )
             if name not in known:
                 raise ValueError(
                     f"unknown method {name!r}; known: {', '.join(known)} (declare others in method_settings)"

@@ -63,14 +63,15 @@ class TrialConfig(BaseModel):
         "(docs/design.md section 4).",
     )
     guidance_trial: Literal["arms", "in_group"] = Field(
-        default="arms",
-        description="How a hint for part of the group is measured. arms (default): two arms of fresh rollouts of the "
-        "frozen policy (rollouts_per_arm each, within max_rollouts and what max_rollout_share leaves). in_group: "
-        "nothing is generated: the hint is committed on probation and the training groups of the tasks it covers "
-        "are the trial (their guided and unguided members are the two arms); it is kept once the share of those "
-        "groups that give signal is shown to reach signal.min_effect['signal_share'] above the share before it, and "
-        "reverted (an event) when the data rule that out or cannot decide in max_looks looks "
-        "(harnessrl/evolution/probation.py). A hint that fades is measured with arms either way.",
+        default="in_group",
+        description="How a hint for part of the group is measured. in_group (default): nothing is generated: the "
+        "hint is committed on probation and the training groups of the tasks it covers are the trial (their guided "
+        "and unguided members are the two arms); it is kept once the share of those groups that give signal is "
+        "shown to reach signal.min_effect['signal_share'] above the share before it, and reverted (an event) when "
+        "the data rule that out or cannot decide in max_looks looks (harnessrl/evolution/probation.py). A hint "
+        "that fades is measured with arms either way. arms: two arms of fresh rollouts of the frozen policy "
+        "(rollouts_per_arm each, within max_rollouts and what max_rollout_share leaves; under the default share "
+        "they rarely fit: the default until 2026-12-06, docs/design.md section 8).",
     )
     probation_look_groups: int = Field(
         default=2,

@@ -3,10 +3,10 @@ reverted (docs/design.md §4, "Guidance measured in the group").
 
 A hint for part of a group (rollout guidance) changes what the frozen policy generates, so measuring it the usual
 way draws fresh rollouts: two arms of 8 per probed task, 12–16 at once, more than a fifth of training's rollouts
-affords on a small run (``trials.max_rollout_share``). With ``trials.guidance_trial: in_group`` the critic draws
-nothing: the hint is committed on probation, and each training group of the tasks it covers is the trial, its
-guided members one arm and its unguided members the other (RuscaRL's guidance varies within the group the same
-way, so every guided group carries its own control). What the hint is for is signal: a group whose rollouts all
+affords on a small run (``trials.max_rollout_share``). With ``trials.guidance_trial: in_group`` (the default) the
+critic draws nothing: the hint is committed on probation, and each training group of the tasks it covers is the
+trial, its guided members one arm and its unguided members the other (RuscaRL's guidance varies within the group
+the same way, so every guided group carries its own control). What the hint is for is signal: a group whose rollouts all
 fail alike teaches nothing, and a guided member that succeeds gives the group a spread.
 
 :class:`ProbationTracker` gathers the guided groups of the covered tasks from the step the hint applies, and every

@@ -346,10 +346,11 @@ class RolloutGuidance(Interface):
         return True
 
     def trial(self, update: SetGuidance, trial: Trial) -> Measured:
-        """Two arms of fresh rollouts on the task, or on up to two tasks of the domain (recently flat
-        ones first): the prompts built now and with the candidate (:meth:`Trial.rollout_arms`), graded as
-        the loss sees them (under the task's plain prompt). With ``trials.guidance_trial: in_group`` a hint is
-        measured on probation instead (:meth:`Trial.probation`: the training groups after it, nothing generated).
+        """A hint is measured on probation (``trials.guidance_trial: in_group``, the default; :meth:`Trial.probation`:
+        the training groups after it, nothing generated). With ``arms``, and for a candidate that fades a hint: two
+        arms of fresh rollouts on the task, or on up to two tasks of the domain (recently flat ones first), the
+        prompts built now and with the candidate (:meth:`Trial.rollout_arms`), graded as the loss sees them (under
+        the task's plain prompt).
         A candidate that only fades a hint is measured for non-inferiority (docs/design.md §4): it need not raise
         the signal, only keep it, within the metric's smallest effect worth a change."""
         try:

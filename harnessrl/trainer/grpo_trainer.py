@@ -71,6 +71,7 @@ from harnessrl.records.run_dir import open_append
 from harnessrl.records.steps import GroupRecord, Recorder, RolloutRecord, StepRecord
 from harnessrl.trainer.dynamic_sampling import DynamicSampling
 from harnessrl.trainer.harness_sync import sync_harness
+from harnessrl.trainer.methods import METHOD_TABLE
 from harnessrl.trainer.policy_sampling import push_weights_if_stale
 from harnessrl.trainer.rewards import RubricReward
 from harnessrl.trainer.step_boundary import StepBoundary, meet_at_step_boundaries
@@ -221,9 +222,12 @@ class HarnessGRPOTrainer(DynamicSampling, GRPOTrainer):
                 self.boundary.handle("sync_vllm", lambda _: push_weights_if_stale(self))
             meet_at_step_boundaries(self.callback_handler, self.boundary)
         if dapo_eps is not None and self.accelerator.num_processes > 1:
+            refill = " and ".join(repr(n) for n, spec in METHOD_TABLE.items() if spec.dynamic_sampling)
             raise ConfigError(
-                "method 'dapo' runs on one process only (its refill regroups rows across rounds): "
-                "train without `accelerate launch`, or choose another method"
+                f"DAPO's dynamic sampling (the methods {refill}; the default 'harnessrl' is the harness over it) "
+                f"runs on one process only, and this run has {self.accelerator.num_processes} (its refill regroups "
+                "rows across rounds): train without `accelerate launch` / torchrun, or choose a method without it: "
+                "'harnessrl-grpo' (the harness over plain GRPO) or 'fixed'"
             )
 
     # ------------------------------------------------------------------ task sampling + guidance

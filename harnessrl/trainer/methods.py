@@ -1,12 +1,13 @@
 """The training methods in one table: what each one changes, its resolved settings, and how a run describes it.
 
 Every method goes through the same trainer, data, judge, evaluation and accounting; a method is only what
-it turns on. ``harnessrl`` runs the evolver; the others never do (detectors and memory stay on): ``fixed``
-is plain GRPO, ``dapo`` turns on the trainer's dynamic sampling, ``odf`` the task-sampling interface's
-difficulty filter, ``oracle`` trains on the gold rubrics (the upper bound of any rubric repair).
-``harnessrl-dapo`` runs the evolver over DAPO's dynamic sampling (not in a default bench). The harness reads
-every group a step graded, the ones DAPO drops too (docs/design.md section 4, "What the harness reads"); reading
-only the trained ones, it scored below the harness over plain GRPO on the gold bench at 5 seeds (section 8).
+it turns on. ``harnessrl`` runs the evolver over DAPO's dynamic sampling; the others never do (detectors and
+memory stay on): ``fixed`` is plain GRPO, ``dapo`` turns on the trainer's dynamic sampling, ``odf`` the
+task-sampling interface's difficulty filter, ``oracle`` trains on the gold rubrics (the upper bound of any rubric
+repair). The harness reads every group a step graded, the ones DAPO drops too (docs/design.md section 4, "What the
+harness reads"). ``harnessrl-grpo`` runs the evolver over plain GRPO (not in a default bench): the default until
+2026-12-06, when the harness over DAPO with guidance measured in the group met the gold bench's score aim over
+DAPO at 5 seeds and did no harm on its clean variant (section 8).
 
 Training (the run config's ``method`` and its validation, the run's start event and log), the bench (its
 built-in methods, the ones a bench runs by default, the settings a method never reads) and the report read
@@ -25,6 +26,7 @@ from typing import Any, Literal
 __all__ = [
     "FIXED_HARNESS",
     "METHOD_TABLE",
+    "RENAMED_METHODS",
     "MethodSpec",
     "default_bench_methods",
     "method_names",
@@ -93,24 +95,10 @@ METHOD_TABLE: dict[str, MethodSpec] = {
         ),
         MethodSpec(
             "harnessrl",
-            summary="the evolving harness",
-            evolver=True,
-            settings=lambda c: {
-                "backend": c.evolver.backend,
-                "mode": c.evolver.mode,
-                "every_steps": c.evolver.every_steps,
-            },
-            describe=lambda s: (
-                f"the evolving harness ({s['backend']} evolver, {s['mode']}, every {s['every_steps']} steps)"
-            ),
-        ),
-        MethodSpec(
-            "harnessrl-dapo",
             summary="the evolving harness over DAPO dynamic sampling",
             evolver=True,
             dynamic_sampling=True,
             settings_section="dapo",
-            in_default_bench=False,
             settings=lambda c: {
                 "backend": c.evolver.backend,
                 "mode": c.evolver.mode,
@@ -122,6 +110,21 @@ METHOD_TABLE: dict[str, MethodSpec] = {
                 f"the evolving harness ({s['backend']} evolver, {s['mode']}, every {s['every_steps']} steps) over "
                 f"DAPO dynamic sampling (drop groups with reward std < {s['eps']}, refill with up to "
                 f"{s['max_extra_groups']} extra groups a step; the harness reads the dropped groups too)"
+            ),
+        ),
+        MethodSpec(
+            "harnessrl-grpo",
+            summary="the evolving harness over plain GRPO",
+            evolver=True,
+            in_default_bench=False,
+            settings=lambda c: {
+                "backend": c.evolver.backend,
+                "mode": c.evolver.mode,
+                "every_steps": c.evolver.every_steps,
+            },
+            describe=lambda s: (
+                f"the evolving harness ({s['backend']} evolver, {s['mode']}, every {s['every_steps']} steps) over "
+                "plain GRPO"
             ),
         ),
         MethodSpec(
@@ -138,6 +141,10 @@ METHOD_TABLE: dict[str, MethodSpec] = {
 }
 """Every training method by name, in the order a bench runs them: the baselines, the evolving harness, the oracle."""
 
+RENAMED_METHODS: dict[str, str] = {"harnessrl-dapo": "harnessrl"}
+"""Methods by an earlier name -> their name now (a config naming an old one gets an error that says which): on
+2026-12-06 the harness over DAPO became ``harnessrl`` and the harness over plain GRPO ``harnessrl-grpo``."""
+
 FIXED_HARNESS = "fixed"
 """The method a run config means by ``evolver.enabled: false`` without a method (the older way to ask for a fixed
 harness)."""
@@ -153,6 +160,12 @@ def method_spec(name: str) -> MethodSpec:
     try:
         return METHOD_TABLE[name]
     except KeyError:
+        if name in RENAMED_METHODS:
+            raise ValueError(
+                f"method {name!r} is called {RENAMED_METHODS[name]!r} since 2026-12-06 (the harness's default trainer "
+                f"is DAPO's dynamic sampling; the harness over plain GRPO is 'harnessrl-grpo'): use "
+                f"{RENAMED_METHODS[name]!r}"
+            ) from None
         raise ValueError(f"unknown method {name!r}; the methods are: {', '.join(METHOD_TABLE)}") from None
 
 
@@ -174,4 +187,4 @@ def methods_described() -> str:
     """Each method's name and summary, and which runs the evolver (for the run config's ``method`` field)."""
     listed = "; ".join(f"{name}: {spec.summary}" if spec.summary else name for name, spec in METHOD_TABLE.items())
     evolving = [name for name, spec in METHOD_TABLE.items() if spec.evolver]
-    return f"{listed}. Only {' and '.join(evolving)} runs the evolver."
+    return f"{listed}. Only {' and '.join(evolving)} {'runs' if len(evolving) == 1 else 'run'} the evolver."
