@@ -616,9 +616,7 @@ def test_budget_rollouts_rejects_before_generating():
 
 def test_budget_judge_calls_rejects_before_grading():
     harness, backend, judge, recorder = length_env()
-    trials = FrozenPolicyTrials(
-        harness, recorder, judge, NoSampler(), TrialConfig(guidance_trial="arms", max_judge_calls=5)
-    )
+    trials = FrozenPolicyTrials(harness, recorder, judge, NoSampler(), TrialConfig(max_judge_calls=5))
     n0 = len(backend.requests)
     update = EditRubric(task_id="sea", add=[Criterion(id="waves", text="Mentions the waves", weight=1)])
     result = trials.run(update, "b2")
@@ -640,7 +638,7 @@ def test_budget_time_stops_generation():
 def test_budget_probe_of_promoted_task_without_records():
     harness, _, judge, recorder = sampling_env()
     sampler = AlternatingSampler()
-    trials = FrozenPolicyTrials(harness, recorder, judge, sampler, TrialConfig(guidance_trial="arms", max_rollouts=4))
+    trials = FrozenPolicyTrials(harness, recorder, judge, sampler, TrialConfig(max_rollouts=4))
     result = trials.run(ReweightTasks(task_ids=["poem"], weight=5.0), "b4")
     assert not result.accepted and result.reason.startswith("budget")
     assert sampler.calls == []

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from harnessrl.config import apply_overrides, load_yaml
 from harnessrl.errors import ConfigError
-from harnessrl.trainer.methods import RENAMED_METHODS, default_bench_methods, method_names
+from harnessrl.trainer.methods import RENAMED_METHODS, default_bench_methods, method_names, method_spec
 
 __all__ = [
     "RESERVED_NAMES",
@@ -129,11 +129,7 @@ class BenchConfig(BaseModel):
         known = self.known_methods()
         for name in self.methods:
             if name not in known and name in RENAMED_METHODS:
-                raise ValueError(
-                    f"method {name!r} is called {RENAMED_METHODS[name]!r} since 2026-12-06 (the harness over DAPO's "
-                    f"dynamic sampling is the default harness; over plain GRPO it is 'harnessrl-grpo'): list "
-                    f"{RENAMED_METHODS[name]!r}"
-                )
+                method_spec(name)  # the ValueError that names the method's name now
             if name not in known:
                 raise ValueError(
                     f"unknown method {name!r}; known: {', '.join(known)} (declare others in method_settings)"

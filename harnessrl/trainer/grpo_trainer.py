@@ -223,11 +223,13 @@ class HarnessGRPOTrainer(DynamicSampling, GRPOTrainer):
             meet_at_step_boundaries(self.callback_handler, self.boundary)
         if dapo_eps is not None and self.accelerator.num_processes > 1:
             refill = " and ".join(repr(n) for n, spec in METHOD_TABLE.items() if spec.dynamic_sampling)
+            plain = " or ".join(
+                f"{n!r} ({spec.summary})" for n, spec in METHOD_TABLE.items() if not spec.dynamic_sampling
+            )
             raise ConfigError(
-                f"DAPO's dynamic sampling (the methods {refill}; the default 'harnessrl' is the harness over it) "
-                f"runs on one process only, and this run has {self.accelerator.num_processes} (its refill regroups "
-                "rows across rounds): train without `accelerate launch` / torchrun, or choose a method without it: "
-                "'harnessrl-grpo' (the harness over plain GRPO) or 'fixed'"
+                f"DAPO's dynamic sampling (the methods {refill}) runs on one process only, and this run has "
+                f"{self.accelerator.num_processes} (its refill regroups rows across rounds): train without "
+                f"`accelerate launch` / torchrun, or choose a method without it: {plain}"
             )
 
     # ------------------------------------------------------------------ task sampling + guidance
