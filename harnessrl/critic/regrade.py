@@ -17,7 +17,7 @@ reference answer's rank among the policy's rollouts may not fall below the polic
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,10 +56,11 @@ from harnessrl.critic.stats import (
     surface_feature,
     verdict_row,
 )
+from harnessrl.data.checks import count_words
 from harnessrl.data.schema import Criterion, Task
 from harnessrl.records.steps import RolloutRecord
 
-__all__ = ["RegradePart", "regrade"]
+__all__ = ["RegradePart", "fresh_group_rollouts", "regrade"]
 
 
 @dataclass
@@ -181,25 +182,43 @@ def _fresh_groups(trial: TrialContext, task: Task, current: RubricVersionView, c
     if n_groups <= 0:
         trial.measurements["fresh_groups"] = 0
         return []
-    rows = [trial.harness.row(task, k % gsz, gsz) for k in range(n_groups * gsz)]
     trial.budget.need_time(0.0, f"generating {n_groups} fresh group(s) of task {task.id} to re-grade")
-    texts = trial.budget.sample_rows(rows)
-    trial.measurements.update(fresh_groups=n_groups, generations=len(texts))
+    # each fresh group its own (negative) step: never one of training's
+    fresh = fresh_group_rollouts(trial, [task] * n_groups, {task.id: current.version}, lambda k: -1 - k, gsz)
+    trial.measurements.update(fresh_groups=n_groups, generations=len(fresh))
+    return fresh
+
+
+def fresh_group_rollouts(
+    trial: TrialContext,
+    tasks: Sequence[Task],
+    versions: Mapping[str, int],
+    step_of: Callable[[int], int],
+    group_size: int,
+    trained: bool = True,
+) -> list[RolloutRecord]:
+    """One fresh group of the frozen policy for each of ``tasks`` (group ``k`` recorded at step ``step_of(k)``), its
+    members' rows as the harness shapes them now, generated within the trial's budget; ungraded (``reward`` None):
+    the caller grades them under the rubrics it compares. ``versions``: each task's rubric version, recorded on its
+    rollouts; ``trained``: as recorded (false: a probe, never trained on)."""
+    rows = [(task, trial.harness.row(task, m, group_size)) for task in tasks for m in range(group_size)]
+    texts = trial.budget.sample_rows([row for _, row in rows])
     return [
         RolloutRecord(
-            step=-1 - k // gsz,  # each fresh group its own (negative) step: never one of training's
+            step=step_of(k // group_size),
             task_id=task.id,
-            member=k % gsz,
-            guided=bool(rows[k].guided),
-            rubric_version=current.version,
-            temperature=rows[k].temperature,
+            member=k % group_size,
+            guided=bool(row.guided),
+            rubric_version=versions[task.id],
+            temperature=row.temperature,
             completion=text,
             length_tokens=0,
-            length_words=len(text.split()),
+            length_words=count_words(text),
             reward=None,
             verdicts={},
+            trained=trained,
         )
-        for k, text in enumerate(texts)
+        for k, ((task, row), text) in enumerate(zip(rows, texts, strict=True))
     ]
 
 

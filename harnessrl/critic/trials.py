@@ -54,7 +54,7 @@ from harnessrl.critic.context import TrialContext
 from harnessrl.critic.moved_draws import moved_draws
 from harnessrl.critic.power import SplitEvidence
 from harnessrl.critic.protocols import HarnessView, PolicySampler, RubricVersionView
-from harnessrl.critic.regrade import RegradePart, regrade
+from harnessrl.critic.regrade import RegradePart, fresh_group_rollouts, regrade
 from harnessrl.critic.rollout_arms import rollout_arms
 from harnessrl.critic.signal import (
     CHECK_SPLIT_SHARE,
@@ -69,7 +69,7 @@ from harnessrl.critic.stats import rounded
 from harnessrl.data.schema import Criterion, Task
 from harnessrl.judges.rubric_judge import RubricJudge
 from harnessrl.records.failures import Failure
-from harnessrl.records.steps import Recorder
+from harnessrl.records.steps import Recorder, RolloutRecord
 from harnessrl.records.trials import TrialCost, TrialResult
 
 __all__ = [
@@ -278,6 +278,47 @@ class FrozenPolicyTrials:
             result.cost.seconds,
         )
         return result
+
+    def probe(self, tasks: Sequence[Task], *, max_rollouts: int | None = None) -> tuple[list[RolloutRecord], TrialCost]:
+        """One fresh group of the frozen policy for each of ``tasks``, graded by the run's judge under each task's
+        current rubric as a training group is (reward and verdicts), recorded at step 0 and ``trained`` false: the
+        rubric audit's probes before step 1 (:meth:`~harnessrl.evolution.service.EvolutionService.probe_audit`).
+        What a step of training would be, measured without training on it; within ``max_rollouts`` (None: the
+        groups asked for) and the judge's bound, or :class:`~harnessrl.critic.budget.Rejected` with nothing kept."""
+        gsz = max(2, self.advantage.group_size)
+        want = len(tasks) * gsz  # a probe is bounded by the run's share, not by one trial's max_rollouts
+        cap = want if max_rollouts is None else min(want, max_rollouts)
+        config = self.config.model_copy(update={"max_rollouts": cap})
+        budget = Budget(config, self.judge, self.sampler)
+        kit = TrialContext(
+            harness=self.harness,
+            recorder=self.recorder,
+            config=config,
+            advantage=self.advantage,
+            update=None,
+            failure=None,
+            metric="",
+            budget=budget,
+            measurements={},
+        )
+        versions = {t.id: self.harness.rubrics.current(t.id).version for t in tasks}
+        rollouts = fresh_group_rollouts(kit, tasks, versions, lambda _: 0, gsz, trained=False)
+        graded = []
+        for task in tasks:
+            mine = [r for r in rollouts if r.task_id == task.id]
+            (results,) = budget.grade(
+                task, [r.completion for r in mine], [self.harness.rubrics.current(task.id).criteria], "a probe group"
+            )
+            graded += [
+                r.model_copy(
+                    update={
+                        "reward": results[r.completion].reward,
+                        "verdicts": {v.criterion_id: v.value for v in results[r.completion].verdicts},
+                    }
+                )
+                for r in mine
+            ]
+        return graded, budget.cost()
 
     def _start(self, update: Any, failure: Failure | None, metric: str, max_rollouts: int | None = None) -> Trial:
         """A trial of ``update`` beginning now: its budget running, and the settings it measures with recorded."""

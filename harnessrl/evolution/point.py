@@ -72,14 +72,42 @@ class EvolutionCallback(TrainerCallback):
 
     def on_train_begin(self, args, state, control, **kwargs):
         self.service.training = True
-        if state.is_world_process_zero:
-            findings = self.service.run_audit(record=state.global_step == 0)
-            if findings and self.console is not None and state.global_step == 0:
-                covered = len({t for f in findings for t in f["tasks"]})
-                self.console.log(
-                    f"rubric audit: {len(findings)} requirement(s) the prompts of {covered} task(s) state and their "
-                    "rubrics do not check"
+        if not state.is_world_process_zero:
+            return
+        first = state.global_step == 0  # a resumed run audits again quietly and probes nothing
+        findings = self.service.run_audit(record=first)
+        if findings and self.console is not None and first:
+            covered = len({t for f in findings for t in f["tasks"]})
+            self.console.log(
+                f"rubric audit: {len(findings)} requirement(s) the prompts of {covered} task(s) state and their "
+                "rubrics do not check"
+            )
+        if findings and first and self.settings.audit_probe_tasks and self.trainer is not None:
+            self._probe_audit(args)
+
+    def _probe_audit(self, args) -> None:
+        """The audit's probes before step 1 (``evolver.audit_probe_tasks``; docs/design.md §4, "Audit probes"), then,
+        in-process, an evolution point at step 0 on them: a repair it commits applies from step 1."""
+        trainer = self.trainer
+        planned = args.max_steps * args.per_device_train_batch_size * trainer.accelerator.num_processes
+        probe = self.service.probe_audit(
+            self.settings.audit_probe_tasks,
+            trainer.num_generations,
+            self.service.trials.probe_allowance(planned),
+            trainer.record_probe,
+        )
+        if probe and self.console is not None:
+            if probe.get("rollouts"):
+                said = f"probed {len(probe['tasks'])} task(s) with {probe['rollouts']} rollouts of the initial policy"
+            else:
+                why = probe.get("error") or (
+                    f"no group fits the {probe['allowance']} rollouts trials.max_rollout_share allows before step 1"
                 )
+                said = f"no probe made ({why})"
+            self.console.log(f"rubric audit: {said}")
+        early = self.service.point_due(0) if probe and self.settings.mode == "in-process" else None
+        if early:
+            self._evolve(0, early, self.failures())
 
     def on_train_end(self, args, state, control, **kwargs):
         self.service.training = False
@@ -99,8 +127,12 @@ class EvolutionCallback(TrainerCallback):
         failures = self.failures()
         due = step % self.settings.every_steps == 0 and len(failures) > self._seen_failures
         early = None if due else self.service.point_due(step)
-        if not (due or early):
-            return
+        if due or early:
+            self._evolve(step, early, failures)
+
+    def _evolve(self, step: int, early: str | None, failures: list) -> None:
+        """An evolution point at the end of ``step`` (0: before the first step), training stopped; ``early``: why it
+        comes out of its schedule (None: on it)."""
         since = max(0, step - self.settings.every_steps + 1)
         graph_config = self.settings.graph.model_copy(update={"since_step": since})
         t0 = time.perf_counter()

@@ -64,6 +64,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel
 
+from harnessrl.critic.budget import Rejected
 from harnessrl.data.schema import prompt_text, task_group
 from harnessrl.errors import HarnessRLError
 from harnessrl.evolution.audit import RubricAudit
@@ -101,9 +102,10 @@ from harnessrl.interfaces.tools import (
     builder_args,
     tool_table,
 )
-from harnessrl.records.trials import TrialResult
+from harnessrl.records.trials import TrialCost, TrialResult
 
 if TYPE_CHECKING:
+    from harnessrl.data.schema import Task
     from harnessrl.evolution.hold import AtBoundary
     from harnessrl.memory.store import TrainingMemory
     from harnessrl.records.failures import Failure
@@ -129,6 +131,11 @@ class TrialRunner(Protocol):
     return its :class:`~harnessrl.records.trials.TrialResult`."""
 
     def run(self, update: InterfaceUpdate, candidate_id: str, failure: Failure | None = None) -> TrialResult: ...
+
+    def probe(self, tasks: Sequence[Task], *, max_rollouts: int | None = None) -> tuple[list[RolloutRecord], TrialCost]:
+        """One graded fresh group of the frozen policy for each of ``tasks`` (the audit's probes; only with
+        ``evolver.audit_probe_tasks``)."""
+        ...
 
 
 def _dump(x: Any) -> Any:
@@ -355,6 +362,55 @@ class EvolutionService:
             **first_draws,
         )
         return findings
+
+    def probe_audit(
+        self, tasks_per_finding: int, group_size: int, allowance: int | None, record: Callable[[list], None]
+    ) -> dict[str, Any] | None:
+        """The audit's probes before step 1 (``evolver.audit_probe_tasks``): one fresh group of the initial policy
+        on each of up to ``tasks_per_finding`` tasks of every open finding (a task two findings share is probed
+        once; the tasks in id order), graded like a training group (:meth:`FrozenPolicyTrials.probe
+        <harnessrl.critic.trials.FrozenPolicyTrials.probe>`) and handed to ``record`` (the trainer keeps them as
+        groups graded at step 0 and never trained on), so each finding's test has rollouts of its tasks before the
+        first step and an evolution point at step 0 can commit a repair that applies from step 1. Within
+        ``allowance`` fresh rollouts (None: no bound; the run's trial share of its planned training rollouts):
+        whole groups that fit, the findings' first tasks first. Written as an ``audit_probe`` event; None when there
+        is nothing to probe."""
+        findings = [f for f in self.audit.findings.values() if f.status == "open"]
+        if tasks_per_finding <= 0 or not findings:
+            return None
+        picks: list[list[str]] = []
+        chosen: set[str] = set()
+        for f in findings:
+            tasks = self.audit.open_tasks(f)
+            mine = [t for t in tasks if t in chosen][:tasks_per_finding]
+            mine += [t for t in tasks if t not in chosen][: tasks_per_finding - len(mine)]
+            chosen.update(mine)
+            picks.append(mine)
+        # round robin over the findings (their own tasks first), so a bound that cuts the list cuts evenly
+        order = list(dict.fromkeys(t for rank in range(tasks_per_finding) for p in picks for t in p[rank : rank + 1]))
+        fits = len(order) if allowance is None else min(len(order), allowance // max(2, group_size))
+        probed = order[:fits]
+        payload: dict[str, Any] = {
+            "tasks": probed,
+            "findings": {f.key: [t for t in p if t in probed] for f, p in zip(findings, picks, strict=True)},
+            "allowance": allowance,
+            "left_out": order[fits:],
+        }
+        if probed:
+            try:
+                rollouts, cost = self.trials.probe([self.harness.tasks[t] for t in probed], max_rollouts=allowance)
+            except Rejected as e:
+                payload.update(error=e.reason)
+            else:
+                record(rollouts)
+                payload.update(
+                    rollouts=cost.rollouts,
+                    judge_calls=cost.judge_calls,
+                    seconds=cost.seconds,
+                    rewards={t: [r.reward for r in rollouts if r.task_id == t] for t in probed},
+                )
+        self._event("audit_probe", step=0, **payload)
+        return payload
 
     def point_due(self, step: int) -> str | None:
         """Why an evolution point should come now, out of its schedule (None: no reason): a finding of the rubric

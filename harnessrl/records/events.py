@@ -42,6 +42,7 @@ EventKind = Literal[
     "repair_carried",  # written by runs before repairs reached a whole signature (read back, never written now)
     "failure_handled",
     "rubric_audit",
+    "audit_probe",  # the rubric audit's probes before step 1 (evolver.audit_probe_tasks): tasks, rollouts, rewards
     "probation",  # a look at a hint committed on probation (kept, reverted or still pending)
     "revert",  # a hint on probation reverted: the rules it replaced are back
 ]

@@ -113,6 +113,12 @@ def attach_harness(
         )
     if evolver is not None and evolver.enabled:
         check_boundary_wait(trainer, evolver)
+        if evolver.audit_probe_tasks and trainer.accelerator.num_processes > 1:
+            raise ConfigError(
+                f"evolver.audit_probe_tasks generates the rubric audit's probes on the main process before step 1, "
+                f"and this run has {trainer.accelerator.num_processes} processes: set evolver.audit_probe_tasks: 0, "
+                "or train on one process"
+            )
     main = trainer.accelerator.is_main_process
     run = RunDir(Path(run_dir) if run_dir is not None else Path(trainer.args.output_dir))
     detectors = detectors if detectors is not None else DetectorConfig()
@@ -190,6 +196,27 @@ class _LockedTrials:
     def __init__(self, trials, trainer, max_rollout_share: float | None = None):
         self.trials, self.trainer = trials, trainer
         self.max_rollout_share = max_rollout_share
+
+    def probe(self, tasks, *, max_rollouts: int | None = None):
+        """The audit's probes (:meth:`FrozenPolicyTrials.probe <harnessrl.critic.trials.FrozenPolicyTrials.probe>`)
+        under the policy lock, their cost in the trainer's accounting as a trial's."""
+        t0 = time.perf_counter()
+        with self.trainer.policy_lock:
+            try:
+                rollouts, cost = self.trials.probe(tasks, max_rollouts=max_rollouts)
+            finally:
+                self.trainer.timings["trials"] += time.perf_counter() - t0
+        self.trainer.accounting["rollouts/trial"] += cost.rollouts
+        self.trainer.accounting["judge/calls_trial"] += cost.judge_calls
+        return rollouts, cost
+
+    def probe_allowance(self, planned_rollouts: int) -> int | None:
+        """The fresh rollouts the audit's probes before step 1 may spend: ``max_rollout_share`` of the training
+        rollouts the run plans (``planned_rollouts``), not of those generated so far (none yet), less what trials
+        spent; the trials after it then wait until training's rollouts catch up (None: no bound)."""
+        if self.max_rollout_share is None:
+            return None
+        return max(0, int(self.max_rollout_share * planned_rollouts) - int(self.trainer.accounting["rollouts/trial"]))
 
     def run(self, *args, **kwargs) -> TrialResult:
         allowance = self.allowance()

@@ -603,6 +603,13 @@ class HarnessGRPOTrainer(DynamicSampling, GRPOTrainer):
             listener(record)
         return skipped
 
+    def record_probe(self, rollouts: list[RolloutRecord]) -> None:
+        """Keep the rubric audit's probes (graded groups of the initial policy, ``trained`` false) as the groups
+        graded at step 0, beside the groups DAPO drops: the critic re-grades them and the audit counts them; no
+        detector, memory or metric reads them (they are no step of training)."""
+        record = StepRecord(step=0, groups=[], discarded=self._group_records(rollouts))
+        self.recorder.add(record, rollouts)
+
     def _group_records(self, rollouts: list[RolloutRecord]) -> list[GroupRecord]:
         # TRL's groups are consecutive runs of num_generations rows (gathered in process order). A task
         # drawn twice in one step (fewer eligible tasks than groups) makes two groups, never one merged one.

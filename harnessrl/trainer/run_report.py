@@ -341,7 +341,8 @@ _ENDED = {"give_up": "gave up", "deferred": "deferred"}
 
 def audit_section(events: list[dict]) -> str:
     """The rubric audit before step 1: each requirement the prompts state and the rubrics did not check, its tasks,
-    the task drawn for its first group (``evolver.evidence_draws``) and whether a commit covered it."""
+    the task drawn for its first group (``evolver.evidence_draws``), the tasks probed before step 1
+    (``evolver.audit_probe_tasks``, the ``audit_probe`` event) and whether a commit covered it."""
     audit = next((e for e in events if e.get("kind") == "rubric_audit"), None)
     if audit is None:
         return ""
@@ -355,6 +356,9 @@ def audit_section(events: list[dict]) -> str:
             for t in e.get("covers") or []:
                 covered.setdefault((key, str(t)), int(e.get("applies_from_step") or 0))
     drawn = {str(d.get("key")): d.get("evidence_draw") or {} for d in audit.get("evidence_draws") or []}
+    probe = next((e for e in events if e.get("kind") == "audit_probe"), None)
+    probed = {str(k): v for k, v in ((probe or {}).get("findings") or {}).items()}
+    rewards = (probe or {}).get("rewards") or {}
     rows = []
     for f in findings:
         tasks = [str(t) for t in f.get("tasks") or []]
@@ -364,9 +368,16 @@ def audit_section(events: list[dict]) -> str:
         if drawn:
             first = drawn.get(str(f.get("key")))
             row.append(f"{first['task_id']} at step {first['step']}" if first else "—")
+        if probe is not None:
+            mine = [t for t in probed.get(str(f.get("key"))) or [] if t in rewards]
+            row.append(f"{', '.join(mine)} ({sum(len(rewards[t]) for t in mine)} rollouts)" if mine else "—")
         rows.append(row)
     header = ["requirement", "criterion", "tasks", "which", "repaired"] + (["first drawn"] if drawn else [])
-    return "<h2>Rubric audit (before step 1)</h2>" + _table(rows, header)
+    header += ["probed before step 1"] if probe is not None else []
+    note = ""
+    if probe is not None and probe.get("error"):
+        note = f"<p>the probes were not made: {html.escape(str(probe['error']))}</p>"
+    return "<h2>Rubric audit (before step 1)</h2>" + _table(rows, header) + note
 
 
 def _table(rows: list[list], header: list[str]) -> str:

@@ -302,6 +302,16 @@ class EvolverSettings(_Section):
         "(exact checks their reference answers pass), offered to the evolver from the first graded groups on "
         "(docs/design.md section 4); false: repairs wait for a detected failure.",
     )
+    audit_probe_tasks: int = Field(
+        default=0,
+        ge=0,
+        description="Before step 1, one fresh group of the initial policy on each of up to this many tasks of every "
+        "rubric audit finding (a task two findings share is probed once), graded like a training group and never "
+        "trained on, within trials.max_rollout_share of the run's planned training rollouts; an evolution point at "
+        "step 0 decides on them, so a finding the probes decide is repaired from step 1 (docs/design.md section 4, "
+        "'Audit probes'). Their rollouts count as trial rollouts. 0: none (a finding waits for its tasks' training "
+        "groups). One process only.",
+    )
     first_evidence: bool = Field(
         default=True,
         description="An evolution point also at the step where a failure of a new kind is first detected on a group "
