@@ -1,0 +1,153 @@
+"""The rubric audit's probes before step 1 (``evolver.audit_probe_tasks``; docs/design.md §4, "Audit probes"): one
+fresh group of the initial policy on a few tasks of each finding, graded like a training group, kept as groups
+graded at step 0 and never trained on, so an evolution point at step 0 can decide a finding before GRPO trains on
+the lax rubric.
+
+The trainer-side service behind the real MCP tool server, the rule-based evolver, the critic's real trials with a
+scripted policy sampler (the fake stands in for the model only).
+"""
+
+from __future__ import annotations
+
+import pytest
+from helpers import rule_based_point
+from test_signature_repairs import WAIT, NoJudge, _task
+
+from harnessrl.critic.trials import FrozenPolicyTrials
+from harnessrl.evolution.service import EvolutionService
+from harnessrl.interfaces import Harness
+from harnessrl.judges import RubricJudge
+from harnessrl.records.run_dir import RunDir
+from harnessrl.records.steps import GroupRecord, Recorder, RolloutRecord, StepRecord
+from harnessrl.trainer.run_report import audit_section
+from harnessrl.trainer.train_config import EvolverSettings
+
+# what the initial policy writes for each task's prompt: half its answers use commas, every one is one sentence
+ANSWERS = {
+    "sea": ["The sea, wide and blue.", "The sea is calm.", "Sea, sky and sun.", "A grey sea."],
+    "city": ["The city, loud and bright.", "The city sleeps.", "City lights, cars.", "A city at dawn."],
+    "forest": ["Old trees stand tall.", "The forest, dark.", "A green forest.", "Trees, moss, birds."],
+    "rain": ["Rain falls.", "Rain, soft and cold.", "The rain stops.", "Grey rain, wet roofs."],
+}
+
+
+class ScriptedSampler:
+    """A :class:`~harnessrl.critic.protocols.PolicySampler` that answers each task's prompt from :data:`ANSWERS`,
+    member by member (a prompt's k-th request gets its k-th answer), and counts what it was asked."""
+
+    def __init__(self):
+        self.asked: list[str] = []
+
+    def sample(self, prompts, temperature, max_new_tokens, **kwargs):
+        out = []
+        for p in prompts:
+            word = next(w for w in ANSWERS if w in p[-1]["content"])
+            out.append(ANSWERS[word][self.asked.count(word) % 4])
+            self.asked.append(word)
+        return out
+
+
+def _world(tmp_path):
+    """Four tasks whose prompts ask for one sentence without commas (their rubrics check neither), none drawn yet."""
+    tasks = [
+        _task("sea", "sea", "The calm sea shines under a pale blue sky.", family="nocomma"),
+        _task("city", "city", "The busy city hums with cars and people.", family="nocomma"),
+        _task("forest", "forest", "A quiet forest of tall old trees.", family="elsewhere"),
+        _task("rain", "rain", "Rain falls softly on the roof.", domain="medical"),
+    ]
+    harness = Harness(tasks, seed=0)
+    recorder = Recorder(tmp_path / "run", keep_steps=10)
+    judge = RubricJudge(NoJudge())
+    sampler = ScriptedSampler()
+    run = RunDir(tmp_path / "run")
+    service = EvolutionService(
+        harness,
+        recorder,
+        None,
+        FrozenPolicyTrials(harness, recorder, judge, sampler, WAIT),
+        run,
+        failures=lambda: [],
+        step=lambda: 0,
+    )
+    return service, harness, recorder, sampler, run
+
+
+def _keep(harness: Harness, recorder: Recorder):
+    """What the trainer does with the probes (``HarnessGRPOTrainer.record_probe``): groups graded at step 0, none
+    trained."""
+
+    def record(rollouts: list[RolloutRecord]) -> None:
+        groups = [
+            GroupRecord.of([r for r in rollouts if r.task_id == t], harness.tasks[t].domain, 0.02)
+            for t in dict.fromkeys(r.task_id for r in rollouts)
+        ]
+        recorder.add(StepRecord(step=0, groups=[], discarded=groups), rollouts)
+
+    return record
+
+
+def test_the_probes_decide_a_finding_at_step_0_and_its_repair_covers_every_task_from_step_1(tmp_path):
+    service, harness, recorder, sampler, run = _world(tmp_path)
+    service.run_audit()
+    probe = service.probe_audit(2, 4, None, _keep(harness, recorder))
+    # the two findings (no commas, one sentence) share their tasks: the first two in id order are probed once
+    assert probe["tasks"] == ["city", "forest"] and probe["rollouts"] == 8 and probe["left_out"] == []
+    assert probe["findings"] == {"not_contains:[',']": ["city", "forest"], "sentence_count:max": ["city", "forest"]}
+    assert sorted(sampler.asked) == ["city"] * 4 + ["forest"] * 4
+    # graded like a training group, kept as graded at step 0 and never trained on
+    assert [recorder.graded(t) for t in ("city", "forest", "sea", "rain")] == [1, 1, 0, 0]
+    kept = recorder.latest_rollouts()
+    assert len(kept) == 8 and all(r.step == 0 and not r.trained and r.reward is not None for r in kept)
+    assert recorder.steps[0].groups == [] and len(recorder.steps[0].discarded) == 2
+    (event,) = [e for e in run.read("events.jsonl") if e["kind"] == "audit_probe"]
+    assert event["step"] == 0 and event["rewards"]["city"] == [r.reward for r in kept if r.task_id == "city"]
+
+    assert service.point_due(0) == "the rubric audit's finding not_contains:[','] has graded groups"
+    rule_based_point(service)
+    events = run.read("events.jsonl")
+    (commit,) = [e for e in events if e["kind"] == "commit"]
+    # 4 of 8 probed rollouts use commas: the pooled test accepts at its first look, before any training step
+    assert commit["step"] == 0 and commit["applies_from_step"] == 1
+    assert sorted(commit["covers"]) == ["city", "forest", "rain", "sea"]
+    assert all("not_contains" in {c.check.type for c in harness.rubrics.current(t).criteria if c.check} for t in ANSWERS)
+    trial = next(e for e in events if e["kind"] == "trial" and e["candidate_id"] == commit["candidate_id"])
+    assert trial["result"]["measurements"]["split"]["broken"] == 4
+    assert trial["result"]["measurements"]["split"]["rollouts"] == 8
+    # the run report's audit table says what was probed
+    html = audit_section(events)
+    assert "probed before step 1" in html and "city, forest (8 rollouts)" in html
+
+
+def test_the_probes_stay_within_the_allowance_and_say_what_did_not_fit(tmp_path):
+    service, harness, recorder, sampler, run = _world(tmp_path)
+    service.run_audit()
+    probe = service.probe_audit(2, 4, 7, _keep(harness, recorder))  # one group of four fits in 7 rollouts
+    assert probe["tasks"] == ["city"] and probe["rollouts"] == 4 and probe["left_out"] == ["forest"]
+    assert probe["allowance"] == 7 and len(sampler.asked) == 4
+
+
+def test_no_probe_when_nothing_fits_or_nothing_was_found(tmp_path):
+    service, harness, recorder, sampler, run = _world(tmp_path)
+    assert service.probe_audit(2, 4, None, _keep(harness, recorder)) is None  # no audit run: no finding
+    service.run_audit()
+    probe = service.probe_audit(2, 4, 3, _keep(harness, recorder))
+    assert probe["tasks"] == [] and "rollouts" not in probe and sampler.asked == []
+    assert recorder.graded("city") == 0 and service.point_due(0) is None
+    html = audit_section(run.read("events.jsonl"))
+    assert "probed before step 1" in html and "rollouts)" not in html  # the column is there, every row empty
+    assert service.probe_audit(0, 4, None, _keep(harness, recorder)) is None  # off
+
+
+def test_a_probe_the_sampler_cannot_make_loses_nothing_and_is_an_event(tmp_path):
+    service, harness, recorder, _, run = _world(tmp_path)
+    service.trials.sampler = None  # e.g. a run without a policy sampler for its critic
+    service.run_audit()
+    probe = service.probe_audit(2, 4, None, _keep(harness, recorder))
+    assert "no policy sampler" in probe["error"] and recorder.graded("city") == 0
+    assert "the probes were not made" in audit_section(run.read("events.jsonl"))
+
+
+def test_audit_probe_tasks_is_off_by_default_and_never_negative():
+    assert EvolverSettings().audit_probe_tasks == 0
+    with pytest.raises(ValueError, match="audit_probe_tasks"):
+        EvolverSettings(audit_probe_tasks=-1)
