@@ -196,3 +196,20 @@ def test_a_training_run_probes_before_step_1_and_decides_at_step_0(tmp_path, tin
     assert summary.accounting["rollouts_trial"] >= 4
     page = write_report(run.path).read_text()
     assert "probed before step 1" in page and "calm-0, calm-1 (4 rollouts)" in page
+
+
+def test_a_resumed_run_counts_the_probes_again_and_its_detectors_never_see_them(tmp_path):
+    from harnessrl.trainer.resume import replay
+
+    service, harness, recorder, _, run = _world(tmp_path)
+    service.run_audit()
+    service.probe_audit(2, 4, None, _keep(harness, recorder))
+    # step 1 trains a group of sea (the probes' texts stand in for its rollouts)
+    rollouts = [
+        r.model_copy(update={"step": 1, "trained": True, "task_id": "sea"}) for r in recorder.latest_rollouts("city")
+    ]
+    recorder.add(StepRecord(step=1, groups=[GroupRecord.of(rollouts, "writing", 0.02)]), rollouts)
+    again = Recorder(tmp_path / "run", keep_steps=10)
+    seen: list[int] = []
+    assert replay(run, again, observe=lambda record, rollouts, regrade: seen.append(record.step)) == 1
+    assert seen == [1] and [again.graded(t) for t in ("city", "forest", "sea")] == [1, 1, 1]

@@ -276,12 +276,15 @@ def replay(run: RunDir, recorder: Recorder, observe: Any = None, window: int = 1
     """Rebuild the last ``window`` steps' records from ``steps.jsonl`` (and DAPO's dropped groups from
     ``discarded_groups.jsonl``) into ``recorder.steps`` (nothing is written) and pass each, with its kept rollouts,
     to ``observe(record, rollouts, regrade=False)`` (the failure detector's ``observe``: its windows refill without
-    asking the judge again; the failures it returns were recorded before the kill). Returns the number of steps
+    asking the judge again; the failures it returns were recorded before the kill). The rubric audit's probes, step
+    0's groups (``evolver.audit_probe_tasks``), come back into ``recorder`` only. Returns the number of steps
     replayed."""
     path = run.path / "steps.jsonl"
     if not path.exists():
         return 0
     by_step, dropped = _groups_by_step(path), _groups_by_step(run.path / "discarded_groups.jsonl")
+    if 0 in dropped:  # the rubric audit's probes (no step of training): the audit's counts, never the detectors'
+        recorder.restore(StepRecord(step=0, groups=[], discarded=dropped[0]))
     steps = sorted(by_step)[-window:]
     for step in steps:
         record = StepRecord(step=step, groups=by_step[step], discarded=dropped.get(step, []))
