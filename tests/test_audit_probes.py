@@ -213,3 +213,19 @@ def test_a_resumed_run_counts_the_probes_again_and_its_detectors_never_see_them(
     seen: list[int] = []
     assert replay(run, again, observe=lambda record, rollouts, regrade: seen.append(record.step)) == 1
     assert seen == [1] and [again.graded(t) for t in ("city", "forest", "sea")] == [1, 1, 1]
+
+
+def test_the_probes_are_refused_on_several_processes_with_what_to_do():
+    from types import SimpleNamespace
+
+    from harnessrl.errors import ConfigError
+    from harnessrl.trainer.attach import attach_harness
+
+    trainer = SimpleNamespace(
+        step_listeners=[],
+        harness=None,
+        accelerator=SimpleNamespace(num_processes=2, is_main_process=True),
+        args=SimpleNamespace(ddp_timeout=1800),
+    )
+    with pytest.raises(ConfigError, match=r"audit_probe_tasks: 0, or train on one process"):
+        attach_harness(trainer, evolver=EvolverSettings(audit_probe_tasks=2))
