@@ -45,7 +45,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from harnessrl.critic.acceptance import Measured, decide, detectable
 from harnessrl.critic.budget import Budget, Rejected
@@ -82,6 +82,7 @@ __all__ = [
     "FrozenPolicyTrials",
     "MeasuredInterface",
     "PolicySampler",
+    "Probe",
     "Trial",
     "TrialConfig",
     "TrialCost",
@@ -91,6 +92,15 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+
+class Probe(NamedTuple):
+    """What :meth:`FrozenPolicyTrials.probe` made: the graded rollouts (none when refused), what they cost, and why
+    they were refused (None: made)."""
+
+    rollouts: list[RolloutRecord]
+    cost: TrialCost
+    error: str | None = None
 
 
 class MeasuredInterface(Protocol):
@@ -279,53 +289,44 @@ class FrozenPolicyTrials:
         )
         return result
 
-    def probe(self, tasks: Sequence[Task], *, max_rollouts: int | None = None) -> tuple[list[RolloutRecord], TrialCost]:
+    def probe(self, tasks: Sequence[Task], *, max_rollouts: int | None = None) -> Probe:
         """One fresh group of the frozen policy for each of ``tasks``, graded by the run's judge under each task's
         current rubric as a training group is (reward and verdicts), recorded at step 0 and ``trained`` false: the
         rubric audit's probes before step 1 (:meth:`~harnessrl.evolution.service.EvolutionService.probe_audit`).
         What a step of training would be, measured without training on it; within ``max_rollouts`` (None: the
-        groups asked for) and the judge's bound, or :class:`~harnessrl.critic.budget.Rejected` with nothing kept."""
+        groups asked for) and the judge's bound. A probe the budget or the sampler refuses keeps no rollout and says
+        why (``error``); its cost, what was spent before, is there either way."""
         gsz = max(2, self.advantage.group_size)
         want = len(tasks) * gsz  # a probe is bounded by the run's share, not by one trial's max_rollouts
         cap = want if max_rollouts is None else min(want, max_rollouts)
-        config = self.config.model_copy(update={"max_rollouts": cap})
-        budget = Budget(config, self.judge, self.sampler)
-        kit = TrialContext(
-            harness=self.harness,
-            recorder=self.recorder,
-            config=config,
-            advantage=self.advantage,
-            update=None,
-            failure=None,
-            metric="",
-            budget=budget,
-            measurements={},
-        )
-        versions = {t.id: self.harness.rubrics.current(t.id).version for t in tasks}
-        rollouts = fresh_group_rollouts(kit, tasks, versions, lambda _: 0, gsz, trained=False)
-        graded = []
-        for task in tasks:
-            mine = [r for r in rollouts if r.task_id == task.id]
-            (results,) = budget.grade(
-                task, [r.completion for r in mine], [self.harness.rubrics.current(task.id).criteria], "a probe group"
-            )
-            graded += [
-                r.model_copy(
-                    update={
-                        "reward": results[r.completion].reward,
-                        "verdicts": {v.criterion_id: v.value for v in results[r.completion].verdicts},
-                    }
-                )
-                for r in mine
-            ]
-        return graded, budget.cost()
+        kit = self._trial(self.config.model_copy(update={"max_rollouts": cap}), None, None, "", {})
+        current = {t.id: self.harness.rubrics.current(t.id) for t in tasks}
+        graded: list[RolloutRecord] = []
+        try:
+            versions = {t: v.version for t, v in current.items()}
+            rollouts = fresh_group_rollouts(kit, tasks, versions, lambda _: 0, gsz, trained=False)
+            for task in tasks:
+                mine = [r for r in rollouts if r.task_id == task.id]
+                texts = [r.completion for r in mine]
+                (results,) = kit.budget.grade(task, texts, [current[task.id].criteria], "a probe group")
+                graded += [
+                    r.model_copy(
+                        update={
+                            "reward": results[r.completion].reward,
+                            "verdicts": {v.criterion_id: v.value for v in results[r.completion].verdicts},
+                        }
+                    )
+                    for r in mine
+                ]
+        except Rejected as e:
+            return Probe([], kit.budget.cost(), e.reason)
+        return Probe(graded, kit.budget.cost())
 
     def _start(self, update: Any, failure: Failure | None, metric: str, max_rollouts: int | None = None) -> Trial:
         """A trial of ``update`` beginning now: its budget running, and the settings it measures with recorded."""
         config = self.config
         if max_rollouts is not None and max_rollouts < config.max_rollouts:
             config = config.model_copy(update={"max_rollouts": max(0, max_rollouts)})
-        budget = Budget(config, self.judge, self.sampler)
         measurements: dict[str, Any] = {
             "failure_kind": failure.kind if failure else None,
             "bootstrap": self.config.bootstrap,
@@ -339,6 +340,12 @@ class FrozenPolicyTrials:
                 else {}
             ),
         }
+        return self._trial(config, update, failure, metric, measurements)
+
+    def _trial(
+        self, config: TrialConfig, update: Any, failure: Failure | None, metric: str, measurements: dict[str, Any]
+    ) -> Trial:
+        """The kit of a trial (or a probe) under ``config``, its budget running from now."""
         return Trial(
             harness=self.harness,
             recorder=self.recorder,
@@ -347,7 +354,7 @@ class FrozenPolicyTrials:
             update=update,
             failure=failure,
             metric=metric,
-            budget=budget,
+            budget=Budget(config, self.judge, self.sampler),
             measurements=measurements,
         )
 

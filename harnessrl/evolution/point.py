@@ -83,18 +83,16 @@ class EvolutionCallback(TrainerCallback):
                 "rubrics do not check"
             )
         if findings and first and self.settings.audit_probe_tasks and self.trainer is not None:
-            self._probe_audit(args)
+            self._probe_audit()
 
-    def _probe_audit(self, args) -> None:
+    def _probe_audit(self) -> None:
         """The audit's probes before step 1 (``evolver.audit_probe_tasks``; docs/design.md §4, "Audit probes"), then,
         in-process, an evolution point at step 0 on them: a repair it commits applies from step 1."""
-        trainer = self.trainer
-        planned = args.max_steps * args.per_device_train_batch_size * trainer.accelerator.num_processes
         probe = self.service.probe_audit(
             self.settings.audit_probe_tasks,
-            trainer.num_generations,
-            self.service.trials.probe_allowance(planned),
-            trainer.record_probe,
+            self.trainer.num_generations,
+            self.service.trials.probe_allowance(),
+            self.trainer.record_probe,
         )
         if probe and self.console is not None:
             if probe.get("rollouts"):

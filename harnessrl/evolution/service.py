@@ -64,7 +64,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel
 
-from harnessrl.critic.budget import Rejected
 from harnessrl.data.schema import prompt_text, task_group
 from harnessrl.errors import HarnessRLError
 from harnessrl.evolution.audit import RubricAudit
@@ -102,9 +101,10 @@ from harnessrl.interfaces.tools import (
     builder_args,
     tool_table,
 )
-from harnessrl.records.trials import TrialCost, TrialResult
+from harnessrl.records.trials import TrialResult
 
 if TYPE_CHECKING:
+    from harnessrl.critic.trials import Probe
     from harnessrl.data.schema import Task
     from harnessrl.evolution.hold import AtBoundary
     from harnessrl.memory.store import TrainingMemory
@@ -132,9 +132,9 @@ class TrialRunner(Protocol):
 
     def run(self, update: InterfaceUpdate, candidate_id: str, failure: Failure | None = None) -> TrialResult: ...
 
-    def probe(self, tasks: Sequence[Task], *, max_rollouts: int | None = None) -> tuple[list[RolloutRecord], TrialCost]:
-        """One graded fresh group of the frozen policy for each of ``tasks`` (the audit's probes; only with
-        ``evolver.audit_probe_tasks``)."""
+    def probe(self, tasks: Sequence[Task], *, max_rollouts: int | None = None) -> Probe:
+        """One graded fresh group of the frozen policy for each of ``tasks``, its cost, and why it was refused (the
+        audit's probes; only with ``evolver.audit_probe_tasks``)."""
         ...
 
 
@@ -397,18 +397,14 @@ class EvolutionService:
             "left_out": order[fits:],
         }
         if probed:
-            try:
-                rollouts, cost = self.trials.probe([self.harness.tasks[t] for t in probed], max_rollouts=allowance)
-            except Rejected as e:
-                payload.update(error=e.reason)
+            probe = self.trials.probe([self.harness.tasks[t] for t in probed], max_rollouts=allowance)
+            cost = probe.cost
+            payload.update(rollouts=cost.rollouts, judge_calls=cost.judge_calls, seconds=cost.seconds)
+            if probe.error is not None:
+                payload.update(error=probe.error)
             else:
-                record(rollouts)
-                payload.update(
-                    rollouts=cost.rollouts,
-                    judge_calls=cost.judge_calls,
-                    seconds=cost.seconds,
-                    rewards={t: [r.reward for r in rollouts if r.task_id == t] for t in probed},
-                )
+                record(probe.rollouts)
+                payload.update(rewards={t: [r.reward for r in probe.rollouts if r.task_id == t] for t in probed})
         self._event("audit_probe", step=0, **payload)
         return payload
 

@@ -199,24 +199,26 @@ class _LockedTrials:
 
     def probe(self, tasks, *, max_rollouts: int | None = None):
         """The audit's probes (:meth:`FrozenPolicyTrials.probe <harnessrl.critic.trials.FrozenPolicyTrials.probe>`)
-        under the policy lock, their cost in the trainer's accounting as a trial's."""
+        under the policy lock, their cost in the trainer's accounting as a trial's (a refused probe's too)."""
         t0 = time.perf_counter()
         with self.trainer.policy_lock:
             try:
-                rollouts, cost = self.trials.probe(tasks, max_rollouts=max_rollouts)
+                probe = self.trials.probe(tasks, max_rollouts=max_rollouts)
             finally:
                 self.trainer.timings["trials"] += time.perf_counter() - t0
-        self.trainer.accounting["rollouts/trial"] += cost.rollouts
-        self.trainer.accounting["judge/calls_trial"] += cost.judge_calls
-        return rollouts, cost
+        self.trainer.accounting["rollouts/trial"] += probe.cost.rollouts
+        self.trainer.accounting["judge/calls_trial"] += probe.cost.judge_calls
+        return probe
 
-    def probe_allowance(self, planned_rollouts: int) -> int | None:
+    def probe_allowance(self) -> int | None:
         """The fresh rollouts the audit's probes before step 1 may spend: ``max_rollout_share`` of the training
-        rollouts the run plans (``planned_rollouts``), not of those generated so far (none yet), less what trials
-        spent; the trials after it then wait until training's rollouts catch up (None: no bound)."""
+        rollouts the run plans (its steps times the rows a step generates), not of those generated so far (none yet),
+        less what trials spent; the trials after it then wait until training's rollouts catch up (None: no bound)."""
         if self.max_rollout_share is None:
             return None
-        return max(0, int(self.max_rollout_share * planned_rollouts) - int(self.trainer.accounting["rollouts/trial"]))
+        args = self.trainer.args
+        planned = args.max_steps * args.per_device_train_batch_size * self.trainer.accelerator.num_processes
+        return max(0, int(self.max_rollout_share * planned) - int(self.trainer.accounting["rollouts/trial"]))
 
     def run(self, *args, **kwargs) -> TrialResult:
         allowance = self.allowance()
