@@ -63,6 +63,7 @@ _PER_FAILURE_RESET: dict[str, Any] = {
     "attempts": [],
     "proposer_messages": [],
     "give_up_reason": None,
+    "pending_reason": None,
 }
 
 
@@ -220,7 +221,7 @@ def build_graph(deps: EvolverDeps) -> Runnable:
     node("fetch_failures", fetch_failures, ("select_failure",))
     node("select_failure", select_failure, ("attributor", "select_failure", END))
     node("attributor", attributor.attributor, ("proposer", "give_up"))
-    node("proposer", proposer.proposer, ("critic", "give_up"))
+    node("proposer", proposer.proposer, ("critic", "give_up", "defer"))
     node("critic", critic_node.critic, ("commit", "proposer", "give_up", "defer"))
     node("commit", critic_node.commit, ("select_failure", "give_up"))
     node("give_up", give_up, ("select_failure",))

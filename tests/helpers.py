@@ -91,9 +91,10 @@ def call_tool(service: EvolutionService, name: str, **fields: Any):
     return service.tool_methods()[name](service.tools()[name].args.model_validate(fields))
 
 
-def rule_based_point(service: EvolutionService, model=None) -> list:
+def rule_based_point(service: EvolutionService, model=None, config=None) -> list:
     """One evolution point against ``service`` behind a real tool server, with the rule-based evolver (or ``model``,
-    e.g. a scripted chat model standing in for an LLM): its outcomes."""
+    e.g. a scripted chat model standing in for an LLM) under ``config`` (a GraphConfig; its defaults when None): its
+    outcomes."""
     import asyncio
 
     from harnessrl.agents import RuleBasedChatModel
@@ -104,7 +105,7 @@ def rule_based_point(service: EvolutionService, model=None) -> list:
     server = ToolServer(service)
     url, token = server.start()
     try:
-        final = asyncio.run(run_evolution_point(url, token, model or RuleBasedChatModel(), GraphConfig()))
+        final = asyncio.run(run_evolution_point(url, token, model or RuleBasedChatModel(), config or GraphConfig()))
     finally:
         server.stop()
     return final["outcomes"]

@@ -38,20 +38,22 @@ class ScriptedSampler:
     """A :class:`~harnessrl.critic.protocols.PolicySampler` that answers each task's prompt from :data:`ANSWERS`,
     member by member (a prompt's k-th request gets its k-th answer), and counts what it was asked."""
 
-    def __init__(self):
+    def __init__(self, answers: dict[str, list[str]] | None = None):
         self.asked: list[str] = []
+        self.answers = answers or ANSWERS
 
     def sample(self, prompts, temperature, max_new_tokens, **kwargs):
         out = []
         for p in prompts:
-            word = next(w for w in ANSWERS if w in p[-1]["content"])
-            out.append(ANSWERS[word][self.asked.count(word) % 4])
+            word = next(w for w in self.answers if w in p[-1]["content"])
+            out.append(self.answers[word][self.asked.count(word) % 4])
             self.asked.append(word)
         return out
 
 
-def _world(tmp_path):
-    """Four tasks whose prompts ask for one sentence without commas (their rubrics check neither), none drawn yet."""
+def _world(tmp_path, answers: dict[str, list[str]] | None = None):
+    """Four tasks whose prompts ask for one sentence without commas (their rubrics check neither), none drawn yet;
+    the initial policy answers as ``answers`` says (:data:`ANSWERS` when None)."""
     tasks = [
         _task("sea", "sea", "The calm sea shines under a pale blue sky.", family="nocomma"),
         _task("city", "city", "The busy city hums with cars and people.", family="nocomma"),
@@ -61,7 +63,7 @@ def _world(tmp_path):
     harness = Harness(tasks, seed=0)
     recorder = Recorder(tmp_path / "run", keep_steps=10)
     judge = RubricJudge(NoJudge())
-    sampler = ScriptedSampler()
+    sampler = ScriptedSampler(answers)
     run = RunDir(tmp_path / "run")
     service = EvolutionService(
         harness,

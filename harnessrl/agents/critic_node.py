@@ -12,7 +12,10 @@ reason and its measurements), parses its answer once into the tool contract's
 rejected one goes back to the proposer with the measurements for a revision, at most
 ``max_revisions`` times, after which the failure is given up and the reason recorded. A candidate the trial could
 not decide yet (``pending``: too few groups of the tasks it covers for the sequential test) is neither revised nor
-given up: the failure is deferred, and measured again when more of its tasks' groups are graded.
+given up: the failure is deferred, and measured again when more of its tasks' groups are graded. With
+``revise_unmet_pending``, a pending test that found the added checks broken more often than met first goes back to
+the proposer once (the same checks with a hint, for the rule-based evolver); whatever that revision brings short of a
+commit, the failure is deferred.
 
 The module is ``critic_node``, not ``critic``, so the graph's node is never mistaken for the trial machinery
 of :mod:`harnessrl.critic`.
@@ -31,7 +34,7 @@ from harnessrl.agents.tool_loop import call_tool, result_json, result_text
 from harnessrl.graph.state import CriticDecision, EvolverState, FailureOutcome, get_deps
 from harnessrl.records.trials import TrialResult
 
-__all__ = ["commit", "critic"]
+__all__ = ["commit", "critic", "unmet_split"]
 
 
 def _decision(message: ToolMessage, failure_id: str, candidate_id: str, revision: int) -> CriticDecision:
@@ -46,6 +49,15 @@ def _decision(message: ToolMessage, failure_id: str, candidate_id: str, revision
     except ValidationError:
         return CriticDecision(**fields, error=f"unreadable trial result: {data!r}")
     return CriticDecision(**fields, trial=trial)
+
+
+def unmet_split(trial: TrialResult) -> bool:
+    """Whether a pooled test of added checks found them broken more often than met (its ``split`` measurements):
+    the policy does not meet them yet, so a check alone splits few groups and its test decides slowly
+    (``revise_unmet_pending``; a pending test met at least as often goes on probation instead: ``pending_checks``)."""
+    split = trial.measurements.get("split") or {}
+    n, broken = split.get("rollouts"), split.get("broken")
+    return isinstance(n, int | float) and isinstance(broken, int | float) and n > 0 and 2 * broken > n
 
 
 async def critic(
@@ -67,9 +79,6 @@ async def critic(
     update: dict[str, Any] = {"trials": [trial], "decisions": [decision]}
     if decision.accepted:
         return Command(goto="commit", update=update)
-    if decision.trial is not None and decision.trial.pending:
-        update["give_up_reason"] = decision.reason
-        return Command(goto="defer", update=update)
     attempt = {
         "revision": revision,
         "candidate_id": candidate_id,
@@ -78,7 +87,24 @@ async def critic(
         "payload": proposal.payload if proposal else candidate.get("payload"),
         "trial": decision.view().model_dump(exclude_unset=True),
     }
-    update["attempts"] = [*(state.get("attempts") or []), attempt]
+    attempts = [*(state.get("attempts") or []), attempt]
+    pending_reason = state.get("pending_reason")
+    if decision.trial is not None and decision.trial.pending:
+        if (
+            cfg.revise_unmet_pending
+            and pending_reason is None
+            and revision < cfg.max_revisions
+            and unmet_split(decision.trial)
+            and not deps.out_of_time(state)
+        ):
+            update.update(attempts=attempts, revision=revision + 1, pending_reason=decision.reason)
+            return Command(goto="proposer", update=update)
+        update["give_up_reason"] = decision.reason
+        return Command(goto="defer", update=update)
+    update["attempts"] = attempts
+    if pending_reason is not None:  # the revision asked after a pending verdict failed: that test goes on
+        update["give_up_reason"] = f"{pending_reason}; its revision {candidate_id} was rejected: {decision.reason}"
+        return Command(goto="defer", update=update)
     if revision >= cfg.max_revisions:
         update["give_up_reason"] = (
             f"rejected {revision + 1} candidate(s), no revision left (max_revisions {cfg.max_revisions}); "

@@ -25,7 +25,9 @@ from harnessrl.interfaces.tools import READ_TOOLS
 __all__ = ["proposer"]
 
 
-async def proposer(state: EvolverState, config: RunnableConfig) -> Command[Literal["critic", "give_up"]]:
+async def proposer(
+    state: EvolverState, config: RunnableConfig
+) -> Command[Literal["critic", "give_up", "defer"]]:
     """Build a candidate (or, on a revision, a revised one) for the current failure."""
     deps = get_deps(config)
     cfg = deps.config
@@ -72,10 +74,12 @@ async def proposer(state: EvolverState, config: RunnableConfig) -> Command[Liter
         max_calls_per_turn=cfg.max_tool_calls_per_turn,
     )
     if result.final_value is None:
+        why = f"proposer (revision {revision}): {result.describe()}"
+        pending = state.get("pending_reason")
         return Command(
-            goto="give_up",
+            goto="defer" if pending else "give_up",  # after a pending verdict, that test goes on
             update={
-                "give_up_reason": f"proposer (revision {revision}): {result.describe()}",
+                "give_up_reason": f"{pending}; no revision: {why}" if pending else why,
                 "proposer_messages": result.messages,
             },
         )
@@ -118,7 +122,7 @@ def _conversation(state, cfg, failure: dict[str, Any], attribution, revision: in
     messages.append(
         context_message(
             load_prompt(
-                "revision",
+                "revision_pending" if state.get("pending_reason") else "revision",
                 cfg.prompts_dir,
                 candidate_id=last.get("candidate_id", "?"),
                 revision=revision,

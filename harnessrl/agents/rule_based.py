@@ -205,6 +205,14 @@ def _fallback(kind: str, interface: str) -> str | None:
     return _FALLBACK.get((None, interface))
 
 
+def _after_pending(h: _History) -> bool:
+    """Whether the critic sent the last attempt back pending (``evolver.graph.revise_unmet_pending``: its checks
+    broken more often than met): its revision is the same checks with a hint to part of each group, or nothing."""
+    attempts = h.context.get("attempts") or []
+    last = attempts[-1] if attempts and isinstance(attempts[-1], dict) else {}
+    return (last.get("trial") or {}).get("verdict_kind") == "pending"
+
+
 # --------------------------------------------------------------------------------------------------
 # the model
 
@@ -417,9 +425,12 @@ class RuleBasedChatModel(BaseChatModel):
         interface = str(attribution.get("interface") or failure_hints(self.interfaces).get(failure.kind, RUBRIC))
         builders = {name: cls.builder_tool for name, cls in interface_classes(self.interfaces).items()}
         tried = self._tried(h)
+        hinted_only = _after_pending(h)
         for s in self._ladder(interface, evidence):
             if s.tag in tried or builders.get(s.update.interface) not in names:
                 continue
+            if hinted_only and not getattr(s.update, "guide_fraction", 0.0):
+                continue  # sent back pending: only the same checks with a hint, else the test goes on
             args = {**s.builder_arguments(), "failure_id": failure.failure_id}
             return self._calls([(builders[s.update.interface], args)])
         done = ", ".join(sorted(tried)) or "none"

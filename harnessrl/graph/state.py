@@ -188,6 +188,7 @@ class EvolverState(TypedDict, total=False):
     attempts: list[dict[str, Any]]
     proposer_messages: list[AnyMessage]
     give_up_reason: str | None
+    pending_reason: str | None  # the pending verdict a revision was asked after (revise_unmet_pending)
 
     attributions: Annotated[list[Attribution], operator.add]
     proposals: Annotated[list[ProposalRecord], operator.add]
@@ -237,6 +238,14 @@ class GraphConfig(BaseModel):
     )
     remedies: SuggestSettings = Field(
         default_factory=SuggestSettings, description="Settings of the built-in remedies (the rule-based evolver)."
+    )
+    revise_unmet_pending: bool = Field(
+        default=False,
+        description="A candidate whose pooled test is pending with its added checks broken more often than met "
+        "goes back to the proposer once, in the same point, instead of waiting: a check the policy does not meet yet "
+        "splits few groups and its test decides slowly, so the rule-based evolver proposes the same checks with a "
+        "hint to part of each group (requirement_guided). Whatever the revision brings short of a commit, the "
+        "failure is deferred as the pending verdict said (docs/design.md section 4, 'Pending and unmet').",
     )
 
     @model_validator(mode="after")

@@ -530,7 +530,9 @@ def _rarely_met(met: float, total: float, least: int = 4) -> bool:
 def _unmet(e: ProposalEvidence, check: dict, key: str) -> str | None:
     """Why the policy (almost) never meets ``check`` (of requirement ``key``), or None when it does or nothing says:
     at most :data:`UNMET_SHARE` of the task's rollouts the proposer read (at least 4) pass it, or an earlier exact
-    check of the same requirement was refused on pooled rollouts of which at most that share passed it."""
+    check of the same requirement was refused on pooled rollouts of which at most that share passed it, or its
+    pooled test is pending with fewer rollouts meeting it than breaking it (an attempt the critic sends back under
+    ``evolver.graph.revise_unmet_pending``)."""
     rollouts = e.completions()
     try:
         passes = sum(check_passes(check, r) for r in rollouts)
@@ -544,7 +546,11 @@ def _unmet(e: ProposalEvidence, check: dict, key: str) -> str | None:
         if a.trial is None or a.trial.accepted or not n or broken is None or a.interface != "rubric_criteria":
             continue
         adds = [c.get("check") for c in (a.payload.get("add") or []) if isinstance(c, dict)]
-        if any(isinstance(c, dict) and requirement_key(c) == key for c in adds) and _rarely_met(n - broken, n, 1):
+        if not any(isinstance(c, dict) and requirement_key(c) == key for c in adds):
+            continue
+        if a.trial.verdict_kind == "pending" and 2 * broken > n:
+            return f"the pooled test of an exact check of it is pending: {n - broken:g} of {n:g} rollouts met it"
+        if _rarely_met(n - broken, n, 1):
             return f"an exact check of it was refused: {n - broken:g} of {n:g} pooled rollouts met it"
     return None
 
