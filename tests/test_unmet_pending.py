@@ -27,7 +27,7 @@ REVISE = GraphConfig(revise_unmet_pending=True)
 
 
 def _probed(tmp_path):
-    service, harness, recorder, sampler, run = _world(tmp_path, MOSTLY_COMMAS)
+    service, harness, recorder, _, run = _world(tmp_path, MOSTLY_COMMAS)
     service.run_audit()
     probe = service.probe_audit(2, 4, None, _keep(harness, recorder))
     assert probe["tasks"] == ["city", "forest"] and probe["rollouts"] == 8
@@ -45,7 +45,11 @@ def test_a_pending_check_broken_more_often_than_met_is_revised_with_a_hint_and_c
     trials = [e for e in run.read("events.jsonl") if e["kind"] == "trial"]
     first = trials[0]  # the no-comma finding's: the audit's findings in order
     split = first["result"]["measurements"]["split"]
-    assert first["remedy"] == "requirement" and first["verdict_kind"] == "pending" and (split["broken"], split["rollouts"]) == (6, 8)
+    assert (
+        first["remedy"] == "requirement"
+        and first["verdict_kind"] == "pending"
+        and (split["broken"], split["rollouts"]) == (6, 8)
+    )
     # the revision: the same check, and a hint that states it to half of each group, committed on probation
     (commit,) = [e for e in run.read("events.jsonl") if e["kind"] == "commit" and e["remedy"] == "requirement_guided"]
     assert commit["step"] == 0 and commit["applies_from_step"] == 1
@@ -71,7 +75,7 @@ def test_without_the_setting_the_same_check_waits_pending(tmp_path):
 
 def test_a_check_met_more_often_than_broken_is_not_sent_back(tmp_path):
     # the one-sentence finding: every probed answer meets it; its test is pending too, and waits without a hint
-    service, harness, run = _probed(tmp_path)
+    service, _, run = _probed(tmp_path)
     rule_based_point(service, config=REVISE)
     events = run.read("events.jsonl")
     sentence = [e for e in events if e["kind"] == "trial" and "sentence_count" in str(e.get("result"))]
@@ -115,3 +119,46 @@ def test_unmet_split_reads_the_pooled_test():
     assert not unmet_split(_split_result(0, 0))
     no_split = _split_result(1, 1).model_copy(update={"measurements": {}})
     assert not unmet_split(no_split)
+
+
+def test_an_llm_evolver_is_told_the_test_is_pending_and_its_hinted_revision_is_committed(tmp_path):
+    """The scripted chat model stands in for an LLM: it proposes the plain no-comma check; the critic sends it back
+    pending with the revision_pending prompt, and the model's revision, the same check with guide_fraction, is
+    widened and committed on probation like the rule-based evolver's."""
+    from harnessrl.agents.testing import ScriptedChatModel, tool_call
+    from harnessrl.interfaces.tools import GetFailures
+
+    service, harness, run = _probed(tmp_path)
+    (failure,) = [f for f in service.get_failures(GetFailures()).failures if "commas" in f.summary]
+    fid, task = failure.failure_id, failure.task_id
+    add = [
+        {"id": "nocomma", "text": "Uses no commas", "weight": 1, "check": {"type": "not_contains", "phrases": [","]}}
+    ]
+    told: list[str] = []
+
+    def revise(messages):
+        told.append(str(messages[-1].content))
+        return tool_call("edit_rubric", {"failure_id": fid, "task_id": task, "add": add, "guide_fraction": 0.5})
+
+    model = ScriptedChatModel(
+        responses=[
+            tool_call(
+                "submit_attribution",
+                {
+                    "failure_id": fid,
+                    "task_id": task,
+                    "interface": "rubric_criteria",
+                    "rationale": "the prompt forbids commas",
+                },
+            ),
+            tool_call("edit_rubric", {"failure_id": fid, "task_id": task, "add": add}),
+            revise,
+        ]
+    )
+    config = GraphConfig(revise_unmet_pending=True, max_failures=1, failure_kinds=["unchecked_requirement"])
+    (outcome,) = rule_based_point(service, model, config)
+    assert outcome.status == "committed" and outcome.revisions == 1
+    assert "pooled test is pending" in told[0] and "6 of 8 pooled rollouts" in told[0]
+    verdicts = [e["verdict_kind"] for e in run.read("events.jsonl") if e["kind"] == "verdict"]
+    assert verdicts == ["pending", "probation"]
+    assert all(harness.rubrics.current(t).guide_fraction == 0.5 for t in MOSTLY_COMMAS)

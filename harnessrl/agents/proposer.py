@@ -25,9 +25,7 @@ from harnessrl.interfaces.tools import READ_TOOLS
 __all__ = ["proposer"]
 
 
-async def proposer(
-    state: EvolverState, config: RunnableConfig
-) -> Command[Literal["critic", "give_up", "defer"]]:
+async def proposer(state: EvolverState, config: RunnableConfig) -> Command[Literal["critic", "give_up", "defer"]]:
     """Build a candidate (or, on a revision, a revised one) for the current failure."""
     deps = get_deps(config)
     cfg = deps.config

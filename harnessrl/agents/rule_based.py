@@ -36,6 +36,10 @@ dropping its task would hide it. The remedies themselves (what each builds, and 
 guidance hints in :mod:`harnessrl.interfaces.guidance`, the rubric edits in
 :mod:`harnessrl.interfaces.rubric_remedies`, parking, retiring and demoting in :mod:`harnessrl.interfaces.sampling`.
 
+A revision the critic asked after a pending verdict (``evolver.graph.revise_unmet_pending``: the pooled test found the
+added checks broken more often than met) takes only a remedy that states the checks as a hint to part of each group
+(an update with ``guide_fraction``); when there is none it answers without a tool call, and the failure is deferred.
+
 When no remedy is left it answers without a tool call, and the graph gives the failure up.
 """
 
