@@ -385,7 +385,7 @@ def _split_share(
     where waiting had let the evolver commit it with a hint at step 2)."""
     fade = trial.metric == HINT_MET_RATE
     evidence = trial.split_evidence if trial.split_evidence is not None else SplitEvidence()
-    new = 0
+    at, new = trial.next_step - 1, 0
     for part, g in graded:
         if not part.added:
             continue
@@ -393,9 +393,9 @@ def _split_share(
             if fade and (r.guided or r.rubric_version != part.current.version):
                 continue  # a fade counts the unguided members of the groups under the hint in force
             broken = not all(c.check is not None and c.check.evaluate(r.completion) >= 1 for c in part.added)
-            new += evidence.add(r.step, r.task_id, r.member, broken)
+            new += evidence.add(r.step, r.task_id, r.member, broken, at)
     if new:
-        evidence.looks += 1
+        evidence.look(at)
     look = max(1, evidence.looks)
     if fade:
         return _fade_verdict(trial, evidence, new, look)

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from harnessrl.critic.acceptance import Measured, decide, detectable
@@ -288,6 +288,16 @@ class FrozenPolicyTrials:
             result.cost.seconds,
         )
         return result
+
+    def pending_tests(self) -> dict[str, SplitEvidence]:
+        """The pooled evidence of each repair whose test is pending and has taken a look, by :func:`repair_key`:
+        what a resumed run restores (:meth:`restore_pending`)."""
+        return {k: v for k, v in self.split_evidence.items() if v.looks}
+
+    def restore_pending(self, tests: Mapping[str, SplitEvidence]) -> None:
+        """Go on with pending tests saved by an earlier process (:meth:`pending_tests`): a later look at one of
+        these repairs adds to its evidence and spends the error of its next look."""
+        self.split_evidence.update(tests)
 
     def probe(self, tasks: Sequence[Task], *, max_rollouts: int | None = None) -> Probe:
         """One fresh group of the frozen policy for each of ``tasks``, graded by the run's judge under each task's

@@ -60,10 +60,11 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
+from harnessrl.critic.power import SplitEvidence
 from harnessrl.data.schema import prompt_text, task_group
 from harnessrl.errors import HarnessRLError
 from harnessrl.evolution.audit import RubricAudit
@@ -112,7 +113,7 @@ if TYPE_CHECKING:
     from harnessrl.records.run_dir import RunDir
     from harnessrl.records.steps import Recorder, RolloutRecord, StepRecord
 
-__all__ = ["EVIDENCE_SHARE", "CandidateError", "EvolutionService", "TrialRunner"]
+__all__ = ["EVIDENCE_SHARE", "PENDING_TESTS", "CandidateError", "EvolutionService", "PendingTests", "TrialRunner"]
 
 logger = logging.getLogger(__name__)
 
@@ -124,6 +125,20 @@ EVIDENCE_SHARE = 0.25
 """Evidence draws (``evolver.evidence_draws``) a run asks for: at most this share of its training tasks and the groups
 graded so far together (each audit finding's first group fits before step 1 on a suite of a few findings, and a
 pending test that keeps asking cannot take over the batch)."""
+
+
+@runtime_checkable
+class PendingTests(Protocol):
+    """Trials whose pending tests outlive a process: the pooled evidence of each repair still pending, saved after
+    every trial and restored by a resumed run (:class:`~harnessrl.critic.trials.FrozenPolicyTrials`)."""
+
+    def pending_tests(self) -> Mapping[str, SplitEvidence]: ...
+
+    def restore_pending(self, tests: Mapping[str, SplitEvidence]) -> None: ...
+
+
+PENDING_TESTS = "pending_tests.json"
+"""The run's file of pending tests' pooled evidence (by repair key), rewritten whole after every trial."""
 
 
 class TrialRunner(Protocol):
@@ -682,7 +697,39 @@ class EvolutionService:
             cand.trial_step, cand.trial_target = step, target
             self.counts[f"{cand.status}/{cand.update.interface}"] += 1
             self._record_trial(cand, result, seconds)
+            self._save_pending()
             return result
+
+    def _save_pending(self) -> None:
+        """The pending tests' pooled evidence, whole, in ``pending_tests.json`` (:data:`PENDING_TESTS`), so a resumed
+        run goes on with their looks instead of starting them again."""
+        if self.run_dir is None or not isinstance(self.trials, PendingTests):
+            return
+        tests = {k: v.to_json() for k, v in sorted(self.trials.pending_tests().items())}
+        if tests or self.run_dir.file(PENDING_TESTS).exists():
+            self.run_dir.write_json(PENDING_TESTS, {"step": self.current_step(), "tests": tests})
+
+    def restore_pending(self, through_step: int) -> dict[str, int]:
+        """A resumed run's pending tests as they stood at its checkpoint (``through_step``: the looks and the
+        outcomes of later steps left out), from ``pending_tests.json``; the looks restored, by repair key. A file
+        that cannot be read is moved aside (``pending_tests.json.unreadable``) with a warning, and those tests start
+        again: a resume never stops on it."""
+        if self.run_dir is None or not isinstance(self.trials, PendingTests):
+            return {}
+        path = self.run_dir.file(PENDING_TESTS)
+        if not path.exists():
+            return {}
+        try:
+            data = self.run_dir.read_json(PENDING_TESTS)
+            tests = {str(k): SplitEvidence.from_json(v).until(through_step) for k, v in data["tests"].items()}
+        except (HarnessRLError, ValueError, TypeError, KeyError, AttributeError) as e:
+            aside = path.with_name(f"{PENDING_TESTS}.unreadable")
+            path.replace(aside)
+            logger.warning("%s cannot be read (%s); moved to %s, and its pending tests start again", path, e, aside)
+            return {}
+        kept = {k: v for k, v in tests.items() if v.looks}
+        self.trials.restore_pending(kept)
+        return {k: v.looks for k, v in kept.items()}
 
     def _record_trial(self, cand: CandidateRecord, result: TrialResult, seconds: float) -> None:
         """A trial's result in the memory (the candidate's trials and verdict) and the events (trial, verdict)."""

@@ -10,6 +10,7 @@
       steps.jsonl       one line per task group per step (GroupRecord)
       rollouts/         the last steps' completions, for re-grading
       eval.jsonl        held-out evaluations (EvalResult)
+      pending_tests.json  the critic's pending tests' pooled evidence (rewritten whole after each trial)
       checkpoints/      TRL checkpoints, best/ (best held-out score) and final/
       plots/, report.html, summary.json
 

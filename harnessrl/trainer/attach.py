@@ -210,6 +210,13 @@ class _LockedTrials:
         self.trainer.accounting["judge/calls_trial"] += probe.cost.judge_calls
         return probe
 
+    def pending_tests(self):
+        """The wrapped trials' pending tests (a resumed run restores them)."""
+        return self.trials.pending_tests()
+
+    def restore_pending(self, tests) -> None:
+        self.trials.restore_pending(tests)
+
     def probe_allowance(self) -> int | None:
         """The fresh rollouts the audit's probes before step 1 may spend: ``max_rollout_share`` of the training
         rollouts the run plans (its steps times the rows a step generates), not of those generated so far (none yet),

@@ -20,6 +20,9 @@ critic's step records
 handled failures, the        ``events.jsonl`` (``failure_handled``,     :func:`restore_listeners`
 evolver's counts, hints on   the evolver's decisions, ``commit`` on
 probation                    probation, ``probation``, ``revert``)
+the critic's pending tests   ``pending_tests.json`` (each pending       :func:`restore_listeners`
+                             repair's pooled rollouts and looks, those
+                             after the checkpoint left out)
 the run's totals             the records of every earlier process       :func:`restored_totals`
 the training memory          its own store in the run directory, kept    (nothing to do)
                              as it is (it keeps the re-run steps' rows
@@ -193,6 +196,9 @@ def restore_listeners(
     if service is not None:
         events = read_events(run.path)
         service.replay_events([e.model_dump() for e in events], through_step=resumed.step)
+        looks = service.restore_pending(through_step=resumed.step)
+        if looks:
+            logger.info("pending tests go on from their looks at step %d: %s", resumed.step, looks)
 
 
 def restored_totals(record: RunRecord) -> RunTotals:
