@@ -211,11 +211,16 @@ class _LockedTrials:
         return probe
 
     def pending_tests(self):
-        """The wrapped trials' pending tests (a resumed run restores them)."""
-        return self.trials.pending_tests()
+        """The wrapped trials' pending tests (a resumed run restores them); none when they keep none."""
+        from harnessrl.evolution.service import PendingTests
+
+        return self.trials.pending_tests() if isinstance(self.trials, PendingTests) else {}
 
     def restore_pending(self, tests) -> None:
-        self.trials.restore_pending(tests)
+        from harnessrl.evolution.service import PendingTests
+
+        if isinstance(self.trials, PendingTests):
+            self.trials.restore_pending(tests)
 
     def probe_allowance(self) -> int | None:
         """The fresh rollouts the audit's probes before step 1 may spend: ``max_rollout_share`` of the training
