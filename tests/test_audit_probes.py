@@ -153,8 +153,15 @@ def test_a_probe_the_sampler_cannot_make_loses_nothing_and_is_an_event(tmp_path)
     assert "the probes were not made" in audit_section(run.read("events.jsonl"))
 
 
-def test_audit_probe_tasks_is_off_by_default_and_never_negative():
-    assert EvolverSettings().audit_probe_tasks == 0
+def test_audit_probe_tasks_is_two_on_one_process_none_on_several_by_default_and_never_negative():
+    from harnessrl.errors import ConfigError
+
+    default = EvolverSettings()
+    assert default.audit_probe_tasks is None and default.probe_tasks(1) == 2 and default.probe_tasks(4) == 0
+    assert EvolverSettings(audit_probe_tasks=0).probe_tasks(4) == 0
+    assert EvolverSettings(audit_probe_tasks=3).probe_tasks(1) == 3
+    with pytest.raises(ConfigError, match=r"audit_probe_tasks: 0 \(or leave it null\), or train on one process"):
+        EvolverSettings(audit_probe_tasks=2).probe_tasks(2)
     with pytest.raises(ValueError, match="audit_probe_tasks"):
         EvolverSettings(audit_probe_tasks=-1)
 
@@ -229,5 +236,5 @@ def test_the_probes_are_refused_on_several_processes_with_what_to_do():
         accelerator=SimpleNamespace(num_processes=2, is_main_process=True),
         args=SimpleNamespace(ddp_timeout=1800),
     )
-    with pytest.raises(ConfigError, match=r"audit_probe_tasks: 0, or train on one process"):
+    with pytest.raises(ConfigError, match=r"audit_probe_tasks: 0 \(or leave it null\), or train on one process"):
         attach_harness(trainer, evolver=EvolverSettings(audit_probe_tasks=2))

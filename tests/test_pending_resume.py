@@ -18,6 +18,9 @@ from test_unmet_pending import _probed
 from harnessrl.critic.power import SplitEvidence
 from harnessrl.critic.trials import FrozenPolicyTrials
 from harnessrl.evolution.service import PENDING_TESTS, EvolutionService
+from harnessrl.graph.state import GraphConfig
+
+WAITING = GraphConfig(revise_unmet_pending=False)  # both tests of the probed world stay pending
 
 
 def _evidence() -> SplitEvidence:
@@ -62,7 +65,7 @@ def _restarted(service: EvolutionService) -> EvolutionService:
 
 def test_pending_tests_are_saved_after_each_trial_and_a_resumed_run_goes_on_from_them(tmp_path):
     service, _, run = _probed(tmp_path)
-    rule_based_point(service)  # both findings' tests stay pending at step 0: 6 of 8 and 0 of 8 broken
+    rule_based_point(service, config=WAITING)  # both findings' tests stay pending at step 0: 6 of 8 and 0 of 8 broken
     saved = run.read_json(PENDING_TESTS)
     assert saved["step"] == 0 and len(saved["tests"]) == 2
     looks = {k: len(v["look_steps"]) for k, v in saved["tests"].items()}
@@ -78,21 +81,21 @@ def test_pending_tests_are_saved_after_each_trial_and_a_resumed_run_goes_on_from
     # a group of sea graded at step 1; the next look at each repair is its second: look 2's error, not look 1's again
     sea = ["The sea, wide.", "The sea, calm.", "Sea, sky.", "A grey sea."]
     record_group(resumed.harness, resumed.trials.judge, resumed.recorder, 1, "sea", sea)
-    rule_based_point(resumed)
+    rule_based_point(resumed, config=WAITING)
     trials = [e for e in run.read("events.jsonl") if e["kind"] == "trial" and e.get("verdict_kind") == "pending"]
     assert [t["result"]["measurements"]["split"]["look"] for t in trials[-2:]] == [2, 2]
 
 
 def test_a_checkpoint_before_the_looks_restores_nothing(tmp_path):
     service, _, _ = _probed(tmp_path)
-    rule_based_point(service)
+    rule_based_point(service, config=WAITING)
     resumed = _restarted(service)
     assert resumed.restore_pending(through_step=-1) == {} and resumed.trials.split_evidence == {}
 
 
 def test_an_unreadable_file_is_moved_aside_and_the_tests_start_again(tmp_path, caplog):
     service, _, run = _probed(tmp_path)
-    rule_based_point(service)
+    rule_based_point(service, config=WAITING)
     run.file(PENDING_TESTS).write_text('{"step": 0, "tests": {"k": {"outcomes": 3}}}')
     resumed = _restarted(service)
     with caplog.at_level(logging.WARNING):
@@ -106,7 +109,7 @@ def test_a_resume_restores_the_pending_tests_with_the_rest_of_the_listeners(tmp_
     from harnessrl.trainer.resume import Resumed, restore_listeners
 
     service, _, run = _probed(tmp_path)
-    rule_based_point(service)
+    rule_based_point(service, config=WAITING)
     resumed = _restarted(service)
     restore_listeners(run, Resumed(checkpoint=str(tmp_path / "checkpoint-0")), resumed.recorder, None, resumed, 16)
     assert sorted(v.looks for v in resumed.trials.split_evidence.values()) == [1, 1]

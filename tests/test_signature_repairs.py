@@ -24,6 +24,7 @@ from harnessrl.evolution.candidates import CandidateError
 from harnessrl.evolution.handled import HandledFailures
 from harnessrl.evolution.probation import ProbationRule
 from harnessrl.evolution.service import EvolutionService
+from harnessrl.graph.state import GraphConfig
 from harnessrl.interfaces import EditRubric, Harness
 from harnessrl.interfaces.tools import CommitUpdate, GetFailures, RunTrial
 from harnessrl.judges import RubricJudge
@@ -68,6 +69,7 @@ COMMAS = {
 
 WAIT = TrialConfig(pending_checks="wait")  # the default: a pending test waits for more groups
 PROBATION = TrialConfig(pending_checks="probation")
+WAITING = GraphConfig(revise_unmet_pending=False)  # a pending check broken more often than met waits (no hint)
 SPLIT = {"sea": ["The sea, wide and blue", "The sea is calm", "Sea, sky, sun", "A grey, cold sea"]}  # 3:1
 SPLIT_MET = {"sea": ["The sea, wide and blue", "The sea is calm", "Sea and sky", "A grey cold sea"]}  # 1:3
 
@@ -176,7 +178,7 @@ def test_a_repair_the_data_cannot_decide_yet_is_deferred_and_decided_on_more_gro
     more of its tasks' groups are graded it is offered again and the evidence of both looks decides."""
     service, harness, run, _ = _world(tmp_path, steps=(2,), groups=SPLIT, trial_config=WAIT)
     service.run_audit()
-    rule_based_point(service)
+    rule_based_point(service, config=WAITING)  # 3 of 4 broken: by default revised with its hint at once
     events = run.read("events.jsonl")
     deferred = [e for e in events if e["kind"] == "deferred"]
     assert deferred and all("pending" in e["reason"] for e in deferred)
@@ -186,7 +188,7 @@ def test_a_repair_the_data_cannot_decide_yet_is_deferred_and_decided_on_more_gro
     # a second group of city is graded: the finding comes back
     _city_group(service, 3)
     assert service.point_due(3) is not None
-    rule_based_point(service)
+    rule_based_point(service, config=WAITING)
     assert "not_contains" in _checks(harness, "rain")
     events = run.read("events.jsonl")
     nocomma = {
@@ -251,7 +253,7 @@ def test_checks_broken_more_often_than_met_wait_instead_of_going_on_probation(tm
     the 1:3 split waits too."""
     service, harness, run, _ = _world(tmp_path, steps=(2,), groups=SPLIT, trial_config=PROBATION)
     service.run_audit()
-    rule_based_point(service)
+    rule_based_point(service, config=WAITING)
     events = run.read("events.jsonl")
     assert not [e for e in events if e["kind"] == "commit" and "not_contains" in str(e["update"])]
     assert "not_contains" not in _checks(harness, "sea")
@@ -259,7 +261,7 @@ def test_checks_broken_more_often_than_met_wait_instead_of_going_on_probation(tm
     assert trials and trials[0]["verdict_kind"] == "pending"
     default, harness2, run2, _ = _world(tmp_path / "default", steps=(2,), groups=SPLIT_MET)
     default.run_audit()
-    rule_based_point(default)
+    rule_based_point(default, config=WAITING)
     assert "not_contains" not in _checks(harness2, "sea")
     assert not [e for e in run2.read("events.jsonl") if e["kind"] == "commit" and e.get("probation")]
 
@@ -855,7 +857,7 @@ def test_with_evidence_draws_a_deferred_repair_asks_for_its_next_group_at_the_ne
     setting nothing is asked."""
     service, harness, run, _ = _world(tmp_path, steps=(2,), groups=SPLIT, trial_config=WAIT, evidence_draws=True)
     service.run_audit(record=False)  # a resumed run's audit: its first draws were asked before (the test below)
-    rule_based_point(service)
+    rule_based_point(service, config=WAITING)
     deferred = [e for e in run.read("events.jsonl") if e["kind"] == "deferred"]
     asked = [e["evidence_draw"] for e in deferred if "evidence_draw" in e]
     assert asked[0] == {"task_id": "city", "step": 3}
@@ -866,7 +868,7 @@ def test_with_evidence_draws_a_deferred_repair_asks_for_its_next_group_at_the_ne
 
     plain, plain_harness, plain_run, _ = _world(tmp_path / "plain", steps=(2,), groups=SPLIT, trial_config=WAIT)
     plain.run_audit()
-    rule_based_point(plain)
+    rule_based_point(plain, config=WAITING)
     assert not [e for e in plain_run.read("events.jsonl") if e["kind"] == "deferred" and "evidence_draw" in e]
     assert plain_harness.sampling.state.evidence_draws == {}
 
@@ -889,12 +891,12 @@ def test_with_evidence_draws_the_audit_asks_each_findings_first_group_before_ste
     assert Harness.load(run.harness, list(harness.tasks.values())).sampling.state.evidence_draws == {3: ["city"]}
     service.run_audit(record=False)
     assert harness.sampling.state.evidence_draws == {3: ["city"]}
-    rule_based_point(service)  # pending on sea's group; city is due already: nothing more asked
+    rule_based_point(service, config=WAITING)  # pending on sea's group; city is due already: nothing more asked
     assert harness.sampling.state.evidence_draws == {3: ["city"]}
     commas = ["The city, loud 3.", "City, lights 3.", "A city, grey 3.", "Dawn, 3."]
     record_group(harness, service.trials.judge, service.recorder, 3, "city", commas)  # the first draw came
     service._step = lambda: 3
-    rule_based_point(service)  # 7 of 8 broken, one group split: still pending
+    rule_based_point(service, config=WAITING)  # 7 of 8 broken, one group split: still pending
     asked = [e["evidence_draw"] for e in run.read("events.jsonl") if e["kind"] == "deferred" and "evidence_draw" in e]
     assert asked == [{"task_id": "forest", "step": 4}]
 
@@ -918,7 +920,7 @@ def test_evidence_draws_bring_a_lax_rubric_its_first_repair_and_nothing_else(tmp
         tmp_path, steps=(2,), groups=one, trial_config=WAIT, audit_rubrics=False, evidence_draws=True
     )
     failures.append(Failure(kind="non_discriminative_high", step=2, task_id="sea", domain="writing", summary="high"))
-    rule_based_point(service)
+    rule_based_point(service, config=WAITING)
     (deferred,) = [e for e in run.read("events.jsonl") if e["kind"] == "deferred"]
     assert "evidence_draw" not in deferred and harness.sampling.state.evidence_draws == {}
 
@@ -929,7 +931,7 @@ def test_evidence_draws_bring_a_lax_rubric_its_first_repair_and_nothing_else(tmp
     for tid in ("city", "forest"):  # an earlier commit changed these two rubrics
         harness.rubrics.apply(EditRubric(task_id=tid, add=[extra], rationale="earlier repair"), step=1)
     service.run_audit(record=False)
-    rule_based_point(service)
+    rule_based_point(service, config=WAITING)
     asked = [e["evidence_draw"] for e in run.read("events.jsonl") if e["kind"] == "deferred" and "evidence_draw" in e]
     assert asked and asked[0] == {"task_id": "rain", "step": 3}  # city and forest (fewer groups) are repaired already
 

@@ -23,7 +23,7 @@ MOSTLY_COMMAS = {
     "forest": ["Old trees, tall.", "The forest, dark.", "A green wet forest.", "Trees, moss, birds."],
     "rain": ["Rain, falls.", "Rain, soft.", "The rain, stops.", "Grey rain, wet roofs."],
 }
-REVISE = GraphConfig(revise_unmet_pending=True)
+REVISE = GraphConfig()  # revise_unmet_pending: on by default
 
 
 def _probed(tmp_path):
@@ -65,7 +65,7 @@ def test_a_pending_check_broken_more_often_than_met_is_revised_with_a_hint_and_c
 
 def test_without_the_setting_the_same_check_waits_pending(tmp_path):
     service, harness, run = _probed(tmp_path)
-    rule_based_point(service)
+    rule_based_point(service, config=GraphConfig(revise_unmet_pending=False))
     (deferred,) = _comma_deferred(run)
     assert deferred["reason"].startswith("pending: the data cannot decide yet (6 of 8 pooled rollouts")
     assert deferred["candidates"] == [] and deferred["revisions"] == 0
@@ -87,7 +87,7 @@ def test_a_check_met_more_often_than_broken_is_not_sent_back(tmp_path):
 def test_when_no_hinted_revision_comes_the_failure_is_deferred_as_pending(tmp_path):
     # the same world at max_revisions 0: no revision is possible, so the pending verdict defers as before
     service, harness, run = _probed(tmp_path)
-    rule_based_point(service, config=GraphConfig(revise_unmet_pending=True, max_revisions=0))
+    rule_based_point(service, config=GraphConfig(max_revisions=0))
     (deferred,) = _comma_deferred(run)
     assert deferred["reason"].startswith("pending:")
     assert all(harness.rubrics.current(t).guide_fraction == 0 for t in MOSTLY_COMMAS)
@@ -155,7 +155,7 @@ def test_an_llm_evolver_is_told_the_test_is_pending_and_its_hinted_revision_is_c
             revise,
         ]
     )
-    config = GraphConfig(revise_unmet_pending=True, max_failures=1, failure_kinds=["unchecked_requirement"])
+    config = GraphConfig(max_failures=1, failure_kinds=["unchecked_requirement"])
     (outcome,) = rule_based_point(service, model, config)
     assert outcome.status == "committed" and outcome.revisions == 1
     assert "pooled test is pending" in told[0] and "6 of 8 pooled rollouts" in told[0]

@@ -240,12 +240,13 @@ class GraphConfig(BaseModel):
         default_factory=SuggestSettings, description="Settings of the built-in remedies (the rule-based evolver)."
     )
     revise_unmet_pending: bool = Field(
-        default=False,
+        default=True,
         description="A candidate whose pooled test is pending with its added checks broken more often than met "
         "goes back to the proposer once, in the same point, instead of waiting: a check the policy does not meet yet "
         "splits few groups and its test decides slowly, so the rule-based evolver proposes the same checks with a "
         "hint to part of each group (requirement_guided). Whatever the revision brings short of a commit, the "
-        "failure is deferred as the pending verdict said (docs/design.md section 4, 'Pending and unmet').",
+        "failure is deferred as the pending verdict said (docs/design.md section 4, 'Pending and unmet'); false: it "
+        "waits pending.",
     )
 
     @model_validator(mode="after")

@@ -113,12 +113,9 @@ def attach_harness(
         )
     if evolver is not None and evolver.enabled:
         check_boundary_wait(trainer, evolver)
-        if evolver.audit_probe_tasks and trainer.accelerator.num_processes > 1:
-            raise ConfigError(
-                f"evolver.audit_probe_tasks generates the rubric audit's probes on the main process before step 1, "
-                f"and this run has {trainer.accelerator.num_processes} processes: set evolver.audit_probe_tasks: 0, "
-                "or train on one process"
-            )
+        # null: the default's probes on one process, none on several; a number above 0 on several is refused
+        probes = evolver.probe_tasks(trainer.accelerator.num_processes)
+        evolver = evolver.model_copy(update={"audit_probe_tasks": probes})
     main = trainer.accelerator.is_main_process
     run = RunDir(Path(run_dir) if run_dir is not None else Path(trainer.args.output_dir))
     detectors = detectors if detectors is not None else DetectorConfig()

@@ -275,8 +275,27 @@ class DapoConfig(_Section):
     max_extra_groups: int | None = Field(default=None, ge=0, description="Default: 2 x grpo.tasks_per_step.")
 
 
+AUDIT_PROBE_TASKS = 2
+"""The audit's probes per finding when ``evolver.audit_probe_tasks`` is left null and the run trains on one process."""
+
+
 class EvolverSettings(_Section):
     """The harness evolver of a training run (the ``evolver`` section of the config)."""
+
+    def probe_tasks(self, processes: int) -> int:
+        """The audit's probes per finding on ``processes`` training processes: the setting, or when it is null
+        :data:`AUDIT_PROBE_TASKS` on one process and none on several. A number above 0 on several processes is a
+        :class:`~harnessrl.errors.ConfigError` saying what to do (the probes are made on the main process before
+        step 1)."""
+        if self.audit_probe_tasks is None:
+            return AUDIT_PROBE_TASKS if processes <= 1 else 0
+        if self.audit_probe_tasks and processes > 1:
+            raise ConfigError(
+                f"evolver.audit_probe_tasks generates the rubric audit's probes on the main process before step 1, "
+                f"and this run has {processes} processes: set evolver.audit_probe_tasks: 0 (or leave it null), or "
+                "train on one process"
+            )
+        return self.audit_probe_tasks
 
     enabled: bool = Field(default=True, description="false: a fixed-harness run (plain GRPO, detectors still on).")
     backend: Literal["rule-based", "llm"] = Field(
@@ -302,15 +321,16 @@ class EvolverSettings(_Section):
         "(exact checks their reference answers pass), offered to the evolver from the first graded groups on "
         "(docs/design.md section 4); false: repairs wait for a detected failure.",
     )
-    audit_probe_tasks: int = Field(
-        default=0,
+    audit_probe_tasks: int | None = Field(
+        default=None,
         ge=0,
         description="Before step 1, one fresh group of the initial policy on each of up to this many tasks of every "
         "rubric audit finding (a task two findings share is probed once), graded like a training group and never "
         "trained on, within trials.max_rollout_share of the run's planned training rollouts; an evolution point at "
         "step 0 decides on them, so a finding the probes decide is repaired from step 1 (docs/design.md section 4, "
         "'Audit probes'). Their rollouts count as trial rollouts. 0: none (a finding waits for its tasks' training "
-        "groups). One process only.",
+        "groups). null (the default): 2 where the run trains on one process, none on several (the probes are made "
+        "on the main process before step 1; a number above 0 on several processes is refused).",
     )
     first_evidence: bool = Field(
         default=True,
