@@ -31,6 +31,7 @@ from langgraph.types import Command
 from pydantic import ValidationError
 
 from harnessrl.agents.tool_loop import call_tool, result_json, result_text
+from harnessrl.critic.power import mostly_broken
 from harnessrl.graph.state import CriticDecision, EvolverState, FailureOutcome, get_deps
 from harnessrl.records.trials import TrialResult
 
@@ -52,12 +53,11 @@ def _decision(message: ToolMessage, failure_id: str, candidate_id: str, revision
 
 
 def unmet_split(trial: TrialResult) -> bool:
-    """Whether a pooled test of added checks found them broken more often than met (its ``split`` measurements):
-    the policy does not meet them yet, so a check alone splits few groups and its test decides slowly
-    (``revise_unmet_pending``; a pending test met at least as often goes on probation instead: ``pending_checks``)."""
+    """Whether a pooled test of added checks found them broken more often than met, from its ``split`` measurements
+    (:func:`~harnessrl.critic.power.mostly_broken`)."""
     split = trial.measurements.get("split") or {}
     n, broken = split.get("rollouts"), split.get("broken")
-    return isinstance(n, int | float) and isinstance(broken, int | float) and n > 0 and 2 * broken > n
+    return isinstance(n, int | float) and isinstance(broken, int | float) and mostly_broken(broken, n)
 
 
 async def critic(

@@ -68,6 +68,7 @@ __all__ = [
     "look_alpha",
     "min_detectable_rate",
     "min_detectable_share",
+    "mostly_broken",
     "split_share",
     "split_share_interval",
 ]
@@ -235,23 +236,29 @@ def min_detectable_share(rollouts: int, group_size: int, threshold: float, alpha
     return None if rate is None else round(split_share(rate, group_size), 3)
 
 
+def mostly_broken(broken: float, rollouts: float) -> bool:
+    """Whether added checks are broken by more of ``rollouts`` than meet them: the policy does not meet them yet, so a
+    check alone splits few groups and its pooled test decides slowly. A pending test of such checks waits for a hint
+    (``evolver.graph.revise_unmet_pending``); one met at least as often may go on probation alone
+    (``trials.pending_checks``)."""
+    return rollouts > 0 and 2 * broken > rollouts
+
+
 @dataclass
 class SplitEvidence:
     """The pooled evidence on one candidate repair over the looks so far: each rollout graded once (by its step,
-    task and member), whether it breaks the candidate's checks, and how many looks have been taken."""
+    task and member), whether it breaks the candidate's checks, and the training step at which each look was taken
+    (a resumed run keeps the looks up to its checkpoint: :meth:`until`)."""
 
     outcomes: dict[tuple[int, str, int], bool] = field(default_factory=dict)
-    fresh: list[bool] = field(default_factory=list)  # fresh rollouts a trial drew (each a sample of its own)
-    looks: int = 0
+    fresh: list[tuple[int, bool]] = field(default_factory=list)  # fresh rollouts a trial drew: (look step, broken)
     look_steps: list[int] = field(default_factory=list)  # the last recorded training step at each look
-    fresh_at: list[int] = field(default_factory=list)  # the look step at which each fresh rollout was drawn
 
     def add(self, step: int, task_id: str, member: int, broken: bool, at: int = 0) -> bool:
         """Record one rollout's outcome (a fresh one, not of a training step, has ``step < 0``; ``at``: the look's
         step, when it was drawn); whether it is new evidence."""
         if step < 0:
-            self.fresh.append(broken)
-            self.fresh_at.append(at)
+            self.fresh.append((at, broken))
             return True
         key = (step, task_id, member)
         if key in self.outcomes:
@@ -261,26 +268,27 @@ class SplitEvidence:
 
     def look(self, at: int) -> int:
         """Count one more look, taken when ``at`` was the last recorded training step; the looks so far."""
-        self.looks += 1
         self.look_steps.append(at)
         return self.looks
+
+    @property
+    def looks(self) -> int:
+        return len(self.look_steps)
 
     def until(self, step: int) -> SplitEvidence:
         """The evidence as it stood after the looks taken at or before training step ``step`` (a resumed run's
         checkpoint): the outcomes of later steps, the fresh rollouts and the looks of later looks left out."""
         return SplitEvidence(
             outcomes={k: v for k, v in self.outcomes.items() if k[0] <= step},
-            fresh=[b for b, at in zip(self.fresh, self.fresh_at, strict=True) if at <= step],
-            looks=sum(at <= step for at in self.look_steps),
+            fresh=[f for f in self.fresh if f[0] <= step],
             look_steps=[at for at in self.look_steps if at <= step],
-            fresh_at=[at for at in self.fresh_at if at <= step],
         )
 
     def to_json(self) -> dict[str, Any]:
         """A JSON object of the evidence (:meth:`from_json` reads it back)."""
         return {
             "outcomes": [[s, t, m, b] for (s, t, m), b in sorted(self.outcomes.items())],
-            "fresh": [[at, b] for b, at in zip(self.fresh, self.fresh_at, strict=True)],
+            "fresh": [list(f) for f in self.fresh],
             "look_steps": list(self.look_steps),
         }
 
@@ -288,25 +296,20 @@ class SplitEvidence:
     def from_json(cls, data: Any) -> SplitEvidence:
         """The evidence :meth:`to_json` wrote; ValueError naming what is wrong when ``data`` is not that."""
         try:
-            outcomes = {(int(s), str(t), int(m)): bool(b) for s, t, m, b in data["outcomes"]}
-            fresh = [(int(at), bool(b)) for at, b in data["fresh"]]
-            look_steps = [int(at) for at in data["look_steps"]]
+            return cls(
+                outcomes={(int(s), str(t), int(m)): bool(b) for s, t, m, b in data["outcomes"]},
+                fresh=[(int(at), bool(b)) for at, b in data["fresh"]],
+                look_steps=[int(at) for at in data["look_steps"]],
+            )
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(
                 f"not a pending test's evidence ({type(e).__name__}: {e}): expected an object with 'outcomes' "
                 "([step, task, member, broken] rows), 'fresh' ([look step, broken] rows) and 'look_steps'"
             ) from None
-        return cls(
-            outcomes=outcomes,
-            fresh=[b for _, b in fresh],
-            looks=len(look_steps),
-            look_steps=look_steps,
-            fresh_at=[at for at, _ in fresh],
-        )
 
     @property
     def broken(self) -> int:
-        return sum(self.outcomes.values()) + sum(self.fresh)
+        return sum(self.outcomes.values()) + sum(b for _, b in self.fresh)
 
     @property
     def rollouts(self) -> int:

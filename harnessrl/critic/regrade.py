@@ -27,7 +27,14 @@ from scipy.stats import rankdata
 from harnessrl.critic.acceptance import Measured, fmt, percentile_interval
 from harnessrl.critic.budget import Rejected
 from harnessrl.critic.context import TrialContext
-from harnessrl.critic.power import SplitEvidence, SplitVerdict, decide_met, decide_split, expected_groups_split
+from harnessrl.critic.power import (
+    SplitEvidence,
+    SplitVerdict,
+    decide_met,
+    decide_split,
+    expected_groups_split,
+    mostly_broken,
+)
 from harnessrl.critic.protocols import RubricVersionView
 from harnessrl.critic.signal import (
     CHECK_SPLIT_SHARE,
@@ -437,7 +444,7 @@ def _split_share(
         ),
     }
     kind = v.kind
-    met = 2 * v.broken <= v.rollouts  # met at least as often as broken: training on the checks has signal at once
+    met = not mostly_broken(v.broken, v.rollouts)  # met at least as often as broken: signal at once
     if kind == "pending" and probation and cfg.pending_checks == "probation" and met and evidence.split_groups():
         kind = "probation"
         reasons[kind] = _probation(trial, evidence, probation, v, gsz, numbers)

@@ -65,6 +65,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from pydantic import BaseModel
 
 from harnessrl.critic.power import SplitEvidence
+from harnessrl.critic.signal import CHECK_SPLIT_SHARE
 from harnessrl.data.schema import prompt_text, task_group
 from harnessrl.errors import HarnessRLError
 from harnessrl.evolution.audit import RubricAudit
@@ -697,7 +698,8 @@ class EvolutionService:
             cand.trial_step, cand.trial_target = step, target
             self.counts[f"{cand.status}/{cand.update.interface}"] += 1
             self._record_trial(cand, result, seconds)
-            self._save_pending()
+            if result.metric == CHECK_SPLIT_SHARE:  # the one kind of trial that takes or ends a pooled look
+                self._save_pending()
             return result
 
     def _save_pending(self) -> None:

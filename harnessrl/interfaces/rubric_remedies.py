@@ -15,6 +15,7 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from harnessrl.critic.power import mostly_broken
 from harnessrl.data.checks import check_passes, count_bullets, words
 from harnessrl.data.schema import Criterion
 from harnessrl.interfaces.base import Suggestion, suggestions
@@ -548,7 +549,7 @@ def _unmet(e: ProposalEvidence, check: dict, key: str) -> str | None:
         adds = [c.get("check") for c in (a.payload.get("add") or []) if isinstance(c, dict)]
         if not any(isinstance(c, dict) and requirement_key(c) == key for c in adds):
             continue
-        if a.trial.verdict_kind == "pending" and 2 * broken > n:
+        if a.trial.verdict_kind == "pending" and mostly_broken(broken, n):
             return f"the pooled test of an exact check of it is pending: {n - broken:g} of {n:g} rollouts met it"
         if _rarely_met(n - broken, n, 1):
             return f"an exact check of it was refused: {n - broken:g} of {n:g} pooled rollouts met it"

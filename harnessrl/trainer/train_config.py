@@ -282,21 +282,6 @@ AUDIT_PROBE_TASKS = 2
 class EvolverSettings(_Section):
     """The harness evolver of a training run (the ``evolver`` section of the config)."""
 
-    def probe_tasks(self, processes: int) -> int:
-        """The audit's probes per finding on ``processes`` training processes: the setting, or when it is null
-        :data:`AUDIT_PROBE_TASKS` on one process and none on several. A number above 0 on several processes is a
-        :class:`~harnessrl.errors.ConfigError` saying what to do (the probes are made on the main process before
-        step 1)."""
-        if self.audit_probe_tasks is None:
-            return AUDIT_PROBE_TASKS if processes <= 1 else 0
-        if self.audit_probe_tasks and processes > 1:
-            raise ConfigError(
-                f"evolver.audit_probe_tasks generates the rubric audit's probes on the main process before step 1, "
-                f"and this run has {processes} processes: set evolver.audit_probe_tasks: 0 (or leave it null), or "
-                "train on one process"
-            )
-        return self.audit_probe_tasks
-
     enabled: bool = Field(default=True, description="false: a fixed-harness run (plain GRPO, detectors still on).")
     backend: Literal["rule-based", "llm"] = Field(
         default="rule-based", description="rule-based: the embedded decision procedure (no LLM); llm: evolver.llm."
@@ -347,6 +332,21 @@ class EvolverSettings(_Section):
     )
     graph: GraphConfig = Field(default_factory=GraphConfig)
     trials: TrialConfig = Field(default_factory=TrialConfig)
+
+    def probe_tasks(self, processes: int) -> int:
+        """The audit's probes per finding on ``processes`` training processes: the setting, or when it is null
+        :data:`AUDIT_PROBE_TASKS` on one process and none on several. A number above 0 on several processes is a
+        :class:`~harnessrl.errors.ConfigError` saying what to do (the probes are made on the main process before
+        step 1)."""
+        if self.audit_probe_tasks is None:
+            return AUDIT_PROBE_TASKS if processes <= 1 else 0
+        if self.audit_probe_tasks and processes > 1:
+            raise ConfigError(
+                f"evolver.audit_probe_tasks generates the rubric audit's probes on the main process before step 1, "
+                f"and this run has {processes} processes: set evolver.audit_probe_tasks: 0 (or leave it null), or "
+                "train on one process"
+            )
+        return self.audit_probe_tasks
 
 
 class TrainConfig(_Section):
