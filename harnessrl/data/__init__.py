@@ -43,7 +43,12 @@ BENCH_GOLD_DIR = Path(__file__).parent / "bench_gold"
 """The gold-graded benchmark suite (``configs/bench-gold.yaml``): task families whose training rubrics carry
 injected reward failures, each task with a ``gold_rubric`` that evaluation grades with (see its README.md)."""
 
-_SUITES = {"bench": BENCH_DIR, "bench-gold": BENCH_GOLD_DIR}
+BENCH_UNSTATED_DIR = Path(__file__).parent / "bench_unstated"
+"""The unstated-failures gold suite (``configs/bench-unstated.yaml``): task families whose training rubrics fail in a
+way no prompt states (a reward that pays length or a format, a lax rubric, a requirement out of reach), each task
+with a ``gold_rubric`` that evaluation grades with (see its README.md)."""
+
+_SUITES = {"bench": BENCH_DIR, "bench-gold": BENCH_GOLD_DIR, "bench-unstated": BENCH_UNSTATED_DIR}
 
 
 def bundled_path(split: Literal["train", "heldout"] = "train") -> Path:
@@ -56,7 +61,7 @@ def bundled_path(split: Literal["train", "heldout"] = "train") -> Path:
 def data_path(value: str, split: Literal["train", "validation", "test"]) -> Path:
     """A data setting as a file: ``bundled`` (the Rubric-Mix sample: its train file, or its held-out file for
     validation and test), ``bench`` (the CPU benchmark suite's file of that split), ``bench-gold`` (the
-    gold-graded suite's), else a path."""
+    gold-graded suite's), ``bench-unstated`` (the unstated-failures suite's), else a path."""
     if value == "bundled":
         return bundled_path("train" if split == "train" else "heldout")
     if value in _SUITES:
