@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from harnessrl.analysis.decisions import Verdict
-from harnessrl.analysis.results import FIXED_METHOD, ORACLE_METHOD, RunData, _reference, is_harness_arm
+from harnessrl.analysis.results import FIXED_METHOD, RunData, _reference, is_harness_arm, oracle_method
 from harnessrl.interfaces.registry import interface_classes
 
 __all__ = ["PLOTS", "write_plots"]
@@ -327,7 +327,7 @@ def _gold_per_family(
     with each arm's seed-mean first commit on the family marked (dotted line); a method whose seeds are committed
     rows only is drawn from ``curves`` at step 0 and the end (dashed)."""
     arms = [m for m in agg if is_harness_arm(m, agg)]
-    methods = [m for m in (_reference(agg, FIXED_METHOD), _reference(agg, ORACLE_METHOD), *arms) if m is not None]
+    methods = [m for m in (_reference(agg, FIXED_METHOD), oracle_method(agg), *arms) if m is not None]
     families = _test_families([r for r in runs if r.method in methods])
     title = "Test score per family (dotted: an arm's mean first commit there)"
     if not families:

@@ -28,10 +28,10 @@ from harnessrl.analysis.decisions import UpdateEvent, Verdict, audit_tasks, chan
 from harnessrl.analysis.results import (
     FIXED_METHOD,
     MIN_ORACLE_GAP,
-    ORACLE_METHOD,
     RunData,
     _reference,
     is_harness_arm,
+    oracle_method,
     stat,
 )
 from harnessrl.interfaces.rubric import RubricCriteria
@@ -211,7 +211,7 @@ def oracle_gap_paired(agg: dict[str, Any]) -> dict[str, Any] | None:
     checkpoint and at the end, over the seeds where the oracle is at least :data:`MIN_ORACLE_GAP` ahead (the
     others are listed in ``seeds_without_gap``); mean ± std over those seeds. None without both a ``fixed``
     and an ``oracle`` method graded with gold."""
-    oracle, fixed = _reference(agg, ORACLE_METHOD), _reference(agg, FIXED_METHOD)
+    oracle, fixed = oracle_method(agg), _reference(agg, FIXED_METHOD)
     if oracle is None or fixed is None or any(agg[m].get("graded_with") != "gold" for m in (oracle, fixed)):
         return None
     others = [m for m in agg if m not in (oracle, fixed)]
@@ -244,7 +244,7 @@ def family_curves(
     """Per family, per method (fixed, the oracle, each harness arm): the family's test score (gold where the
     runs are graded with gold) at each evaluation step, mean ± std over the seeds evaluated there; ``rows``
     (committed reports' run figures, :mod:`~harnessrl.analysis.rows`) count at step 0 and at the end only."""
-    methods = [m for m in (_reference(agg, FIXED_METHOD), _reference(agg, ORACLE_METHOD)) if m is not None]
+    methods = [m for m in (_reference(agg, FIXED_METHOD), oracle_method(agg)) if m is not None]
     methods += [m for m in agg if is_harness_arm(m, agg)]
     values: dict[str, dict[str, dict[int, list[float]]]] = {}
     scores = [(r.method, {e.step: e.per_family for e in r.eval_rows("test")}) for r in runs]

@@ -27,7 +27,6 @@ from harnessrl.analysis.plots import write_plots
 from harnessrl.analysis.repairs import family_curves, family_repairs, oracle_gap_paired, unnecessary_commits
 from harnessrl.analysis.results import (
     FIXED_METHOD,
-    ORACLE_METHOD,
     SameBenchmark,
     _reference,
     ablations,
@@ -41,11 +40,13 @@ from harnessrl.analysis.results import (
     load_benches,
     oracle_bound,
     oracle_gap,
+    oracle_method,
     run_figures,
     same_name,
     with_equal_cost,
 )
 from harnessrl.analysis.rows import ROWS_FROM, merge_rows
+from harnessrl.analysis.test_reads import arms_scored, split_families
 from harnessrl.errors import HarnessRLError
 
 __all__ = ["BenchReport", "print_results", "write_bench_report"]
@@ -269,7 +270,7 @@ def _row_notes(figures: list[dict[str, Any]], agg: dict[str, Any], plots: bool) 
         for src in dict.fromkeys(f[ROWS_FROM] for f in rows)
     ]
     arms = {m for m in agg if is_harness_arm(m, agg)}
-    curved = {m for m in (_reference(agg, FIXED_METHOD), _reference(agg, ORACLE_METHOD)) if m} | arms
+    curved = {m for m in (_reference(agg, FIXED_METHOD), oracle_method(agg)) if m} | arms
     lacking = [
         (
             "their per-task test scores, so the bootstrap over test tasks rests on the other seeds (its cells name "
@@ -1000,6 +1001,23 @@ def _trial_cost_lines(a: dict[str, Any]) -> list[str]:
     ]
 
 
+def _test_split_lines(arms: dict[str, list[str]]) -> list[str]:
+    """How many arms have been scored on this test split, and where (docs/design.md §8)."""
+    if not arms:
+        return []
+    rows = [[f"`{m}`", ", ".join(f"`{r}`" for r in where)] for m, where in sorted(arms.items())]
+    return [
+        "## Arms scored on this test split",
+        "",
+        f"{len(arms)} arm(s) have been scored on this report's test split (the committed reports whose runs were "
+        "scored on the same test tasks, this one included). A test figure is a maximum over the arms read on its "
+        "split, not an estimate: arms and defaults are chosen on validation (docs/design.md §8).",
+        "",
+        *_table(["arm", "reports"], rows),
+        "",
+    ]
+
+
 def _sources_line(results: dict[str, Any]) -> str:
     """Where the runs come from: the bench folders, and the committed reports whose rows were taken."""
     dirs, files = results["bench_dirs"], results.get("row_files") or []
@@ -1053,6 +1071,7 @@ def _markdown(results: dict[str, Any]) -> str:
     lines += _repair_lines(results.get("family_repairs") or {})
     lines += _unnecessary_lines(results.get("unnecessary_commits"))
     lines += _decision_lines(agg)
+    lines += _test_split_lines(results.get("test_split_arms") or {})
     lines += ["## Plots", ""]
     for name, rel in results["plots"].items():
         lines += [f"![{name}]({rel})", ""]
@@ -1149,6 +1168,7 @@ def write_bench_report(
         "family_repairs": repairs,
         "unnecessary_commits": unnecessary_commits(runs, agg),
         "fault_check": fault_check(agg),
+        "test_split_arms": arms_scored(dest.parent, split_families(figures), list(agg), dest.name),
         "runs": figures,
         "notes": _notes(figures, agg, manifest) + _row_notes(figures, agg, bool(plots)),
         "plots": {name: os.path.relpath(p, dest) for name, p in plot_paths.items()},

@@ -58,6 +58,8 @@ __all__ = [
     "load_benches",
     "load_runs",
     "oracle_gap",
+    "oracle_method",
+    "plain_oracle",
     "run_figures",
     "same_name",
     "stat",
@@ -651,19 +653,43 @@ def _paired_score(a: dict[str, Any], b: dict[str, Any], key: str) -> dict[str, A
     return d
 
 
-def is_harness_arm(method: str, agg: dict[str, Any]) -> bool:
-    """A method that runs the evolving harness: its runs' ``method`` setting (config.yaml) names a method that
-    runs the evolver (``harnessrl``, ``harnessrl-grpo``, or a name it had when the runs were made:
-    ``harnessrl-dapo``)."""
+def _spec(method: str, agg: dict[str, Any]):
+    """The method table's entry for a bench method's runs' ``method`` setting (None: not in the table)."""
     trainer = agg.get(method, {}).get("trainer_method")
     trainer = RENAMED_METHODS.get(trainer, trainer)
-    return trainer in METHOD_TABLE and METHOD_TABLE[trainer].evolver
+    return METHOD_TABLE.get(trainer) if trainer is not None else None
+
+
+def is_harness_arm(method: str, agg: dict[str, Any]) -> bool:
+    """A method that runs the evolving harness on the training rubrics: its runs' ``method`` setting (config.yaml)
+    names a method that runs the evolver (``harnessrl``, ``harnessrl-grpo``, or a name it had when the runs were made:
+    ``harnessrl-dapo``) and does not train on the gold rubrics (that is an oracle)."""
+    spec = _spec(method, agg)
+    return spec is not None and spec.evolver and spec.train_rubric != "gold"
 
 
 def is_oracle(method: str, agg: dict[str, Any]) -> bool:
-    """The oracle (plain GRPO on the gold rubrics), by its runs' ``method`` setting: the bound of any rubric
-    repair, never a baseline the harness is compared against."""
-    return agg.get(method, {}).get("trainer_method") == ORACLE_METHOD
+    """An oracle, by its runs' ``method`` setting: a method the table says trains on the gold rubrics (``oracle``,
+    plain GRPO; ``oracle-harness``, the harness's own trainer): the bound of any rubric repair, never a baseline the
+    harness is compared against."""
+    spec = _spec(method, agg)
+    return spec is not None and spec.train_rubric == "gold"
+
+
+def oracle_method(agg: dict[str, Any]) -> str | None:
+    """The bench method that stands for the ceiling of any rubric repair: the oracle trained with the harness's own
+    trainer (``oracle-harness``) when the bench has one, else plain GRPO on the gold rubrics (``oracle``, which is
+    then a bound for plain GRPO, not for the harness: :func:`plain_oracle` says so); None without an oracle."""
+    oracles = [m for m in agg if is_oracle(m, agg)]
+    same_trainer = [m for m in oracles if (spec := _spec(m, agg)) is not None and spec.evolver]
+    return (same_trainer or oracles or [None])[0]
+
+
+def plain_oracle(agg: dict[str, Any]) -> bool:
+    """Whether the bench's oracle (:func:`oracle_method`) is plain GRPO on gold, not the harness's own trainer."""
+    oracle = oracle_method(agg)
+    spec = _spec(oracle, agg) if oracle is not None else None
+    return spec is not None and not spec.evolver
 
 
 def _reference(agg: dict[str, Any], trainer_method: str) -> str | None:
@@ -784,7 +810,7 @@ def oracle_bound(agg: dict[str, Any]) -> dict[str, Any] | None:
     """The oracle against the best baseline, paired by seed like :func:`compare`'s rows, at the best checkpoint and
     at the end: the oracle is the bound of any rubric repair, so this says what a harness arm that repaired every
     rubric as gold does could show against the best baseline at these seeds. None without an oracle or a baseline."""
-    oracle, best = _reference(agg, ORACLE_METHOD), best_baseline(agg)
+    oracle, best = oracle_method(agg), best_baseline(agg)
     if oracle is None or best is None:
         return None
     out: dict[str, Any] = {"oracle": oracle, "baseline": best}
@@ -888,7 +914,7 @@ def oracle_gap(agg: dict[str, Any]) -> dict[str, Any] | None:
     seed-mean gold test scores at the best-validation checkpoint and at the end, overall and per family;
     None without both a ``fixed`` and an ``oracle`` method. A gap below :data:`MIN_ORACLE_GAP` gets no
     share (its cell's ``note`` says so); runs not graded with gold get none either (``note``)."""
-    oracle, fixed = _reference(agg, ORACLE_METHOD), _reference(agg, FIXED_METHOD)
+    oracle, fixed = oracle_method(agg), _reference(agg, FIXED_METHOD)
     if oracle is None or fixed is None:
         return None
     out: dict[str, Any] = {"oracle": oracle, "fixed": fixed, "min_gap": MIN_ORACLE_GAP, "note": None, "at": {}}
@@ -916,7 +942,7 @@ def fault_check(agg: dict[str, Any]) -> dict[str, Any] | None:
     family: the training shares of flat all-low and all-high groups, the proxy and gold test scores at
     step 0 and at the end (seed means), and oracle minus fixed on gold at the end with the spread of the
     per-seed differences (``exceeds_spread``: the mean difference is larger than their std)."""
-    fixed, oracle = _reference(agg, FIXED_METHOD), _reference(agg, ORACLE_METHOD)
+    fixed, oracle = _reference(agg, FIXED_METHOD), oracle_method(agg)
     present = {role: m for role, m in (("fixed", fixed), ("oracle", oracle)) if m is not None}
     if not present:
         return None

@@ -1,13 +1,15 @@
 """The training methods in one table: what each one changes, its resolved settings, and how a run describes it.
 
 Every method goes through the same trainer, data, judge, evaluation and accounting; a method is only what
-it turns on. ``harnessrl`` runs the evolver over DAPO's dynamic sampling; the others never do (detectors and
+it turns on. ``harnessrl`` runs the evolver over DAPO's dynamic sampling; the baselines never do (detectors and
 memory stay on): ``fixed`` is plain GRPO, ``dapo`` turns on the trainer's dynamic sampling, ``odf`` the
-task-sampling interface's difficulty filter, ``oracle`` trains on the gold rubrics (the upper bound of any rubric
-repair). The harness reads every group a step graded, the ones DAPO drops too (docs/design.md section 4, "What the
-harness reads"). ``harnessrl-grpo`` runs the evolver over plain GRPO (not in a default bench): the default until
-2026-12-06, when the harness over DAPO with guidance measured in the group met the gold bench's score aim over
-DAPO at 5 seeds and did no harm on its clean variant (section 8).
+task-sampling interface's difficulty filter. ``oracle`` trains plain GRPO on the gold rubrics, and
+``oracle-harness`` trains the harness's own trainer (the evolver over DAPO, hints allowed) on them: the ceiling a
+rubric repair by the harness is measured against (docs/design.md section 8). The harness reads every group a step
+graded, the ones DAPO drops too (docs/design.md section 4, "What the harness reads"). ``harnessrl-grpo`` runs the
+evolver over plain GRPO (not in a default bench): the default until 2026-12-06, when the harness over DAPO with
+guidance measured in the group met the gold bench's score aim over DAPO at 5 seeds and did no harm on its clean
+variant (section 8).
 
 Training (the run config's ``method`` and its validation, the run's start event and log), the bench (its
 built-in methods, the ones a bench runs by default, the settings a method never reads) and the report read
@@ -125,6 +127,27 @@ METHOD_TABLE: dict[str, MethodSpec] = {
             describe=lambda s: (
                 f"the evolving harness ({s['backend']} evolver, {s['mode']}, every {s['every_steps']} steps) over "
                 "plain GRPO"
+            ),
+        ),
+        MethodSpec(
+            "oracle-harness",
+            summary="the evolving harness over DAPO dynamic sampling, on the gold rubrics",
+            evolver=True,
+            dynamic_sampling=True,
+            train_rubric="gold",
+            in_default_bench=False,  # it needs a suite whose tasks carry gold rubrics
+            settings_section="dapo",
+            settings=lambda c: {
+                "train_rubric": c.data.train_rubric,
+                "backend": c.evolver.backend,
+                "every_steps": c.evolver.every_steps,
+                "eps": c.dapo_eps,
+                "max_extra_groups": c.dapo_max_extra_groups,
+            },
+            describe=lambda s: (
+                f"the evolving harness ({s['backend']} evolver, every {s['every_steps']} steps) over DAPO dynamic "
+                f"sampling (eps {s['eps']}, up to {s['max_extra_groups']} extra groups a step), trained on the gold "
+                "rubrics: the ceiling of any rubric repair by the harness's own trainer (docs/design.md section 8)"
             ),
         ),
         MethodSpec(

@@ -431,7 +431,7 @@ class TrainConfig(_Section):
     @model_validator(mode="after")
     def _resolve_method(self):
         spec = method_spec(self.method)
-        if spec.train_rubric is not None:  # the oracle: plain GRPO on the gold rubrics
+        if spec.train_rubric is not None:  # an oracle: trained on the gold rubrics
             if "train_rubric" in self.data.model_fields_set and self.data.train_rubric != spec.train_rubric:
                 raise ValueError(
                     f"method {self.method!r} trains on the {spec.train_rubric} rubrics, but data.train_rubric is "
