@@ -84,7 +84,14 @@ def test_the_rubric_interface_proposes_its_own_edits():
         "check": {"type": "word_count", "min": 18},
     }
     high = RubricCriteria.suggest(_evidence("non_discriminative_high"))
-    assert [s.tag for s in high] == ["stricter", "stricter_more"] and high[1].update.remove == ["c1"]
+    # the reference states what no rollout does: a check of its key terms comes first (one a repair), then a judged
+    # stricter criterion
+    assert [s.tag for s in high] == ["reference_term", "reference_term_next", "stricter", "stricter_more"]
+    assert high[3].update.remove == ["c1"]
+    # "sunlight" is left out: the rubric asks for "light" already; none splits these rollouts, so the longest first
+    (first,), (second,) = high[0].update.add, high[1].update.add
+    assert (first.check.phrases, second.check.phrases) == (["carbon"], ["dioxid"])
+    assert (first.id, second.id, first.weight) == ("reference_term_1", "reference_term_2", 2.0)
 
 
 def test_a_revision_reads_the_earlier_attempt_and_the_trial():
@@ -110,7 +117,10 @@ def test_a_revision_reads_the_earlier_attempt_and_the_trial():
 
 def test_task_sampling_builds_any_of_its_remedies_by_name():
     e = _evidence("spurious_length")
-    assert [s.tag for s in TaskSampling.suggest(_evidence("non_discriminative_high"))] == ["retire", "demote"]
+    # a task whose reference states what its rollouts omit is not solved: it is never retired (its rubric is lax)
+    assert [s.tag for s in TaskSampling.suggest(_evidence("non_discriminative_high"))] == ["demote"]
+    solved = _evidence("non_discriminative_high").model_copy(update={"reference": None})
+    assert [s.tag for s in TaskSampling.suggest(solved)] == ["retire", "demote"]
     park = TaskSampling.suggestion("park", e)
     assert isinstance(park.update, ReweightTasks) and park.update.action == "park" and park.update.park_steps == 20
     assert TaskSampling.suggestion("no such remedy", e) is None
@@ -224,7 +234,7 @@ def test_a_stated_requirement_no_rollout_meets_is_proposed_with_its_hint():
     """'Without commas' and every rollout uses one: a check alone would split no group, so it comes with a hint to
     half of each group (one update); a requirement some rollouts meet stays a plain check."""
     out = RubricCriteria.suggest(_lax(["The sun, the sky.", "Sun, here.", "Sunny, warm.", "A sun, day."]))
-    assert [s.tag for s in out][:3] == ["induced", "induced_guided", "stricter"]  # 'one sentence' is met: a check
+    assert [s.tag for s in out][:3] == ["induced", "induced_guided", "reference_term"]  # 'one sentence' is met
     first = out[1]
     assert first.update.guide_fraction == 0.5 and out[0].update.guide_fraction == 0
     assert first.update.add[0].check.type == "not_contains" and "no group" in first.update.rationale

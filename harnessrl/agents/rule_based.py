@@ -187,6 +187,9 @@ _FALLBACK: dict[tuple[str | None, str], str | None] = {
     (None, GUIDANCE): "park",
     ("criterion_dead", RUBRIC): "park",
     ("non_discriminative_high", RUBRIC): "retire",
+    # the reference fails what the rollouts fail: the criterion is the problem, not the task
+    ("non_discriminative_low", RUBRIC): None,
+    ("reference_fails_criterion", RUBRIC): None,
     # a spurious reward or a loose criterion is the rubric's to fix: dropping its task would hide it
     ("unchecked_requirement", RUBRIC): None,
     ("spurious_length", RUBRIC): None,
@@ -364,6 +367,12 @@ class RuleBasedChatModel(BaseChatModel):
             interface = best
             why = f"updates of {best} fixed similar {kind} failures before ({votes[best]} votes vs {votes[default]})"
 
+        suspect = self._suspect_target(h, failure)
+        if suspect and RUBRIC in allowed and interface != RUBRIC:
+            # the task's own reference fails what the rollouts fail: guiding toward it teaches the spurious reward
+            evidence.append(suspect)
+            interface = RUBRIC
+            why = "the task's own reference answer fails the criterion the rollouts fail, so the rubric is suspect"
         if interface == GUIDANCE and SAMPLING in allowed:
             failed = self._guidance_failed(h, failure)
             if failed:
@@ -372,6 +381,27 @@ class RuleBasedChatModel(BaseChatModel):
                 why = "guidance already failed for this task, so it is out of reach for now"
         rationale = f"{why}; chose {interface}."
         return interface, rationale[:1].upper() + rationale[1:], evidence
+
+    @staticmethod
+    def _suspect_target(h: _History, failure: FailureView) -> str | None:
+        """Why the failure's target is a criterion the task's own reference answer fails (the reference witness's
+        suspects in ``get_harness_state``), or None: a dead criterion that is suspect, or a uniformly low group on a
+        task whose rubric has a suspect positive criterion."""
+        task = h.task()
+        reference = (task.model_extra or {}).get("reference") if task is not None else None
+        suspects = [s for s in (reference or {}).get("suspect_criteria") or [] if isinstance(s, dict)]
+        positive = [s for s in suspects if (number(s.get("weight")) or 0) > 0]
+        if failure.kind == "criterion_dead":
+            cid = failure.evidence.narrow(CriterionStreakEvidence).criterion_id
+            hit = [s for s in positive if s.get("criterion_id") == cid]
+        elif failure.kind == "non_discriminative_low":
+            hit = positive
+        else:
+            return None
+        if not hit:
+            return None
+        listed = ", ".join(f"{s.get('criterion_id')} (reference verdict {s.get('verdict')})" for s in hit)
+        return f"the task's reference answer fails {listed}"
 
     @staticmethod
     def _decided_for_task(h: _History, failure: FailureView, interface: str) -> bool:
@@ -449,6 +479,10 @@ class RuleBasedChatModel(BaseChatModel):
             return []
         ladder = list(cls.suggest(e))
         fallback = _fallback(e.failure.kind, interface)
+        if fallback == "park" and e.failure.kind == "criterion_dead":
+            dead = e.criterion(e.ev.narrow(CriterionStreakEvidence).criterion_id)
+            if dead is not None and e.reference_fails(dead):
+                fallback = None  # a criterion its own reference fails is dead weight, not a task out of reach
         last = classes[SAMPLING].suggestion(fallback, e) if fallback and SAMPLING in classes else None
         return [*ladder, last] if last is not None else ladder
 

@@ -23,6 +23,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from harnessrl.analysis.misfires import MISFIRES
 from harnessrl.analysis.plots import write_plots
 from harnessrl.analysis.repairs import family_curves, family_repairs, oracle_gap_paired, unnecessary_commits
 from harnessrl.analysis.results import (
@@ -1001,6 +1002,30 @@ def _trial_cost_lines(a: dict[str, Any]) -> list[str]:
     ]
 
 
+def _misfire_lines(figures: list[dict[str, Any]], agg: dict[str, Any]) -> list[str]:
+    """The misfires the reference evidence exists to prevent, summed over each harness arm's runs."""
+    arms = [m for m in agg if is_harness_arm(m, agg) or is_oracle(m, agg)]
+    rows = []
+    for m in arms:
+        counted = [f["misfires"] for f in figures if f["method"] == m and f.get("misfires")]
+        if counted:
+            rows.append([m, str(len(counted)), *(str(sum(c.get(k, 0) for c in counted)) for k in MISFIRES)])
+    if not rows:
+        return []
+    return [
+        "## Misfires on failures no prompt states",
+        "",
+        'Summed over each arm\'s runs (docs/design.md §4, "The reference as witness"): guidance commits whose hint '
+        "quotes a criterion the task's own reference fails; tasks retired as solved while their rubric asked for none "
+        "of the key terms their reference states; reverts that removed a check of a requirement the prompt states.",
+        "",
+        *_table(
+            ["method", "runs", "guidance toward a suspect", "retired, reference unmet", "stated check reverted"], rows
+        ),
+        "",
+    ]
+
+
 def _test_split_lines(arms: dict[str, list[str]]) -> list[str]:
     """How many arms have been scored on this test split, and where (docs/design.md §8)."""
     if not arms:
@@ -1071,6 +1096,7 @@ def _markdown(results: dict[str, Any]) -> str:
     lines += _repair_lines(results.get("family_repairs") or {})
     lines += _unnecessary_lines(results.get("unnecessary_commits"))
     lines += _decision_lines(agg)
+    lines += _misfire_lines(figures, agg)
     lines += _test_split_lines(results.get("test_split_arms") or {})
     lines += ["## Plots", ""]
     for name, rel in results["plots"].items():

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from harnessrl.analysis.decisions import Trial, Update, UpdateEvent, Verdict, changed_tasks, refusal_kind
+from harnessrl.analysis.misfires import misfire_counts
 from harnessrl.detection.config import FLAT_HIGH, FLAT_LOW
 from harnessrl.errors import HarnessRLError
 from harnessrl.records.run_dir import read_json_file
@@ -422,6 +423,7 @@ def run_figures(run: RunData) -> dict[str, Any]:
     figures["harness_rejections"] = sum(Verdict.parse(e).rejected for e in verdicts)
     figures["harness_decisions"] = harness_decisions(run)
     figures["trial_costs"] = trial_costs(run)
+    figures["misfires"] = misfire_counts(run)
     figures.update(_gold_figures(run, test, test_at_best))
     figures.update(_training_family_figures(run))
     figures["family_failure"] = {

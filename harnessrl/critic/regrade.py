@@ -44,6 +44,7 @@ from harnessrl.critic.signal import (
     REFERENCE_RANK,
     RHO_PREFIX,
     SIGNAL_SHARE,
+    SUSPECT_EFFECT,
     advantage_effect,
     reference_rank,
 )
@@ -131,17 +132,18 @@ def regrade(trial: TrialContext, parts: Sequence[RegradePart], on_probation: boo
     if not groups:
         raise Rejected("no cached group has 2 or more rewards under both rubrics")
     split = trial.metric in (CHECK_SPLIT_SHARE, HINT_MET_RATE)
-    effect = _advantage_gate(trial, groups, gate=not split)
+    effect = _advantage_gate(trial, groups, gate=not split and trial.metric != SUSPECT_EFFECT)
     rng = np.random.default_rng(trial.config.seed)
     if split:
         got = _split_share(trial, graded, parts if on_probation else ())
     elif trial.metric in (SIGNAL_SHARE, CRITERION_SIGNAL):
         got = share_verdict(groups, trial.metric, trial.config, rng, trial.measurements)
+    elif trial.metric == SUSPECT_EFFECT:
+        got = _suspect_effect(trial, effect, graded)
     elif trial.metric == REFERENCE_RANK:
-        own = next((g for p, g in graded if p is source), None)
-        if own is None:
+        if not any(p is source for p, _ in graded):
             raise Rejected(f"task {source.task.id} has no cached rollouts: the reference's rank cannot be measured")
-        got = _reference_rank(trial, source.task, own, rng)
+        got = _reference_rank(trial, graded, rng)
     else:  # rho_reward_<feature>
         got = _correlation(trial, [g for _, g in graded], rng)
     got.advantage_effect = effect
@@ -330,20 +332,71 @@ def _advantage_gate(trial: TrialContext, groups: list[Group], gate: bool = True)
 
 
 # ---------------------------------------------------------------------------------------------- metrics
-def _reference_rank(trial: TrialContext, task: Task, graded: _Regraded, rng: np.random.Generator) -> Measured:
-    """The reference answer's rank among the rewarded rollouts under both rubrics (paired bootstrap)."""
-    ref_b, ref_c, ok = graded.ref_b, graded.ref_c, graded.ok
-    if task.reference_answer is None:
+def _reference_rank(
+    trial: TrialContext, graded: Sequence[tuple[RegradePart, _Regraded]], rng: np.random.Generator
+) -> Measured:
+    """Each task's reference answer's rank among its own rewarded rollouts under both rubrics, averaged over the tasks
+    the candidate covers with rollouts (the failure's own task first; a repair that reaches several tasks is
+    measured on all of them), with a paired bootstrap that resamples each task's rollouts apart."""
+    source_task = graded[0][0].task
+    if source_task.reference_answer is None:
         raise Rejected("task has no reference answer: the reference's rank cannot be measured")
-    if ref_b is None or ref_c is None:
-        raise Rejected("the judge gave no reward for the reference answer under one of the rubrics")
-    if ok.sum() < 2:
-        raise Rejected("fewer than 2 cached rollouts have rewards under both rubrics")
-    b, c = graded.base[ok], graded.cand[ok]
-    idx = resample_indices(rng, b.size, trial.config.bootstrap)
-    diffs = reference_rank_rows(ref_c, c[idx]) - reference_rank_rows(ref_b, b[idx])
-    got = Measured(baseline=reference_rank(ref_b, b), candidate=reference_rank(ref_c, c))
+    parts = []
+    for part, g in graded:
+        ok = g.ok
+        if part.task.reference_answer is None or g.ref_b is None or g.ref_c is None or ok.sum() < 2:
+            if part is graded[0][0]:
+                why = (
+                    "the judge gave no reward for the reference answer under one of the rubrics"
+                    if g.ref_b is None or g.ref_c is None
+                    else "fewer than 2 cached rollouts have rewards under both rubrics"
+                )
+                raise Rejected(why)
+            continue
+        parts.append((g.ref_b, g.ref_c, g.base[ok], g.cand[ok]))
+    diffs = np.zeros(trial.config.bootstrap)
+    for ref_b, ref_c, b, c in parts:
+        idx = resample_indices(rng, b.size, trial.config.bootstrap)
+        diffs += reference_rank_rows(ref_c, c[idx]) - reference_rank_rows(ref_b, b[idx])
+    diffs /= len(parts)
+    got = Measured(
+        baseline=float(np.mean([reference_rank(rb, b) for rb, _, b, _ in parts])),
+        candidate=float(np.mean([reference_rank(rc, c) for _, rc, _, c in parts])),
+    )
+    trial.measurements["reference_rank_tasks"] = len(parts)
     return percentile_interval(got, diffs, trial.config.confidence)
+
+
+def _suspect_effect(trial: TrialContext, effect: float, graded: Sequence[tuple[RegradePart, _Regraded]]) -> Measured:
+    """The removal of criteria the references fail (:data:`~harnessrl.critic.signal.SUSPECT_EFFECT`): accepted when it
+    changes some cached rollout's advantage by the gate's tolerance, pending when it changes none yet; the references'
+    mean rank among their rollouts before and after is reported beside it."""
+    tol = trial.config.signal.advantage_tolerance
+    ranks = [
+        (reference_rank(g.ref_b, g.base[g.ok]), reference_rank(g.ref_c, g.cand[g.ok]))
+        for _, g in graded
+        if g.ref_b is not None and g.ref_c is not None and g.ok.sum() >= 1
+    ]
+    got = Measured(
+        baseline=float(np.mean([b for b, _ in ranks])) if ranks else None,
+        candidate=float(np.mean([c for _, c in ranks])) if ranks else None,
+        improvement=effect,
+    )
+    trial.measurements["reference_rank_tasks"] = len(ranks)
+    said = f"largest change to a cached rollout's advantage {effect:.3f} (tolerance {tol:g})"
+    if effect >= tol:
+        got.verdict = "accepted"
+        got.verdict_reason = (
+            f"accepted: the criterion the references fail changes what training learns ({said}); the references' "
+            f"mean rank among their rollouts {fmt(got.baseline)} -> {fmt(got.candidate)}"
+        )
+    else:
+        got.verdict = "pending"
+        got.verdict_reason = (
+            f"pending: no cached rollout does what the criterion pays for yet ({said}): removing it would teach "
+            "nothing now"
+        )
+    return got
 
 
 def _correlation(trial: TrialContext, graded: Sequence[_Regraded], rng: np.random.Generator) -> Measured:

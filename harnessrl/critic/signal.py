@@ -56,6 +56,7 @@ __all__ = [
     "REFERENCE_RANK",
     "RHO_PREFIX",
     "SIGNAL_SHARE",
+    "SUSPECT_EFFECT",
     "AdvantageSpec",
     "SignalConfig",
     "advantage_effect",
@@ -87,6 +88,12 @@ policy breaks them (:mod:`harnessrl.critic.power`)."""
 HINT_MET_RATE = "hint_met_rate"
 """The fade of a rubric's hint: the pooled rate at which the unguided members of the guided groups meet the checks the
 hint states; its "effect" is the rate they must be shown to reach (:func:`harnessrl.critic.power.decide_met`)."""
+SUSPECT_EFFECT = "suspect_effect"
+"""The removal of exact criteria the tasks' own reference answers fail (docs/design.md §4, "The reference as
+witness"): what is wrong with the criterion is established by the reference, exactly; what is measured on the frozen
+policy is whether removing it changes what training learns: the largest change to any cached rollout's advantage.
+Accepted at the advantage gate's tolerance (the reference guard holds as for every rubric trial); pending below it
+(no rollout does what the criterion pays for yet, so the removal would teach nothing now)."""
 RHO_PREFIX = "rho_reward_"
 """``rho_reward_<feature>``: |Spearman rho| of reward with length or a surface feature (should fall)."""
 

@@ -82,7 +82,7 @@ class EvolutionCallback(TrainerCallback):
                 f"rubric audit: {len(findings)} requirement(s) the prompts of {covered} task(s) state and their "
                 "rubrics do not check"
             )
-        if findings and first and self.settings.audit_probe_tasks and self.trainer is not None:
+        if first and self.settings.audit_probe_tasks and self.trainer is not None and self.service.open_findings():
             self._probe_audit()
 
     def _probe_audit(self) -> None:

@@ -74,6 +74,7 @@ from harnessrl.evolution.handled import HandledFailures
 from harnessrl.evolution.hold import TrainingHold
 from harnessrl.evolution.outcomes import OutcomeTracker
 from harnessrl.evolution.probation import REVERT_SUFFIX, Probation, ProbationRule, ProbationTracker
+from harnessrl.evolution.reference import Grader, ReferenceWitness, SuspectFindings, event_payload
 from harnessrl.interfaces import Harness, InterfaceUpdate
 from harnessrl.interfaces.harness import parse_update
 from harnessrl.interfaces.rubric import criteria_view
@@ -203,6 +204,9 @@ class EvolutionService:
             may ask for less, never for more; None: as long as asked (:class:`~harnessrl.evolution.hold.TrainingHold`).
         probation: how a hint committed on probation is kept or reverted (``trials.guidance_trial: in_group``;
             :mod:`harnessrl.evolution.probation`); None: its defaults.
+        reference_grader: the run's judge on a task's reference answer under some criteria, for the reference witness
+            (:mod:`harnessrl.evolution.reference`: graded before step 1 and after every rubric edit, its suspects shown
+            to the evolver and its exact ones offered as failures); None: no witness.
     """
 
     def __init__(
@@ -224,6 +228,7 @@ class EvolutionService:
         evidence_draws: bool = False,
         max_hold_s: float | None = None,
         probation: ProbationRule | None = None,
+        reference_grader: Grader | None = None,
     ):
         self.harness = harness
         self.recorder = recorder
@@ -246,6 +251,10 @@ class EvolutionService:
         self.audit = RubricAudit(
             harness.tasks, lambda task_id: harness.rubrics.current(task_id).criteria, enabled=audit_rubrics
         )
+        self.witness = ReferenceWitness(
+            harness.tasks, lambda task_id: harness.rubrics.current(task_id), reference_grader
+        )
+        self.suspect_findings = SuspectFindings(self.witness, lambda task_id: harness.rubrics.current(task_id).criteria)
         self.first_evidence = first_evidence
         self.evidence_draws = evidence_draws
         self._seen: set[tuple[str, str]] = set()  # (failure kind, group of the data) an evolution point saw
@@ -348,7 +357,16 @@ class EvolutionService:
         return len({r.step for r in self.recorder.latest_rollouts(task_id)})
 
     def _audit_failures(self) -> list[Failure]:
-        return self.audit.ready(self._graded_groups, self.current_step(), self._kept_groups)
+        """The findings offered before any detector fires: the rubric audit's and the reference witness's."""
+        step = self.current_step()
+        return [
+            *self.audit.ready(self._graded_groups, step, self._kept_groups),
+            *self.suspect_findings.ready(self._graded_groups, step, self._kept_groups),
+        ]
+
+    def _finding_owner(self, failure_id: str) -> RubricAudit | SuspectFindings | None:
+        """The audit or the witness's findings, when ``failure_id`` is one of their failures."""
+        return next((f for f in (self.audit, self.suspect_findings) if f.owns(failure_id)), None)
 
     def _all_failures(self) -> list[Failure]:
         """The rubric audit's findings whose tasks have new graded groups, then the detected failures."""
@@ -358,7 +376,9 @@ class EvolutionService:
     def run_audit(self, record: bool = True) -> list[dict[str, Any]]:
         """The rubric audit before step 1 (:mod:`harnessrl.evolution.audit`): its findings, also written as a
         ``rubric_audit`` event when ``record`` (a resumed run audits again, quietly: what was committed since is
-        checked by the rubrics now, so its findings are closed); none when the audit is off."""
+        checked by the rubrics now, so its findings are closed); none when the audit is off. The reference witness
+        grades every training task's reference first (:meth:`check_references`)."""
+        self.check_references(step=0, record=record)
         if not self.audit.enabled:
             return []
         with self.lock:
@@ -379,6 +399,28 @@ class EvolutionService:
         )
         return findings
 
+    def check_references(self, task_ids: Sequence[str] | None = None, *, step: int | None = None, record: bool = True):
+        """Grade the references of ``task_ids`` (None: every training task) under their current rubric versions not
+        graded yet (:class:`~harnessrl.evolution.reference.ReferenceWitness`), written as a ``reference_check`` event
+        when ``record`` and something was graded; before step 1 the witness's exact suspects become findings."""
+        if not self.witness.enabled:
+            return []
+        with self.lock:
+            grades = self.witness.check(task_ids)
+            if task_ids is None:
+                self.suspect_findings.run()
+        if grades and record:
+            payload = event_payload(grades, len(self.harness.tasks))
+            self._event("reference_check", step=step, judge_calls=self.witness.judge_calls, **payload)
+        return grades
+
+    def open_findings(self) -> int:
+        """How many findings offered before any detector fires are open: the rubric audit's and the reference
+        witness's (what the audit's probes before step 1 are for)."""
+        with self.lock:
+            owners = (self.audit, self.suspect_findings)
+            return sum(f.status == "open" for owner in owners for f in owner.findings.values())
+
     def probe_audit(
         self, tasks_per_finding: int, group_size: int, allowance: int | None, record: Callable[[list], None]
     ) -> dict[str, Any] | None:
@@ -391,13 +433,18 @@ class EvolutionService:
         ``allowance`` fresh rollouts (None: no bound; the run's trial share of its planned training rollouts):
         whole groups that fit, the findings' first tasks first. Written as an ``audit_probe`` event; None when there
         is nothing to probe."""
-        findings = [f for f in self.audit.findings.values() if f.status == "open"]
+        findings = [
+            (f, owner)
+            for owner in (self.audit, self.suspect_findings)
+            for f in owner.findings.values()
+            if f.status == "open"
+        ]
         if tasks_per_finding <= 0 or not findings:
             return None
         picks: list[list[str]] = []
         chosen: set[str] = set()
-        for f in findings:
-            tasks = self.audit.open_tasks(f)
+        for f, owner in findings:
+            tasks = owner.open_tasks(f)
             mine = [t for t in tasks if t in chosen][:tasks_per_finding]
             mine += [t for t in tasks if t not in chosen][: tasks_per_finding - len(mine)]
             chosen.update(mine)
@@ -408,7 +455,7 @@ class EvolutionService:
         probed = order[:fits]
         payload: dict[str, Any] = {
             "tasks": probed,
-            "findings": {f.key: [t for t in p if t in probed] for f, p in zip(findings, picks, strict=True)},
+            "findings": {f.key: [t for t in p if t in probed] for (f, _), p in zip(findings, picks, strict=True)},
             "allowance": allowance,
             "left_out": order[fits:],
         }
@@ -567,6 +614,7 @@ class EvolutionService:
             rubric_version=current.version,
             rubric=criteria_view(current.criteria),
             reference_answer=task.reference_answer,
+            reference_verdicts=(self.witness.view(task.id) or {}).get("verdicts") or {},
             rollouts=[self._rollout_view(r) for r in chosen],
             total=len(pool),
         )
@@ -599,6 +647,9 @@ class EvolutionService:
                 fields: dict[str, Any] = {}
                 for iface in h.interfaces.values():
                     fields.update(iface.task_view(task, step))
+                reference = self.witness.view(task.id)
+                if reference is not None:
+                    fields["reference"] = reference
                 view = TaskView(task_id=task.id, domain=task.domain, **fields)
             return HarnessView(step=step, versions=h.versions, task=view)
 
@@ -820,6 +871,8 @@ class EvolutionService:
             if cand.failure_id:
                 self._mark_handled(cand.failure_id, "committed", candidate_id=cid)
             self._cover_failures(cand)
+            if interface == "rubric_criteria":  # the reference under the new versions: evidence for what follows
+                self.check_references(self._outcome_tasks(cand), step=step)
             return CommitResult(candidate_id=cid, interface=interface, version=version, applies_from_step=applies)
 
     def _cover_failures(self, cand: CandidateRecord) -> None:
@@ -926,6 +979,8 @@ class EvolutionService:
                         what = self.harness.interface(u).describe(u)
                         logger.info("probation of %s: %s not reverted (%s)", p.candidate_id, what, e)
                 self.counts[f"reverted/{p.revert[0].interface if p.revert else 'harness'}"] += 1
+            if any(u.interface == "rubric_criteria" for u in p.revert):
+                self.check_references(p.task_ids, step=step)
             self._event(
                 "revert",
                 step=step,
@@ -934,7 +989,8 @@ class EvolutionService:
                 versions=versions,
                 applies_from_step=step + 1,
                 covers=p.task_ids,
-                reason=_probation_reason(look.kind, look.fields),
+                reason=_probation_reason(look.kind, look.fields)
+                + ("" if p.revert else "; nothing to revert: the checks the prompts state stay"),
                 updates=[u.model_dump(mode="json") for u in p.revert],
             )
 
@@ -993,8 +1049,8 @@ class EvolutionService:
             step = point.step if point is not None else self.current_step()
             key = failure.key if failure is not None else None
             self.handled.add(failure_id, key, step, outcome)
-            if self.audit.owns(failure_id):
-                self.audit.handled(failure_id, outcome)
+            if (owner := self._finding_owner(failure_id)) is not None:
+                owner.handled(failure_id, outcome)
             if point is not None:
                 point.handled += 1
         self._event(
@@ -1150,8 +1206,8 @@ class EvolutionService:
         with self.lock:
             cand = self._candidates.get(str(candidate_id)) if candidate_id else None
             covered = self._outcome_tasks(cand) if cand is not None else []
-            if self.audit.owns(failure_id):
-                self.audit.handled(failure_id, "deferred")
+            if (owner := self._finding_owner(failure_id)) is not None:
+                owner.handled(failure_id, "deferred")
                 return self._ask_evidence(covered)
             failure = self._find_failure(failure_id)
             if failure is None:

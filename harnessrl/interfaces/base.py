@@ -74,10 +74,12 @@ class Signature(BaseModel):
     requirement's :func:`~harnessrl.interfaces.induction.requirement_key`), or one group of the data
     (``kind="group"``, ``key``: ``family:<name>``, ``tag:<tag>`` or ``domain:<name>``), or, for the fade of a
     rubric's hint, every task whose rubric states the same requirements as a hint (``kind="hint"``, ``key``: their
-    keys). ``tasks``: the tasks the repair changes, each with its own instance. Filled in by the trainer, not by the
-    evolver."""
+    keys), or, for the removal of criteria the tasks' own reference answers fail, every task whose rubric has an exact
+    criterion of the same requirement its reference fails (``kind="reference"``, ``key``: ``fails:<key>`` or
+    ``commits:<key>`` for a pitfall). ``tasks``: the tasks the repair changes, each with its own instance. Filled in
+    by the trainer, not by the evolver."""
 
-    kind: Literal["requirement", "group", "hint"]
+    kind: Literal["requirement", "group", "hint", "reference"]
     key: str = Field(min_length=1)
     tasks: list[str] = Field(default_factory=list)
 
@@ -191,7 +193,8 @@ def failure_metric(failure: Failure | None, *, reference_rank: str | None = None
     """The metric a trial measures for the failure it answers, invariant to a per-group affine change of
     the rewards as the trainer's advantages are: ``rho_reward_length`` / ``rho_reward_<feature>`` for
     spurious rewards, ``criterion_signal`` for a saturated or dead criterion named in the evidence,
-    ``reference_rank`` for reference_below_policy when the interface passes that metric, and else
+    ``reference_rank`` for reference_below_policy and reference_fails_criterion when the interface passes that
+    metric, and else
     ``signal_share`` (the share of groups that give signal)."""
     if failure is None:
         return SIGNAL_SHARE
@@ -200,7 +203,7 @@ def failure_metric(failure: Failure | None, *, reference_rank: str | None = None
         return RHO_PREFIX + "length"
     if kind == "spurious_feature":
         return RHO_PREFIX + (ev.narrow(SpuriousFeatureEvidence).feature or "length")
-    if kind == "reference_below_policy" and reference_rank:
+    if kind in ("reference_below_policy", "reference_fails_criterion") and reference_rank:
         return reference_rank
     if kind in ("criterion_saturated", "criterion_dead") and ev.narrow(CriterionStreakEvidence).criterion_id:
         return CRITERION_SIGNAL

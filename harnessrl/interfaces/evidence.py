@@ -97,6 +97,12 @@ class RolloutList(BaseModel):
     rubric_version: int | None = None
     rubric: list[dict[str, Any]] = Field(default_factory=list, description=_RUBRIC)
     reference_answer: str | None = Field(default=None, description="The dataset's reference answer (data).")
+    reference_verdicts: dict[str, float | None] = Field(
+        default_factory=dict,
+        description="The reference answer's verdict on each criterion of the current rubric (the run's judge): a "
+        "positive criterion it fails or a pitfall it commits pays for what a good answer does not do ({} when the "
+        "reference was not graded).",
+    )
     rollouts: list[RolloutView] = Field(default_factory=list)
     total: int = Field(default=0, description="Rollouts kept for the task in those steps, before the limit.")
 
@@ -176,6 +182,7 @@ class ProposalEvidence(BaseModel):
     prompt: str | None = None
     rubric: list[Criterion] = Field(default_factory=list)
     reference: str | None = None
+    reference_verdicts: dict[str, float | None] = Field(default_factory=dict)
     rollouts: list[RolloutView] = Field(default_factory=list)
     task: TaskView | None = None
     attempts: list[Attempt] = Field(default_factory=list)
@@ -211,6 +218,7 @@ class ProposalEvidence(BaseModel):
             prompt=rollouts.prompt if rollouts is not None else None,
             rubric=rubric,
             reference=(rollouts.reference_answer or None) if rollouts is not None else None,
+            reference_verdicts=dict(rollouts.reference_verdicts) if rollouts is not None else {},
             rollouts=list(rollouts.rollouts) if rollouts is not None else [],
             task=task,
             **fields,
@@ -253,6 +261,21 @@ class ProposalEvidence(BaseModel):
                 if v is not None:
                     sums.setdefault(str(cid), []).append(float(v))
         return {cid: sum(vs) / len(vs) for cid, vs in sums.items() if vs}
+
+    def reference_fails(self, criterion: Criterion) -> bool:
+        """Whether the task's own reference answer fails ``criterion`` (positive) or commits it (a pitfall): a suspect
+        criterion, which pays for what a good answer does not do. Its verdict from the run's judge when the reference
+        was graded, else an exact check's own verdict on the reference; a judged criterion never graded: no."""
+        verdict = self.reference_verdicts.get(criterion.id)
+        if verdict is None and criterion.check is not None and self.reference:
+            verdict = criterion.check.evaluate(self.reference)
+        if verdict is None:
+            return False
+        return verdict < 0.5 if criterion.weight > 0 else verdict >= 0.5
+
+    def suspects(self) -> list[Criterion]:
+        """The rubric's criteria the reference fails (positive) or commits (pitfalls): :meth:`reference_fails`."""
+        return [c for c in self.rubric if self.reference_fails(c)]
 
     def policy_words(self) -> list[int]:
         """The rollouts' lengths in words (estimated from tokens where a rollout has no word count)."""

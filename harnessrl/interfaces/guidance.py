@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from harnessrl.data.schema import Task, task_group
+from harnessrl.data.schema import Criterion, Task, task_group
 from harnessrl.interfaces.base import (
     AppliedUpdate,
     HarnessContext,
@@ -407,10 +407,21 @@ class RolloutGuidance(Interface):
 # A pitfall every rollout commits: a hint to avoid it.
 
 
+def _reference_fails_check(task: Task, criterion: Criterion) -> bool:
+    """Whether ``task``'s own reference answer fails ``criterion``'s exact check (judged: not known here)."""
+    return (
+        bool(task.reference_answer)
+        and criterion.check is not None
+        and criterion.check.evaluate(task.reference_answer) < 1
+    )
+
+
 def _task_hint(task: Task) -> str | None:
     """A task's first hint without rollouts: its positive criteria, heaviest first (what ``_failing_hint`` gives
-    when every criterion fails)."""
-    positive = sorted((c for c in task.rubric if c.weight > 0), key=lambda c: -c.weight)
+    when every criterion fails), never one whose exact check the task's own reference answer fails."""
+    positive = sorted(
+        (c for c in task.rubric if c.weight > 0 and not _reference_fails_check(task, c)), key=lambda c: -c.weight
+    )
     texts = [as_sentence(clip_text(c.text, 200)) for c in positive if c.text]
     return clip_text("A good answer must meet each of these: " + "; ".join(texts) + ".", 600) if texts else None
 
@@ -431,11 +442,20 @@ _GROUP_HINTS = {
 """The remedies whose hint reaches the task's group, each with how the hint is built for another task."""
 
 
+def _hint_targets(e: ProposalEvidence) -> list[Criterion]:
+    """The positive criteria a hint may aim at: never one the task's own reference answer fails (a suspect criterion
+    pays for what a good answer does not do; guiding toward it pushes the policy toward the spurious reward)."""
+    return [c for c in e.positive if not e.reference_fails(c)]
+
+
 def _failing_hint(e: ProposalEvidence) -> str | None:
     """'A good answer must meet each of these: ...': the positive criteria the rollouts fail (all of them
-    when none fails), heaviest first."""
+    when none fails), heaviest first; none the reference answer fails (:func:`_hint_targets`)."""
     means = e.criterion_means()
-    failing = [c for c in e.positive if means.get(c.id, 0.0) < 0.5] or e.positive
+    targets = _hint_targets(e)
+    if targets != e.positive and not any(means.get(c.id, 0.0) < 0.5 for c in targets):
+        return None  # what the rollouts fail is only what the reference fails too: the rubric's to fix
+    failing = [c for c in targets if means.get(c.id, 0.0) < 0.5] or targets
     failing = sorted(failing, key=lambda c: -c.weight)
     texts = [as_sentence(clip_text(c.text, 200)) for c in failing if c.text]
     if not texts:
@@ -448,7 +468,7 @@ def _guide(e: ProposalEvidence) -> SetGuidance | None:
     if not hint:
         return None
     means = e.criterion_means()
-    failing = [f"{c.id} (mean verdict {means[c.id]:.2f})" for c in e.positive if means.get(c.id, 1) < 0.5]
+    failing = [f"{c.id} (mean verdict {means[c.id]:.2f})" for c in _hint_targets(e) if means.get(c.id, 1) < 0.5]
     why = f"failing criteria {', '.join(failing)}" if failing else "the task's criteria"
     return SetGuidance(
         scope="task",
@@ -513,7 +533,15 @@ def _criterion_hint(e: ProposalEvidence, hint: str, why: tuple[str, str]) -> Set
     )
 
 
+def _streak_criterion_suspect(e: ProposalEvidence) -> bool:
+    """Whether the failure's criterion is one the task's reference answer fails (positive) or commits (a pitfall)."""
+    crit = e.criterion(e.ev.narrow(CriterionStreakEvidence).criterion_id)
+    return crit is not None and e.reference_fails(crit)
+
+
 def _guide_criterion(e: ProposalEvidence) -> SetGuidance | None:
+    if _streak_criterion_suspect(e):
+        return None  # the reference fails it: a hint toward it would teach the spurious reward
     text = _criterion_text(e)
     if not text:
         return _guide(e)
@@ -525,6 +553,8 @@ def _guide_criterion(e: ProposalEvidence) -> SetGuidance | None:
 
 
 def _avoid_hint(e: ProposalEvidence) -> SetGuidance | None:
+    if _streak_criterion_suspect(e):
+        return None  # a pitfall the reference itself commits is the rubric's to fix, not a hint's to avoid
     text = _criterion_text(e)
     if not text:
         return None

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
-from harnessrl.critic.signal import CHECK_SPLIT_SHARE, HINT_MET_RATE, REFERENCE_RANK, SIGNAL_SHARE
+from harnessrl.critic.signal import CHECK_SPLIT_SHARE, HINT_MET_RATE, REFERENCE_RANK, SIGNAL_SHARE, SUSPECT_EFFECT
 from harnessrl.data.checks import check_passes
 from harnessrl.data.schema import Criterion, Task, prompt_text, task_group
 from harnessrl.interfaces.base import (
@@ -33,7 +33,7 @@ from harnessrl.interfaces.base import (
 )
 from harnessrl.interfaces.evidence import ProposalEvidence, as_sentence
 from harnessrl.interfaces.guidance import guided_count, with_hint
-from harnessrl.interfaces.induction import requirement_key, stated_requirements
+from harnessrl.interfaces.induction import reference_terms, requirement_key, stated_requirements
 from harnessrl.interfaces.rubric_edit import (
     MAX_GUIDE_FRACTION,
     MAX_RUBRIC_CRITERIA,
@@ -86,9 +86,10 @@ class RubricCriteria(Interface):
     name = "rubric_criteria"
     update_type = EditRubric
     builder_tool = "edit_rubric"
-    answers = ("criterion_dead", "scaffold_outgrown")
+    answers = ("criterion_dead", "scaffold_outgrown", "non_discriminative_low")
     hint_for = (
         "unchecked_requirement",
+        "reference_fails_criterion",
         "non_discriminative_high",
         "spurious_length",
         "spurious_feature",
@@ -145,7 +146,7 @@ class RubricCriteria(Interface):
         if task_id == update.task_id:
             return self.rubric_with(update)
         covered = next(c for c in update.cover if c.task_id == task_id)
-        return self.rubric_with(EditRubric(task_id=task_id, add=covered.add))
+        return self.rubric_with(EditRubric(task_id=task_id, add=covered.add, remove=covered.remove))
 
     def _faded(self, update: EditRubric, task_id: str) -> list[Criterion]:
         """``task_id``'s rubric under a fade of its hint (the same criteria); raises ValueError when it states no hint
@@ -320,6 +321,7 @@ class RubricCriteria(Interface):
                 {
                     "task_id": c.task_id,
                     "added": [x.text for x in c.add],
+                    **({"removed": list(c.remove)} if c.remove else {}),
                     "rubric_version_now": self.current(c.task_id).version,
                 }
                 for c in update.cover
@@ -345,6 +347,8 @@ class RubricCriteria(Interface):
         update = update.model_copy(update={"cover": [], "signature": None})
         if update.fades():
             return self._hint_cover(update) or update
+        if update.remedy == "drop_suspect" and update.task_id in self.tasks:
+            return self._suspect_cover(update) or update
         if not update.add or update.remove or update.reword or update.reweight or update.task_id not in self.tasks:
             return update
         widened = self._requirement_cover(update) or self._group_cover(update)
@@ -368,6 +372,41 @@ class RubricCriteria(Interface):
         if not cover:
             return None
         sig = Signature(kind="hint", key="+".join(keys), tasks=[update.task_id, *(c.task_id for c in cover)])
+        return update.model_copy(update={"cover": cover, "signature": sig})
+
+    def _suspect_cover(self, update: EditRubric) -> EditRubric | None:
+        """A removal of criteria the task's own reference fails (``drop_suspect``), extended to every training task
+        whose current rubric has an exact criterion of the same requirement (:func:`requirement_key`) that its own
+        reference answer fails too (pitfalls: commits), each removing its own. Only exact criteria reach other tasks:
+        a judged verdict on one text is the judge's, and another task's reference was not graded by this edit."""
+        if update.add or update.reword or update.reweight or not update.remove:
+            return None
+        crits = {c.id: c for c in self.current(update.task_id).criteria}
+        keys = {
+            (k, crits[cid].weight > 0)
+            for cid in update.remove
+            if cid in crits and (k := criterion_requirement(crits[cid]))
+        }
+        if not keys:
+            return None
+        cover: list[CoveredEdit] = []
+        for task in sorted(self.tasks.values(), key=lambda t: t.id):
+            if task.id == update.task_id or not task.reference_answer:
+                continue
+            own = self.current(task.id).criteria
+            remove = [
+                c.id
+                for c in own
+                if (criterion_requirement(c), c.weight > 0) in keys
+                and c.check is not None
+                and (c.check.evaluate(task.reference_answer) < 1) == (c.weight > 0)
+            ]
+            if remove and any(c.weight > 0 and c.id not in remove for c in own):
+                cover.append(CoveredEdit(task_id=task.id, remove=remove))
+        if not cover:
+            return None
+        key = "+".join(sorted(f"{'fails' if pos else 'commits'}:{k}" for k, pos in keys))
+        sig = Signature(kind="reference", key=key, tasks=[update.task_id, *(c.task_id for c in cover)])
         return update.model_copy(update={"cover": cover, "signature": sig})
 
     def _requirement_cover(self, update: EditRubric) -> EditRubric | None:
@@ -431,7 +470,26 @@ class RubricCriteria(Interface):
         adds_only = not (update.remove or update.reword or update.reweight)
         if adds_checks and adds_only and failure is not None and failure.kind in _SPLIT_KINDS:
             return CHECK_SPLIT_SHARE
+        if self._removes_suspects(update):
+            return SUSPECT_EFFECT  # what is wrong is established by the reference; measured: does it change anything
         return failure_metric(failure, reference_rank=REFERENCE_RANK)
+
+    def _removes_suspects(self, update: EditRubric) -> bool:
+        """Whether ``update`` only removes exact criteria each changed task's own reference answer fails (positive) or
+        commits (pitfalls), on every task it changes."""
+        if update.add or update.reword or update.reweight or not update.remove or update.task_id not in self.tasks:
+            return False
+        parts = [(update.task_id, update.remove), *((c.task_id, c.remove) for c in update.cover)]
+        for tid, removed in parts:
+            task = self.tasks.get(tid)
+            crits = {c.id: c for c in self.current(tid).criteria} if task is not None else {}
+            if task is None or not task.reference_answer or not removed:
+                return False
+            for cid in removed:
+                c = crits.get(cid)
+                if c is None or c.check is None or (c.check.evaluate(task.reference_answer) < 1) != (c.weight > 0):
+                    return False
+        return True
 
     def trial(self, update: EditRubric, trial: Trial) -> Measured:
         """Re-grade the cached rollouts (samples of the frozen policy) and the reference answers of every task
@@ -454,7 +512,7 @@ class RubricCriteria(Interface):
             current = self.current(task.id)
             own = update if task.id == update.task_id else next(c for c in update.cover if c.task_id == task.id)
             added = {c.id for c in own.add}
-            base_ids = touched | set(update.remove) if task.id == update.task_id else set()
+            base_ids = touched | set(update.remove) if task.id == update.task_id else set(own.remove)
             cand_ids = (touched if task.id == update.task_id else set()) | added
             parts.append(
                 trial.part(
@@ -518,20 +576,32 @@ class RubricCriteria(Interface):
 
     def reverting(self, update: EditRubric) -> list[InterfaceUpdate]:
         """Per task ``update`` changes, an edit that removes the criteria it would add there (and with them their
-        hint): a probation's revert. Only an edit that adds and changes nothing else can be put on probation."""
+        hint): a probation's revert. Only an edit that adds and changes nothing else can be put on probation.
+
+        A requirement the task's prompt states keeps its check (docs/design.md §4, "A stated requirement keeps its
+        check"): a policy that cannot meet it yet does not make it wrong, so its revert only takes the hint away
+        (``fade_to`` 0). A check is removed only with evidence that it is wrong: the task's own reference answer fails
+        it, or the prompt does not state it."""
         if update.remove or update.reword or update.reweight:
             raise ValueError("only an edit that adds criteria can be put on probation (its revert removes them)")
         out: list[InterfaceUpdate] = []
+        back = f"probation ended: back to the rubric before {update.remedy or 'the edit'}"
         for tid in update.task_ids():
-            added = [c.id for c in self._added(tid, self.rubric_for(update, tid))]
-            out.append(
-                EditRubric(
-                    task_id=tid,
-                    remove=added,
-                    remedy="revert",
-                    rationale=f"probation ended: back to the rubric before {update.remedy or 'the edit'}",
+            added = self._added(tid, self.rubric_for(update, tid))
+            kept = [c for c in added if _stated_and_met(self.tasks[tid], c)]
+            removed = [c.id for c in added if c not in kept]
+            if removed:
+                out.append(EditRubric(task_id=tid, remove=removed, remedy="revert", rationale=back))
+            if kept and update.guide_fraction > 0:
+                out.append(
+                    EditRubric(
+                        task_id=tid,
+                        fade_to=0.0,
+                        remedy="revert",
+                        rationale=f"{back}, except the check of what the prompt states "
+                        f"({', '.join(c.id for c in kept)}): it stays, and only its hint goes",
+                    )
                 )
-            )
         return out
 
     # ------------------------------------------------------------------ the evolver and the report
@@ -558,6 +628,17 @@ class RubricCriteria(Interface):
         rewards GRPO's advantages do not see), a partial criterion towards a dead one, a checkable wording for
         one the judge disagrees with itself on. The remedies live in :mod:`harnessrl.interfaces.rubric_remedies`."""
         return suggest_edits(evidence)
+
+
+def _stated_and_met(task: Task, criterion: Criterion) -> bool:
+    """Whether ``criterion`` is an exact check of a requirement ``task``'s prompt states that its reference answer
+    (when it has one) meets: a check a probation may not take away."""
+    key = criterion_requirement(criterion)
+    if key is None or criterion.weight <= 0:
+        return False
+    if key not in {requirement_key(ch) for ch, _ in stated_requirements(prompt_text(task.prompt))}:
+        return False
+    return task.reference_answer is None or criterion.check.evaluate(task.reference_answer) >= 1
 
 
 def _stated_keys(version: RubricVersion) -> list[str]:
@@ -599,11 +680,29 @@ def _same_instance(crit: Criterion, source: Task, task: Task) -> Criterion | Non
     return crit
 
 
+def _reference_term_instance(crit: Criterion, source: Task, task: Task) -> Criterion | None:
+    """The ``k``-th key term of ``task``'s own reference answer (``reference_term_k``), the longest first: another
+    task of the group gets its own reference's term (it has no rollouts read for this repair)."""
+    if not task.reference_answer or not crit.id.startswith("reference_term_"):
+        return None
+    try:
+        k = int(crit.id.rsplit("_", 1)[1]) - 1
+    except ValueError:
+        return None
+    existing = [c.check.model_dump(mode="json", exclude_none=True) for c in task.rubric if c.check is not None]
+    found = reference_terms(prompt_text(task.prompt), task.reference_answer, (), existing)
+    if k >= len(found):
+        return None
+    return new_criterion(crit.id, found[k].text, crit.weight, found[k].check)
+
+
 _GROUP_INSTANCES: dict[str, Callable[[Criterion, Task, Task], Criterion | None]] = {
     "length_pitfall": _length_instance,
     "length_revise": _length_instance,
     "padding_pitfall": _same_instance,
     "feature_pitfall": _same_instance,
     "feature_heavier": _same_instance,
+    "reference_term": _reference_term_instance,
+    "reference_term_next": _reference_term_instance,
 }
 """The remedies whose repair reaches the task's group of the data, each with how it is built for another task."""

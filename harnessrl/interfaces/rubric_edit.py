@@ -44,11 +44,13 @@ _Weight = Annotated[float, Field(ge=-MAX_WEIGHT, le=MAX_WEIGHT)]
 
 class CoveredEdit(BaseModel):
     """A repair's instance for one more task that shares its signature: the criteria added to that task's rubric
-    (built from its own prompt and reference answer)."""
+    (built from its own prompt and reference answer), or removed from it (its own criteria of the signature)."""
 
     task_id: str = Field(min_length=1)
     add: list[Criterion] = Field(default_factory=list, max_length=8)
-    """Empty only in a fade (``EditRubric.fade_to``), which changes no criterion."""
+    """Empty only in a fade (``EditRubric.fade_to``), which changes no criterion, or in a removal."""
+    remove: list[str] = Field(default_factory=list, max_length=MAX_RUBRIC_CRITERIA)
+    """The task's own criteria of the signature this repair removes (a criterion its reference fails)."""
 
 
 class EditRubric(InterfaceUpdate):
@@ -111,9 +113,11 @@ class EditRubric(InterfaceUpdate):
                 "an EditRubric must add, remove, reword or reweight at least one criterion (or fade the rubric's "
                 "hint with fade_to)"
             )
-        empty = [c.task_id for c in self.cover if not c.add]
+        empty = [c.task_id for c in self.cover if not (c.add or c.remove)]
         if empty:
-            raise ValueError(f"the instances for {empty} add no criterion: leave cover empty, the trainer fills it")
+            raise ValueError(
+                f"the instances for {empty} add or remove no criterion: leave cover empty, the trainer fills it"
+            )
         if any(w == 0 for w in self.reweight.values()):
             raise ValueError("reweight to 0 is not allowed: remove the criterion instead")
         if self.guide_fraction > 0 and (self.remove or self.reword or self.reweight):

@@ -20,12 +20,19 @@ from harnessrl.data.checks import check_passes, count_bullets, words
 from harnessrl.data.schema import Criterion
 from harnessrl.interfaces.base import Suggestion, suggestions
 from harnessrl.interfaces.evidence import ProposalEvidence, as_sentence, clip_text, excerpt, number, round_weight
-from harnessrl.interfaces.induction import InducedCheck, requirement_key, stated_requirements, tightened_bound
+from harnessrl.interfaces.induction import (
+    InducedCheck,
+    reference_terms,
+    requirement_key,
+    stated_requirements,
+    tightened_bound,
+)
 from harnessrl.interfaces.rubric_edit import EditRubric, criterion_requirement, new_criterion
 from harnessrl.records.evidence import (
     CriterionStreakEvidence,
     JudgeDisagreementEvidence,
     ReferenceBelowPolicyEvidence,
+    ReferenceFailsEvidence,
     ScaffoldOutgrownEvidence,
     SpuriousEvidence,
     SpuriousFeatureEvidence,
@@ -40,9 +47,14 @@ __all__ = ["PLAYBOOK", "REMEDIES", "suggest_edits"]
 # - a requirement the rubric audit found unchecked: its exact criterion; when the policy does not meet it yet (at
 #   most a tenth of the rollouts do: UNMET_SHARE), the criterion with a hint that states it to half of each group,
 #   one update measured on probation;
+# - a criterion the task's own reference answer fails (a pitfall it commits): removed, from every task whose reference
+#   fails its own criterion of the same requirement (drop_suspect); the first remedy, too, of a spurious feature, of a
+#   reference below the policy, of a dead criterion and of a uniformly low group, whenever the criterion they name (or
+#   any, for the last two) is suspect;
 # - uniformly high: an exact criterion induced from what the prompt states and the reference answer meets that
 #   splits the rollouts (harnessrl.interfaces.induction) -> a stated requirement no rollout meets, with its hint
-#   (as above) -> the next induced criterion -> a stricter judged
+#   (as above) -> the next induced criterion -> an exact check of a key term the reference states and part of the
+#   rollouts omit, for the whole group of the data (reference_term) -> the next such term -> a stricter judged
 #   criterion derived from the saturated criteria (mean verdict >= 0.9), weighted like the heaviest criterion
 #   -> the same at twice the weight *in place of* the saturated ones (a task is retired as solved only after
 #   these: the fallback);
@@ -50,8 +62,8 @@ __all__ = ["PLAYBOOK", "REMEDIES", "suggest_edits"]
 #   above length_margin (1.2) x the reference answer's words (the policy's median without a reference) ->
 #   after a reject, looser (x1.25) when the trial says the reference answer lost score, else tighter (1.0 x
 #   the reference, twice the weight) -> a judged padding pitfall;
-# - spurious feature: a pitfall against it (bullet count, repeated "!", keyword stuffing) -> heavier -> a
-#   judged padding pitfall;
+# - spurious feature: a pitfall against it, derived from the reference (no list where the reference has none;
+#   repeated "!", keyword stuffing) -> heavier -> a judged padding pitfall;
 # - reference below policy: a length pitfall when the policy writes much longer than the reference, else a
 #   criterion asking for the reference's key points -> the other one;
 # - saturated criterion: a saturated bound check tightened to the bound the reference meets and part of the
@@ -220,18 +232,29 @@ def _padding_pitfall(e: ProposalEvidence) -> EditRubric:
 
 
 def _feature_pitfall(e: ProposalEvidence, heavier: bool = False) -> EditRubric | None:
+    """A pitfall against the surface feature the reward tracks, derived from the reference answer: for bullet lines,
+    more than the reference has (no list at all where the reference has none, a list being two lines or more); for
+    exclamation marks, any where the reference has none (else more than one)."""
     spurious = e.ev.narrow(SpuriousFeatureEvidence)
     feature = spurious.feature or ""
     weight = -round_weight((1.0 if heavier else 0.5) * e.sum_pos)
     if feature == "bullets":
-        n = max(count_bullets(e.reference or "") + 2, 4)
-        text = f"The response uses more than {n - 1} bullet lines (list padding)."
-        crit = new_criterion("bullet_pitfall", text, weight, {"type": "bullet_count", "min": n})
+        ref_bullets = count_bullets(e.reference or "") if e.reference else None
+        if ref_bullets == 0:
+            text = "The response is a list (two or more bullet lines) where a good answer is prose."
+            crit = new_criterion("bullet_pitfall", text, weight, {"type": "bullet_count", "min": 2})
+        else:
+            n = max((ref_bullets or 0) + 2, 4)
+            text = f"The response uses more than {n - 1} bullet lines (list padding)."
+            crit = new_criterion("bullet_pitfall", text, weight, {"type": "bullet_count", "min": n})
     elif feature == "exclamations":
-        text = "The response uses more than one exclamation mark (hype instead of content)."
-        crit = new_criterion(
-            "exclamation_pitfall", text, weight, {"type": "regex", "pattern": "!.*!", "multiline": False}
-        )
+        if e.reference and "!" not in e.reference:  # none where the reference has none
+            text = "The response uses an exclamation mark where a good answer states it calmly."
+            check = {"type": "regex", "pattern": "!"}
+        else:
+            text = "The response uses more than one exclamation mark (hype instead of content)."
+            check = {"type": "regex", "pattern": "!.*!", "multiline": False}
+        crit = new_criterion("exclamation_pitfall", text, weight, check)
     elif feature:
         cid = f"{re.sub(r'[^a-z0-9_]+', '_', feature.lower())}_pitfall"
         crit = new_criterion(
@@ -422,9 +445,13 @@ def _drop_saturated(e: ProposalEvidence) -> EditRubric | None:
 
 
 def _partial_criterion(e: ProposalEvidence) -> EditRubric | None:
-    """A dead criterion: add one the policy can partly meet now, a first step towards it."""
+    """A dead criterion: add one the policy can partly meet now, a first step towards it (never towards one the
+    task's own reference answer fails)."""
     crit = _target(e)
     if crit is None or not crit.text or crit.weight is None or crit.weight <= 0:
+        return None
+    own = e.criterion(crit.id)
+    if own is not None and e.reference_fails(own):
         return None
     text = f"Makes a clear start on this, even if incomplete: {as_sentence(clip_text(crit.text, 300))}."
     return EditRubric(
@@ -632,6 +659,59 @@ def _fade_hint(e: ProposalEvidence) -> EditRubric | None:
     )
 
 
+def _drop_suspects(e: ProposalEvidence) -> EditRubric | None:
+    """Remove the criteria the task's own reference answer fails (positive) or commits (pitfalls): each pays for what
+    a good answer does not do (docs/design.md §4, "The reference as witness"). Exact checks only: the judge's verdict
+    on one text is too noisy to remove a judged criterion by (it stays evidence: no hint aims at it). For a failure
+    that names one criterion
+    (the witness's finding, a dead or saturated criterion), that one only, when it is suspect; else every suspect.
+    The trainer widens the removal to every task whose rubric has an exact criterion of the same requirement that its
+    own reference fails. At least one positive criterion stays."""
+    named = e.ev.narrow(ReferenceFailsEvidence).criterion_id or e.ev.narrow(CriterionStreakEvidence).criterion_id
+    suspects = [c for c in e.suspects() if c.check is not None]  # a judged verdict on one text is the judge's noise
+    if named is not None:
+        suspects = [c for c in suspects if c.id == named]
+    if not suspects or not any(c.weight > 0 and c not in suspects for c in e.rubric):
+        return None
+    ids = [c.id for c in suspects]
+    verdicts = ", ".join(f"{c.id} {e.reference_verdicts.get(c.id, 'exact')}" for c in suspects)
+    return EditRubric(
+        task_id=e.task_id,
+        remove=ids,
+        rationale=f"The task's own reference answer fails (or, for a pitfall, commits) {', '.join(ids)} (its verdicts: "
+        f"{verdicts}): the criterion pays for what a good answer does not do, so it is removed ({e.summary}); where it "
+        "is an exact check, from every task whose reference fails its own criterion of the same requirement.",
+    )
+
+
+def _reference_term(e: ProposalEvidence, rank: int = 0) -> EditRubric | None:
+    """A lax rubric tightened from the reference answer: an exact check of a key term the reference states and part
+    of the rollouts omit (:func:`~harnessrl.interfaces.induction.reference_terms`: the one that splits them most
+    evenly; ``rank`` 1: the next), weighted like the heaviest criterion, for every task of the group of the data, each
+    with its own reference's term. One check a repair: the critic's power rule pools the rate at which the rollouts
+    break the checks an edit adds, and a rollout rarely states every term at once. A task is retired as solved only
+    when no such term is left that the rollouts omit."""
+    if not e.settings.induced_criteria or not e.reference:
+        return None
+    existing = [c.check.model_dump(mode="json", exclude_none=True) for c in e.rubric if c.check is not None]
+    found = reference_terms(e.prompt or "", e.reference, e.completions(), existing, n=REFERENCE_TERMS)
+    if len(found) <= rank:
+        return None
+    c = found[rank]
+    return EditRubric(
+        task_id=e.task_id,
+        add=[new_criterion(f"reference_term_{rank + 1}", c.text, round_weight(e.max_pos), c.check)],
+        rationale=f"Every rollout satisfies the rubric ({e.summary}), but the reference answer states content the "
+        f"rollouts omit: an exact check of its key term '{c.check['phrases'][0]}' ({c.passes} of {c.total} rollouts "
+        "state it) makes the rubric ask for it, so the group tells answers apart again instead of the task being "
+        "retired as solved.",
+    )
+
+
+REFERENCE_TERMS = 3
+"""Most key terms of the reference answer one repair of a lax rubric asks for."""
+
+
 def _saturated_first(e: ProposalEvidence) -> EditRubric | None:
     crit = _target(e)
     return _tightened(e) if crit is not None and crit.programmatic else _reword_grounded(e)
@@ -660,15 +740,28 @@ REMEDIES: dict[str, Callable[[ProposalEvidence], EditRubric | None]] = {
     "reword_checkable": _reword_checkable,
     "reweight_down": _reweight_down,
     "fade_hint": _fade_hint,
+    "drop_suspect": _drop_suspects,
+    "reference_term": _reference_term,
+    "reference_term_next": lambda e: _reference_term(e, rank=1),
 }
 PLAYBOOK: dict[str, tuple[str, ...]] = {
     "unchecked_requirement": ("requirement", "requirement_guided"),
-    "non_discriminative_high": ("induced", "induced_guided", "induced_next", "stricter", "stricter_more"),
+    "reference_fails_criterion": ("drop_suspect",),
+    "non_discriminative_high": (
+        "induced",
+        "induced_guided",
+        "induced_next",
+        "reference_term",
+        "reference_term_next",
+        "stricter",
+        "stricter_more",
+    ),
+    "non_discriminative_low": ("drop_suspect",),
     "spurious_length": ("length_pitfall", "length_revise", "padding_pitfall"),
-    "spurious_feature": ("feature_pitfall", "feature_heavier", "padding_pitfall"),
-    "reference_below_policy": ("reference_first", "reference_second", "length_revise"),
-    "criterion_saturated": ("tightened_or_reworded", "induced", "replace_harder", "drop"),
-    "criterion_dead": ("partial",),
+    "spurious_feature": ("drop_suspect", "feature_pitfall", "feature_heavier", "padding_pitfall"),
+    "reference_below_policy": ("drop_suspect", "reference_first", "reference_second", "length_revise"),
+    "criterion_saturated": ("tightened_or_reworded", "induced", "reference_term", "replace_harder", "drop"),
+    "criterion_dead": ("drop_suspect", "partial"),
     "judge_disagreement": ("reword_checkable", "reweight_down"),
     "scaffold_outgrown": ("fade_hint",),
 }

@@ -38,6 +38,7 @@ from harnessrl.detection.config import FLAT_LOW
 from harnessrl.errors import ConfigError
 from harnessrl.interfaces.base import AppliedUpdate, HarnessContext, Interface, InterfaceUpdate, Suggestion, suggestions
 from harnessrl.interfaces.evidence import ProposalEvidence
+from harnessrl.interfaces.induction import reference_terms
 from harnessrl.records.evidence import FlatGroupEvidence
 from harnessrl.records.failures import Failure
 
@@ -532,7 +533,14 @@ def _why_park(e: ProposalEvidence) -> str:
     return "guidance did not make its group discriminative"
 
 
-def _retire(e: ProposalEvidence) -> ReweightTasks:
+def _retire(e: ProposalEvidence) -> ReweightTasks | None:
+    """Retire a solved task, only when its rubric is saturated with nothing left to tighten it by: never while the
+    reference answer states key terms the rollouts omit and the rubric does not ask for (a lax rubric is not a
+    solved task; its remedy is the rubric's ``reference_term``)."""
+    if e.reference and e.settings.induced_criteria:
+        existing = [c.check.model_dump(mode="json", exclude_none=True) for c in e.rubric if c.check is not None]
+        if reference_terms(e.prompt or "", e.reference, e.completions(), existing):
+            return None
     return ReweightTasks(
         task_ids=[e.task_id],
         action="retire",

@@ -45,6 +45,7 @@ EventKind = Literal[
     "audit_probe",  # the rubric audit's probes before step 1 (evolver.audit_probe_tasks): tasks, rollouts, rewards
     "probation",  # a look at a hint committed on probation (kept, reverted or still pending)
     "revert",  # a hint on probation reverted: the rules it replaced are back
+    "reference_check",  # the tasks' reference answers graded by their rubrics (before step 1, after rubric edits)
 ]
 EVENT_KINDS: tuple[str, ...] = get_args(EvolverEventKind)
 """The kinds the evolver graph reports through its :data:`EventCallback`."""

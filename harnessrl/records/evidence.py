@@ -28,6 +28,7 @@ __all__ = [
     "FlatGroupEvidence",
     "JudgeDisagreementEvidence",
     "ReferenceBelowPolicyEvidence",
+    "ReferenceFailsEvidence",
     "ScaffoldOutgrownEvidence",
     "SpuriousEvidence",
     "SpuriousFeatureEvidence",
@@ -200,6 +201,30 @@ class UncheckedRequirementEvidence(Evidence):
         return self.requirement_key
 
 
+class ReferenceFailsEvidence(Evidence):
+    """``reference_fails_criterion``: the task's own reference answer, graded by its rubric, fails an exact positive
+    criterion or commits an exact pitfall of it (:mod:`harnessrl.evolution.reference`): the criterion pays for what a
+    good answer does not do. The finding covers every task whose reference fails a criterion of the same requirement."""
+
+    criterion_id: str | None = None
+    criterion_text: str | None = None
+    weight: Number | None = None
+    pitfall: bool = False
+    """A pitfall (negative weight) the reference commits, rather than a positive criterion it fails."""
+    verdict: Number | None = None
+    """The reference's verdict on it (0: fails; a pitfall's 1: commits)."""
+    requirement_key: str | None = None
+    covers: list[str] = []
+    """Every task of the finding: its rubric has a criterion of this requirement that its reference fails."""
+    criteria: dict[str, str] = {}
+    """Each covered task's own suspect criterion id."""
+    graded_groups: int | None = None
+
+    @property
+    def subject(self) -> str | None:
+        return self.requirement_key
+
+
 EVIDENCE_MODELS: dict[str, type[Evidence]] = {
     "non_discriminative_low": FlatGroupEvidence,
     "non_discriminative_high": FlatGroupEvidence,
@@ -211,6 +236,7 @@ EVIDENCE_MODELS: dict[str, type[Evidence]] = {
     "judge_disagreement": JudgeDisagreementEvidence,
     "scaffold_outgrown": ScaffoldOutgrownEvidence,
     "unchecked_requirement": UncheckedRequirementEvidence,
+    "reference_fails_criterion": ReferenceFailsEvidence,
 }
 """The evidence model of each failure kind (every kind of :data:`~harnessrl.records.failures.FailureKind`)."""
 

@@ -29,11 +29,14 @@ FailureKind = Literal[
     "judge_disagreement",
     "scaffold_outgrown",
     "unchecked_requirement",
+    "reference_fails_criterion",
 ]
 
 FAILURE_KINDS: tuple[str, ...] = get_args(FailureKind)
 """``unchecked_requirement`` is the rubric audit's finding (a requirement the prompts of some tasks state and
-their rubrics do not check), not a detector's; every other kind is a detector's."""
+their rubrics do not check) and ``reference_fails_criterion`` the reference witness's (an exact criterion the
+tasks' own reference answers fail, :mod:`harnessrl.evolution.reference`), not a detector's; every other kind is a
+detector's."""
 
 
 class Failure(BaseModel):

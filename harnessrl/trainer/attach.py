@@ -285,6 +285,8 @@ def _start_evolver(settings, trainer, memory, run: RunDir, monitor, *, seed: int
         evidence_draws=settings.evidence_draws,
         max_hold_s=settings.hold_s,  # the run sets how long an evolver may hold training, not the evolver
         probation=ProbationRule.of(settings.trials),
+        # the reference witness grades with the run's own judge (docs/design.md §4, "The reference as witness")
+        reference_grader=lambda task, criteria: judge.grade_one(task, task.reference_answer, criteria),
     )
     # training is about to run: a hold asked for from now on waits for the first step boundary
     service.training = True
