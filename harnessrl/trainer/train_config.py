@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from harnessrl.config import apply_overrides, load_yaml
+from harnessrl.config import ResolvedSetting, apply_overrides, load_yaml, resolved_settings
 from harnessrl.critic.trials import TrialConfig
 from harnessrl.data.loaders import FILE_FORMATS, PRESETS
 from harnessrl.detection.config import DetectorConfig
@@ -35,6 +35,7 @@ __all__ = [
     "HarnessConfig",
     "LoraSettings",
     "TrainConfig",
+    "explain_train_config",
     "load_train_config",
 ]
 
@@ -44,9 +45,10 @@ class _Section(BaseModel):
 
 
 class DataConfig(_Section):
-    """Where the tasks come from. ``bundled`` is the bundled Rubric-Mix sample, ``bench`` the CPU benchmark suite.
+    """Where the tasks come from. ``bundled`` is the bundled Rubric-Mix sample, ``bench`` the CPU benchmark suite,
+    ``bench-gold`` the gold-graded suite.
 
-    Two evaluation splits, both invisible to the harness and graded with rubric version 0: *validation*
+    Two evaluation splits, both invisible to the harness and graded as ``eval.grade_with`` says: *validation*
     chooses the best checkpoint (and so "steps to best"), *test* is only reported. When both name the
     same file (as ``bundled`` does: the bundled ``heldout.jsonl``) its tasks are split deterministically,
     alternating within each domain in file order: the 1st, 3rd, 5th, ... go to test, the 2nd, 4th, ...
@@ -674,13 +676,14 @@ def _explain(err: ValidationError, path: str | Path | None, overrides: dict[str,
     return "\n".join(lines)
 
 
-def load_train_config(path: str | Path | None = None, overrides: list[str] | None = None) -> TrainConfig:
-    """Read a YAML config and apply ``key.sub=value`` overrides (values parsed as YAML). An invalid setting
-    is a :class:`ConfigError` that names where it came from (the file, or the ``-s key=value``)."""
+def _read_settings(
+    path: str | Path | None, overrides: list[str] | None
+) -> tuple[dict[str, Any], dict[str, Any], list[tuple[str, Any, str]]]:
+    """The file's mapping, the settings after the overrides, and each override parsed: (key, value, as written)."""
     import yaml
 
-    data: dict[str, Any] = load_yaml(path) if path else {}
-    given: dict[str, str] = {}
+    file_data: dict[str, Any] = load_yaml(path) if path else {}
+    data, parsed = file_data, []
     for item in overrides or []:
         if "=" not in item:
             raise ConfigError(f"override {item!r} must look like key.sub=value, e.g. grpo.max_steps=10")
@@ -690,10 +693,36 @@ def load_train_config(path: str | Path | None = None, overrides: list[str] | Non
         except yaml.YAMLError as e:
             raise ConfigError(f"-s {item}: the value is not valid YAML ({getattr(e, 'problem', e)})") from None
         data = apply_overrides(data, {key.strip(): value})
-        given.pop(key.strip(), None)
-        given[key.strip()] = item
+        parsed.append((key.strip(), value, item))
+    return file_data, data, parsed
+
+
+def _validate(data: dict[str, Any], path: str | Path | None, parsed: list[tuple[str, Any, str]]) -> TrainConfig:
+    given: dict[str, str] = {}
+    for key, _, item in parsed:  # the last -s of a key is the one that holds
+        given.pop(key, None)
+        given[key] = item
     try:
         return TrainConfig.model_validate(data)
     except ValidationError as e:
         sources = " and ".join(x for x in (str(path) if path else "", "-s" if given else "") if x) or "the config"
         raise ConfigError(f"invalid settings (in {sources}):\n{_explain(e, path, given)}") from None
+
+
+def load_train_config(path: str | Path | None = None, overrides: list[str] | None = None) -> TrainConfig:
+    """Read a YAML config and apply ``key.sub=value`` overrides (values parsed as YAML). An invalid setting
+    is a :class:`ConfigError` that names where it came from (the file, or the ``-s key=value``)."""
+    _, data, parsed = _read_settings(path, overrides)
+    return _validate(data, path, parsed)
+
+
+def explain_train_config(
+    path: str | Path | None = None, overrides: list[str] | None = None
+) -> tuple[TrainConfig, list[ResolvedSetting]]:
+    """The config :func:`load_train_config` reads, and each of its values with its source: ``default``, the
+    file's path, the ``-s key=value`` that set it, or ``derived`` (a validator computed it from another setting,
+    e.g. ``evolver.enabled`` from ``method``, ``evolver.trials.max_new_tokens`` from
+    ``grpo.max_completion_length``)."""
+    file_data, data, parsed = _read_settings(path, overrides)
+    config = _validate(data, path, parsed)
+    return config, resolved_settings(config, file_data, parsed, file_label=str(path) if path else "file")
