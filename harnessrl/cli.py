@@ -86,9 +86,12 @@ def _quiet_transformers() -> None:
 
 
 # ------------------------------------------------------------------------------------------- data
-def _print_row_errors(source: Path, errors: Sequence[RowError], valid: int, then: str) -> None:
-    """Each bad row of a data file (tasks or judge labels) on stderr, then how many rows were good."""
+def _print_row_errors(source: Path, errors: Sequence[RowError], valid: int, then: str, note: str | None = None) -> None:
+    """Each bad row of a data file (tasks or judge labels) on stderr, then how many rows were good; ``note``: how
+    the file was read (the layout ``--format auto`` took it for), said first."""
     err_console.print(f"[bold red]{escape(str(source))}: {len(errors)} invalid row(s)[/]")
+    if note:
+        err_console.print(f"  [yellow]{escape(note)}[/]", highlight=False, soft_wrap=True)
     for e in errors:
         # one unwrapped line per bad row (grep-able); the row's text is escaped, the mark is markup
         err_console.print(f"  [red]✗[/] {escape(str(e))}", highlight=False, soft_wrap=True)
@@ -106,7 +109,9 @@ def data_validate(
 
     report = validate_file(file, fmt, default_domain=domain)  # type: ignore[arg-type]
     if report.errors:
-        _print_row_errors(file, report.errors, len(report.tasks), "Fix the rows above and validate again.")
+        _print_row_errors(
+            file, report.errors, len(report.tasks), "Fix the rows above and validate again.", report.format_note
+        )
         raise typer.Exit(1)
     s = report.summary()
     console.print(f"[bold green]✓ {file}[/]: {s['tasks']} valid tasks (format: {report.format})")

@@ -294,9 +294,9 @@ def test_a_preset_row_without_its_prompt_column_names_the_column(tmp_path):
     rar = {"question": "Why tides?", "rubric": [{"title": "Moon", "description": "Names the Moon.", "weight": 2}]}
     no_question = {k: v for k, v in rar.items() if k != "question"}
     (error,) = validate_file(_jsonl(tmp_path / "rar.jsonl", [rar, no_question])).errors
-    assert (
-        str(error)
-        == "line 2: missing prompt (the rar format reads it from the column 'question', which this row lacks)"
+    assert str(error) == (
+        "line 2: missing prompt (the rar format reads it from the column 'question', which this row lacks; "
+        "the row's columns: 'rubric')"
     )
 
 
