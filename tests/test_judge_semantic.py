@@ -120,7 +120,8 @@ def test_auc_helper():
 
 @pytest.mark.timeout(900)  # about 30 s on an idle two-core machine: sized for a loaded one, as the GPU check's run
 def test_agreement_with_hand_labels(backend):
-    """The embedded judge against the bundled hand-labelled set: better than chance, as docs/benchmarks.md ("Measured") reports."""
+    """The embedded judge against the bundled hand-labelled set: better than chance, as docs/benchmarks.md
+    ("Measured") reports."""
     labels = load_judge_labels()
     assert len(labels) >= 100
     report = agreement(backend, labels)
