@@ -312,8 +312,7 @@ def bench_judge(
 
     Without --labels: the bundled hand labels, then reference vs poor and throughput on the bundled sample.
 
-    With --labels FILE: agreement and calibration on your own rows only (docs/judges.md: "A judge on your own
-    labels")."""
+    With --labels FILE: agreement and calibration on your own rows only (docs/judges.md, "A judge on your labels")."""
     _quiet_transformers()
     from harnessrl.data import load_bundled, load_judge_labels, load_tasks, validate_labels_file
     from harnessrl.judges import build_judge
