@@ -1,6 +1,6 @@
 """HarnessRL: rubric-based RL for language models with a training-time harness that co-evolves with the policy.
 
-The public API, for a TRL script (the README's "From your own TRL script"; ``examples/trl_script.py``)::
+The public API, for a TRL script (docs/training.md, "From your own TRL script"; ``examples/trl_script.py``)::
 
     import harnessrl
     from trl import GRPOConfig

@@ -49,12 +49,17 @@ class RowError:
 
 class DataValidationError(HarnessRLError):
     """A data file (tasks, judge labels) has bad rows; ``errors`` lists each one with its line number, and
-    ``check_command`` is the command that checks the file again (default: ``harnessrl data validate``)."""
+    ``check_command`` is the command that checks the file again (default: ``harnessrl data validate``); ``note``
+    says how the file was read (the layout ``--format auto`` took it for), printed before the rows."""
 
-    def __init__(self, source: str, errors: list[RowError], check_command: str | None = None):
+    def __init__(self, source: str, errors: list[RowError], check_command: str | None = None, note: str | None = None):
         self.source = source
         self.errors = errors
+        self.note = note
         shown = "\n".join(f"  {e}" for e in errors[:50])
         more = f"\n  ... and {len(errors) - 50} more" if len(errors) > 50 else ""
         check = check_command or f"harnessrl data validate {source}"
-        super().__init__(f"{source}: {len(errors)} invalid row(s); fix them and run `{check}` again:\n{shown}{more}")
+        said = f"\n  ({note})" if note else ""
+        super().__init__(
+            f"{source}: {len(errors)} invalid row(s); fix them and run `{check}` again:{said}\n{shown}{more}"
+        )

@@ -353,7 +353,7 @@ CELLS: list[tuple[str, str]] = [
 
         - The full demo: `make demo` (40 steps, held-out evaluation; `runs/demo/report.html`).
         - A real judge: `configs/judge-openai.yaml` (any OpenAI-compatible server); an LLM evolver:
-          `evolver.backend: llm` (see the README).
+          `evolver.backend: llm` (see docs/harness.md, "The evolver's LLM").
         - The fixed-harness baseline through the same code path: the override `evolver.enabled=false`.
         """,
     ),

@@ -83,11 +83,10 @@ def test_threads_per_run():
 
 
 def test_an_interrupt_stops_every_running_job(tmp_path):
-    fake = OverlapTrain(seconds=5.0, interrupt="harnessrl/seed0")
-    t0 = time.monotonic()
+    # the other job would run for ten minutes, past the test's timeout: it was stopped, not waited for
+    fake = OverlapTrain(seconds=600.0, interrupt="harnessrl/seed0")
     with pytest.raises(KeyboardInterrupt):
         run_bench(_bench(tmp_path), runner=fake, jobs=2)
-    assert time.monotonic() - t0 < 4.0  # the other job was stopped, not waited for
     runs = json.loads((tmp_path / "bench" / "bench.json").read_text())["runs"]
     assert runs["harnessrl/seed0"]["status"] == "interrupted"
     assert runs["fixed/seed0"]["status"] == "interrupted"

@@ -596,7 +596,11 @@ def test_listener_form_metrics_and_seconds():
     assert again == got[0][0] and again.key == ("non_discriminative_low", "t1", None)
 
 
-def test_many_tasks_stay_cheap():
+def test_many_tasks_keep_bounded_windows():
+    """64 tasks a step for 10 steps: one history a task, each window bounded by detectors.window, every step
+    counted and timed. How long a step takes is measured by benchmarks/detector_cost.py, not asserted here (a
+    wall-clock bound fails on a loaded machine): `python benchmarks/detector_cost.py --groups 64 --g 8 --steps 10
+    --budget-ms 250` is the same size."""
     rng = np.random.default_rng(0)
     det = make_detector()
     for s in range(10):
@@ -613,5 +617,6 @@ def test_many_tasks_stay_cheap():
                 )
             )
         det.observe(step(s, *groups))
-    assert len(det.histories) == 64
-    assert det.seconds / det.steps < 0.25  # generous; the benchmark measures the real figure
+    assert len(det.histories) == 64 and det.steps == 10
+    assert all(len(h.window) == det.config.window for h in det.histories.values())
+    assert det.seconds > 0 and det.last_seconds > 0  # the cost the monitor reports is measured, whatever it is

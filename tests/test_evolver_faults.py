@@ -45,7 +45,6 @@ import contextlib
 import json
 import re
 import socket
-import time
 from collections.abc import Sequence
 from types import SimpleNamespace
 
@@ -164,9 +163,7 @@ def test_llm_unreachable_gives_up_with_the_reason(tmp_path):
     model = make_chat_model(
         LLMConfig(model="evolver", base_url=f"http://127.0.0.1:{closed_port()}/v1", timeout_s=2, max_retries=0)
     )
-    t0 = time.monotonic()
-    final = run_point(world, model)
-    assert time.monotonic() - t0 < 30
+    final = run_point(world, model)  # a hang here would meet the test's timeout
     (outcome,) = final["outcomes"]
     assert outcome.status == "gave_up"
     assert outcome.reason.startswith("attributor: the model call failed (") and "ConnectionError" in outcome.reason
@@ -181,13 +178,12 @@ def test_llm_unreachable_gives_up_with_the_reason(tmp_path):
 def test_a_hanging_llm_is_cut_at_the_time_budget(tmp_path):
     world = make_world(tmp_path, FLAT_LOW)
     with silent_server() as port:
+        # a request that would time out only after 3 x 600 s with its retries, past the test's own timeout: the
+        # point ends because its time budget cut it (the reason says so), not by waiting for the model
         model = make_chat_model(
-            LLMConfig(model="evolver", base_url=f"http://127.0.0.1:{port}/v1", timeout_s=60, max_retries=2)
+            LLMConfig(model="evolver", base_url=f"http://127.0.0.1:{port}/v1", timeout_s=600, max_retries=2)
         )
-        t0 = time.monotonic()
         final = run_point(world, model, time_budget_s=1.5)
-        elapsed = time.monotonic() - t0
-    assert elapsed < 15  # not 3 x 60 s of a request timeout with retries
     (outcome,) = final["outcomes"]
     assert outcome.status == "gave_up" and outcome.reason == "attributor: the time budget ran out"
     assert final["stop_reason"] == "done"

@@ -354,4 +354,4 @@ def test_cli_example_file_with_the_embedded_judge():
     assert out["judge"] == "semantic" and out["n"] == out["rows"] == 21 and out["missing"] == 0
     assert set(out["per_domain"]) == {"cooking", "science", "writing"}
     assert sum(b["n"] for b in out["calibration"]) == 21
-    assert out["auc"] > 0.5  # better than chance, as the README's example output shows
+    assert out["auc"] > 0.5  # better than chance, as docs/judges.md's example output shows

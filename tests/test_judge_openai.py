@@ -349,12 +349,13 @@ def test_no_retry_on_other_4xx(fake: FakeChatServer, code: int):
 
 
 def test_timeout_is_missing(fake: FakeChatServer):
-    fake.default = sleep_then(1.0)
+    fake.default = sleep_then(5.0)
     backend = make_backend(fake, timeout_s=0.2, max_retries=1)
-    t0 = time.perf_counter()
     out = backend.grade(requests_for(GOOD))
     assert out == [None, None, None]
-    assert time.perf_counter() - t0 < 0.9, "the client gave up at the timeout, without waiting for the server"
+    # the client gave up at its timeout, without waiting for the server: every request the server got is still
+    # being answered when grade returns (an order of events, not a wall-clock bound)
+    assert fake.arrivals and fake.in_flight == len(fake.arrivals), "the client waited for the server's answer"
     assert backend.attempts == 2 and backend.failed_calls == 1
 
 

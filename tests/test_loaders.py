@@ -211,11 +211,12 @@ def test_rar_bad_rubric(tmp_path, rubric, reason):
     assert reason in report.errors[0].message
 
 
-def test_rar_missing_rubric_is_empty(tmp_path):
+def test_rar_missing_rubric_names_its_column(tmp_path):
     r = rar_row()
     del r["rubric"]
     report = validate_file(write_jsonl(tmp_path / "rar.jsonl", [r]), fmt="rar")
-    assert report.errors[0].line == 1 and "rubric is empty" in report.errors[0].message
+    assert report.errors[0].line == 1
+    assert report.errors[0].message.startswith("missing rubric (the rar format reads it from the column 'rubric'")
 
 
 def test_auto_detects_ours_when_first_row_is_ours(tmp_path):

@@ -12,8 +12,9 @@ import pytest
 from typer.testing import CliRunner
 
 from harnessrl.cli import app
-from harnessrl.data import load_hf_dataset, validate_file
+from harnessrl.data import load_hf_dataset, load_tasks, validate_file
 from harnessrl.data.loaders import FILE_FORMATS, PRESETS
+from harnessrl.errors import DataValidationError
 from harnessrl.trainer.train_config import DataConfig, TrainConfig
 
 FIXTURES = Path(__file__).parent / "data" / "presets"
@@ -186,3 +187,91 @@ def test_a_datasets_table_in_a_presets_layout_loads():
     tasks = load_hf_dataset(table, fmt="healthbench", source="healthbench")
     assert [len(t.rubric) for t in tasks] == [3, 3, 2]
     assert tasks[0].reference_answer.startswith("Reach out")
+
+
+# ------------------------------------------------------------------ a column missing, a layout taken for another
+def _write(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+# each preset's prompt column, and the field it reads there
+PROMPT_COLUMNS = {"rubrichub": "prompt", "openrubrics": "instruction", "healthbench": "prompt"}
+
+
+@pytest.mark.parametrize("preset", sorted(PROMPT_COLUMNS))
+def test_a_preset_row_without_its_prompt_column_names_it_and_lists_the_columns_it_has(preset, tmp_path):
+    row = fixture_rows(preset)[0]
+    column = PROMPT_COLUMNS[preset]
+    lacking = {k: v for k, v in row.items() if k != column}
+    (error,) = validate_file(_write(tmp_path / "x.jsonl", [lacking]), preset).errors
+    message = str(error)
+    assert f"missing prompt (the {preset} format reads it from the column {column!r}, which this row lacks" in message
+    assert "the row's columns: " + ", ".join(repr(k) for k in lacking) in message
+
+
+@pytest.mark.parametrize(
+    ("preset", "drop", "says"),
+    [
+        ("healthbench", "rubrics", "missing rubric, a list of {criterion, points} (the healthbench format reads it "
+         "from the column 'rubrics', which this row lacks"),
+        ("openrubrics", "rubric", "missing rubric, the rubric text, one numbered criterion a line (the openrubrics "
+         "format reads it from the column 'rubric'"),
+        ("rlvr-ifeval", "ground_truth", "missing rubric, the instruction ids and their kwargs (the rlvr-ifeval "
+         "format reads it from the column 'ground_truth' or 'instruction_id_list'"),
+    ],
+)  # fmt: skip
+def test_a_preset_row_without_its_rubric_column_names_it_and_lists_the_columns_it_has(preset, drop, says, tmp_path):
+    lacking = {k: v for k, v in fixture_rows(preset)[0].items() if k != drop}
+    (error,) = validate_file(_write(tmp_path / "x.jsonl", [lacking]), preset).errors
+    assert says in str(error) and "the row's columns: " in str(error)
+
+
+def test_a_renamed_column_is_suggested_but_not_one_the_layout_reads_for_something_else(tmp_path):
+    rar = {"question": "Why tides?", "rubrics": [{"title": "Moon", "description": "Names the Moon.", "weight": 2}]}
+    (error,) = validate_file(_write(tmp_path / "rar.jsonl", [rar]), "rar").errors
+    assert str(error).endswith("the row's columns: 'question', 'rubrics'; did you mean 'rubrics'?)")
+    row = {k: v for k, v in fixture_rows("healthbench")[0].items() if k != "prompt"}  # prompt_id is the id's column
+    (error,) = validate_file(_write(tmp_path / "hb.jsonl", [row]), "healthbench").errors
+    assert "did you mean" not in str(error)
+
+
+@pytest.mark.parametrize("preset", sorted(FILES))
+def test_auto_reads_each_presets_fixture_in_its_layout(preset):
+    report = validate_file(FIXTURES / FILES[preset])  # --format auto
+    assert report.ok and report.format == preset and report.format_note is None
+
+
+def test_auto_says_which_preset_it_took_a_file_lacking_a_column_for(tmp_path):
+    """Once: a HealthBench file whose rows lacked `prompt` was read as our own format, with errors about fields
+    (missing id, unknown field 'prompt_id', ...) that never said the file had been taken for another layout."""
+    rows = [{k: v for k, v in r.items() if k != "prompt"} for r in fixture_rows("healthbench")]
+    path = _write(tmp_path / "hb.jsonl", rows)
+    report = validate_file(path)
+    assert report.format == "healthbench" and len(report.errors) == len(rows)
+    assert report.format_note.startswith("--format auto took this file for the healthbench layout (its first row has ")
+    assert "'prompt_id'" in report.format_note and "criteria with criterion/points" in report.format_note
+    assert "pass --format (harnessrl, rar, rubrichub, openrubrics, rlvr-ifeval)" in report.format_note
+    assert all("reads it from the column 'prompt'" in str(e) for e in report.errors)
+    result = runner.invoke(app, ["data", "validate", str(path)], env={"COLUMNS": "300"})
+    assert result.exit_code == 1
+    assert "took this file for the healthbench layout" in " ".join(result.stderr.split())
+    with pytest.raises(DataValidationError, match="took this file for the healthbench layout"):
+        load_tasks(path)  # what `harnessrl train` reads a data file with
+
+
+def test_auto_takes_rubric_items_of_a_presets_shape_as_that_preset(tmp_path):
+    """RaR's criteria ({title, description, weight}) under our column names: read as RaR, which names `question`."""
+    row = {"prompt": "Why tides?", "rubric": [{"title": "Moon", "description": "Names the Moon.", "weight": 2}]}
+    report = validate_file(_write(tmp_path / "r.jsonl", [row]))
+    assert report.format == "rar" and "criteria with description/title" in report.format_note
+    assert "reads it from the column 'question'" in str(report.errors[0])
+
+
+def test_auto_reads_ours_when_no_preset_matches_and_says_so_only_then(tmp_path):
+    ours = {"id": "t1", "domain": "d", "prompt": "Hi", "rubric": [{"id": "c1", "text": "Greets", "weight": 1}]}
+    odd = {"id": "t2", "question_text": "Hi", "criteria": [{"id": "c1", "text": "Greets", "weight": 1}]}
+    report = validate_file(_write(tmp_path / "odd.jsonl", [odd]))
+    assert report.format == "harnessrl" and "match no preset's layout" in report.format_note
+    report = validate_file(_write(tmp_path / "ours.jsonl", [ours, {**ours, "id": "t2", "rubric": []}]))
+    assert report.format == "harnessrl" and len(report.errors) == 1 and report.format_note is None

@@ -698,9 +698,8 @@ def test_tool_call_latency_with_one_open_session(served):
         return times
 
     times = run(lc_session(url, token, body))
-    median = statistics.median(times[5:])
-    print(f"tool call latency, one open session: median {median * 1000:.1f} ms")
-    assert median < 0.5  # generous: loopback, a 2-core CI box that may be busy
+    assert len(times) == 30  # each call answered on the one session; its speed: benchmarks/tool_latency.py
+    print(f"tool call latency, one open session: median {statistics.median(times[5:]) * 1000:.1f} ms")
 
 
 # --------------------------------------------------------------------------------------------- outcomes

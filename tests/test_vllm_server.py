@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -160,10 +159,9 @@ def test_trials_and_evaluation_sample_from_the_server_after_the_sync(real_tokeni
 def test_a_server_that_is_down_stops_the_run_before_step_1():
     with VLLMStandIn() as server:
         url = server.url
-    t0 = time.monotonic()
+    # a bounded wait, not a hang (a hang meets the test's timeout): the error says how long it waited
     with pytest.raises(ConfigError, match=rf"vLLM server at {url} did not answer within 1 s.*trl vllm-serve"):
         check_vllm_server(url, timeout_s=1.0, retry_s=0.2)
-    assert time.monotonic() - t0 < 10  # a bounded wait, not a hang
     assert server_url(None, {}) == "http://0.0.0.0:8000"  # TRL's defaults
     assert server_url("http://gpu:9000/", {"vllm_server_port": 1}) == "http://gpu:9000"
     assert server_url(None, {"vllm_server_host": "10.0.0.2", "vllm_server_port": 8001}) == "http://10.0.0.2:8001"

@@ -13,8 +13,12 @@ Formats:
   (RubricHub), ``openrubrics`` (OpenRubrics, OpenRubric-v2), ``healthbench`` (HealthBench-style
   criteria with points and tags), ``rlvr-ifeval`` (prompts with IFEval instruction ids as ground truth,
   graded by the ``ifeval`` check). Each preset's docstring says where its layout was taken from.
-- ``auto``: ``rar`` when the first good row has ``question`` and a ``rubric`` of titled items,
-  else ``harnessrl``.
+- ``auto``: the layout the first row's columns point to (:func:`detect_format`): ``harnessrl`` when they are
+  all our task fields, else the preset whose own columns and criterion shape it has, else ``harnessrl``. A file
+  read so whose rows fail says which layout it was taken for and why (``ValidationReport.format_note``).
+
+A row that lacks a column its layout reads is refused naming the field, the column it is read from and the
+columns the row has, so a file in another layout (or with a renamed column) is told apart from a broken row.
 """
 
 from __future__ import annotations
@@ -39,8 +43,10 @@ __all__ = [
     "FILE_FORMATS",
     "FORMATS",
     "PRESETS",
+    "DetectedFormat",
     "Preset",
     "ValidationReport",
+    "detect_format",
     "load_hf_dataset",
     "load_tasks",
     "read_rows",
@@ -61,6 +67,7 @@ class ValidationReport:
     tasks: list[Task] = field(default_factory=list)
     errors: list[RowError] = field(default_factory=list)
     format: str = "harnessrl"
+    format_note: str | None = None  # how --format auto chose the layout, said beside bad rows
 
     @property
     def ok(self) -> bool:
@@ -70,7 +77,7 @@ class ValidationReport:
         """The tasks, or :class:`DataValidationError` listing every bad row; ``check_command``: what checks the
         rows again (default: ``harnessrl data validate <source>``, for a file)."""
         if self.errors:
-            raise DataValidationError(self.source, self.errors, check_command)
+            raise DataValidationError(self.source, self.errors, check_command, note=self.format_note)
         return self.tasks
 
     def summary(self) -> dict[str, Any]:
@@ -163,19 +170,12 @@ def _drop_arrow_nulls(row: Any) -> Any:
     return row
 
 
-def _looks_like_rar(row: Mapping[str, Any]) -> bool:
-    rubric = row.get("rubric")
-    return (
-        "question" in row
-        and isinstance(rubric, list)
-        and any(isinstance(r, dict) and ("description" in r or "title" in r) for r in rubric)
-    )
-
-
 def _rar_criteria(rubric_in: Any, name: str = "rubric") -> list[Any]:
     """RaR's ``[{title, description, weight}]`` as our criteria (an item with an ``id`` or a ``check`` is
     already in our schema and passes through)."""
     if rubric_in is None:
+        if name == "rubric":
+            raise _MissingColumn("rubric", ("rubric",))
         rubric_in = []
     if not isinstance(rubric_in, list):
         raise _RowProblem(f"{name} must be a list of {{title, description, weight}}, got {type(rubric_in).__name__}")
@@ -218,19 +218,58 @@ class _RowProblem(ValueError):
     """A row that cannot even be mapped to the task fields."""
 
 
+class _MissingColumn(_RowProblem):
+    """A row without the column(s) its layout reads ``field`` from: :func:`row_to_task` says which, and lists the
+    columns the row has (a file in another layout, or a renamed column, is then plain to see)."""
+
+    def __init__(self, field: str, columns: tuple[str, ...], what: str = ""):
+        super().__init__(f"missing {field}")
+        self.field, self.columns, self.what = field, columns, what
+
+
+def _columns_of(row: Mapping[str, Any], limit: int = 20) -> str:
+    """The columns a row has, as a message lists them (the first ``limit``)."""
+    names = [repr(str(k)) for k in row]
+    more = f" and {len(names) - limit} more" if len(names) > limit else ""
+    return (", ".join(names[:limit]) + more) if names else "none"
+
+
+def _missing_column_text(
+    reader: str, columns: tuple[str, ...], row: Mapping[str, Any], known: Iterable[str] = ()
+) -> str:
+    """Why a field is missing: the column(s) ``reader`` (``the rar format``) reads it from, the row's columns, and
+    the closest of them to what was asked, when one is close (``rubrics`` for ``rubric``) and is not a column the
+    layout reads for something else (``known``)."""
+    import difflib
+
+    read_from = " or ".join(repr(c) for c in columns)
+    text = f"{reader} reads it from the column {read_from}, which this row lacks; the row's columns: {_columns_of(row)}"
+    others = [str(k) for k in row if str(k) not in set(known)]
+    close = [m for c in columns for m in difflib.get_close_matches(c, others, n=1, cutoff=0.75)]
+    return text + (f"; did you mean {close[0]!r}?" if close else "")
+
+
 # ------------------------------------------------------------------------------------------ presets
 @dataclass(frozen=True)
 class Preset:
     """A public rubric set's layout, read the way the ``hf`` format reads a table: ``columns`` maps our fields to
     the set's columns, then ``convert`` turns the row's own shapes (rubric items, reference, tags) into ours.
 
-    ``domain``: the domain of a row that names none when no default domain is given.
+    ``domain``: the domain of a row that names none when no default domain is given. ``markers``: columns only
+    this layout has, and ``item_keys``: the keys of its criteria, by which ``--format auto`` recognises it.
     """
 
     name: str
     columns: Mapping[str, str]
     convert: Callable[[dict[str, Any], Mapping[str, Any]], dict[str, Any]]
     domain: str = "general"
+    markers: frozenset[str] = frozenset()
+    item_keys: frozenset[str] = frozenset()
+
+
+def _known_columns(preset: Preset) -> set[str]:
+    """The columns a preset reads or recognises."""
+    return {*preset.columns.values(), *preset.markers}
 
 
 def _from_preset(preset: Preset, row: Mapping[str, Any], index: int, default_domain: str | None) -> dict[str, Any]:
@@ -261,26 +300,28 @@ def _from_rar(out: dict[str, Any], row: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _criteria_list(value: Any, name: str, shape: str) -> list[Any]:
-    """A rubric column as a list (JSON text of one is read)."""
+def _criteria_list(value: Any, name: str, shape: str, columns: tuple[str, ...] = ()) -> list[Any]:
+    """A rubric column as a list (JSON text of one is read); ``columns``: where the layout reads it from."""
     if isinstance(value, str):
         try:
             value = json.loads(value)
         except json.JSONDecodeError as e:
             raise _RowProblem(f"{name} is text but not JSON: {e.msg}") from None
     if value is None:
-        raise _RowProblem(f"missing {name} (a list of {shape})")
+        raise _MissingColumn("rubric", columns or (name,), f"a list of {shape}")
     if not isinstance(value, list):
         raise _RowProblem(f"{name} must be a list of {shape}, got {type(value).__name__}")
     return value
 
 
-def _points_criteria(rubric_in: Any, name: str) -> tuple[list[dict[str, Any]], list[Any]]:
+def _points_criteria(
+    rubric_in: Any, name: str, columns: tuple[str, ...] = ()
+) -> tuple[list[dict[str, Any]], list[Any]]:
     """``[{criterion, points, tags}]`` (HealthBench, RubricHub) as our criteria: the points are the weight as they
     are (negative points: a criterion the response must not meet, the schema's pitfall), the criterion is the
     text; the tags come back apart, one entry per criterion, for the task's metadata."""
     criteria, tags = [], []
-    for i, item in enumerate(_criteria_list(rubric_in, name, "{criterion, points}"), start=1):
+    for i, item in enumerate(_criteria_list(rubric_in, name, "{criterion, points}", columns), start=1):
         if not isinstance(item, dict):
             raise _RowProblem(f"{name} item {i} must be an object with criterion and points")
         if item.get("points") is None:
@@ -300,7 +341,7 @@ def _from_rubrichub(out: dict[str, Any], row: Mapping[str, Any]) -> dict[str, An
     text here, its tags kept in ``metadata.criterion_tags``."""
     reward = row.get("reward_model") if isinstance(row.get("reward_model"), Mapping) else {}
     rubric = reward.get("rubrics") if reward.get("rubrics") is not None else out.get("rubric")
-    out["rubric"], tags = _points_criteria(rubric, "Rubrics")
+    out["rubric"], tags = _points_criteria(rubric, "Rubrics", ("reward_model.rubrics", "Rubrics"))
     if isinstance(reward.get("ground_truth"), str) and reward["ground_truth"].strip():
         out["reference_answer"] = reward["ground_truth"]
     meta: dict[str, Any] = {"data_source": row["data_source"]} if row.get("data_source") else {}
@@ -327,9 +368,10 @@ def _from_openrubrics(out: dict[str, Any], row: Mapping[str, Any]) -> dict[str, 
         lines = [t if _RUBRIC_LINE.match(t) else f"- {t}" for t in text]
     elif isinstance(text, str):
         lines = text.splitlines()
+    elif text is None:
+        raise _MissingColumn("rubric", ("rubric",), "the rubric text, one numbered criterion a line")
     else:
-        got = "nothing" if text is None else type(text).__name__
-        raise _RowProblem(f"rubric must be the rubric text (one numbered criterion a line), got {got}")
+        raise _RowProblem(f"rubric must be the rubric text (one numbered criterion a line), got {type(text).__name__}")
     items: list[str] = []
     for line in lines:
         m = _RUBRIC_LINE.match(line)
@@ -430,7 +472,7 @@ def _from_rlvr_ifeval(out: dict[str, Any], row: Mapping[str, Any]) -> dict[str, 
     if truth is None and row.get("instruction_id_list") is not None:
         truth = {"instruction_id": row["instruction_id_list"], "kwargs": row.get("kwargs")}
     if truth is None:
-        raise _RowProblem("missing ground_truth (the instruction ids and their kwargs)")
+        raise _MissingColumn("rubric", ("ground_truth", "instruction_id_list"), "the instruction ids and their kwargs")
     criteria = []
     for i, (iid, kwargs) in enumerate(_ifeval_ground_truth(truth), start=1):
         kwargs = {} if kwargs is None else kwargs  # not an object: the check says what is wrong
@@ -456,13 +498,37 @@ PRESETS: dict[str, Preset] = {
                 "gold_rubric": "gold_rubric",
             },
             _from_rar,
+            markers=frozenset({"question", "question_source", "rubric_list", "rubric_count"}),
+            item_keys=frozenset({"title", "description"}),
         ),
-        Preset("rubrichub", {"prompt": "prompt", "rubric": "Rubrics", "domain": "ability"}, _from_rubrichub),
-        Preset("openrubrics", {"id": "id", "prompt": "instruction", "rubric": "rubric"}, _from_openrubrics),
         Preset(
-            "healthbench", {"id": "prompt_id", "prompt": "prompt", "rubric": "rubrics"}, _from_healthbench, "health"
+            "rubrichub",
+            {"prompt": "prompt", "rubric": "Rubrics", "domain": "ability"},
+            _from_rubrichub,
+            markers=frozenset({"Rubrics", "reward_model", "ability", "data_source", "extra_info"}),
+            item_keys=frozenset({"criterion", "points"}),
         ),
-        Preset("rlvr-ifeval", {"id": "key", "prompt": "messages"}, _from_rlvr_ifeval, "instruction_following"),
+        Preset(
+            "openrubrics",
+            {"id": "id", "prompt": "instruction", "rubric": "rubric"},
+            _from_openrubrics,
+            markers=frozenset({"instruction", "response_a", "response_b", "winner"}),
+        ),
+        Preset(
+            "healthbench",
+            {"id": "prompt_id", "prompt": "prompt", "rubric": "rubrics"},
+            _from_healthbench,
+            "health",
+            markers=frozenset({"prompt_id", "rubrics", "example_tags", "ideal_completions_data", "canary"}),
+            item_keys=frozenset({"criterion", "points"}),
+        ),
+        Preset(
+            "rlvr-ifeval",
+            {"id": "key", "prompt": "messages"},
+            _from_rlvr_ifeval,
+            "instruction_following",
+            markers=frozenset({"ground_truth", "messages", "instruction_id_list", "constraint_type", "constraint"}),
+        ),
     )
 }
 """The public rubric sets read in their own layout, by name (``--format``, ``data.format``)."""
@@ -471,6 +537,54 @@ FORMATS: tuple[str, ...] = ("auto", "harnessrl", "hf", *PRESETS)
 FILE_FORMATS: tuple[str, ...] = ("auto", "harnessrl", *PRESETS)
 """The formats a file is read in without a column mapping (the command line's and a run config's)."""
 Format = Literal[FORMATS]  # type: ignore[valid-type]
+
+
+@dataclass(frozen=True)
+class DetectedFormat:
+    """What ``--format auto`` took a file for, and the evidence: the first row's columns (and criterion keys)
+    that only that layout has; none for our own format."""
+
+    format: str
+    evidence: tuple[str, ...] = ()
+    sure: bool = True  # False: no layout matched, read as ours by default
+
+    def note(self) -> str:
+        """The sentence printed beside a file's bad rows."""
+        others = ", ".join(f for f in FILE_FORMATS if f not in ("auto", self.format))
+        if self.format == "harnessrl":
+            how = "its columns match no preset's layout" if not self.sure else "its columns are all HarnessRL's"
+            return (
+                f"--format auto read this file as HarnessRL's own format ({how}); if it is a public set's layout, "
+                f"pass --format with its preset ({others})"
+            )
+        return (
+            f"--format auto took this file for the {self.format} layout (its first row has "
+            f"{', '.join(self.evidence)}); if it is in another layout, pass --format ({others})"
+        )
+
+
+def detect_format(row: Mapping[str, Any]) -> DetectedFormat:
+    """The layout a row's columns point to: ours when they are all our task fields; else the preset with the most
+    evidence, a column only it has counting 1 and criteria with its keys 2, when that comes to 2 or more (one
+    column alone is too little to read a file by); else ours, unsure."""
+    keys = {str(k) for k in row} if isinstance(row, Mapping) else set()
+    items = [it for v in (row.values() if isinstance(row, Mapping) else ()) if isinstance(v, list) for it in v]
+    item_keys = {str(k) for it in items if isinstance(it, Mapping) for k in it}
+    preset_item_keys = {k for p in PRESETS.values() for k in p.item_keys}
+    if keys and keys <= set(_TASK_FIELDS) and not item_keys & preset_item_keys:
+        return DetectedFormat("harnessrl")
+    best: tuple[int, str, tuple[str, ...]] = (0, "harnessrl", ())
+    for preset in PRESETS.values():
+        columns = sorted(keys & preset.markers)
+        shape = sorted(item_keys & preset.item_keys)
+        evidence = tuple(f"{c!r}" for c in columns) + ((f"criteria with {'/'.join(shape)}",) if shape else ())
+        score = len(columns) + 2 * bool(shape)
+        if isinstance(row.get("rubric"), str) and preset.name == "openrubrics":
+            score, evidence = score + 2, (*evidence, "a rubric written as text")
+        if score > best[0]:
+            best = (score, preset.name, evidence)
+    score, name, evidence = best
+    return DetectedFormat(name, evidence) if score >= 2 else DetectedFormat("harnessrl", sure=False)
 
 
 def _loc_name(loc: tuple[Any, ...], raw: Mapping[str, Any]) -> str:
@@ -541,13 +655,18 @@ def row_to_task(
     """Build one task from one raw row; raises ``ValueError`` with a readable reason."""
     columns: dict[str, str] = {}  # where the user's layout reads each field: named beside a missing one
     if fmt in PRESETS:
-        data = _from_preset(PRESETS[fmt], row, index, default_domain)
+        try:
+            data = _from_preset(PRESETS[fmt], row, index, default_domain)
+        except _MissingColumn as e:
+            what = f", {e.what}" if e.what else ""
+            why = _missing_column_text(f"the {fmt} format", e.columns, row, _known_columns(PRESETS[fmt]))
+            raise _RowProblem(f"missing {e.field}{what} ({why})") from None
         for ours, theirs in PRESETS[fmt].columns.items():
-            columns[ours] = f"the {fmt} format reads it from the column {theirs!r}, which this row lacks"
+            columns[ours] = _missing_column_text(f"the {fmt} format", (theirs,), row, _known_columns(PRESETS[fmt]))
     elif fmt == "hf":
         data = _from_mapping(row, index, mapping or {}, default_domain)
         for ours, theirs in (mapping or {}).items():
-            columns[ours] = f"the mapping reads it from the column {theirs!r}, which this row lacks"
+            columns[ours] = _missing_column_text("the mapping", (theirs,), row, (mapping or {}).values())
     elif fmt == "harnessrl":
         data = dict(row)
         if default_domain and not data.get("domain"):
@@ -570,8 +689,9 @@ def validate_rows(
 ) -> ValidationReport:
     """Check every row; collect the good tasks and one error per bad row (plus duplicate ids)."""
     rows = list(rows)
+    detected = detect_format(rows[0][1]) if fmt == "auto" and rows else None
     if fmt == "auto":
-        fmt = "rar" if rows and _looks_like_rar(rows[0][1]) else "harnessrl"
+        fmt = detected.format if detected else "harnessrl"
     report = ValidationReport(source=source, format=fmt, errors=list(read_errors or []))
     first_line: dict[str, int] = {}
     for index, (line, row) in enumerate(rows):
@@ -589,6 +709,8 @@ def validate_rows(
         first_line[task.id] = line
         report.tasks.append(task)
     report.errors.sort(key=lambda e: e.line)
+    if detected is not None and report.errors and (detected.format != "harnessrl" or not detected.sure):
+        report.format_note = detected.note()
     return report
 
 

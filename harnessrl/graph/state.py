@@ -293,7 +293,13 @@ class LLMConfig(BaseModel):
         default=None, description="Server URL, e.g. http://localhost:8000/v1; null: the provider's."
     )
     api_key_env: str = Field(default="OPENAI_API_KEY", description="Environment variable holding the API key.")
-    temperature: float = Field(default=0.0, ge=0, le=2)
+    temperature: float = Field(
+        default=0.0,
+        ge=0,
+        le=2,
+        description="The evolver model's sampling temperature; 0 (the default) makes its attributions and proposals "
+        "as repeatable as the server allows.",
+    )
     timeout_s: float = Field(default=120.0, gt=0, description="Seconds per request.")
     max_retries: int = Field(default=2, ge=0, description="Retries of a failed request, with backoff.")
     max_tokens: int | None = Field(default=2048, ge=16, description="Completion tokens per turn; null: the server's.")

@@ -26,12 +26,33 @@ class JudgeConfig(BaseModel):
     )
     base_url: str | None = Field(default=None, description="openai: server URL, e.g. http://localhost:8000/v1")
     api_key_env: str = Field(default="OPENAI_API_KEY", description="openai: environment variable holding the key")
-    structured_output: Literal["json_schema", "json_object", "none"] = "json_schema"
-    max_concurrency: int = Field(default=8, ge=1)
-    timeout_s: float = Field(default=60.0, gt=0)
+    structured_output: Literal["json_schema", "json_object", "none"] = Field(
+        default="json_schema",
+        description="openai: how the server is asked for JSON verdicts. json_schema: the verdicts' schema, strict "
+        "(OpenAI, vLLM, SGLang); json_object: any JSON object, for a server without schema support; none: no "
+        "response_format, for a server that refuses both (malformed answers are then retried, then missing).",
+    )
+    max_concurrency: int = Field(
+        default=8,
+        ge=1,
+        description="openai: requests in flight at once (one per response, all its criteria together). Raise it "
+        "for a server with spare capacity, lower it on 429s.",
+    )
+    timeout_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="openai: seconds a request may take before it is retried (then counted as missing).",
+    )
     max_retries: int = Field(default=3, ge=0, description="openai: retries of a failed request, with backoff")
-    temperature: float = Field(default=0.0, ge=0)
-    max_tokens: int = Field(default=600, ge=16)
+    temperature: float = Field(
+        default=0.0, ge=0, description="openai: the judge's sampling temperature (0: its most likely verdicts)."
+    )
+    max_tokens: int = Field(
+        default=600,
+        ge=16,
+        description="openai: most tokens of one answer (the verdicts of one response's criteria); raise it for "
+        "rubrics of many criteria or a model that reasons first, since an answer cut short is missing verdicts.",
+    )
     batch_size: int = Field(default=32, ge=1, description="semantic / local-lm: pairs scored per forward pass")
     device: str | None = Field(
         default=None,
@@ -55,7 +76,12 @@ class JudgeConfig(BaseModel):
         default=0.5, ge=0, description="wait before asking for missing verdicts again; doubles on each further try"
     )
     min_coverage: float = Field(default=0.5, gt=0, le=1, description="share of positive weight needing a verdict")
-    cache_size: int = Field(default=200_000, ge=0)
+    cache_size: int = Field(
+        default=200_000,
+        ge=0,
+        description="Verdicts kept in the judge's cache, keyed by (criterion text, response, prompt, reference): "
+        "a re-grade after a rubric edit only grades what changed. Least recently used go first; 0: no cache.",
+    )
     max_missing_share: float = Field(
         default=0.5,
         ge=0,

@@ -1,7 +1,7 @@
 """The harness attached to a trainer: the detectors, the training memory and the evolver with its tool server.
 
 :func:`attach_harness` is what ``harnessrl train`` calls on the trainer it builds, and what a TRL script calls
-on its own :class:`~harnessrl.trainer.grpo_trainer.HarnessGRPOTrainer` (one path, not two; see the README's
+on its own :class:`~harnessrl.trainer.grpo_trainer.HarnessGRPOTrainer` (one path, not two; see docs/training.md,
 "From your own TRL script"). What it attaches listens to every step's records:
 
 - the **detectors** (:class:`~harnessrl.detection.monitor.StepMonitor`): the reward failures of

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from harnessrl.config import apply_overrides, load_yaml
+from harnessrl.config import ResolvedSetting, apply_overrides, load_yaml, resolved_settings
 from harnessrl.critic.trials import TrialConfig
 from harnessrl.data.loaders import FILE_FORMATS, PRESETS
 from harnessrl.detection.config import DetectorConfig
@@ -35,6 +35,7 @@ __all__ = [
     "HarnessConfig",
     "LoraSettings",
     "TrainConfig",
+    "explain_train_config",
     "load_train_config",
 ]
 
@@ -44,9 +45,11 @@ class _Section(BaseModel):
 
 
 class DataConfig(_Section):
-    """Where the tasks come from. ``bundled`` is the bundled Rubric-Mix sample, ``bench`` the CPU benchmark suite.
+    """Where the tasks come from. ``bundled`` is the bundled Rubric-Mix sample, ``bench`` the CPU benchmark suite,
+    ``bench-gold`` the gold-graded suite of stated failures, ``bench-unstated`` the gold-graded suite of failures no
+    prompt states.
 
-    Two evaluation splits, both invisible to the harness and graded with rubric version 0: *validation*
+    Two evaluation splits, both invisible to the harness and graded as ``eval.grade_with`` says: *validation*
     chooses the best checkpoint (and so "steps to best"), *test* is only reported. When both name the
     same file (as ``bundled`` does: the bundled ``heldout.jsonl``) its tasks are split deterministically,
     alternating within each domain in file order: the 1st, 3rd, 5th, ... go to test, the 2nd, 4th, ...
@@ -55,15 +58,26 @@ class DataConfig(_Section):
 
     A task's ``gold_rubric`` (what the prompt truly asks) is for evaluation only: every training task
     loses it before the harness sees the task. ``train_rubric: gold`` trains on it instead of the
-    task's rubric (the oracle, and a suite's clean variant); the harness still never sees a gold rubric
+    task's rubric (the oracles, and a suite's clean variant); the harness still never sees a gold rubric
     as such, only the rubric it trains on.
     """
 
-    train: str = "bundled"
-    validation: str | None = Field(
-        default="bundled", description="Tasks that choose the best checkpoint; null: no best checkpoint."
+    train: str = Field(
+        default="bundled",
+        description="The training tasks: bundled (the Rubric-Mix sample), bench (the CPU suite), bench-gold (the "
+        "gold-graded suite of stated failures), bench-unstated (the gold-graded suite of failures no prompt states), "
+        "or a path to a JSONL or parquet file (check it first with `harnessrl data validate`).",
     )
-    test: str | None = Field(default="bundled", description="Tasks that are only reported; null: no test eval.")
+    validation: str | None = Field(
+        default="bundled",
+        description="Tasks that choose the best checkpoint (the same values as train; when it names the same file "
+        "as test, the file is split between them); never seen by the harness. null: no best checkpoint.",
+    )
+    test: str | None = Field(
+        default="bundled",
+        description="Tasks that are only reported, never used to choose anything (the same values as train). "
+        "null: no test evaluation.",
+    )
     format: Literal[FILE_FORMATS] = Field(  # type: ignore[valid-type]
         default="auto",
         description=f"How the files are laid out: auto, harnessrl, or a public set's preset ({', '.join(PRESETS)}).",
@@ -73,10 +87,23 @@ class DataConfig(_Section):
         description="What training grades with: each task's rubric (the proxy), or its gold rubric (the oracle, "
         "a clean variant; every training task needs one).",
     )
-    domain: str | None = Field(default=None, description="Domain for rows that name none.")
-    tasks_per_domain: int | None = Field(default=None, ge=1, description="Use only the first N train tasks a domain.")
-    validation_per_domain: int | None = Field(default=None, ge=1, description="Validate on the first N a domain.")
-    test_per_domain: int | None = Field(default=None, ge=1, description="Test on the first N a domain.")
+    domain: str | None = Field(
+        default=None,
+        description="The domain of rows that name none (a preset's own default otherwise, e.g. health for "
+        "healthbench). Set it for a public set whose rows carry no domain.",
+    )
+    tasks_per_domain: int | None = Field(
+        default=None,
+        ge=1,
+        description="Train on the first N tasks of each domain only (file order); null: every task. For a quick "
+        "run on a large file.",
+    )
+    validation_per_domain: int | None = Field(
+        default=None, ge=1, description="Validate on the first N tasks of each domain only; null: every task."
+    )
+    test_per_domain: int | None = Field(
+        default=None, ge=1, description="Test on the first N tasks of each domain only; null: every task."
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -112,21 +139,88 @@ class DataConfig(_Section):
 class GRPOSettings(_Section):
     """The GRPO settings HarnessRL uses most; anything else of ``trl.GRPOConfig`` goes in ``extra``."""
 
-    num_generations: int = Field(default=4, ge=2, description="Rollouts per task (the group size G).")
-    tasks_per_step: int = Field(default=2, ge=1, description="Task groups per optimisation step (all processes).")
-    max_completion_length: int = Field(default=48, ge=1)
-    learning_rate: float = Field(default=5e-6, gt=0)
-    max_steps: int = Field(default=40, ge=1)
-    beta: float = Field(default=0.0, ge=0, description="KL coefficient (0: no reference model, as in recent GRPO).")
-    temperature: float = Field(default=1.0, gt=0)
-    top_p: float = Field(default=1.0, gt=0, le=1)
-    gradient_accumulation_steps: int = Field(default=1, ge=1)
-    save_steps: int = Field(default=20, ge=1)
-    save_total_limit: int | None = Field(default=2, ge=1)
-    logging_steps: int = Field(default=1, ge=1)
-    loss_type: str = "dapo"
-    gradient_checkpointing: bool = Field(default=False, description="Saves memory on big models; slows small ones.")
-    extra: dict[str, Any] = Field(default_factory=dict, description="Any other trl.GRPOConfig field.")
+    num_generations: int = Field(
+        default=4,
+        ge=2,
+        description="Rollouts per task (the group size G, TRL's num_generations): GRPO's advantage compares them. "
+        "More give a group more chances to split (fewer flat groups) at that many more rollouts a step.",
+    )
+    tasks_per_step: int = Field(
+        default=2,
+        ge=1,
+        description="Task groups per optimisation step, over all processes (TRL's per-device batch is this x "
+        "num_generations / processes). The pool of training tasks must hold at least this many.",
+    )
+    max_completion_length: int = Field(
+        default=48,
+        ge=1,
+        description="Most tokens a rollout may generate (TRL's max_completion_length); a longer answer is cut "
+        "(clipped_share in the evaluation). Raise it for tasks whose good answers are long.",
+    )
+    learning_rate: float = Field(
+        default=5e-6,
+        gt=0,
+        description="The optimizer's learning rate (TRL's AdamW and schedule; grpo.extra takes lr_scheduler_type "
+        "and the like). The benches train the 135M policy at full parameters with 2e-5 to 3e-5; lower it for "
+        "larger models, raise it for LoRA.",
+    )
+    max_steps: int = Field(
+        default=40,
+        ge=1,
+        description="Optimisation steps of the run (TRL's max_steps); --resume of a run trained this far trains "
+        "nothing.",
+    )
+    beta: float = Field(
+        default=0.0,
+        ge=0,
+        description="KL coefficient against the reference (initial) model; 0: no reference model is loaded, as in "
+        "recent GRPO and DAPO. Raise it (e.g. 0.04) to keep the policy near where it started.",
+    )
+    temperature: float = Field(
+        default=1.0,
+        gt=0,
+        description="Sampling temperature of the rollouts (rollout guidance may set another per task or domain). "
+        "Lower it when a group's answers are too random to compare, raise it when they are all alike.",
+    )
+    top_p: float = Field(
+        default=1.0, gt=0, le=1, description="Nucleus sampling of the rollouts: 1.0 samples the whole distribution."
+    )
+    gradient_accumulation_steps: int = Field(
+        default=1,
+        ge=1,
+        description="Micro-batches of tasks_per_step groups accumulated into one optimizer update (TRL's); a "
+        "step then draws tasks_per_step x this many distinct tasks. Raise it to train on more groups an update "
+        "than fit in memory at once.",
+    )
+    save_steps: int = Field(
+        default=20,
+        ge=1,
+        description="A checkpoint every N steps (what --resume goes on from); lower it when runs may be killed.",
+    )
+    save_total_limit: int | None = Field(
+        default=2,
+        ge=1,
+        description="Resumable checkpoints kept (older ones are deleted; checkpoints/best and final stay). "
+        "null: keep every one (about 1.6 GB each for the 135M policy at full parameters).",
+    )
+    logging_steps: int = Field(
+        default=1, ge=1, description="Write TRL's metrics to metrics.jsonl (and report_to) every N steps."
+    )
+    loss_type: str = Field(
+        default="dapo",
+        description="TRL's GRPO loss normalisation (grpo, bnpo, dr_grpo, dapo, ...; TRL's GRPOConfig.loss_type): "
+        "dapo averages over every token of the batch, so long answers do not weigh less a token. Change it to "
+        "reproduce a paper's loss.",
+    )
+    gradient_checkpointing: bool = Field(
+        default=False,
+        description="Recompute activations in the backward pass: saves memory on big models, slows small ones.",
+    )
+    extra: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Any other trl.GRPOConfig field, passed through unchanged (e.g. {ddp_timeout: 3600, "
+        "warmup_ratio: 0.1}); a field HarnessRL sets itself from these settings is refused.",
+    )
 
 
 class GenerationConfig(_Section):
@@ -135,16 +229,34 @@ class GenerationConfig(_Section):
     ``autocast``, ``cache`` and ``compile`` tune the transformers engine; ``benchmarks/gpu_check.py run
     --generation-paths`` measures each choice against the others on the same batch."""
 
-    backend: Literal["transformers", "vllm"] = "transformers"
-    vllm_mode: Literal["colocate", "server"] = "colocate"
-    vllm_server_base_url: str | None = None
+    backend: Literal["transformers", "vllm"] = Field(
+        default="transformers",
+        description="The engine that generates rollouts, the critic's fresh rollouts and the evaluation: "
+        "transformers (CPU or GPU), or vllm (GPU, pip install 'harnessrl[vllm]'; far faster for long answers).",
+    )
+    vllm_mode: Literal["colocate", "server"] = Field(
+        default="colocate",
+        description="vllm only. colocate: vLLM inside the training process, sharing its GPU "
+        "(vllm_gpu_memory_utilization); server: a `trl vllm-serve` server on its own GPU(s), at vllm_server_base_url.",
+    )
+    vllm_server_base_url: str | None = Field(
+        default=None,
+        description="vllm server mode: the server's address, e.g. http://127.0.0.1:8000 (it must serve the run's "
+        "model; TRL pushes the policy's weights to it after every update).",
+    )
     vllm_server_timeout_s: float = Field(
         default=240.0,
         gt=0,
         description="Server mode: how long the run waits before step 1 for the vLLM server to answer /health (TRL's "
         "vllm_server_timeout); past it the run stops with the address and the fix.",
     )
-    vllm_gpu_memory_utilization: float = Field(default=0.3, gt=0, le=1)
+    vllm_gpu_memory_utilization: float = Field(
+        default=0.3,
+        gt=0,
+        le=1,
+        description="vllm colocate mode: the share of the GPU's memory vLLM takes (weights and KV cache); the rest "
+        "is training's. Lower it when training runs out of memory, raise it for longer or more rollouts.",
+    )
     autocast: Literal["generate", "forward", "never"] = Field(
         default="generate",
         description="How a mixed-precision (bf16) run generates. generate: one autocast region around each "
@@ -173,8 +285,15 @@ class GenerationConfig(_Section):
 class MemoryConfig(_Section):
     """The training memory: embedded Chroma in the run directory, or a Chroma server."""
 
-    enabled: bool = True
-    url: str | None = Field(default=None, description="A Chroma server, e.g. http://127.0.0.1:8000; null: embedded.")
+    enabled: bool = Field(
+        default=True,
+        description="Keep the training memory (per-step task records, failures, candidates, trials, outcomes), "
+        "which the evolver queries (query_memory). false: no memory (the evolver then decides without history).",
+    )
+    url: str | None = Field(
+        default=None,
+        description="A Chroma server, e.g. http://127.0.0.1:8000; null: embedded Chroma in <run_dir>/memory.",
+    )
 
 
 class GuidanceTraining(_Section):
@@ -191,12 +310,22 @@ class GuidanceTraining(_Section):
 class HarnessConfig(_Section):
     """How the harness reads the rewards (thresholds the metrics and the detectors share)."""
 
-    sampling_floor: float = Field(default=0.1, ge=0, le=1, description="Minimum sampling share, over n tasks.")
+    sampling_floor: float = Field(
+        default=0.1,
+        ge=0,
+        le=1,
+        description="Task sampling's floor: every active task keeps at least sampling_floor / n of the draw (n "
+        "training tasks), so no reweighting starves a task. 0: a task can be weighted out entirely.",
+    )
     detectors: DetectorConfig = Field(
         default_factory=DetectorConfig, description="Reward-failure detectors; detectors.eps also defines a flat group."
     )
-    memory: MemoryConfig = Field(default_factory=lambda: MemoryConfig())
-    guidance: GuidanceTraining = Field(default_factory=lambda: GuidanceTraining())
+    memory: MemoryConfig = Field(
+        default_factory=lambda: MemoryConfig(), description="The training memory (Chroma) the evolver queries."
+    )
+    guidance: GuidanceTraining = Field(
+        default_factory=lambda: GuidanceTraining(), description="How guided rollouts enter the loss."
+    )
     keep_rollout_steps: int = Field(
         default=4,
         ge=1,
@@ -232,9 +361,22 @@ class EvalConfig(_Section):
         "proxy is reported beside a gold score.",
     )
 
-    every_steps: int | None = Field(default=20, ge=1, description="null: only before and after training.")
-    before_training: bool = True
-    max_new_tokens: int | None = Field(default=None, ge=1, description="Default: grpo.max_completion_length.")
+    every_steps: int | None = Field(
+        default=20,
+        ge=1,
+        description="Evaluate the validation and test splits every N training steps (each evaluation generates "
+        "eval.completions answers for every held-out task). null: only before and after training.",
+    )
+    before_training: bool = Field(
+        default=True,
+        description="Evaluate the untrained policy at step 0 (the baseline every curve starts from; see base_cache "
+        "to share it between runs). false: skip it.",
+    )
+    max_new_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        description="Most tokens an evaluated answer may generate; null: grpo.max_completion_length, as training.",
+    )
     batch_size: int = Field(default=16, ge=1, description="Prompts per generate call (each with its completions).")
     completions: int = Field(
         default=1,
@@ -259,7 +401,7 @@ class LoraSettings(_Section):
 
     r: int = Field(default=16, ge=1, description="Rank of the adapter matrices.")
     alpha: int = Field(default=32, ge=1, description="Scaling numerator (the update is scaled by alpha / r).")
-    dropout: float = Field(default=0.0, ge=0, lt=1)
+    dropout: float = Field(default=0.0, ge=0, lt=1, description="Dropout on the adapter's input (peft's lora_dropout).")
     target_modules: list[str] | str = Field(
         default="all-linear", description="Module names to adapt, or 'all-linear' (every linear layer but the head)."
     )
@@ -271,8 +413,18 @@ class DapoConfig(_Section):
     still short at the cap is filled with the dropped groups of largest std. Every generated rollout
     counts as spent (``rollouts/generated``), the dropped ones too (``rollouts/discarded``)."""
 
-    eps: float | None = Field(default=None, ge=0, description="Default: harness.detectors.eps.")
-    max_extra_groups: int | None = Field(default=None, ge=0, description="Default: 2 x grpo.tasks_per_step.")
+    eps: float | None = Field(
+        default=None,
+        ge=0,
+        description="A group whose reward std is below this is dropped and refilled (reward units, 0 to 1). "
+        "null: harness.detectors.eps, the detectors' flat group.",
+    )
+    max_extra_groups: int | None = Field(
+        default=None,
+        ge=0,
+        description="Extra groups a step may generate to refill dropped ones (each costs num_generations "
+        "rollouts). null: 2 x grpo.tasks_per_step. Lower it to bound a step's cost on data with many flat groups.",
+    )
 
 
 AUDIT_PROBE_TASKS = 2
@@ -287,7 +439,12 @@ class EvolverSettings(_Section):
         default="rule-based", description="rule-based: the embedded decision procedure (no LLM); llm: evolver.llm."
     )
     llm: LLMConfig | None = Field(default=None, description="The chat model for backend 'llm'.")
-    mode: Literal["in-process", "external"] = "in-process"
+    mode: Literal["in-process", "external"] = Field(
+        default="in-process",
+        description="in-process: the evolution points run inside the training process. external: the run only "
+        "serves the tools (run_dir/tool_server.json) and an evolver started apart, `harnessrl evolver --run-dir`, "
+        "holds training while it works (any machine that reaches the server; no torch needed).",
+    )
     every_steps: int = Field(default=5, ge=1, description="Evolution point every N steps when failures are present.")
     hold_s: float = Field(
         default=300,
@@ -330,8 +487,14 @@ class EvolverSettings(_Section):
         "task a step, never more than half the batch), instead of waiting for the draw to come round (docs/design.md "
         "section 4, 'Evidence draws'). Needs grpo.tasks_per_step >= 2.",
     )
-    graph: GraphConfig = Field(default_factory=GraphConfig)
-    trials: TrialConfig = Field(default_factory=TrialConfig)
+    graph: GraphConfig = Field(
+        default_factory=GraphConfig,
+        description="The evolver graph (attributor -> proposer -> critic): its bounds, prompts and remedies.",
+    )
+    trials: TrialConfig = Field(
+        default_factory=TrialConfig,
+        description="The critic's trials on the frozen policy: their budgets, sequential looks and acceptance rule.",
+    )
 
     def probe_tasks(self, processes: int) -> int:
         """The audit's probes per finding on ``processes`` training processes: the setting, or when it is null
@@ -352,24 +515,51 @@ class EvolverSettings(_Section):
 class TrainConfig(_Section):
     """A whole training run."""
 
-    run_dir: str = "runs/demo"
-    seed: int = 0
+    run_dir: str = Field(
+        default="runs/demo",
+        description="Where the run writes everything (config.yaml, events.jsonl, checkpoints/, report.html, ...); "
+        "one live training process at a time (--resume goes on there, --overwrite starts it again).",
+    )
+    seed: int = Field(
+        default=0,
+        description="The run's seed: task sampling, rollouts, the critic's trials (TRL's seed). Change it for "
+        "another sample of the same experiment; a bench sets it per run.",
+    )
     method: str = Field(
         default="harnessrl",
         description="The training method, one of the table of harnessrl.trainer.methods: " + methods_described(),
     )
     model: str = Field(default="embedded", description="'embedded' (SmolLM2-135M-Instruct), a hub id or a path.")
-    device: Literal["auto", "cpu", "cuda"] = "auto"
-    bf16: bool | None = Field(default=None, description="Default: on for CUDA, off on CPU.")
-    data: DataConfig = Field(default_factory=DataConfig)
-    judge: JudgeConfig = Field(default_factory=JudgeConfig)
-    grpo: GRPOSettings = Field(default_factory=GRPOSettings)
-    generation: GenerationConfig = Field(default_factory=GenerationConfig)
-    harness: HarnessConfig = Field(default_factory=HarnessConfig)
-    eval: EvalConfig = Field(default_factory=EvalConfig)
-    evolver: EvolverSettings = Field(default_factory=EvolverSettings)
-    dapo: DapoConfig = Field(default_factory=DapoConfig)
-    odf: DifficultyFilterSettings = Field(default_factory=DifficultyFilterSettings)
+    device: Literal["auto", "cpu", "cuda"] = Field(
+        default="auto",
+        description="Where the policy, the critic's rollouts, the evaluation and the semantic / local-lm judges "
+        "run (a judge's own device overrides it). auto: the GPU where there is one.",
+    )
+    bf16: bool | None = Field(
+        default=None,
+        description="Train in bf16 mixed precision. null: on for CUDA, off on a CPU (a CPU with AMX can set true: "
+        "faster, a less precise update).",
+    )
+    data: DataConfig = Field(default_factory=DataConfig, description="Where the tasks come from, and the splits.")
+    judge: JudgeConfig = Field(default_factory=JudgeConfig, description="The judge that grades rollouts for reward.")
+    grpo: GRPOSettings = Field(default_factory=GRPOSettings, description="TRL's GRPO settings.")
+    generation: GenerationConfig = Field(
+        default_factory=GenerationConfig, description="The rollout engine (transformers or vLLM) and its tuning."
+    )
+    harness: HarnessConfig = Field(
+        default_factory=HarnessConfig, description="The harness: detectors, memory, guidance, plug-in interfaces."
+    )
+    eval: EvalConfig = Field(default_factory=EvalConfig, description="Held-out evaluation (validation and test).")
+    evolver: EvolverSettings = Field(
+        default_factory=EvolverSettings, description="The evolver that changes the harness, and its critic."
+    )
+    dapo: DapoConfig = Field(
+        default_factory=DapoConfig,
+        description="DAPO's dynamic sampling (methods dapo and harnessrl): which groups are dropped and refilled.",
+    )
+    odf: DifficultyFilterSettings = Field(
+        default_factory=DifficultyFilterSettings, description="Online difficulty filtering (method odf)."
+    )
     lora: LoraSettings | None = Field(default=None, description="LoRA adapters (peft); null: full fine-tuning.")
     report_to: list[str] = Field(default_factory=list, description="TRL/transformers loggers, e.g. [wandb].")
 
@@ -488,13 +678,14 @@ def _explain(err: ValidationError, path: str | Path | None, overrides: dict[str,
     return "\n".join(lines)
 
 
-def load_train_config(path: str | Path | None = None, overrides: list[str] | None = None) -> TrainConfig:
-    """Read a YAML config and apply ``key.sub=value`` overrides (values parsed as YAML). An invalid setting
-    is a :class:`ConfigError` that names where it came from (the file, or the ``-s key=value``)."""
+def _read_settings(
+    path: str | Path | None, overrides: list[str] | None
+) -> tuple[dict[str, Any], dict[str, Any], list[tuple[str, Any, str]]]:
+    """The file's mapping, the settings after the overrides, and each override parsed: (key, value, as written)."""
     import yaml
 
-    data: dict[str, Any] = load_yaml(path) if path else {}
-    given: dict[str, str] = {}
+    file_data: dict[str, Any] = load_yaml(path) if path else {}
+    data, parsed = file_data, []
     for item in overrides or []:
         if "=" not in item:
             raise ConfigError(f"override {item!r} must look like key.sub=value, e.g. grpo.max_steps=10")
@@ -504,10 +695,36 @@ def load_train_config(path: str | Path | None = None, overrides: list[str] | Non
         except yaml.YAMLError as e:
             raise ConfigError(f"-s {item}: the value is not valid YAML ({getattr(e, 'problem', e)})") from None
         data = apply_overrides(data, {key.strip(): value})
-        given.pop(key.strip(), None)
-        given[key.strip()] = item
+        parsed.append((key.strip(), value, item))
+    return file_data, data, parsed
+
+
+def _validate(data: dict[str, Any], path: str | Path | None, parsed: list[tuple[str, Any, str]]) -> TrainConfig:
+    given: dict[str, str] = {}
+    for key, _, item in parsed:  # the last -s of a key is the one that holds
+        given.pop(key, None)
+        given[key] = item
     try:
         return TrainConfig.model_validate(data)
     except ValidationError as e:
         sources = " and ".join(x for x in (str(path) if path else "", "-s" if given else "") if x) or "the config"
         raise ConfigError(f"invalid settings (in {sources}):\n{_explain(e, path, given)}") from None
+
+
+def load_train_config(path: str | Path | None = None, overrides: list[str] | None = None) -> TrainConfig:
+    """Read a YAML config and apply ``key.sub=value`` overrides (values parsed as YAML). An invalid setting
+    is a :class:`ConfigError` that names where it came from (the file, or the ``-s key=value``)."""
+    _, data, parsed = _read_settings(path, overrides)
+    return _validate(data, path, parsed)
+
+
+def explain_train_config(
+    path: str | Path | None = None, overrides: list[str] | None = None
+) -> tuple[TrainConfig, list[ResolvedSetting]]:
+    """The config :func:`load_train_config` reads, and each of its values with its source: ``default``, the
+    file's path, the ``-s key=value`` that set it, or ``derived`` (a validator computed it from another setting,
+    e.g. ``evolver.enabled`` from ``method``, ``evolver.trials.max_new_tokens`` from
+    ``grpo.max_completion_length``)."""
+    file_data, data, parsed = _read_settings(path, overrides)
+    config = _validate(data, path, parsed)
+    return config, resolved_settings(config, file_data, parsed, file_label=str(path) if path else "file")
