@@ -121,6 +121,16 @@ def test_task_sampling_builds_any_of_its_remedies_by_name():
     assert [s.tag for s in TaskSampling.suggest(_evidence("non_discriminative_high"))] == ["demote"]
     solved = _evidence("non_discriminative_high").model_copy(update={"reference": None})
     assert [s.tag for s in TaskSampling.suggest(solved)] == ["retire", "demote"]
+    # ... or once a check of a reference term was measured for the failure and refused: the tightened rubric splits
+    # nothing either (a pending one has not decided yet)
+    for kind, tags in (("futile", ["retire", "demote"]), ("pending", ["demote"])):
+        tried = Attempt(
+            tool="edit_rubric",
+            payload={"remedy": "reference_term"},
+            trial=TrialView(accepted=False, verdict_kind=kind),
+        )
+        e = _evidence("non_discriminative_high", attempts=[tried])
+        assert [s.tag for s in TaskSampling.suggest(e)] == tags
     park = TaskSampling.suggestion("park", e)
     assert isinstance(park.update, ReweightTasks) and park.update.action == "park" and park.update.park_steps == 20
     assert TaskSampling.suggestion("no such remedy", e) is None

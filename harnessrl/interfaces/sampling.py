@@ -534,12 +534,18 @@ def _why_park(e: ProposalEvidence) -> str:
 
 
 def _retire(e: ProposalEvidence) -> ReweightTasks | None:
-    """Retire a solved task, only when its rubric is saturated with nothing left to tighten it by: never while the
+    """Retire a solved task, only when its rubric is saturated with nothing left to tighten it by: not while the
     reference answer states key terms the rollouts omit and the rubric does not ask for (a lax rubric is not a
-    solved task; its remedy is the rubric's ``reference_term``)."""
+    solved task; its remedy is the rubric's ``reference_term``), unless a check of such a term was already measured
+    for this failure and refused (the tightened rubric splits nothing either: the task is solved)."""
     if e.reference and e.settings.induced_criteria:
         existing = [c.check.model_dump(mode="json", exclude_none=True) for c in e.rubric if c.check is not None]
-        if reference_terms(e.prompt or "", e.reference, e.completions(), existing):
+        tried = any(
+            a.trial is not None and a.trial.accepted is False and a.trial.verdict_kind != "pending"
+            and str(a.payload.get("remedy") or "").startswith("reference_term")
+            for a in e.attempts
+        )  # fmt: skip
+        if not tried and reference_terms(e.prompt or "", e.reference, e.completions(), existing):
             return None
     return ReweightTasks(
         task_ids=[e.task_id],
