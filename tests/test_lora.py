@@ -10,8 +10,9 @@ import pytest
 import torch
 
 from harnessrl.models import load_causal_lm
-from harnessrl.trainer.run import _peft_config, evaluate_run, train
+from harnessrl.trainer.run import evaluate_run, train
 from harnessrl.trainer.train_config import LoraSettings, TrainConfig, load_train_config
+from harnessrl.trainer.trl_config import peft_config
 
 pytest.importorskip("peft")
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -64,13 +65,13 @@ def lora_run(tmp_path_factory, tiny_model_dir):
 
 
 def test_no_lora_section_means_full_fine_tuning(tmp_path):
-    assert _peft_config(TrainConfig()) is None
+    assert peft_config(TrainConfig()) is None
     assert TrainConfig().lora is None
 
 
 def test_lora_settings_reach_peft():
     cfg = TrainConfig.model_validate({"lora": {"r": 8, "alpha": 16, "dropout": 0.05, "target_modules": ["q_proj"]}})
-    peft_cfg = _peft_config(cfg)
+    peft_cfg = peft_config(cfg)
     assert (peft_cfg.r, peft_cfg.lora_alpha, peft_cfg.lora_dropout) == (8, 16, 0.05)
     assert set(peft_cfg.target_modules) == {"q_proj"}
     assert LoraSettings().target_modules == "all-linear"

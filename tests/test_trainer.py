@@ -809,11 +809,11 @@ def test_training_runs_the_evolver_at_evolution_points(tmp_path, model_dir, data
 def test_judges_follow_the_run_device_unless_told_otherwise():
     from harnessrl.judges.config import JudgeConfig
     from harnessrl.models import resolve_device
-    from harnessrl.trainer.run import _on_device
+    from harnessrl.trainer.trl_config import judge_on_device
 
     assert resolve_device("cuda:1") == "cuda:1" and resolve_device(None) == resolve_device("auto") in ("cpu", "cuda")
-    assert _on_device(JudgeConfig(), "cuda").device == "cuda"  # device: null follows the run
-    assert _on_device(JudgeConfig(device="cpu"), "cuda").device == "cpu"  # its own setting wins
+    assert judge_on_device(JudgeConfig(), "cuda").device == "cuda"  # device: null follows the run
+    assert judge_on_device(JudgeConfig(device="cpu"), "cuda").device == "cpu"  # its own setting wins
     assert JudgeConfig(backend="openai", model="m", base_url="http://x/v1").where() == "server http://x/v1"
     assert JudgeConfig(device="cuda:1").where() == "cuda:1"
 

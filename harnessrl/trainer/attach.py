@@ -13,7 +13,7 @@ on its own :class:`~harnessrl.trainer.grpo_trainer.HarnessGRPOTrainer` (one path
   --run-dir`` holds training through.
 
 The harness never sees a gold rubric (docs/design.md §8): pass it tasks without one (``harnessrl train`` strips
-them; :func:`harnessrl.trainer.run.load_run_tasks`).
+them; :func:`harnessrl.trainer.run_tasks.load_run_tasks`).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Resuming a run that was killed: what a resumed run restores, and the run directory made to agree with the
 checkpoint it goes on from.
 
-This module is the one home of resume: the run (:mod:`harnessrl.trainer.run`) asks it at each stage, and it
-asks each part for its own saved state. The run's records (metrics, events, totals) are read through
+This module is the one home of resume: the run (:mod:`harnessrl.trainer.run_stages`) asks it at each stage, and
+it asks each part for its own saved state. The run's records (metrics, events, totals) are read through
 :mod:`harnessrl.records.run_record`, as the report and the bench's analysis read them. What a resumed run
 restores, and from where:
 
