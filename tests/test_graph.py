@@ -1015,7 +1015,8 @@ def _failure(kind: str, task_id: str, **evidence) -> dict:
         (
             _failure("reference_below_policy", "t_low", reference_reward=0.2, median_reward=0.5),
             "rubric_criteria",
-            lambda p: p["add"][0]["check"] == {"type": "word_count", "min": 3},  # the reference is "100"
+            # the reference is "100": 1.2 x its one word is a bound no rollout meets, raised to their lower quartile
+            lambda p: p["add"][0]["check"]["type"] == "word_count" and "lower quartile" in p["rationale"],
         ),
         (
             _failure("reference_below_policy", "t_ref", reference_reward=0.2, median_reward=0.5),

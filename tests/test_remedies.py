@@ -69,7 +69,8 @@ def test_the_evidence_is_typed():
 
 
 def test_the_rubric_interface_proposes_its_own_edits():
-    (first, revise, padding) = RubricCriteria.suggest(_evidence("spurious_length", evidence={"rho": 0.8, "n": 8}))
+    e = _evidence("spurious_length", words=(15, 40, 50, 60), evidence={"rho": 0.8, "n": 8})
+    (first, revise, padding) = RubricCriteria.suggest(e)
     assert [first.tag, revise.tag, padding.tag] == ["length_pitfall", "length_revise", "padding_pitfall"]
     assert isinstance(first.update, EditRubric)
     (pitfall,) = first.update.add
@@ -94,20 +95,38 @@ def test_the_rubric_interface_proposes_its_own_edits():
     assert (first.id, second.id, first.weight) == ("reference_term_1", "reference_term_2", 2.0)
 
 
+def test_a_length_bound_no_rollout_meets_is_raised_to_their_lower_quartile():
+    """1.2 x the reference's 14 words is 17, and every rollout (30 to 60 words) breaks it: such a pitfall splits no
+    group, so the bound is the rollouts' lower quartile (30); one rollout within 17 keeps it at 17."""
+    raised = RubricCriteria.suggest(_evidence("spurious_length"))[0].update
+    assert raised.add[0].check.min == 31 and "lower quartile" in raised.rationale
+    (kept,) = RubricCriteria.suggest(_evidence("spurious_length", words=(15, 40, 50, 60)))[0].update.add
+    assert kept.check.min == 18
+
+
+def test_a_flat_group_whose_rollouts_commit_a_pitfall_is_hinted_to_avoid_it():
+    e = _evidence("non_discriminative_low", verdicts=(0.0, 1.0))
+    pit = e.rubric[0].model_copy(update={"id": "p", "text": "The response is longer than 17 words", "weight": -1.5})
+    rollouts = [r.model_copy(update={"verdicts": {**r.verdicts, "p": 1.0}}) for r in e.rollouts]
+    e = e.model_copy(update={"rubric": [*e.rubric, pit], "rollouts": rollouts})
+    (guide, _more) = RolloutGuidance.suggest(e)
+    assert guide.update.text == "A good answer must avoid each of these: the response is longer than 17 words."
+
+
 def test_a_revision_reads_the_earlier_attempt_and_the_trial():
-    first = RubricCriteria.suggest(_evidence("spurious_length"))[0]
+    first = RubricCriteria.suggest(_evidence("spurious_length", words=(15, 40, 50, 60)))[0]
     attempt = Attempt(tool="edit_rubric", payload=first.builder_arguments())
     trial = TrialView(
         accepted=False,
         verdict_kind="reference_guard",
         reason="rejected by the reference guard: the reference answer lost score",
     )
-    e = _evidence("spurious_length", attempts=[attempt], trial=trial)
+    e = _evidence("spurious_length", words=(15, 40, 50, 60), attempts=[attempt], trial=trial)
     revise = next(s for s in RubricCriteria.suggest(e) if s.tag == "length_revise")
     assert revise.update.add[0].check.min == 23  # looser: ceil(17 x 1.25) + 1
     # the typed verdict decides, not the reason's words: a refusal whose reason names the reference is tighter
     worded = TrialView(accepted=False, verdict_kind="not_reliable", reason="the reference answer's rank held")
-    e = _evidence("spurious_length", attempts=[attempt], trial=worded)
+    e = _evidence("spurious_length", words=(15, 40, 50, 60), attempts=[attempt], trial=worded)
     tighter = next(s for s in RubricCriteria.suggest(e) if s.tag == "length_revise")
     assert tighter.update.add[0].check.min < 18 and tighter.update.add[0].weight == -3.0
     guided = RolloutGuidance.suggest(_evidence("non_discriminative_low", verdicts=(0.0, 0.0)))

@@ -448,9 +448,22 @@ def _hint_targets(e: ProposalEvidence) -> list[Criterion]:
     return [c for c in e.positive if not e.reference_fails(c)]
 
 
+def _committed_pitfalls(e: ProposalEvidence) -> list[Criterion]:
+    """The pitfalls most of the rollouts commit (mean verdict at least 0.5) and the reference answer does not."""
+    means = e.criterion_means()
+    return [c for c in e.rubric if c.weight < 0 and means.get(c.id, 0.0) >= 0.5 and not e.reference_fails(c)]
+
+
 def _failing_hint(e: ProposalEvidence) -> str | None:
     """'A good answer must meet each of these: ...': the positive criteria the rollouts fail (all of them
-    when none fails), heaviest first; none the reference answer fails (:func:`_hint_targets`)."""
+    when none fails), heaviest first; none the reference answer fails (:func:`_hint_targets`). When most rollouts
+    commit a pitfall the reference avoids (a length bound every rollout breaks), the hint is to avoid it: that is what
+    makes the group flat, and a hint toward the positive criteria would push the other way (toward what a spurious
+    reward pays for)."""
+    committed = _committed_pitfalls(e)
+    if committed:
+        texts = [as_sentence(clip_text(c.text, 200)) for c in sorted(committed, key=lambda c: c.weight) if c.text]
+        return clip_text("A good answer must avoid each of these: " + "; ".join(texts) + ".", 600)
     means = e.criterion_means()
     targets = _hint_targets(e)
     if targets != e.positive and not any(means.get(c.id, 0.0) < 0.5 for c in targets):
@@ -469,7 +482,10 @@ def _guide(e: ProposalEvidence) -> SetGuidance | None:
         return None
     means = e.criterion_means()
     failing = [f"{c.id} (mean verdict {means[c.id]:.2f})" for c in _hint_targets(e) if means.get(c.id, 1) < 0.5]
+    committed = [f"{c.id} (committed by mean {means[c.id]:.2f})" for c in _committed_pitfalls(e)]
     why = f"failing criteria {', '.join(failing)}" if failing else "the task's criteria"
+    if committed:
+        why = f"the pitfalls most rollouts commit, {', '.join(committed)}"
     return SetGuidance(
         scope="task",
         target=e.task_id,

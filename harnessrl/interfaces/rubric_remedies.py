@@ -161,6 +161,21 @@ def _length_limit(e: ProposalEvidence, factor: float) -> tuple[int, str] | None:
     return None
 
 
+def _reachable(e: ProposalEvidence, limit: int) -> tuple[int, str]:
+    """``limit``, or, when fewer than a quarter of the task's rollouts are within it, their lower quartile: a length
+    bound every rollout breaks splits no group (each commits the pitfall alike, the rewards fall together and the
+    group teaches nothing), while one part of the group meets pushes the rest toward it; a later revision tightens it
+    toward the reference as the policy shortens. The second item says why (empty: unchanged)."""
+    lengths = sorted(e.policy_words())
+    if len(lengths) < 4 or sum(n <= limit for n in lengths) * 4 >= len(lengths):
+        return limit, ""
+    quartile = lengths[(len(lengths) - 1) // 4]
+    return quartile, (
+        f", raised from {limit} to the rollouts' lower quartile ({quartile} words: no rollout of {len(lengths)} "
+        f"met {limit}, and a bound every rollout breaks splits no group)"
+    )
+
+
 def _length_pitfall_edit(e: ProposalEvidence, limit: int, weight: float, why: str) -> EditRubric:
     text = f"The response is longer than {limit} words (padding instead of substance)."
     pitfall = new_criterion("length_pitfall", text, -round_weight(weight), {"type": "word_count", "min": limit + 1})
@@ -172,6 +187,9 @@ def _length_pitfall(e: ProposalEvidence, margin: float | None = None) -> EditRub
     if got is None:
         return None
     limit, basis = got
+    if _prompt_word_limit(e) is None:  # a bound of the reference's, not the prompt's: one part of the group meets
+        limit, raised = _reachable(e, limit)
+        basis += raised
     weight = 0.5 * e.sum_pos
     # a reference_below_policy failure comes here too (its length remedy): its rollouts counted, no rho
     spurious = e.ev.narrow(SpuriousEvidence)
@@ -215,9 +233,13 @@ def _length_revise(e: ProposalEvidence) -> EditRubric | None:
     else:
         base = e.ref_words or prev
         limit = min(prev - 1, math.ceil(1.0 * base)) if prev > 1 else prev
+        raised = ""
+        if _prompt_word_limit(e) is None:
+            limit, raised = _reachable(e, limit)
+            limit = min(limit, prev - 1) if prev > 1 else limit
         weight = 1.0 * e.sum_pos
-        why = f"the correlation did not fall enough ({reason or measured[:200]}); a tighter limit ({prev} → {limit})"
-        why += f" at twice the weight (-{round_weight(weight)})"
+        why = f"the correlation did not fall enough ({reason or measured[:200]}); a tighter limit ({prev} → {limit}"
+        why += f"{raised}) at twice the weight (-{round_weight(weight)})"
     return _length_pitfall_edit(e, limit, weight, f"Revision after the critic's reject: {why}.")
 
 
