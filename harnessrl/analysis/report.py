@@ -43,6 +43,7 @@ from harnessrl.analysis.results import (
     oracle_gap,
     oracle_method,
     run_figures,
+    runs_evolver,
     same_name,
     with_equal_cost,
 )
@@ -741,6 +742,12 @@ def _oracle_lines(gap: dict[str, Any] | None, agg: dict[str, Any]) -> list[str]:
         f"ahead by at least {gap['min_gap']} (a share of a smaller gap is noise).",
         "",
     ]
+    if gap.get("plain"):  # reports made before 2026-12-07 have no such key: their oracle was always plain GRPO
+        lines += [
+            f"{gap['oracle']} is plain GRPO on the gold rubrics, not the harness's own trainer (DAPO's refill, hints): "
+            "a bound for plain GRPO, not a ceiling for the harness; run `oracle-harness` for that (docs/design.md §8).",
+            "",
+        ]
     if gap.get("note"):
         return [*lines, f"No share: {gap['note']}.", ""]
     others = [m for m in agg if m not in (gap["oracle"], gap["fixed"])]
@@ -1004,7 +1011,7 @@ def _trial_cost_lines(a: dict[str, Any]) -> list[str]:
 
 def _misfire_lines(figures: list[dict[str, Any]], agg: dict[str, Any]) -> list[str]:
     """The misfires the reference evidence exists to prevent, summed over each harness arm's runs."""
-    arms = [m for m in agg if is_harness_arm(m, agg) or is_oracle(m, agg)]
+    arms = [m for m in agg if runs_evolver(m, agg)]
     rows = []
     for m in arms:
         counted = [f["misfires"] for f in figures if f["method"] == m and f.get("misfires")]

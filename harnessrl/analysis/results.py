@@ -62,6 +62,7 @@ __all__ = [
     "oracle_method",
     "plain_oracle",
     "run_figures",
+    "runs_evolver",
     "same_name",
     "stat",
     "t_interval",
@@ -687,6 +688,12 @@ def oracle_method(agg: dict[str, Any]) -> str | None:
     return (same_trainer or oracles or [None])[0]
 
 
+def runs_evolver(method: str, agg: dict[str, Any]) -> bool:
+    """Whether a bench method's runs run the evolver (a harness arm, or the oracle trained by the harness)."""
+    spec = _spec(method, agg)
+    return spec is not None and spec.evolver
+
+
 def plain_oracle(agg: dict[str, Any]) -> bool:
     """Whether the bench's oracle (:func:`oracle_method`) is plain GRPO on gold, not the harness's own trainer."""
     oracle = oracle_method(agg)
@@ -919,7 +926,14 @@ def oracle_gap(agg: dict[str, Any]) -> dict[str, Any] | None:
     oracle, fixed = oracle_method(agg), _reference(agg, FIXED_METHOD)
     if oracle is None or fixed is None:
         return None
-    out: dict[str, Any] = {"oracle": oracle, "fixed": fixed, "min_gap": MIN_ORACLE_GAP, "note": None, "at": {}}
+    out: dict[str, Any] = {
+        "oracle": oracle,
+        "fixed": fixed,
+        "plain": plain_oracle(agg),
+        "min_gap": MIN_ORACLE_GAP,
+        "note": None,
+        "at": {},
+    }
     ungraded = [m for m in (fixed, oracle) if agg[m].get("graded_with") != "gold"]
     if ungraded:
         out["note"] = (
@@ -943,8 +957,10 @@ def fault_check(agg: dict[str, Any]) -> dict[str, Any] | None:
     """Does each injected failure show where it should? For ``fixed`` and ``oracle`` (those present), per
     family: the training shares of flat all-low and all-high groups, the proxy and gold test scores at
     step 0 and at the end (seed means), and oracle minus fixed on gold at the end with the spread of the
-    per-seed differences (``exceeds_spread``: the mean difference is larger than their std)."""
-    fixed, oracle = _reference(agg, FIXED_METHOD), oracle_method(agg)
+    per-seed differences (``exceeds_spread``: the mean difference is larger than their std). The oracle here is
+    plain GRPO on gold when the bench has it (does the failure hurt fixed GRPO: the same trainer on the two rubrics),
+    else the bench's oracle."""
+    fixed, oracle = _reference(agg, FIXED_METHOD), _reference(agg, ORACLE_METHOD) or oracle_method(agg)
     present = {role: m for role, m in (("fixed", fixed), ("oracle", oracle)) if m is not None}
     if not present:
         return None
