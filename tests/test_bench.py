@@ -114,7 +114,9 @@ def test_methods_are_named_overrides_and_resolve_in_order(tmp_path):
     assert by["dapo", 1]["run_dir"] == str(tmp_path / "bench" / "dapo" / "seed1")
     assert by["harnessrl-llm", 0]["evolver"]["backend"] == "llm"
     assert by["harnessrl-llm", 0]["evolver"]["llm"]["model"] == "m"
-    assert by["fixed", 0]["evolver"]["enabled"] is False and by["harnessrl-llm", 0]["evolver"]["enabled"] is True
+    # whether the evolver runs is the method's alone: the settings never write the deprecated evolver.enabled
+    assert by["fixed", 0]["method"] == "fixed" and by["harnessrl-llm", 0]["method"] == "harnessrl"
+    assert "enabled" not in by["fixed", 0]["evolver"]
     # a mapping value merges into its section instead of replacing it
     merged = apply_overrides({"grpo": {"a": 1, "b": 2}}, {"grpo": {"b": 3}, "x.y.z": 4})
     assert merged == {"grpo": {"a": 1, "b": 3}, "x": {"y": {"z": 4}}}
