@@ -299,6 +299,16 @@ def test_oracle_is_the_bound_not_a_baseline(gold_bench):
     # by its method setting, whatever the name
     renamed = {"bound": {**agg["oracle"]}, "fixed": agg["fixed"]}
     assert is_oracle("bound", renamed) and not is_harness_arm("bound", renamed)
+    # the table decides, not the name: a method trained on gold by the harness's own trainer is an oracle too
+    gold_harness = {"ceiling": {**agg["harnessrl"], "trainer_method": "oracle-harness"}}
+    assert is_oracle("ceiling", gold_harness) and not is_harness_arm("ceiling", gold_harness)
+    # a runs' method the table does not know (old results, a method registered elsewhere): the bench method's name
+    # decides when the table knows it, else the method is a baseline
+    unknown = {
+        "oracle": {**agg["oracle"], "trainer_method": "gold-grpo-v0"},
+        "x": {**agg["oracle"], "trainer_method": None},
+    }
+    assert is_oracle("oracle", unknown) and not is_oracle("x", unknown) and not is_harness_arm("x", unknown)
 
 
 def test_comparisons_carry_a_t_interval_and_a_task_bootstrap(gold_bench):

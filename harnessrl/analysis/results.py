@@ -38,7 +38,7 @@ from harnessrl.analysis.per_run import TRIAL_COST_FIELDS, RunData, run_figures, 
 from harnessrl.errors import HarnessRLError
 from harnessrl.records.run_dir import read_json_file
 from harnessrl.records.run_record import finite_number
-from harnessrl.trainer.methods import METHOD_TABLE, RENAMED_METHODS
+from harnessrl.trainer.methods import METHOD_TABLE, RENAMED_METHODS, MethodSpec, plain_method
 
 __all__ = [
     "FIXED_METHOD",
@@ -68,11 +68,12 @@ __all__ = [
     "with_equal_cost",
 ]
 
-ORACLE_METHOD = "oracle"
-"""The trainer method that trains plain GRPO on the gold rubrics: the bound, not a baseline."""
+ORACLE_METHOD = plain_method("gold")
+"""The trainer method that trains plain GRPO on the gold rubrics (``oracle``, from the method table): the bound, not
+a baseline."""
 
-FIXED_METHOD = "fixed"
-"""The trainer method the oracle gap starts from (plain GRPO on the training rubric)."""
+FIXED_METHOD = plain_method()
+"""The trainer method the oracle gap starts from: plain GRPO on the training rubric (``fixed``, from the table)."""
 
 MIN_ORACLE_GAP = 0.01
 """Below this oracle-minus-fixed difference a share of the gap is not computed (noise over a tiny gap)."""
@@ -279,11 +280,15 @@ def _paired_score(a: dict[str, Any], b: dict[str, Any], key: str) -> dict[str, A
     return d
 
 
-def _spec(method: str, agg: dict[str, Any]):
-    """The method table's entry for a bench method's runs' ``method`` setting (None: not in the table)."""
-    trainer = agg.get(method, {}).get("trainer_method")
-    trainer = RENAMED_METHODS.get(trainer, trainer)
-    return METHOD_TABLE.get(trainer) if trainer is not None else None
+def _spec(method: str, agg: dict[str, Any]) -> MethodSpec | None:
+    """The method table's entry for a bench method's runs' ``method`` setting (its name now when renamed since). A
+    setting the table does not know (a method registered elsewhere, or none recorded) falls back to the bench
+    method's own name when the table knows that; None when neither is in the table (the method is then a baseline)."""
+    for name in (agg.get(method, {}).get("trainer_method"), method):
+        spec = METHOD_TABLE.get(RENAMED_METHODS.get(name, name)) if name is not None else None
+        if spec is not None:
+            return spec
+    return None
 
 
 def is_harness_arm(method: str, agg: dict[str, Any]) -> bool:
@@ -325,8 +330,8 @@ def plain_oracle(agg: dict[str, Any]) -> bool:
 
 
 def _reference(agg: dict[str, Any], trainer_method: str) -> str | None:
-    """The method that stands for a built-in one (``fixed``, ``oracle``): the bench method of that name when its
-    runs' ``method`` setting is it, else the first whose runs' setting is it."""
+    """The method that stands for a built-in one (:data:`FIXED_METHOD`, :data:`ORACLE_METHOD`): the bench method of
+    that name when its runs' ``method`` setting is it, else the first whose runs' setting is it."""
     if agg.get(trainer_method, {}).get("trainer_method") == trainer_method:
         return trainer_method
     return next((m for m, a in agg.items() if a.get("trainer_method") == trainer_method), None)
