@@ -802,7 +802,7 @@ def shape_config(shape: Shape, run_dir: Path, model_dir: Path, args: argparse.Na
             "save_total_limit": 1,
         },
         "harness": {"memory": {"enabled": False}},
-        "evolver": {"enabled": True, "backend": "rule-based", "every_steps": args.evolver_every},
+        "evolver": {"backend": "rule-based", "every_steps": args.evolver_every},
         "eval": {"before_training": False, "every_steps": None},
     }
 

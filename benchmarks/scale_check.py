@@ -69,7 +69,6 @@ def part_config(part: str, model_dir: Path, run_dir: Path, args: argparse.Namesp
         "generation": generation,
         "harness": {"memory": {"enabled": False}},
         "evolver": {
-            "enabled": True,
             "backend": "rule-based",
             "every_steps": 2,
             "trials": {"max_rollout_share": None, "max_new_tokens": args.tokens},

@@ -19,6 +19,7 @@ import yaml
 from helpers import task_row
 from typer.testing import CliRunner
 
+from harnessrl.analysis.figures import RunFigures
 from harnessrl.analysis.report import write_bench_report
 from harnessrl.analysis.results import aggregate, compare, load_runs, run_figures
 from harnessrl.bench.config import BenchConfig, apply_overrides, builtin_methods, load_bench_config
@@ -114,7 +115,9 @@ def test_methods_are_named_overrides_and_resolve_in_order(tmp_path):
     assert by["dapo", 1]["run_dir"] == str(tmp_path / "bench" / "dapo" / "seed1")
     assert by["harnessrl-llm", 0]["evolver"]["backend"] == "llm"
     assert by["harnessrl-llm", 0]["evolver"]["llm"]["model"] == "m"
-    assert by["fixed", 0]["evolver"]["enabled"] is False and by["harnessrl-llm", 0]["evolver"]["enabled"] is True
+    # whether the evolver runs is the method's alone: the settings never write the deprecated evolver.enabled
+    assert by["fixed", 0]["method"] == "fixed" and by["harnessrl-llm", 0]["method"] == "harnessrl"
+    assert "enabled" not in by["fixed", 0]["evolver"]
     # a mapping value merges into its section instead of replacing it
     merged = apply_overrides({"grpo": {"a": 1, "b": 2}}, {"grpo": {"b": 3}, "x.y.z": 4})
     assert merged == {"grpo": {"a": 1, "b": 3}, "x": {"y": {"z": 4}}}
@@ -637,17 +640,23 @@ def test_mixed_results_are_reported_as_mixed():
     for seed, (h, b) in enumerate([(0.4, 0.3), (0.3, 0.35), (0.5, 0.45)]):
         for method, v in (("harnessrl", h), ("fixed", b)):
             figs.append(
-                {
-                    "method": method,
-                    "trainer_method": method,
-                    "seed": seed,
-                    "complete": True,
-                    "test_at_best": v,
-                    "test_end": v,
-                    "steps_to_best": 2,
-                    "test_at_best_per_domain": {},
-                    "test_end_per_domain": {},
-                }
+                RunFigures(
+                    method=method,
+                    trainer_method=method,
+                    seed=seed,
+                    path="",
+                    complete=True,
+                    status="done",
+                    split="validation/test",
+                    rollouts_spent_source="",
+                    steps=4,
+                    test_curve=[],
+                    test_at_best=v,
+                    test_end=v,
+                    steps_to_best=2,
+                    test_at_best_per_domain={},
+                    test_end_per_domain={},
+                )
             )
     c = compare(aggregate(figs))[0]
     assert c["test_at_best"]["higher"] == 2 and c["test_at_best"]["lower"] == 1
@@ -681,12 +690,12 @@ def test_totals_come_from_the_summary_alone_and_a_run_not_ended_has_none(tmp_pat
     run = make_run(tmp_path / "bench", "fixed", 0, val={0: 0.1}, test={0: 0.1}, steps=2, eff=0.4)
     _jsonl(run / "metrics.jsonl", [{"step": 1, "effective_group_ratio": 0.9, "rollouts/generated": 1000}, {"step": 2}])
     f = run_figures(load_runs(tmp_path / "bench")[0][0])
-    assert f["effective_group_ratio"] == pytest.approx(0.4) and f["rollouts_generated"] == 16
-    assert f["rollouts_spent"] == 16 and f["steps"] == 2
+    assert f.effective_group_ratio == pytest.approx(0.4) and f.rollouts_generated == 16
+    assert f.rollouts_spent == 16 and f.steps == 2
     (run / "summary.json").unlink()  # still going (or killed): no totals yet, the steps logged so far
     f = run_figures(load_runs(tmp_path / "bench")[0][0])
-    assert not f["complete"] and f["steps"] == 2
-    assert f["effective_group_ratio"] is None and f["rollouts_spent"] is None and f["judge_calls"] is None
+    assert not f.complete and f.steps == 2
+    assert f.effective_group_ratio is None and f.rollouts_spent is None and f.judge_calls is None
 
 
 def test_wall_time_counts_every_attempt_of_a_resumed_run(tmp_path):
@@ -705,12 +714,12 @@ def test_wall_time_counts_every_attempt_of_a_resumed_run(tmp_path):
     }
     (root / "bench.json").write_text(json.dumps(manifest))
     f = run_figures(load_runs(root)[0][0])
-    assert f["wall_seconds"] == 300.0  # two processes, as the bench timed them
-    assert f["harness_overhead_share"] == pytest.approx(0.1)  # within the process that measured it
+    assert f.wall_seconds == 300.0  # two processes, as the bench timed them
+    assert f.harness_overhead_share == pytest.approx(0.1)  # within the process that measured it
     manifest["runs"]["harnessrl/seed0"].update(status="running", wall_seconds=0.0)  # going again: not timed yet
     (root / "bench.json").write_text(json.dumps(manifest))
     (run / "summary.json").unlink()
-    assert run_figures(load_runs(root)[0][0])["wall_seconds"] is None
+    assert run_figures(load_runs(root)[0][0]).wall_seconds is None
 
 
 def test_bench_report_command(synthetic_bench):

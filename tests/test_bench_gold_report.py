@@ -28,6 +28,7 @@ import yaml
 from helpers import task_row
 from typer.testing import CliRunner
 
+from harnessrl.analysis.figures import RunFigures
 from harnessrl.analysis.plots import PLOTS
 from harnessrl.analysis.report import _finite, _shown, write_bench_report
 from harnessrl.analysis.results import (
@@ -204,13 +205,18 @@ def gold_bench(tmp_path) -> Path:
     return root
 
 
-def _figures(root: Path) -> list[dict]:
+def _figures(root: Path) -> list[RunFigures]:
     return with_equal_cost([run_figures(r) for r in load_runs(root)[0]])
+
+
+def _rows(root: Path) -> dict[tuple[str, int], dict]:
+    """Each run's figures as results.json writes them, by method and seed."""
+    return {(f.method, f.seed): f.to_row() for f in _figures(root)}
 
 
 # --------------------------------------------------------------------------------------- per run, per method
 def test_per_family_gold_and_proxy_figures_of_a_run(gold_bench):
-    figs = {(f["method"], f["seed"]): f for f in _figures(gold_bench)}
+    figs = _rows(gold_bench)
     f = figs["fixed", 1]
     assert f["graded_with"] == "gold"
     assert f["test_end"] == pytest.approx((0.2 + 0.71) / 2)
@@ -251,7 +257,7 @@ def test_aggregate_gives_per_family_means_over_seeds(gold_bench):
 
 # --------------------------------------------------------------------------------------- equal cost
 def test_equal_cost_scores_each_run_within_its_seeds_budget(gold_bench):
-    figs = {(f["method"], f["seed"]): f for f in _figures(gold_bench)}
+    figs = _rows(gold_bench)
     # fixed, dapo, oracle spend 8 a step (32); the harness 8 + 4 trial rollouts a step (48)
     assert figs["harnessrl", 0]["rollouts_spent"] == 48 and figs["fixed", 0]["rollouts_spent"] == 32
     for seed in (0, 1, 2):
@@ -265,12 +271,23 @@ def test_equal_cost_scores_each_run_within_its_seeds_budget(gold_bench):
 
 def test_equal_cost_budget_is_per_seed_and_a_run_with_no_evaluation_inside_has_none():
     def fig(method, seed, spent, curve):
-        return {"method": method, "seed": seed, "rollouts_spent": spent, "test_curve": curve}
+        return RunFigures(
+            method=method,
+            seed=seed,
+            path="",
+            complete=True,
+            status="done",
+            split="validation/test",
+            rollouts_spent_source="",
+            steps=3,
+            rollouts_spent=spent,
+            test_curve=curve,
+        )
 
     curve = [{"step": s, "score": s / 10, "proxy": None, "rollouts_spent": 10.0 * s} for s in (1, 3)]
     out = with_equal_cost([fig("a", 0, 30.0, curve), fig("b", 0, 25.0, curve), fig("a", 1, 5.0, curve)])
-    assert [(f["equal_rollouts_budget"], f["equal_rollouts_step"]) for f in out] == [(25.0, 1), (25.0, 1), (5.0, None)]
-    assert out[2]["test_at_equal_rollouts"] is None
+    assert [(f.equal_rollouts_budget, f.equal_rollouts_step) for f in out] == [(25.0, 1), (25.0, 1), (5.0, None)]
+    assert out[2].test_at_equal_rollouts is None
 
 
 # --------------------------------------------------------------------------------------- comparisons
@@ -282,6 +299,16 @@ def test_oracle_is_the_bound_not_a_baseline(gold_bench):
     # by its method setting, whatever the name
     renamed = {"bound": {**agg["oracle"]}, "fixed": agg["fixed"]}
     assert is_oracle("bound", renamed) and not is_harness_arm("bound", renamed)
+    # the table decides, not the name: a method trained on gold by the harness's own trainer is an oracle too
+    gold_harness = {"ceiling": {**agg["harnessrl"], "trainer_method": "oracle-harness"}}
+    assert is_oracle("ceiling", gold_harness) and not is_harness_arm("ceiling", gold_harness)
+    # a runs' method the table does not know (old results, a method registered elsewhere): the bench method's name
+    # decides when the table knows it, else the method is a baseline
+    unknown = {
+        "oracle": {**agg["oracle"], "trainer_method": "gold-grpo-v0"},
+        "x": {**agg["oracle"], "trainer_method": None},
+    }
+    assert is_oracle("oracle", unknown) and not is_oracle("x", unknown) and not is_harness_arm("x", unknown)
 
 
 def test_comparisons_carry_a_t_interval_and_a_task_bootstrap(gold_bench):

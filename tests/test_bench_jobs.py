@@ -192,7 +192,7 @@ def test_a_setting_the_method_never_reads_does_not_make_a_finished_run_stale(tmp
 
 
 def test_what_the_harness_did_is_read_from_the_events_per_family(tmp_path):
-    from harnessrl.analysis.results import RunData, harness_decisions
+    from harnessrl.analysis.per_run import RunData, harness_decisions
 
     run = tmp_path / "run"
     run.mkdir()
@@ -238,7 +238,7 @@ def test_what_the_harness_did_is_read_from_the_events_per_family(tmp_path):
         {"kind": "give_up", "task_id": "a2", "failure_kind": "non_discriminative_high"},
     ]
     (run / "events.jsonl").write_text("".join(json.dumps({"time": 0, "step": 5, **e}) + "\n" for e in events))
-    got = harness_decisions(RunData.read(run, "harnessrl", 0))
+    got = {fam: d.model_dump() for fam, d in harness_decisions(RunData.read(run, "harnessrl", 0)).items()}
     assert got == {
         "hard": {"commits": {"task_sampling:park": 1}, "rejected": {}, "gave_up": 0},
         "lax": {

@@ -33,9 +33,9 @@ from harnessrl.analysis.decisions import (
     legacy_remedy_tag,
     refusal_kind,
 )
+from harnessrl.analysis.per_run import RunData, harness_decisions, trial_costs
 from harnessrl.analysis.plots import PLOTS
 from harnessrl.analysis.report import _markdown, write_bench_report
-from harnessrl.analysis.results import RunData, harness_decisions, trial_costs
 from harnessrl.records import read_jsonl
 from harnessrl.records.events import Event
 from harnessrl.records.run_record import Missing, RunConfigView, RunRecord
@@ -274,8 +274,8 @@ def test_a_refusal_is_read_from_the_candidates_latest_trial(tmp_path):
         _ev("verdict", 4, candidate_id="c1", interface="rubric_criteria", verdict="rejected", reason=reason),
     ]
     run = _run_of(events, tmp_path, train_tasks={"a1": {"family": "lax"}})
-    assert harness_decisions(run)["lax"]["rejected"] == {"too_small": 1}
-    assert trial_costs(run)["rubric_criteria:requirement"]["trials"] == 2
+    assert harness_decisions(run)["lax"].rejected == {"too_small": 1}
+    assert trial_costs(run)["rubric_criteria:requirement"].trials == 2
 
 
 def test_a_hint_on_probation_and_its_revert_are_decisions_of_their_own(tmp_path):
@@ -304,7 +304,7 @@ def test_a_hint_on_probation_and_its_revert_are_decisions_of_their_own(tmp_path)
         ),
     ]
     run = _run_of(events, tmp_path, train_tasks={"b1": {"family": "tag"}, "b2": {"family": "tag"}})
-    assert harness_decisions(run)["tag"]["commits"] == {
+    assert harness_decisions(run)["tag"].commits == {
         "rollout_guidance:guide (on probation)": 1,
         "rollout_guidance:revert": 1,
     }
@@ -358,18 +358,23 @@ def test_a_reverted_rubric_probation_reaches_only_the_groups_it_graded(tmp_path)
 
 
 # --------------------------------------------------------------------------------------- what the report says
+def _dumped(figures: dict) -> dict:
+    """Per family or remedy, the typed figures as results.json writes them."""
+    return {k: v.model_dump() for k, v in figures.items()}
+
+
 def test_harness_decisions_and_trial_costs_read_typed_and_legacy_events(repair_bench):
     new = RunData.read(repair_bench / "harnessrl" / "seed0", "harnessrl", 0)
-    assert harness_decisions(new) == {
+    assert _dumped(harness_decisions(new)) == {
         "ctrl": {"commits": {}, "rejected": {"not_reliable": 1}, "gave_up": 0},
         "lax": {"commits": {"rubric_criteria:requirement": 1}, "rejected": {}, "gave_up": 0},  # once, a1 and a2
     }
-    assert trial_costs(new) == {
+    assert _dumped(trial_costs(new)) == {
         "rollout_guidance:guide": {"trials": 1, "accepted": 0, "rollouts": 8, "judge_calls": 2, "seconds": 1.0},
         "rubric_criteria:requirement": {"trials": 1, "accepted": 1, "rollouts": 4, "judge_calls": 2, "seconds": 1.0},
     }
     old = RunData.read(repair_bench / "harnessrl" / "seed1", "harnessrl", 1)
-    assert harness_decisions(old) == {
+    assert _dumped(harness_decisions(old)) == {
         "ctrl": {"commits": {"task_sampling:park": 1, "rollout_guidance:guide_more": 1}, "rejected": {}, "gave_up": 0},
         "lax": {
             "commits": {"rubric_criteria:induced": 1, "rollout_guidance:guide_more": 1},
@@ -522,7 +527,7 @@ def test_the_demo_runs_events_give_the_decisions_they_gave_before_the_typed_read
     bench/decisions.py."""
     events = REPO / "tests" / "data" / "demo-735bc61-events.jsonl"
     run = _run_of(read_jsonl(events), events.parent)
-    decisions = harness_decisions(run)
+    decisions = _dumped(harness_decisions(run))
     assert decisions["if-004"] == {"commits": {"rubric_criteria:replace_harder": 1}, "rejected": {}, "gave_up": 0}
     assert decisions["med-004"] == {"commits": {"task_sampling:park": 1}, "rejected": {"budget": 2}, "gave_up": 0}
     assert decisions["wri-010"] == {
@@ -535,7 +540,7 @@ def test_the_demo_runs_events_give_the_decisions_they_gave_before_the_typed_read
         "gave_up": 4,
     }
     assert len(decisions) == 13 and sum(sum(d["rejected"].values()) for d in decisions.values()) == 33
-    costs = trial_costs(run)
+    costs = _dumped(trial_costs(run))
     assert {k: (v["trials"], v["accepted"]) for k, v in costs.items()} == {
         "rollout_guidance:guide": (1, 0),
         "rollout_guidance:guide_criterion": (4, 0),

@@ -176,6 +176,20 @@ def test_rows_of_another_bench_config_or_other_settings_are_refused(benches):
         write_bench_report(folders, plots=False, out=out, rows=[rows], rows_methods=["fixed"])
 
 
+def test_a_row_that_does_not_fit_the_figures_model_is_refused_naming_the_file_and_the_field(benches):
+    rows, out = benches["rows"], benches["out"]
+    seed0 = next(i for i, r in enumerate(json.loads(rows.read_text())["runs"]) if r["method"] == "fixed")
+    _edit(rows, lambda d: d["runs"][seed0]["test_curve"][0].update(score="high"))
+    with pytest.raises(HarnessRLError) as e:
+        write_bench_report([], out=out, rows=[rows])
+    msg = str(e.value)
+    assert str(rows) in msg and f"run row {seed0} (fixed/seed0)" in msg
+    assert "`test_curve.0.score`" in msg and "'high'" in msg and "--rows-methods" in msg
+    _edit(rows, lambda d: d["runs"][seed0].pop("split"))  # a row without what every report records
+    with pytest.raises(HarnessRLError, match=r"results.json \(row \d+\) has no split: not a bench report's"):
+        write_bench_report([], out=out, rows=[rows])
+
+
 def test_rows_alone_note_what_they_lack(benches):
     _edit(benches["rows"], lambda d: [r.pop("trial_costs") for r in d["runs"]])  # a report from before trial costs
     rep = write_bench_report([], out=benches["out"], rows=[benches["rows"]])

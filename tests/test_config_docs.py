@@ -105,10 +105,10 @@ def test_a_section_replaced_whole_forgets_what_the_file_set_under_it(tmp_path):
 
 
 def test_a_value_another_setting_decides_is_derived():
-    rows = _sources(None, ["method=fixed", "grpo.max_completion_length=64"])
-    assert (rows["evolver.enabled"].value, rows["evolver.enabled"].source) == (False, DERIVED)
+    rows = _sources(None, ["method=oracle", "grpo.max_completion_length=64"])
+    assert (rows["data.train_rubric"].value, rows["data.train_rubric"].source) == ("gold", DERIVED)
     assert (rows["evolver.trials.max_new_tokens"].value, rows["evolver.trials.max_new_tokens"].source) == (64, DERIVED)
-    assert rows["method"].source == "-s method=fixed"
+    assert rows["method"].source == "-s method=oracle"
 
 
 def test_config_show_prints_each_value_with_its_source(tmp_path):

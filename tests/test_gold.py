@@ -150,13 +150,13 @@ def test_the_oracle_trains_on_gold_and_training_never_holds_gold(tmp_path):
     assert [c.id for c in plain.train[0].rubric] == ["c1", "c2"]
     assert all(t.gold_rubric for t in plain.validation + plain.test)  # evaluation keeps it
     config = _config(tmp_path, method="oracle")
-    assert config.data.train_rubric == "gold" and not config.evolver.enabled
+    assert config.data.train_rubric == "gold" and not config.runs_evolver
     oracle = load_run_tasks(config)
     assert [c.id for c in oracle.train[0].rubric] == ["g1", "g2"] and oracle.train[0].gold_rubric is None
     with pytest.raises(ValueError, match="method 'oracle' trains on the gold rubrics"):
         _config(tmp_path, method="oracle", data={"train_rubric": "rubric"})
     clean = _config(tmp_path, data={"train_rubric": "gold"})  # the clean variant, with the evolver on
-    assert clean.method == "harnessrl" and clean.evolver.enabled
+    assert clean.method == "harnessrl" and clean.runs_evolver
 
 
 def test_grade_with_resolves_from_the_evaluated_tasks():

@@ -75,21 +75,46 @@ def _tasks(rows: list[dict]) -> list[Task]:
 
 
 def test_method_resolves_the_evolver():
-    assert load_train_config(None).method == "harnessrl"
+    assert load_train_config(None).method == "harnessrl" and load_train_config(None).runs_evolver
     for method in ("fixed", "dapo", "odf"):
         config = load_train_config(None, [f"method={method}"])
-        assert config.method == method and config.evolver.enabled is False
-    legacy = load_train_config(None, ["evolver.enabled=false"])  # the older way to ask for a fixed harness
-    assert legacy.method == "fixed" and not legacy.evolver.enabled
+        assert config.method == method and config.runs_evolver is False and config.evolver.enabled is None
+    with pytest.warns(DeprecationWarning):
+        legacy = load_train_config(None, ["evolver.enabled=false"])  # the older way to ask for a fixed harness
+    assert legacy.method == "fixed" and not legacy.runs_evolver
     with pytest.raises(ConfigError, match="never runs the evolver"):
         load_train_config(None, ["method=dapo", "evolver.enabled=true"])
     with pytest.raises(ConfigError, match="use method 'fixed'"):
         load_train_config(None, ["method=harnessrl", "evolver.enabled=false"])
+    with pytest.raises(ConfigError, match="use method 'oracle'"):  # plain GRPO on the method's own rubrics
+        load_train_config(None, ["method=oracle-harness", "evolver.enabled=false"])
     with pytest.raises(ConfigError, match="method"):
         load_train_config(None, ["method=grpo"])
-    # the resolved config reloads to itself (config.yaml of a run)
+    # the resolved config reloads to itself (config.yaml of a run), which never holds the deprecated alias
     for config in (legacy, load_train_config(None, ["method=odf"])):
-        assert TrainConfig.model_validate(config.model_dump(mode="json")) == config
+        dumped = config.model_dump(mode="json")
+        assert "enabled" not in dumped["evolver"]
+        assert TrainConfig.model_validate(dumped) == config
+
+
+def test_evolver_enabled_is_a_deprecated_alias_of_method(tmp_path):
+    import warnings
+
+    from harnessrl.trainer.methods import plain_method
+
+    with pytest.warns(DeprecationWarning, match=r"evolver.enabled is deprecated.*use method instead.*method: fixed"):
+        agreeing = load_train_config(None, ["method=harnessrl", "evolver.enabled=true"])
+    assert agreeing.runs_evolver and agreeing.method == "harnessrl" and agreeing.evolver.enabled is None
+    # an old run's config.yaml, which wrote the alias beside its method, still loads (with the warning)
+    path = tmp_path / "config.yaml"
+    path.write_text("method: fixed\nevolver:\n  enabled: false\n")
+    with pytest.warns(DeprecationWarning, match="evolver.enabled is deprecated"):
+        assert load_train_config(path).method == "fixed"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)  # without the alias: no warning
+        assert not load_train_config(None, ["method=fixed"]).runs_evolver
+    # the method's table, not a name, says which plain-GRPO method a fixed harness is
+    assert (plain_method(), plain_method("gold")) == ("fixed", "oracle")
 
 
 def test_a_new_method_is_one_entry_of_the_table(tmp_path):
@@ -113,7 +138,7 @@ def test_a_new_method_is_one_entry_of_the_table(tmp_path):
             register_method(spec)
         # training: the run config takes it, and resolves what it turns on from the entry alone
         config = load_train_config(None, ["method=gold_dapo"])
-        assert config.method == "gold_dapo" and not config.evolver.enabled and config.data.train_rubric == "gold"
+        assert config.method == "gold_dapo" and not config.runs_evolver and config.data.train_rubric == "gold"
         assert method_spec(config.method).describe(method_spec(config.method).settings(config)).startswith("DAPO")
         with pytest.raises(ConfigError, match="never runs the evolver"):
             load_train_config(None, ["method=gold_dapo", "evolver.enabled=true"])
@@ -135,7 +160,7 @@ def test_a_method_by_its_earlier_name_is_refused_with_its_name_now():
     # on 2026-12-06 the harness over DAPO became `harnessrl` and the harness over plain GRPO `harnessrl-grpo`
     with pytest.raises(ConfigError, match=r"'harnessrl-dapo' is called 'harnessrl' since 2026-12-06.*'harnessrl-grpo'"):
         load_train_config(None, ["method=harnessrl-dapo"])
-    assert load_train_config(None, ["method=harnessrl-grpo"]).evolver.enabled
+    assert load_train_config(None, ["method=harnessrl-grpo"]).runs_evolver
 
 
 def test_the_evolver_keeps_the_rollouts_of_every_step_it_handles():

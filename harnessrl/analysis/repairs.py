@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from harnessrl.analysis.decisions import UpdateEvent, Verdict, audit_tasks, changed_tasks
+from harnessrl.analysis.figures import RunFigures
 from harnessrl.analysis.results import (
     FIXED_METHOD,
     MIN_ORACLE_GAP,
@@ -228,18 +229,18 @@ def oracle_gap_paired(agg: dict[str, Any]) -> dict[str, Any] | None:
     return out
 
 
-def _row_family_scores(row: dict[str, Any]) -> dict[int, dict[str, Any]]:
+def _row_family_scores(row: RunFigures) -> dict[int, dict[str, float | None]]:
     """A report's run row's per-family test scores by step: what it carries, step 0 and the end only."""
-    out: dict[int, dict[str, Any]] = {}
-    if row.get("test_start_per_family"):
-        out[0] = row["test_start_per_family"]
-    if isinstance(row.get("test_end_step"), int) and row.get("test_end_per_family"):
-        out[row["test_end_step"]] = row["test_end_per_family"]
+    out: dict[int, dict[str, float | None]] = {}
+    if row.test_start_per_family:
+        out[0] = row.test_start_per_family
+    if row.test_end_step is not None and row.test_end_per_family:
+        out[row.test_end_step] = row.test_end_per_family
     return out
 
 
 def family_curves(
-    runs: Sequence[RunData], agg: dict[str, Any], rows: Sequence[dict[str, Any]] = ()
+    runs: Sequence[RunData], agg: dict[str, Any], rows: Sequence[RunFigures] = ()
 ) -> dict[str, dict[str, list[dict[str, Any]]]]:
     """Per family, per method (fixed, the oracle, each harness arm): the family's test score (gold where the
     runs are graded with gold) at each evaluation step, mean ± std over the seeds evaluated there; ``rows``
@@ -248,7 +249,7 @@ def family_curves(
     methods += [m for m in agg if is_harness_arm(m, agg)]
     values: dict[str, dict[str, dict[int, list[float]]]] = {}
     scores = [(r.method, {e.step: e.per_family for e in r.eval_rows("test")}) for r in runs]
-    scores += [(f["method"], _row_family_scores(f)) for f in rows]
+    scores += [(f.method, _row_family_scores(f)) for f in rows]
     for method, by_step in scores:
         if method not in methods:
             continue

@@ -23,6 +23,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from harnessrl.analysis.figures import RunFigures
 from harnessrl.analysis.misfires import MISFIRES
 from harnessrl.analysis.plots import write_plots
 from harnessrl.analysis.repairs import family_curves, family_repairs, oracle_gap_paired, unnecessary_commits
@@ -47,7 +48,7 @@ from harnessrl.analysis.results import (
     same_name,
     with_equal_cost,
 )
-from harnessrl.analysis.rows import ROWS_FROM, merge_rows
+from harnessrl.analysis.rows import merge_rows
 from harnessrl.analysis.test_reads import arms_scored, split_families
 from harnessrl.errors import HarnessRLError
 
@@ -179,7 +180,7 @@ def _shown(path: Path | str) -> str:
 
 
 # ------------------------------------------------------------------------------------------ content
-def _notes(figures: list[dict[str, Any]], agg: dict[str, Any], manifest: dict[str, Any]) -> list[str]:
+def _notes(figures: list[RunFigures], agg: dict[str, Any], manifest: dict[str, Any]) -> list[str]:
     notes = []
     failed = [
         f"{key} ({str(row.get('error') or '').splitlines()[0] if row.get('error') else row.get('status')})"
@@ -197,8 +198,8 @@ def _notes(figures: list[dict[str, Any]], agg: dict[str, Any], manifest: dict[st
             f"Fewer than 3 seeds for {', '.join(few)}: spreads are rough and no comparison below draws a conclusion."
         )
     # a run that has not evaluated or logged yet (just started) says nothing about how it evaluates or counts
-    evaluated = [f for f in figures if f.get("test_curve") or f["validation_best"] is not None]
-    legacy = sorted({f["method"] for f in evaluated if not f["split"].startswith("validation")})
+    evaluated = [f for f in figures if f.test_curve or f.validation_best is not None]
+    legacy = sorted({f.method for f in evaluated if not f.split.startswith("validation")})
     if legacy:
         notes.append(
             f"Runs of {', '.join(legacy)} evaluate one held-out set that both chooses the best checkpoint and is "
@@ -211,7 +212,7 @@ def _notes(figures: list[dict[str, Any]], agg: dict[str, Any], manifest: dict[st
             + ", ".join(f"{m}: {g}" for m, g in graded.items())
             + "): their test scores are not on one scale and comparisons between them mean little."
         )
-    incomplete = [f"{f['method']}/seed{f['seed']} ({f['status']})" for f in figures if not f["complete"]]
+    incomplete = [f"{f.method}/seed{f.seed} ({f.status})" for f in figures if not f.complete]
     if incomplete:
         notes.append(
             f"Not finished, counted with what they recorded so far: {', '.join(incomplete)}. A run's totals "
@@ -220,8 +221,8 @@ def _notes(figures: list[dict[str, Any]], agg: dict[str, Any], manifest: dict[st
         )
     at_end = {}
     for f in figures:
-        if f["steps_to_best"] is not None and f["steps"] and f["steps_to_best"] >= f["steps"]:
-            at_end[f["method"]] = at_end.get(f["method"], 0) + 1
+        if f.steps_to_best is not None and f.steps and f.steps_to_best >= f.steps:
+            at_end[f.method] = at_end.get(f.method, 0) + 1
     if at_end:
         counts = ", ".join(f"{m} {at_end[m]} of {len(agg[m]['seeds'])}" for m in agg if m in at_end)
         notes.append(
@@ -229,15 +230,11 @@ def _notes(figures: list[dict[str, Any]], agg: dict[str, Any], manifest: dict[st
             "their steps to best are lower bounds and a longer run could change the comparison."
         )
     no_test_at_best = [
-        f"{f['method']}/seed{f['seed']}"
-        for f in figures
-        if f["steps_to_best"] is not None and f["test_at_best"] is None
+        f"{f.method}/seed{f.seed}" for f in figures if f.steps_to_best is not None and f.test_at_best is None
     ]
     if no_test_at_best:
         notes.append(f"No test evaluation at the best validation step for {', '.join(no_test_at_best)}.")
-    no_family = sorted(
-        {f["method"] for f in figures if f.get("graded_with") == "gold" and f["steps"] and not f["train_per_family"]}
-    )
+    no_family = sorted({f.method for f in figures if f.graded_with == "gold" and f.steps and not f.train_per_family})
     if no_family:
         notes.append(
             f"The training tasks of {', '.join(no_family)} could not be read here (config.yaml `data.train`), or "
@@ -252,24 +249,24 @@ def _notes(figures: list[dict[str, Any]], agg: dict[str, Any], manifest: dict[st
     return notes
 
 
-def _runs_list(figures: list[dict[str, Any]], order: list[str]) -> str:
+def _runs_list(figures: list[RunFigures], order: list[str]) -> str:
     """``fixed seeds 0, 1, 2; oracle seed 0``: the runs of ``figures`` by method, methods in ``order``."""
     seeds: dict[str, list[int]] = {}
-    for f in sorted(figures, key=lambda f: order.index(f["method"])):
-        seeds.setdefault(f["method"], []).append(f["seed"])
+    for f in sorted(figures, key=lambda f: order.index(f.method)):
+        seeds.setdefault(f.method, []).append(f.seed)
     return "; ".join(f"{m} seed{'s' if len(s) > 1 else ''} {', '.join(map(str, sorted(s)))}" for m, s in seeds.items())
 
 
-def _row_notes(figures: list[dict[str, Any]], agg: dict[str, Any], plots: bool) -> list[str]:
+def _row_notes(figures: list[RunFigures], agg: dict[str, Any], plots: bool) -> list[str]:
     """Which runs came from committed reports' rows, and which figures those rows cannot give (by run)."""
-    rows = [f for f in figures if f.get(ROWS_FROM)]
+    rows = [f for f in figures if f.rows_from]
     if not rows:
         return []
     notes = [
         f"Runs taken from the committed report `{src}` (its rows as that report computed them from the raw runs, "
-        f"which are not read here): {_runs_list([f for f in rows if f[ROWS_FROM] == src], list(agg))}. Their test "
+        f"which are not read here): {_runs_list([f for f in rows if f.rows_from == src], list(agg))}. Their test "
         "score at equal rollouts is recomputed from their test curves against this report's runs of the same seed."
-        for src in dict.fromkeys(f[ROWS_FROM] for f in rows)
+        for src in dict.fromkeys(f.rows_from for f in rows)
     ]
     arms = {m for m in agg if is_harness_arm(m, agg)}
     curved = {m for m in (_reference(agg, FIXED_METHOD), oracle_method(agg)) if m} | arms
@@ -277,23 +274,23 @@ def _row_notes(figures: list[dict[str, Any]], agg: dict[str, Any], plots: bool) 
         (
             "their per-task test scores, so the bootstrap over test tasks rests on the other seeds (its cells name "
             "them where fewer than the paired seeds)",
-            [f for f in rows if not is_oracle(f["method"], agg)],
+            [f for f in rows if not is_oracle(f.method, agg)],
         ),
         (
             "their per-family test scores between step 0 and the end (the per-family curve has only those two "
             "steps of them)",
-            [f for f in rows if f["method"] in curved],
+            [f for f in rows if f.method in curved],
         ),
         (
             "their events and trained groups: repairs per family, unnecessary commits on the clean variant and the "
             "timeline leave them out (what the harness did, per family, is their rows' own count)",
-            [f for f in rows if f["method"] in arms],
+            [f for f in rows if f.method in arms],
         ),
-        ("their trial costs by remedy", [f for f in rows if f["method"] in arms and f.get("trial_costs") is None]),
+        ("their trial costs by remedy", [f for f in rows if f.method in arms and f.trial_costs is None]),
     ]
     lacking += [
-        (f"`{key}` (the report they come from predates it)", [f for f in rows if key in f.get("_missing", ())])
-        for key in sorted({k for f in rows for k in f.get("_missing", ()) if k != "trial_costs"})
+        (f"`{key}` (the report they come from predates it)", [f for f in rows if key in f.missing])
+        for key in sorted({k for f in rows for k in f.missing if k != "trial_costs"})
     ]
     if plots and len(rows) < len(figures):
         what = (
@@ -338,8 +335,8 @@ def _headline(agg: dict[str, Any]) -> list[str]:
     return lines + _table(["method", "seeds", *(c.header for c in SCORE_COLUMNS)], rows)
 
 
-def _equal_cost_lines(figures: list[dict[str, Any]], agg: dict[str, Any]) -> list[str]:
-    seeds = sorted({f["seed"] for f in figures if f.get("equal_rollouts_budget") is not None})
+def _equal_cost_lines(figures: list[RunFigures], agg: dict[str, Any]) -> list[str]:
+    seeds = sorted({f.seed for f in figures if f.equal_rollouts_budget is not None})
     if not seeds:
         return []
     lines = [
@@ -349,19 +346,19 @@ def _equal_cost_lines(figures: list[dict[str, Any]], agg: dict[str, Any]) -> lis
         "evaluation whose cumulative rollouts spent is within it. Cells: the step used (its test score).",
         "",
     ]
-    by = {(f["method"], f["seed"]): f for f in figures}
+    by = {(f.method, f.seed): f for f in figures}
     rows = []
     for s in seeds:
-        budget = next(f["equal_rollouts_budget"] for f in figures if f["seed"] == s)
+        budget = next(f.equal_rollouts_budget for f in figures if f.seed == s)
         cells = []
         for m in agg:
             f = by.get((m, s))
             if f is None:
                 cells.append("—")
-            elif f.get("equal_rollouts_step") is None:
+            elif f.equal_rollouts_step is None:
                 cells.append("n/a")
             else:
-                cells.append(f"step {f['equal_rollouts_step']} ({_num(f['test_at_equal_rollouts'])})")
+                cells.append(f"step {f.equal_rollouts_step} ({_num(f.test_at_equal_rollouts)})")
         rows.append([str(s), _num(budget, 0), *cells])
     return lines + _table(["seed", "budget (rollouts)", *agg], rows)
 
@@ -1009,12 +1006,12 @@ def _trial_cost_lines(a: dict[str, Any]) -> list[str]:
     ]
 
 
-def _misfire_lines(figures: list[dict[str, Any]], agg: dict[str, Any]) -> list[str]:
+def _misfire_lines(figures: list[RunFigures], agg: dict[str, Any]) -> list[str]:
     """The misfires the reference evidence exists to prevent, summed over each harness arm's runs."""
     arms = [m for m in agg if runs_evolver(m, agg)]
     rows = []
     for m in arms:
-        counted = [f["misfires"] for f in figures if f["method"] == m and f.get("misfires")]
+        counted = [f.misfires for f in figures if f.method == m and f.misfires]
         if counted:
             rows.append([m, str(len(counted)), *(str(sum(c.get(k, 0) for c in counted)) for k in MISFIRES)])
     if not rows:
@@ -1071,12 +1068,13 @@ def _sources_line(results: dict[str, Any]) -> str:
 
 
 def _markdown(results: dict[str, Any]) -> str:
-    agg, figures = results["methods"], results["runs"]
+    """results.md from results.json's content (its runs read back through :class:`RunFigures`)."""
+    agg, figures = results["methods"], [RunFigures.model_validate(r) for r in results["runs"]]
     lines = [
         "# Benchmark results",
         "",
         _sources_line(results) + f"; report made {results['generated']}.",
-        f"{len(figures)} run(s), {sum(f['complete'] for f in figures)} finished. Methods: {', '.join(agg)}"
+        f"{len(figures)} run(s), {sum(f.complete for f in figures)} finished. Methods: {', '.join(agg)}"
         + (f" (harness arms: {', '.join(results['harness_arms'])})" if results["harness_arms"] else "")
         + (f"; the bound: {', '.join(results['oracles'])}" if results["oracles"] else "")
         + ".",
@@ -1111,18 +1109,18 @@ def _markdown(results: dict[str, Any]) -> str:
     lines += ["## Runs", ""]
     rows = [
         [
-            f["method"],
-            str(f["seed"]),
-            f["status"],
-            f"{f['steps']}/{_num(f['max_steps'], 0)}",
-            f.get("graded_with") or "n/a",
-            _num(f["test_at_best"]),
-            _num(f["test_end"]),
-            _num(f.get("proxy_test_end")),
-            "n/a" if f["steps_to_best"] is None else str(f["steps_to_best"]),
-            _num(f["wall_seconds"] / 60 if f["wall_seconds"] is not None else None, 1),
-            f"{f['harness_commits']} / {f['harness_rejections']}",
-            f"`{f['path']}`" + (f" (*row* of `{f[ROWS_FROM]}`)" if f.get(ROWS_FROM) else ""),
+            f.method,
+            str(f.seed),
+            f.status,
+            f"{f.steps}/{_num(f.max_steps, 0)}",
+            f.graded_with or "n/a",
+            _num(f.test_at_best),
+            _num(f.test_end),
+            _num(f.proxy_test_end),
+            "n/a" if f.steps_to_best is None else str(f.steps_to_best),
+            _num(f.wall_seconds / 60 if f.wall_seconds is not None else None, 1),
+            f"{f.harness_commits} / {f.harness_rejections}",
+            f"`{f.path}`" + (f" (*row* of `{f.rows_from}`)" if f.rows_from else ""),
         ]
         for f in figures
     ]
@@ -1171,7 +1169,7 @@ def write_bench_report(
     empty: dict[str, Any] = {"bench_config": None, "methods": {}, "runs": {}}
     runs, manifest = load_benches(roots, same_benchmark) if roots else ([], empty)
     dest = Path(out) if out is not None else roots[0]
-    figures = [{**run_figures(r), "path": _shown(r.path)} for r in runs]
+    figures = [run_figures(r).model_copy(update={"path": _shown(r.path)}) for r in runs]
     taken, manifest = merge_rows(figures, manifest, rows, rows_methods, shown=_shown, same=same_benchmark)
     dest.mkdir(parents=True, exist_ok=True)
     figures = with_equal_cost([*figures, *taken])
@@ -1202,7 +1200,7 @@ def write_bench_report(
         "unnecessary_commits": unnecessary_commits(runs, agg),
         "fault_check": fault_check(agg),
         "test_split_arms": arms_scored(dest.parent, split_families(figures), list(agg), dest.name),
-        "runs": figures,
+        "runs": [f.to_row() for f in figures],
         "notes": _notes(figures, agg, manifest) + _row_notes(figures, agg, bool(plots)),
         "plots": {name: os.path.relpath(p, dest) for name, p in plot_paths.items()},
     }

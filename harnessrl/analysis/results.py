@@ -26,27 +26,25 @@ method's share of the fixed→oracle gap says how much of what a rubric repair c
 
 from __future__ import annotations
 
-import functools
-import logging
 import math
 import random
 import statistics
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from harnessrl.analysis.decisions import Trial, Update, UpdateEvent, Verdict, changed_tasks, refusal_kind
-from harnessrl.analysis.misfires import misfire_counts
-from harnessrl.detection.config import FLAT_HIGH, FLAT_LOW
+from harnessrl.analysis.figures import FamilyDecisions, RunFigures, TrialCost
+from harnessrl.analysis.per_run import TRIAL_COST_FIELDS, RunData, run_figures, with_equal_cost
 from harnessrl.errors import HarnessRLError
 from harnessrl.records.run_dir import read_json_file
-from harnessrl.records.run_record import EvalRow, Missing, RunConfigView, RunRecord, Scores, finite_number
-from harnessrl.trainer.methods import METHOD_TABLE, RENAMED_METHODS
+from harnessrl.records.run_record import finite_number
+from harnessrl.trainer.methods import METHOD_TABLE, RENAMED_METHODS, MethodSpec, plain_method
 
 __all__ = [
+    "FIXED_METHOD",
     "ORACLE_METHOD",
     "RunData",
+    "RunFigures",
     "SameBenchmark",
     "aggregate",
     "agree",
@@ -70,23 +68,15 @@ __all__ = [
     "with_equal_cost",
 ]
 
-logger = logging.getLogger(__name__)
+ORACLE_METHOD = plain_method("gold")
+"""The trainer method that trains plain GRPO on the gold rubrics (``oracle``, from the method table): the bound, not
+a baseline."""
 
-TOTALS = ("rollouts_generated", "rollouts_discarded", "rollouts_trial", "judge_calls")
-"""Run totals: the figures of the run's summary ``accounting`` (over every process that trained it)."""
-
-ORACLE_METHOD = "oracle"
-"""The trainer method that trains plain GRPO on the gold rubrics: the bound, not a baseline."""
-
-FIXED_METHOD = "fixed"
-"""The trainer method the oracle gap starts from (plain GRPO on the training rubric)."""
+FIXED_METHOD = plain_method()
+"""The trainer method the oracle gap starts from: plain GRPO on the training rubric (``fixed``, from the table)."""
 
 MIN_ORACLE_GAP = 0.01
 """Below this oracle-minus-fixed difference a share of the gap is not computed (noise over a tiny gap)."""
-
-DETECTOR_DEFAULTS = {"low": FLAT_LOW, "high": FLAT_HIGH}
-"""``harness.detectors.low`` / ``high`` when a run's config.yaml has none: a flat group's mean below
-``low`` is uniformly low, above ``high`` uniformly high (as the trainer splits them)."""
 
 BOOTSTRAP_DRAWS = 2000
 BOOTSTRAP_SEED = 0
@@ -97,377 +87,6 @@ _T975 = (
     2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
 )  # fmt: skip
 """Two-sided 95% quantiles of Student's t for 1..30 degrees of freedom (no scipy needed)."""
-
-
-@functools.lru_cache(maxsize=32)
-def _tasks_of_file(path: str, mtime: float, fmt: str, domain: str | None) -> dict[str, tuple[str, dict[str, Any]]]:
-    from harnessrl.data import load_tasks
-
-    return {t.id: (t.domain, dict(t.metadata)) for t in load_tasks(path, fmt, default_domain=domain)}  # type: ignore[arg-type]
-
-
-def _training_tasks(config: RunConfigView) -> dict[str, tuple[str, dict[str, Any]]]:
-    """Task id -> (domain, ``metadata``) of a run's training tasks (its config's ``data.train``), ``{}``
-    when the file is not there or not readable (the run's per-family training figures are then n/a)."""
-    from harnessrl.data import data_path
-
-    if not config.data.train:
-        return {}
-    try:
-        path = data_path(config.data.train, "train")
-        return _tasks_of_file(str(path), path.stat().st_mtime, config.data.format, config.data.domain)
-    except (HarnessRLError, OSError, ValueError) as e:
-        logger.warning(
-            "the training tasks of %s (%s) are unreadable, no per-family training figures: %s",
-            config.run_dir,
-            config.data.train,
-            str(e).splitlines()[0] if str(e) else type(e).__name__,
-        )
-        return {}
-
-
-@dataclass
-class RunData:
-    """One run of a bench: its method and seed in the bench, its record, and its row of the bench manifest."""
-
-    method: str
-    seed: int
-    record: RunRecord
-    manifest: dict[str, Any] = field(default_factory=dict)
-    train_tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """Task id -> metadata of the run's training tasks (``{}``: the file is not readable here)."""
-    train_domains: dict[str, str] = field(default_factory=dict)
-    """Task id -> domain of the run's training tasks (what a guidance of scope ``domain`` changes)."""
-
-    @classmethod
-    def read(cls, path: Path, method: str, seed: int, manifest: dict[str, Any] | None = None) -> RunData:
-        record = RunRecord.load(path)
-        tasks = _training_tasks(record.config)
-        return cls(
-            method=method,
-            seed=seed,
-            record=record,
-            manifest=manifest or {},
-            train_tasks={tid: meta for tid, (_, meta) in tasks.items()},
-            train_domains={tid: str(dom) for tid, (dom, _) in tasks.items()},
-        )
-
-    @property
-    def path(self) -> Path:
-        return self.record.path
-
-    @property
-    def scored(self) -> list[EvalRow]:
-        """The run's evaluations that have a score."""
-        return [e for e in self.record.evaluations if e.overall is not None]
-
-    @property
-    def has_split(self) -> bool:
-        """Whether the run evaluates a validation and a test split (newer runs) or one held-out set."""
-        return any(e.split is not None for e in self.scored)
-
-    def eval_rows(self, split: str) -> list[EvalRow]:
-        """Scored evaluation rows of ``validation`` or ``test``, one per step (the last), in step order; a run
-        without splits answers its held-out rows for both."""
-        has_split = self.has_split
-        rows = [e for e in self.scored if e.split == split or not has_split]
-        by_step = {e.step: e for e in rows}
-        return [by_step[s] for s in sorted(by_step)]
-
-    def rollouts_spent(self) -> list[tuple[int, float]]:
-        """Cumulative rollouts spent by each step (generated incl. discarded, plus critic trials), from the
-        logged ``rollouts/generated`` and ``rollouts/trial``."""
-        trial = dict(self.record.series("rollouts/trial"))
-        out, last_trial = [], 0.0
-        for step, g in self.record.series("rollouts/generated"):
-            last_trial = trial.get(step, last_trial)
-            out.append((step, g + last_trial))
-        return out
-
-    def graded_with(self) -> str | None:
-        """What the run's evaluations are graded with: ``gold``, ``rubric``, ``mixed``, or None without any."""
-        kinds = {e.graded_with for e in self.eval_rows("test") + self.eval_rows("validation")}
-        return kinds.pop() if len(kinds) == 1 else ("mixed" if kinds else None)
-
-    def family_of(self, task_id: Any) -> str | None:
-        """A training task's ``metadata.family`` (None: unknown task, or no family)."""
-        family = self.train_tasks.get(str(task_id), {}).get("family")
-        return str(family) if family is not None else None
-
-    def proposals(self) -> dict[str | None, UpdateEvent]:
-        """The proposal events, parsed, by candidate id (the last one of an id)."""
-        parsed = (UpdateEvent.parse(e) for e in self.record.events_of("proposal"))
-        return {p.candidate_id: p for p in parsed}
-
-    def commits(self) -> list[UpdateEvent]:
-        """The commit events, parsed, in the order they were written."""
-        return [UpdateEvent.parse(e) for e in self.record.events_of("commit")]
-
-
-def _mean(values: Iterable[float]) -> float | None:
-    vals = list(values)
-    return sum(vals) / len(vals) if vals else None
-
-
-def _per(scores: Scores | None, key: str = "per_family") -> dict[str, float]:
-    """The numbers of a score set's ``per_family`` (or ``per_task``...): unscored entries dropped."""
-    d: dict[str, float | None] = getattr(scores, key) if scores is not None else {}
-    return {str(k): v for k, v in ((k, finite_number(v)) for k, v in d.items()) if v is not None}
-
-
-def _proxy(row: EvalRow | None) -> Scores | None:
-    """The proxy (rubric version 0) score set beside a gold score, None when there is none."""
-    return row.proxy if row is not None else None
-
-
-def _overall(scores: Scores | None) -> float | None:
-    return scores.overall if scores is not None else None
-
-
-def _spent_at(spent: Sequence[tuple[int, float]], step: int) -> float:
-    """Cumulative rollouts spent by the end of ``step`` (0 before the first logged step)."""
-    before = [v for s, v in spent if s <= step]
-    return before[-1] if before else 0.0
-
-
-def _gold_figures(run: RunData, test: list[EvalRow], best_row: EvalRow | None) -> dict[str, Any]:
-    """Per-family main scores, the proxy beside them, the test curve, and the eval's clipped share."""
-    end = test[-1] if test else None
-    start = test[0] if test and test[0].step == 0 else None
-    spent = run.rollouts_spent()
-    return {
-        "graded_with": run.graded_with(),
-        "test_at_best_per_family": _per(best_row),
-        "test_end_per_family": _per(end),
-        "test_start_per_family": _per(start),
-        "proxy_test_at_best": _overall(_proxy(best_row)),
-        "proxy_test_at_best_per_family": _per(_proxy(best_row)),
-        "proxy_test_end": _overall(_proxy(end)),
-        "proxy_test_end_per_family": _per(_proxy(end)),
-        "proxy_test_start": _overall(_proxy(start)),
-        "proxy_test_start_per_family": _per(_proxy(start)),
-        "clipped_share_end": end.clipped_share if end else None,
-        "clipped_per_family_end": _per(end, "clipped_per_family"),
-        "test_curve": [
-            {
-                "step": e.step,
-                "score": e.overall,
-                "proxy": _overall(e.proxy),
-                "rollouts_spent": _spent_at(spent, e.step) if spent else None,
-            }
-            for e in test
-        ],
-        # per-task test scores by step, for the bootstrap over tasks (kept out of results.json)
-        "_test_per_task": {e.step: _per(e, "per_task") for e in test},
-    }
-
-
-def _training_family_figures(run: RunData) -> dict[str, Any]:
-    """From ``steps.jsonl``, per training-task family: groups drawn, the share of them flat and uniformly
-    low / high (mean below ``harness.detectors.low`` / above ``high``), and the share of completions cut
-    at ``grpo.max_completion_length``; and the clipped share over all groups."""
-    detectors, budget = run.record.config.harness.detectors, run.record.config.grpo.max_completion_length
-    low = DETECTOR_DEFAULTS["low"] if detectors.low is None else detectors.low
-    high = DETECTOR_DEFAULTS["high"] if detectors.high is None else detectors.high
-    counts: dict[str, dict[str, int]] = {}
-    all_lengths: list[float] = []
-    for g in run.record.groups:
-        all_lengths += g.lengths
-        family = run.family_of(g.task_id)
-        if family is None:
-            continue
-        c = counts.setdefault(family, {"groups": 0, "low": 0, "high": 0, "completions": 0, "clipped": 0})
-        c["groups"] += 1
-        c["low"] += bool(g.flat is True and g.mean is not None and g.mean < low)
-        c["high"] += bool(g.flat is True and g.mean is not None and g.mean > high)
-        c["completions"] += len(g.lengths)
-        c["clipped"] += sum(n >= budget for n in g.lengths) if budget else 0
-    per_family = {
-        f: {
-            "groups": c["groups"],
-            "flat_low": c["low"] / c["groups"],
-            "flat_high": c["high"] / c["groups"],
-            "clipped": c["clipped"] / c["completions"] if budget and c["completions"] else None,
-        }
-        for f, c in sorted(counts.items())
-    }
-    clipped = sum(n >= budget for n in all_lengths) / len(all_lengths) if budget and all_lengths else None
-    return {"train_per_family": per_family, "train_clipped_share": clipped}
-
-
-TRIAL_COST_FIELDS = ("trials", "accepted", "rollouts", "judge_calls", "seconds")
-"""Per remedy, what :func:`trial_costs` counts."""
-
-
-def trial_costs(run: RunData) -> dict[str, dict[str, float]]:
-    """Per remedy (``interface:remedy``, named as the commits are: the trial's own ``remedy``, else its
-    proposal's): the critic's trials of its candidates, how many it accepted, and what they spent (rollouts
-    generated, judge calls, seconds), from the trial events."""
-    proposals = run.proposals()
-    out: dict[str, dict[str, float]] = {}
-    for e in run.record.events_of("trial"):
-        trial = Trial.parse(e)
-        proposal = proposals.get(trial.candidate_id)
-        update = proposal.update if proposal is not None else Update()
-        d = out.setdefault(update.remedy_name(trial.interface, trial.remedy), dict.fromkeys(TRIAL_COST_FIELDS, 0))
-        d["trials"] += 1
-        d["accepted"] += trial.accepted
-        d["rollouts"] += trial.rollouts or 0
-        d["judge_calls"] += trial.judge_calls or 0
-        d["seconds"] += trial.seconds or 0
-    return dict(sorted(out.items()))
-
-
-def harness_decisions(run: RunData) -> dict[str, dict[str, Any]]:
-    """What the harness did, per task family (the task's id when it has none), read from the events: commits by
-    interface and remedy ("task_sampling:park", "rubric_criteria:induced", ...; a remedy without a name is named
-    by the update's action or ``update``; a commit on probation marked so, and the revert that ends one as
-    ``<interface>:revert``), rejected candidates by their kind (:func:`~harnessrl.analysis.decisions.
-    refusal_kind`), failures given up. A commit or a rejected candidate counts once in each family whose tasks
-    it changes (:func:`~harnessrl.analysis.decisions.changed_tasks`)."""
-    family_of = {tid: str(m.get("family") or tid) for tid, m in run.train_tasks.items()}
-    proposals = run.proposals()
-    trials: dict[str | None, Trial] = {}  # each candidate's latest trial so far (a pending one is tried again)
-    out: dict[str, dict[str, Any]] = {}
-
-    def entries(tasks: Iterable[Any]) -> list[dict[str, Any]]:
-        fams = dict.fromkeys(family_of.get(str(t), str(t)) for t in tasks) or {"None": None}
-        return [out.setdefault(fam, {"commits": {}, "rejected": {}, "gave_up": 0}) for fam in fams]
-
-    for e in run.record.events_of("trial", "commit", "revert", "verdict", "give_up"):
-        if e.kind == "trial":
-            trial = Trial.parse(e)
-            trials[trial.candidate_id] = trial
-        elif e.kind in ("commit", "revert"):
-            commit = UpdateEvent.parse(e)
-            for c in entries(changed_tasks(commit, run.train_domains)):
-                c["commits"][commit.name] = c["commits"].get(commit.name, 0) + 1
-        elif e.kind == "verdict" and (verdict := Verdict.parse(e)).rejected:
-            proposal = proposals.get(verdict.candidate_id)
-            tasks = changed_tasks(proposal, run.train_domains) if proposal is not None else ()
-            why = refusal_kind(verdict, trials.get(verdict.candidate_id))
-            for r in entries(tasks):
-                r["rejected"][why] = r["rejected"].get(why, 0) + 1
-        elif e.kind == "give_up":
-            entries([Verdict.parse(e).task_id])[0]["gave_up"] += 1
-    return dict(sorted(out.items()))
-
-
-def _best(run: RunData, test: list[EvalRow]) -> tuple[int | None, float | None, EvalRow | None]:
-    """The best-validation step and score (``best.json``), and the test evaluation at that step."""
-    best = run.record.best
-    if isinstance(best, Missing):
-        return None, None, None
-    return best.step, best.overall, next((e for e in test if e.step == best.step), None)
-
-
-def _totals(run: RunData) -> dict[str, Any]:
-    """The run's totals (its summary's accounting), the bench's wall time, and the harness's share of it."""
-    # the bench's own measure of the run, over all its attempts (0 while a run goes: not measured yet)
-    summary, bench_wall = run.record.summary, finite_number(run.manifest.get("wall_seconds")) or None
-    if isinstance(summary, Missing):  # no totals before the run ends; the steps logged so far
-        unrecorded = (*TOTALS, "rollouts_spent", "effective_group_ratio", "harness_overhead_seconds")
-        return {**dict.fromkeys(unrecorded), "wall_seconds": bench_wall, "harness_overhead_share": None,
-                "steps": run.record.last_step}  # fmt: skip
-    acc = summary.accounting
-    # wall time: what the bench measured (the trainer's own figure for a run the bench did not time); the overhead
-    # share is the trainer's, within the processes that measured it
-    wall = bench_wall or summary.wall_seconds
-    overhead = acc.harness_overhead_seconds
-    return {
-        **acc.model_dump(include=set(TOTALS)),
-        "rollouts_spent": acc.rollouts_generated + (acc.rollouts_trial or 0.0)
-        if acc.rollouts_generated is not None
-        else None,
-        "effective_group_ratio": acc.effective_group_ratio,
-        "wall_seconds": wall,
-        "harness_overhead_seconds": overhead,
-        "harness_overhead_share": overhead / summary.wall_seconds
-        if overhead is not None and summary.wall_seconds
-        else None,
-        "steps": summary.steps,
-    }
-
-
-def run_figures(run: RunData) -> dict[str, Any]:
-    """One run's figures (``None`` where the run does not record one)."""
-    test = run.eval_rows("test")
-    best_step, best_overall, test_at_best = _best(run, test)
-    test_end = test[-1] if test else None
-    record = run.record
-    figures: dict[str, Any] = {
-        "method": run.method,
-        "seed": run.seed,
-        "path": str(run.path),
-        "complete": record.ended,
-        "status": run.manifest.get("status") or ("done" if record.ended else "incomplete"),
-        "trainer_method": record.config.method,
-        "max_steps": float(record.config.grpo.max_steps) if record.config.grpo.max_steps is not None else None,
-        "split": "validation/test" if run.has_split else "held-out (one set both chooses and reports)",
-        "validation_best": best_overall,
-        "steps_to_best": best_step,
-        "test_at_best": test_at_best.overall if test_at_best else None,
-        "test_at_best_per_domain": dict(test_at_best.per_domain) if test_at_best else {},
-        "test_at_best_se": test_at_best.sampling_se if test_at_best else None,
-        "test_end": test_end.overall if test_end else None,
-        "test_end_se": test_end.sampling_se if test_end else None,
-        "test_end_step": test_end.step if test_end else None,
-        "test_end_per_domain": dict(test_end.per_domain) if test_end else {},
-        "test_start": test[0].overall if test and test[0].step == 0 else None,
-        "zero_std_all_low": _mean(v for _, v in record.series("frac_reward_zero_std/all_low")),
-        "zero_std_all_high": _mean(v for _, v in record.series("frac_reward_zero_std/all_high")),
-        "rollouts_spent_source": "rollouts_generated + rollouts_trial",
-        **_totals(run),
-    }
-    commits, verdicts = record.events_of("commit"), record.events_of("verdict")
-    figures["harness_commits"] = len(commits)
-    figures["harness_rejections"] = sum(Verdict.parse(e).rejected for e in verdicts)
-    figures["harness_decisions"] = harness_decisions(run)
-    figures["trial_costs"] = trial_costs(run)
-    figures["misfires"] = misfire_counts(run)
-    figures.update(_gold_figures(run, test, test_at_best))
-    figures.update(_training_family_figures(run))
-    figures["family_failure"] = {
-        str(m["family"]): str(m["failure"])
-        for m in run.train_tasks.values()
-        if m.get("family") is not None and m.get("failure") is not None
-    }
-    return figures
-
-
-def with_equal_cost(runs_figures: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The figures with each run's test score at equal rollouts spent.
-
-    Per seed the budget is the smallest total spent by any run of that seed (generated, DAPO's
-    discarded included, plus critic trials); each run's score is its test score at the last evaluation
-    whose cumulative rollouts spent by that step is within the budget (``equal_rollouts_step``)."""
-    budgets: dict[int, float] = {}
-    for f in runs_figures:
-        spent = f.get("rollouts_spent")
-        if spent is not None:
-            budgets[f["seed"]] = min(spent, budgets.get(f["seed"], spent))
-    out = []
-    for f in runs_figures:
-        budget = budgets.get(f["seed"])
-        points = [
-            p
-            for p in f.get("test_curve") or []
-            if budget is not None
-            and p.get("score") is not None
-            and p.get("rollouts_spent") is not None
-            and p["rollouts_spent"] <= budget + 1e-9
-        ]
-        last = points[-1] if points else None
-        out.append(
-            {
-                **f,
-                "equal_rollouts_budget": budget,
-                "equal_rollouts_step": last["step"] if last else None,
-                "test_at_equal_rollouts": last["score"] if last else None,
-                "proxy_test_at_equal_rollouts": last["proxy"] if last else None,
-            }
-        )
-    return out
 
 
 def stat(values: Sequence[float | None]) -> dict[str, Any]:
@@ -534,67 +153,72 @@ TRAIN_FAMILY_FIGURES = ("groups", "flat_low", "flat_high", "clipped")
 """The per-family training figures (``train_per_family``) aggregated over seeds."""
 
 
-def aggregate(runs_figures: Sequence[dict[str, Any]], methods: Sequence[str] | None = None) -> dict[str, Any]:
+def aggregate(runs_figures: Sequence[RunFigures], methods: Sequence[str] | None = None) -> dict[str, Any]:
     """Per method: the seeds, each figure's mean/std/n over them, per domain and per family too."""
     order = list(methods or [])
     for f in runs_figures:
-        if f["method"] not in order:
-            order.append(f["method"])
+        if f.method not in order:
+            order.append(f.method)
     out: dict[str, Any] = {}
     for method in order:
-        rows = sorted((f for f in runs_figures if f["method"] == method), key=lambda f: f["seed"])
-        trainer_methods = {f.get("trainer_method") for f in rows} - {None}
-        graded = {f.get("graded_with") for f in rows} - {None}
+        rows = sorted((f for f in runs_figures if f.method == method), key=lambda f: f.seed)
+        trainer_methods = {f.trainer_method for f in rows} - {None}
+        graded = {f.graded_with for f in rows} - {None}
         agg: dict[str, Any] = {
             "trainer_method": trainer_methods.pop() if len(trainer_methods) == 1 else None,
             "graded_with": graded.pop() if len(graded) == 1 else ("mixed" if graded else None),
-            "seeds": [f["seed"] for f in rows],
-            "complete_seeds": [f["seed"] for f in rows if f["complete"]],
-            "family_failure": {k: v for f in rows for k, v in (f.get("family_failure") or {}).items()},
-            "per_seed": {
-                str(f["seed"]): {k: f.get(k) for k in (*SCALARS, *PER_GROUP, "train_per_family")} for f in rows
-            },
+            "seeds": [f.seed for f in rows],
+            "complete_seeds": [f.seed for f in rows if f.complete],
+            "family_failure": {k: v for f in rows for k, v in (f.family_failure or {}).items()},
+            "per_seed": {str(f.seed): _seed_figures(f) for f in rows},
         }
         for k in SCALARS:
-            agg[k] = stat([f.get(k) for f in rows])
+            agg[k] = stat([getattr(f, k) for f in rows])
         for where in PER_GROUP:
-            groups = sorted({d for f in rows for d in f.get(where) or {}})
-            agg[where] = {d: stat([finite_number((f.get(where) or {}).get(d)) for f in rows]) for d in groups}
-        families = sorted({d for f in rows for d in f.get("train_per_family") or {}})
+            groups = sorted({d for f in rows for d in getattr(f, where) or {}})
+            agg[where] = {d: stat([finite_number((getattr(f, where) or {}).get(d)) for f in rows]) for d in groups}
+        families = sorted({d for f in rows for d in f.train_per_family or {}})
         agg["train_per_family"] = {
             fam: {
-                k: stat([finite_number(((f.get("train_per_family") or {}).get(fam) or {}).get(k)) for f in rows])
+                k: stat([finite_number(getattr((f.train_per_family or {}).get(fam), k, None)) for f in rows])
                 for k in TRAIN_FAMILY_FIGURES
             }
             for fam in families
         }
-        agg["harness_decisions"] = _summed_decisions([f.get("harness_decisions") or {} for f in rows])
-        agg["trial_costs"] = _summed_costs([f.get("trial_costs") or {} for f in rows])
+        agg["harness_decisions"] = _summed_decisions([f.harness_decisions or {} for f in rows])
+        agg["trial_costs"] = _summed_costs([f.trial_costs or {} for f in rows])
         out[method] = agg
     return out
 
 
-def _summed_decisions(per_run: Sequence[dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
-    """The runs' :func:`harness_decisions`, summed per family."""
-    out: dict[str, dict[str, Any]] = {}
+def _seed_figures(f: RunFigures) -> dict[str, Any]:
+    """A run's figures an aggregate keeps per seed (for the paired differences), as results.json writes them."""
+    dumped = f.model_dump(include={*SCALARS, *PER_GROUP, "train_per_family"})
+    return {k: dumped[k] for k in (*SCALARS, *PER_GROUP, "train_per_family")}
+
+
+def _summed_decisions(per_run: Sequence[dict[str, FamilyDecisions]]) -> dict[str, dict[str, Any]]:
+    """The runs' :func:`~harnessrl.analysis.per_run.harness_decisions`, summed per family."""
+    out: dict[str, FamilyDecisions] = {}
     for decisions in per_run:
         for fam, d in decisions.items():
-            e = out.setdefault(fam, {"commits": {}, "rejected": {}, "gave_up": 0})
-            for part in ("commits", "rejected"):
-                for name, n in (d.get(part) or {}).items():
-                    e[part][name] = e[part].get(name, 0) + n
-            e["gave_up"] += d.get("gave_up") or 0
-    return dict(sorted(out.items()))
+            e = out.setdefault(fam, FamilyDecisions())
+            for name, n in d.commits.items():
+                e.commits[name] = e.commits.get(name, 0) + n
+            for name, n in d.rejected.items():
+                e.rejected[name] = e.rejected.get(name, 0) + n
+            e.gave_up += d.gave_up
+    return {fam: d.model_dump() for fam, d in sorted(out.items())}
 
 
-def _summed_costs(per_run: Sequence[dict[str, dict[str, float]]]) -> dict[str, dict[str, float]]:
-    """The runs' :func:`trial_costs`, summed per remedy."""
+def _summed_costs(per_run: Sequence[dict[str, TrialCost]]) -> dict[str, dict[str, float]]:
+    """The runs' :func:`~harnessrl.analysis.per_run.trial_costs`, summed per remedy."""
     out: dict[str, dict[str, float]] = {}
     for costs in per_run:
         for name, d in costs.items():
             e = out.setdefault(name, dict.fromkeys(TRIAL_COST_FIELDS, 0))
             for k in TRIAL_COST_FIELDS:
-                e[k] += d.get(k) or 0
+                e[k] += getattr(d, k)
     return dict(sorted(out.items()))
 
 
@@ -656,11 +280,15 @@ def _paired_score(a: dict[str, Any], b: dict[str, Any], key: str) -> dict[str, A
     return d
 
 
-def _spec(method: str, agg: dict[str, Any]):
-    """The method table's entry for a bench method's runs' ``method`` setting (None: not in the table)."""
-    trainer = agg.get(method, {}).get("trainer_method")
-    trainer = RENAMED_METHODS.get(trainer, trainer)
-    return METHOD_TABLE.get(trainer) if trainer is not None else None
+def _spec(method: str, agg: dict[str, Any]) -> MethodSpec | None:
+    """The method table's entry for a bench method's runs' ``method`` setting (its name now when renamed since). A
+    setting the table does not know (a method registered elsewhere, or none recorded) falls back to the bench
+    method's own name when the table knows that; None when neither is in the table (the method is then a baseline)."""
+    for name in (agg.get(method, {}).get("trainer_method"), method):
+        spec = METHOD_TABLE.get(RENAMED_METHODS.get(name, name)) if name is not None else None
+        if spec is not None:
+            return spec
+    return None
 
 
 def is_harness_arm(method: str, agg: dict[str, Any]) -> bool:
@@ -702,8 +330,8 @@ def plain_oracle(agg: dict[str, Any]) -> bool:
 
 
 def _reference(agg: dict[str, Any], trainer_method: str) -> str | None:
-    """The method that stands for a built-in one (``fixed``, ``oracle``): the bench method of that name when its
-    runs' ``method`` setting is it, else the first whose runs' setting is it."""
+    """The method that stands for a built-in one (:data:`FIXED_METHOD`, :data:`ORACLE_METHOD`): the bench method of
+    that name when its runs' ``method`` setting is it, else the first whose runs' setting is it."""
     if agg.get(trainer_method, {}).get("trainer_method") == trainer_method:
         return trainer_method
     return next((m for m, a in agg.items() if a.get("trainer_method") == trainer_method), None)
@@ -729,7 +357,7 @@ CHECKPOINT_STEP = {
 
 
 def task_bootstrap(
-    runs_figures: Sequence[dict[str, Any]],
+    runs_figures: Sequence[RunFigures],
     arm: str,
     base: str,
     key: str,
@@ -742,15 +370,15 @@ def task_bootstrap(
     both have; the task ids are resampled with replacement ``draws`` times (a fixed ``seed``) and the
     mean difference taken each time. Returns the mean over tasks, the 2.5% and 97.5% points, and how many
     tasks and seeds it rests on; None when no seed has per-task scores at both checkpoints."""
-    by = {(f["method"], f["seed"]): f for f in runs_figures}
+    by = {(f.method, f.seed): f for f in runs_figures}
     per_task: dict[str, list[float]] = {}
     seeds = []
     for (method, s), fa in sorted(by.items(), key=lambda kv: kv[0][1]):
         fb = by.get((base, s))
         if method != arm or fb is None:
             continue
-        ta = (fa.get("_test_per_task") or {}).get(fa.get(CHECKPOINT_STEP[key]))
-        tb = (fb.get("_test_per_task") or {}).get(fb.get(CHECKPOINT_STEP[key]))
+        ta = fa.test_per_task.get(getattr(fa, CHECKPOINT_STEP[key]))  # type: ignore[arg-type]
+        tb = fb.test_per_task.get(getattr(fb, CHECKPOINT_STEP[key]))  # type: ignore[arg-type]
         common = sorted(set(ta or {}) & set(tb or {}))
         if not common:
             continue
@@ -777,7 +405,7 @@ SCORE_COMPARISONS = ("test_at_best", "test_end", "test_at_equal_rollouts")
 """The test scores each harness arm is compared on against each baseline."""
 
 
-def compare(agg: dict[str, Any], runs_figures: Sequence[dict[str, Any]] = ()) -> list[dict[str, Any]]:
+def compare(agg: dict[str, Any], runs_figures: Sequence[RunFigures] = ()) -> list[dict[str, Any]]:
     """Each harness arm against each baseline (not the oracle): paired per-seed differences (harness minus
     baseline) of the test score at the best-validation checkpoint, at the end and at equal rollouts
     spent, and of steps to best; each with its 95% t-interval over seeds and, given the runs' figures,

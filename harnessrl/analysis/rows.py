@@ -1,14 +1,15 @@
 """Run rows of committed reports, merged into a report beside the runs read from bench folders.
 
-A committed report's ``results.json`` keeps one row per run (its ``runs`` list): the figures
-:func:`~harnessrl.analysis.results.run_figures` computed from the raw run folder, which is not committed. When
-those folders are gone and more seeds are run later, ``harnessrl bench report --rows <results.json>`` takes
-the rows as they are, beside the new folders' runs, so every table pairs all the seeds.
+A committed report's ``results.json`` keeps one row per run (its ``runs`` list): the
+:class:`~harnessrl.analysis.figures.RunFigures` :func:`~harnessrl.analysis.per_run.run_figures` computed from the raw
+run folder, which is not committed. When those folders are gone and more seeds are run later, ``harnessrl bench report
+--rows <results.json>`` reads the rows back through that model, beside the new folders' runs, so every table pairs all
+the seeds; a row that does not fit it is refused, naming its file and the field.
 
 What a row cannot give is never guessed: the per-task test scores (kept out of results.json, so the bootstrap
 over test tasks rests on the other seeds), the per-family test score between step 0 and the end, the events
 and trained groups (repairs per family, unnecessary commits, the timeline), the run's curves (plots), and any
-figure newer than the report (``_missing``); the report's notes list which methods and seeds lack each. The
+figure newer than the report (its ``missing``); the report's notes list which methods and seeds lack each. The
 equal-rollouts score is recomputed from the row's test curve, as for any run, since its budget is the
 smallest spent by this report's runs of the seed.
 
@@ -20,42 +21,31 @@ seed twice.
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from harnessrl.analysis.results import RunData, SameBenchmark, agree, run_figures, same_name
+from harnessrl.analysis.figures import REQUIRED, RunFigures
+from harnessrl.analysis.results import SameBenchmark, agree, same_name
 from harnessrl.errors import HarnessRLError
-from harnessrl.records.run_record import Missing, RunConfigView, RunRecord
 
-__all__ = ["ROWS_FROM", "merge_rows", "row_figures"]
+__all__ = ["REQUIRED", "ROWS_FROM", "merge_rows", "row_figures"]
 
 ROWS_FROM = "rows_from"
-"""The run figure naming the results.json a row was taken from (absent on a run read from its folder)."""
-
-REQUIRED = ("method", "seed", "path", "complete", "status", "steps", "split", "test_curve", "rollouts_spent_source")
-"""What a row must have to be read as a run (every report since the bench's first records them)."""
+"""The run figure naming the results.json a row was taken from (None on a run read from its folder)."""
 
 
-@functools.cache
-def _figure_keys() -> frozenset[str]:
-    """Every figure :func:`~harnessrl.analysis.results.run_figures` gives a run now (those of an empty run)."""
-    none = Missing("an empty run")
-    empty = RunRecord(Path(), RunConfigView(), (), (), (), (), best=none, summary=none, harness=none)
-    return frozenset(run_figures(RunData(method="", seed=0, record=empty)))
+def row_figures(row: dict[str, Any], source: str, index: int = 0) -> RunFigures:
+    """One results.json row (``index`` of its ``runs``) as the per-run figures the report aggregates, read through
+    :class:`~harnessrl.analysis.figures.RunFigures`: with ``rows_from`` (``source``) and, in ``missing``, the figures
+    the report was written before (None: not recorded); the private per-task scores are never in a row. A row that
+    does not fit the model is refused naming ``source`` and the field."""
+    return RunFigures.from_row(row, source, index)
 
 
-def row_figures(row: dict[str, Any], source: str) -> dict[str, Any]:
-    """One results.json row as the per-run figures the report aggregates: the row as it is, with ``rows_from``
-    (``source``) and, under ``_missing``, the figures the report was written before (set to None: not
-    recorded); the private per-task scores (``_test_per_task``) are never in a row."""
-    absent = [k for k in REQUIRED if k not in row]
-    if absent:
-        raise HarnessRLError(f"a run row of {source} has no {', '.join(absent)}: not a bench report's results.json")
-    missing = sorted(k for k in _figure_keys() - set(row) if not k.startswith("_"))
-    return {**row, **dict.fromkeys(missing), "seed": int(row["seed"]), ROWS_FROM: source, "_missing": missing}
+def _steps(n: float | None) -> str:
+    return "an unrecorded number of" if n is None else f"{n:g}"
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -68,12 +58,12 @@ def _read(path: Path) -> dict[str, Any]:
     return data
 
 
-def _check_unrecorded(source: str, method: str, rows: list[dict[str, Any]], merged: dict[str, Any], by: str) -> None:
+def _check_unrecorded(source: str, method: str, rows: list[RunFigures], merged: dict[str, Any], by: str) -> None:
     """Without recorded settings, a row's trainer method must be all its folder settings say."""
     settings = merged["methods"].get(method)
     if settings is None:
         return
-    trainer = {r.get("trainer_method") for r in rows}
+    trainer = {r.trainer_method for r in rows}
     if set(settings) != {"method"} or trainer != {settings["method"]}:
         raise HarnessRLError(
             f"method {method!r} has settings {settings} in {by}; {source} records no settings, only its runs' "
@@ -83,13 +73,13 @@ def _check_unrecorded(source: str, method: str, rows: list[dict[str, Any]], merg
 
 
 def merge_rows(
-    figures: Sequence[dict[str, Any]],
+    figures: Sequence[RunFigures],
     manifest: dict[str, Any],
     files: Sequence[str | Path],
     methods: Sequence[str] | None = None,
     shown: Callable[[str | Path], str] = str,
     same: SameBenchmark = same_name,
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+) -> tuple[list[RunFigures], dict[str, Any]]:
     """The rows of ``files`` (committed reports' results.json, each shown in messages and figures by ``shown``)
     to report beside the folders' run ``figures`` and their merged ``manifest`` (``bench_config``, ``methods``),
     and the manifest with the rows' bench config and recorded settings folded in.
@@ -100,18 +90,22 @@ def merge_rows(
     must be all the folder's settings say, and its max steps the folder runs' of that method)."""
     merged = {**manifest, "methods": dict(manifest.get("methods") or {})}
     method_from = dict.fromkeys(merged["methods"], "the bench folders")
-    run_from = {(f["method"], int(f["seed"])): str(f.get("path")) for f in figures}
-    max_steps: dict[str, Any] = {}
+    run_from = {(f.method, f.seed): f.path for f in figures}
+    max_steps: dict[str, float | None] = {}
     for f in figures:
-        max_steps[f["method"]] = max_steps.get(f["method"]) or f.get("max_steps")
-    out: list[dict[str, Any]] = []
+        max_steps[f.method] = max_steps.get(f.method) or f.max_steps
+    out: list[RunFigures] = []
     wanted = set(methods or ())
     seen: set[str] = set()
     for file in files:
         source = shown(file)
         data = _read(Path(file))
-        rows = [r for r in data["runs"] if isinstance(r, dict) and (not wanted or r.get("method") in wanted)]
-        seen |= {str(r.get("method")) for r in rows}
+        rows = [
+            row_figures(r, source, i)
+            for i, r in enumerate(data["runs"])
+            if not isinstance(r, dict) or not wanted or r.get("method") in wanted
+        ]
+        seen |= {r.method for r in rows}
         config = data.get("bench_config")
         if config is None and merged.get("bench_config") is not None:
             raise HarnessRLError(
@@ -119,23 +113,22 @@ def merge_rows(
                 f"({merged['bench_config']!r})"
             )
         settings = data.get("method_settings")
-        taken = sorted({str(r.get("method")) for r in rows})
+        taken = sorted({r.method for r in rows})
         recorded = {m: settings[m] for m in taken if m in settings} if isinstance(settings, dict) else {}
         agree(merged, method_from, source, {"bench_config": config, "methods": recorded}, same)
         for m in (m for m in taken if m not in recorded):
-            _check_unrecorded(source, m, [r for r in rows if r.get("method") == m], merged, method_from.get(m, ""))
-        for row in rows:
-            f = row_figures(row, source)
-            key = (f["method"], f["seed"])
+            _check_unrecorded(source, m, [r for r in rows if r.method == m], merged, method_from.get(m, ""))
+        for f in rows:
+            key = (f.method, f.seed)
             if key in run_from:
                 raise HarnessRLError(
-                    f"{f['method']}/seed{f['seed']} is in both {run_from[key]} and {source}: a report takes one run "
+                    f"{f.method}/seed{f.seed} is in both {run_from[key]} and {source}: a report takes one run "
                     "per method and seed (leave the method out of the rows with --rows-methods, or report apart)"
                 )
-            if f["method"] in max_steps and f.get("max_steps") != max_steps[f["method"]]:
+            if f.method in max_steps and f.max_steps != max_steps[f.method]:
                 raise HarnessRLError(
-                    f"{f['method']}/seed{f['seed']} of {source} ran {f.get('max_steps')} steps, the runs of "
-                    f"{f['method']} in the bench folders {max_steps[f['method']]}: not one benchmark (report apart)"
+                    f"{f.method}/seed{f.seed} of {source} ran {_steps(f.max_steps)} steps, the runs of "
+                    f"{f.method} in the bench folders {_steps(max_steps[f.method])}: not one benchmark (report apart)"
                 )
             run_from[key] = source
             out.append(f)

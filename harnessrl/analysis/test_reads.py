@@ -14,16 +14,18 @@ import json
 import logging
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+
+from harnessrl.analysis.figures import RunFigures
+from harnessrl.errors import HarnessRLError
 
 __all__ = ["arms_scored", "split_families"]
 
 logger = logging.getLogger(__name__)
 
 
-def split_families(runs: Iterable[dict[str, Any]]) -> frozenset[str]:
+def split_families(runs: Iterable[RunFigures]) -> frozenset[str]:
     """The families a report's runs were scored on at test (the fingerprint of their test split)."""
-    return frozenset(f for r in runs for f in (r.get("test_at_best_per_family") or {}))
+    return frozenset(f for r in runs for f in (r.test_at_best_per_family or {}))
 
 
 def arms_scored(reports: Path, families: frozenset[str], own: Sequence[str] = (), own_name: str | None = None):
@@ -38,10 +40,11 @@ def arms_scored(reports: Path, families: frozenset[str], own: Sequence[str] = ()
             continue
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as e:
+            runs = [RunFigures.from_row(r, str(path), i) for i, r in enumerate(data.get("runs") or [])]
+        except (OSError, ValueError, AttributeError, HarnessRLError) as e:
             logger.warning("%s cannot be read (%s): its arms are not counted", path, e)
             continue
-        if split_families(data.get("runs") or []) != families:
+        if split_families(runs) != families:
             continue
         for method in data.get("methods") or {}:
             arms.setdefault(method, []).append(path.parent.name)

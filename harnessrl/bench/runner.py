@@ -128,22 +128,32 @@ def _differences(old: Any, new: Any, prefix: str = "") -> list[str]:
 
 
 def _inert(settings: Any) -> set[str]:
-    """Sections of a run's settings its method never reads: the evolver's when it is off, DAPO's and ODF's
-    for the other methods (a change there cannot change what the run did)."""
+    """Sections of a run's settings its method never reads: the evolver's for a method that does not run it,
+    DAPO's and ODF's for the other methods (a change there cannot change what the run did)."""
     if not isinstance(settings, dict):
         return set()
-    method = settings.get("method")
-    own = METHOD_TABLE[method].settings_section if method in METHOD_TABLE else None
+    spec = METHOD_TABLE.get(settings.get("method"))  # type: ignore[arg-type]
+    own = spec.settings_section if spec is not None else None
     out = {s.settings_section for s in METHOD_TABLE.values() if s.settings_section and s.settings_section != own}
-    if not (settings.get("evolver") or {}).get("enabled", True):
+    # a config.yaml from before the method decided alone says so in its evolver.enabled (written then, never now)
+    runs_evolver = spec.evolver if spec is not None else (settings.get("evolver") or {}).get("enabled", True)
+    if not runs_evolver:
         out.add("evolver")
     return out
+
+
+DERIVED_ALIASES = ("evolver.enabled",)
+"""Settings an older config.yaml wrote that only repeated another one (``method``): never a change of their own."""
 
 
 def _changed_settings(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """The settings a run made with ``old`` would have run differently under ``new``."""
     inert = _inert(old) & _inert(new)
-    return [d for d in _differences(_normal(old), _normal(new)) if d.split(".", 1)[0] not in inert]
+    return [
+        d
+        for d in _differences(_normal(old), _normal(new))
+        if d.split(".", 1)[0] not in inert and d not in DERIVED_ALIASES
+    ]
 
 
 def _validated_settings(data: dict[str, Any], method: str, seed: int) -> dict[str, Any]:

@@ -111,7 +111,9 @@ def attach_harness(
             f"attach_harness needs a harnessrl.HarnessGRPOTrainer (a trl.GRPOTrainer with the harness wired in), "
             f"not a {type(trainer).__name__}: build the trainer with harnessrl.HarnessGRPOTrainer(..., harness=...)"
         )
-    if evolver is not None and evolver.enabled:
+    if evolver is not None and evolver.enabled is False:  # the deprecated alias (warned when it was set) of None
+        evolver = None
+    if evolver is not None:
         check_boundary_wait(trainer, evolver)
         # null: the default's probes on one process, none on several; a number above 0 on several is refused
         probes = evolver.probe_tasks(trainer.accelerator.num_processes)
@@ -127,13 +129,13 @@ def attach_harness(
         store = TrainingMemory(run.path, url=memory.url)
     if trainer.recorder.run_dir is None:  # a trainer built without a run directory keeps its rollouts in it
         trainer.recorder.attach(run.path)
-    if evolver is not None and evolver.enabled:
+    if evolver is not None:
         # an evolution point handles the failures of every step since the last one: their rollouts stay kept
         trainer.recorder.keep_steps = max(trainer.recorder.keep_steps, evolver.every_steps)
     monitor = StepMonitor(trainer, detectors, store, run if main else None, regrade=_second_opinion(trainer))
     trainer.step_listeners.append(monitor)
     attachment = HarnessAttachment(run=run, monitor=monitor, memory=store)
-    if main and evolver is not None and evolver.enabled:
+    if main and evolver is not None:
         seed = trainer.args.seed if seed is None else seed
         attachment.server, attachment.evolution = _start_evolver(
             evolver, trainer, store, run, monitor, seed=seed, eps=detectors.eps

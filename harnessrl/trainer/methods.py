@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 __all__ = [
-    "FIXED_HARNESS",
     "METHOD_TABLE",
     "RENAMED_METHODS",
     "MethodSpec",
@@ -34,6 +33,7 @@ __all__ = [
     "method_names",
     "method_spec",
     "methods_described",
+    "plain_method",
     "register_method",
 ]
 
@@ -62,6 +62,11 @@ class MethodSpec:
     holds)."""
     in_default_bench: bool = True
     """Whether a bench config that lists no methods runs it."""
+
+    @property
+    def plain(self) -> bool:
+        """Plain GRPO: it turns nothing on (no evolver, no dynamic sampling, no difficulty filter)."""
+        return not (self.evolver or self.dynamic_sampling or self.difficulty_filter)
 
 
 METHOD_TABLE: dict[str, MethodSpec] = {
@@ -168,9 +173,18 @@ RENAMED_METHODS: dict[str, str] = {"harnessrl-dapo": "harnessrl"}
 """Methods by an earlier name -> their name now (a config naming an old one gets an error that says which): on
 2026-12-06 the harness over DAPO became ``harnessrl`` and the harness over plain GRPO ``harnessrl-grpo``."""
 
-FIXED_HARNESS = "fixed"
-"""The method a run config means by ``evolver.enabled: false`` without a method (the older way to ask for a fixed
-harness)."""
+
+def plain_method(train_rubric: Literal["rubric", "gold"] | None = None) -> str:
+    """The first method of the table that trains plain GRPO (:attr:`MethodSpec.plain`) on ``train_rubric`` (None:
+    the run's own training rubric): ``fixed``, and ``oracle`` for the gold rubrics. ``fixed`` is also what a run config
+    means by the deprecated ``evolver.enabled: false`` without a method. A ValueError when the table has none."""
+    found = next((n for n, s in METHOD_TABLE.items() if s.plain and s.train_rubric == train_rubric), None)
+    if found is None:
+        raise ValueError(
+            f"no method of the table trains plain GRPO on {train_rubric or 'the training'} rubrics: register one "
+            "(harnessrl.trainer.methods.register_method) that turns nothing on"
+        )
+    return found
 
 
 def method_names() -> tuple[str, ...]:

@@ -268,7 +268,7 @@ def _build_trainer(r: RunState) -> None:
     if r.resume:  # the cumulative counters go on from where the run stopped
         restore_accounting(run, trainer.accounting)
     trainer.remove_callback(PrinterCallback)
-    if config.evolver.enabled or r.eval_cb is not None:
+    if config.runs_evolver or r.eval_cb is not None:
         check_main_process_sampling(trainer)  # on every process, so that all of them stop
     if r.eval_cb is not None:
         r.eval_cb.trainer = trainer
@@ -291,7 +291,7 @@ def _attach_listeners(r: RunState) -> None:
             run.path,
             detectors=config.harness.detectors,
             memory=config.harness.memory,
-            evolver=config.evolver if config.evolver.enabled else None,
+            evolver=config.evolver if config.runs_evolver else None,
             seed=config.seed,
             console=r.console,
             close_at_train_end=False,  # closed by finish_run, once the summary has read the memory's counts
@@ -322,7 +322,7 @@ def _write_start_event(r: RunState) -> None:
         "run_start",
         step=0,
         method=config.method,
-        evolver=config.evolver.enabled,
+        evolver=config.runs_evolver,
         method_settings=_method_settings(config),
         model=config.model,
         device=r.device,
@@ -383,7 +383,7 @@ def rollout_steps_kept(config: TrainConfig) -> int:
     least ``evolver.every_steps``, since an evolution point handles the failures of every step since the
     last one and the critic re-grades their rollouts."""
     keep = config.harness.keep_rollout_steps
-    return max(keep, config.evolver.every_steps) if config.evolver.enabled else keep
+    return max(keep, config.evolver.every_steps) if config.runs_evolver else keep
 
 
 def _method_settings(config: TrainConfig) -> dict[str, Any]:

@@ -122,7 +122,7 @@ def _whole_run(r: RunState, memory_counts: dict[str, Any]) -> RunSummary:
         reward_first=rewards[0] if rewards else None,
         reward_last=rewards[-1] if rewards else None,
         method=config.method,
-        evolver_enabled=config.evolver.enabled,
+        evolver_enabled=config.runs_evolver,
         steps_to_best=best["step"] if best else None,
         eval=_eval_summary(eval_cb, best) if eval_cb else {},
         accounting=accounting,

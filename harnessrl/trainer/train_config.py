@@ -22,7 +22,7 @@ from harnessrl.graph.state import GraphConfig, LLMConfig
 from harnessrl.interfaces.registry import interface_classes
 from harnessrl.interfaces.sampling import DifficultyFilterSettings
 from harnessrl.judges.config import JudgeConfig
-from harnessrl.trainer.methods import FIXED_HARNESS, METHOD_TABLE, method_spec, methods_described
+from harnessrl.trainer.methods import METHOD_TABLE, method_spec, methods_described, plain_method
 
 __all__ = [
     "DapoConfig",
@@ -434,7 +434,13 @@ AUDIT_PROBE_TASKS = 2
 class EvolverSettings(_Section):
     """The harness evolver of a training run (the ``evolver`` section of the config)."""
 
-    enabled: bool = Field(default=True, description="false: a fixed-harness run (plain GRPO, detectors still on).")
+    enabled: bool | None = Field(
+        default=None,
+        exclude=True,
+        description="Deprecated (a warning; never written to a run's config.yaml): whether the evolver runs is the "
+        "run's `method` alone. false without a method still means method fixed; a value the method contradicts is an "
+        "error. Set `method` instead.",
+    )
     backend: Literal["rule-based", "llm"] = Field(
         default="rule-based", description="rule-based: the embedded decision procedure (no LLM); llm: evolver.llm."
     )
@@ -495,6 +501,20 @@ class EvolverSettings(_Section):
         default_factory=TrialConfig,
         description="The critic's trials on the frozen policy: their budgets, sequential looks and acceptance rule.",
     )
+
+    @field_validator("enabled")
+    @classmethod
+    def _enabled_is_deprecated(cls, v: bool | None) -> bool | None:
+        if v is not None:
+            evolving = " or ".join(n for n, spec in METHOD_TABLE.items() if spec.evolver)
+            warnings.warn(
+                f"evolver.enabled is deprecated: whether the evolver runs is the run's method alone. Drop "
+                f"evolver.enabled and use method instead (method: {plain_method()} for a fixed harness, "
+                f"method: {evolving} for the evolving one)",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+        return v
 
     def probe_tasks(self, processes: int) -> int:
         """The audit's probes per finding on ``processes`` training processes: the setting, or when it is null
@@ -625,27 +645,33 @@ class TrainConfig(_Section):
             if "train_rubric" in self.data.model_fields_set and self.data.train_rubric != spec.train_rubric:
                 raise ValueError(
                     f"method {self.method!r} trains on the {spec.train_rubric} rubrics, but data.train_rubric is "
-                    f"{self.data.train_rubric!r}: drop data.train_rubric, or use method {FIXED_HARNESS!r}"
+                    f"{self.data.train_rubric!r}: drop data.train_rubric, or use method {plain_method()!r}"
                 )
             self.data = self.data.model_copy(update={"train_rubric": spec.train_rubric})
-        # one source of truth after validation: evolver.enabled is true exactly for the method that runs it
-        if spec.evolver:
-            if not self.evolver.enabled:  # the older way to ask for a fixed harness
-                if "method" in self.model_fields_set:
-                    raise ValueError(
-                        f"method {self.method!r} is the evolving harness, but evolver.enabled is false: "
-                        f"use method {FIXED_HARNESS!r} for a fixed harness"
-                    )
-                self.method = FIXED_HARNESS
-        elif self.evolver.enabled:
-            if "enabled" in self.evolver.model_fields_set:
-                evolving = " or ".join(repr(n) for n, s in METHOD_TABLE.items() if s.evolver)
+        # whether the evolver runs is the method's alone: the deprecated evolver.enabled is read here, never kept
+        enabled = self.evolver.enabled
+        if enabled is None:
+            return self
+        if spec.evolver and not enabled:  # the older way to ask for a fixed harness
+            if "method" in self.model_fields_set:
                 raise ValueError(
-                    f"method {self.method!r} never runs the evolver, but evolver.enabled is true: "
-                    f"drop evolver.enabled, or use method {evolving}"
+                    f"method {self.method!r} is the evolving harness, but evolver.enabled is false: "
+                    f"use method {plain_method(spec.train_rubric)!r} for a fixed harness (and drop evolver.enabled)"
                 )
-            self.evolver = self.evolver.model_copy(update={"enabled": False})
+            self.method = plain_method(spec.train_rubric)
+        elif not spec.evolver and enabled:
+            evolving = " or ".join(repr(n) for n, s in METHOD_TABLE.items() if s.evolver)
+            raise ValueError(
+                f"method {self.method!r} never runs the evolver, but evolver.enabled is true: "
+                f"drop evolver.enabled, or use method {evolving}"
+            )
+        self.evolver = self.evolver.model_copy(update={"enabled": None})
         return self
+
+    @property
+    def runs_evolver(self) -> bool:
+        """Whether the evolver runs: the method's to say (:attr:`~harnessrl.trainer.methods.MethodSpec.evolver`)."""
+        return method_spec(self.method).evolver
 
     @property
     def eval_judge(self) -> JudgeConfig:
@@ -723,7 +749,7 @@ def explain_train_config(
 ) -> tuple[TrainConfig, list[ResolvedSetting]]:
     """The config :func:`load_train_config` reads, and each of its values with its source: ``default``, the
     file's path, the ``-s key=value`` that set it, or ``derived`` (a validator computed it from another setting,
-    e.g. ``evolver.enabled`` from ``method``, ``evolver.trials.max_new_tokens`` from
+    e.g. ``data.train_rubric`` from ``method``, ``evolver.trials.max_new_tokens`` from
     ``grpo.max_completion_length``)."""
     file_data, data, parsed = _read_settings(path, overrides)
     config = _validate(data, path, parsed)
