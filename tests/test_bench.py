@@ -755,6 +755,7 @@ def _task(tid: str, domain: str, prompt: str, reference: str, judged: str) -> di
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # a whole bench of every method: minutes on a loaded two-core machine
 def test_every_method_end_to_end_on_a_tiny_model(tmp_path, tiny_model_dir):
     """Every built-in method for 2 steps as real `harnessrl train` processes, then the report."""
     from harnessrl.trainer.train_config import DataConfig, TrainConfig

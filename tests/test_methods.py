@@ -79,7 +79,7 @@ def test_method_resolves_the_evolver():
     for method in ("fixed", "dapo", "odf"):
         config = load_train_config(None, [f"method={method}"])
         assert config.method == method and config.runs_evolver is False and config.evolver.enabled is None
-    with pytest.warns(DeprecationWarning):
+    with pytest.warns(FutureWarning):
         legacy = load_train_config(None, ["evolver.enabled=false"])  # the older way to ask for a fixed harness
     assert legacy.method == "fixed" and not legacy.runs_evolver
     with pytest.raises(ConfigError, match="never runs the evolver"):
@@ -102,16 +102,16 @@ def test_evolver_enabled_is_a_deprecated_alias_of_method(tmp_path):
 
     from harnessrl.trainer.methods import plain_method
 
-    with pytest.warns(DeprecationWarning, match=r"evolver.enabled is deprecated.*use method instead.*method: fixed"):
+    with pytest.warns(FutureWarning, match=r"evolver.enabled is deprecated.*use method instead.*method: fixed"):
         agreeing = load_train_config(None, ["method=harnessrl", "evolver.enabled=true"])
     assert agreeing.runs_evolver and agreeing.method == "harnessrl" and agreeing.evolver.enabled is None
     # an old run's config.yaml, which wrote the alias beside its method, still loads (with the warning)
     path = tmp_path / "config.yaml"
     path.write_text("method: fixed\nevolver:\n  enabled: false\n")
-    with pytest.warns(DeprecationWarning, match="evolver.enabled is deprecated"):
+    with pytest.warns(FutureWarning, match="evolver.enabled is deprecated"):
         assert load_train_config(path).method == "fixed"
     with warnings.catch_warnings():
-        warnings.simplefilter("error", DeprecationWarning)  # without the alias: no warning
+        warnings.simplefilter("error", FutureWarning)  # without the alias: no warning
         assert not load_train_config(None, ["method=fixed"]).runs_evolver
     # the method's table, not a name, says which plain-GRPO method a fixed harness is
     assert (plain_method(), plain_method("gold")) == ("fixed", "oracle")

@@ -511,7 +511,7 @@ class EvolverSettings(_Section):
                 f"evolver.enabled is deprecated: whether the evolver runs is the run's method alone. Drop "
                 f"evolver.enabled and use method instead (method: {plain_method()} for a fixed harness, "
                 f"method: {evolving} for the evolving one)",
-                DeprecationWarning,
+                FutureWarning,
                 stacklevel=2,
             )
         return v
