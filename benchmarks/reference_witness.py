@@ -142,7 +142,7 @@ def witness(tasks: Sequence[Task], judge: Any) -> ReferenceWitness:
 
 
 def _cell(kind: str) -> dict[str, Any]:
-    return {"kind": kind, "criteria": 0, "suspect": 0, "no_verdict": 0}
+    return {"kind": kind, "criteria": 0, "suspect": 0, "breaks_prompt": 0, "no_verdict": 0}
 
 
 def tally(tasks: Sequence[Task], grades: Mapping[str, ReferenceGrade]) -> dict[str, Any]:
@@ -157,17 +157,20 @@ def tally(tasks: Sequence[Task], grades: Mapping[str, ReferenceGrade]) -> dict[s
             continue
         graded += 1
         suspect_ids = {s.criterion_id for s in g.suspects}
+        breaks = {s.criterion_id for s in g.breaks_prompt}
         with_suspect += bool(suspect_ids)
         for c in t.rubric:
             cell = cells[f"{'exact' if c.check is not None else 'judged'}_{'pitfall' if c.weight < 0 else 'positive'}"]
             cell["criteria"] += 1
             cell["suspect"] += c.id in suspect_ids
+            cell["breaks_prompt"] += c.id in breaks
             cell["no_verdict"] += g.verdicts.get(c.id) is None
     for cell in cells.values():
         cell["suspect_share"] = _share(cell["suspect"], cell["criteria"])
     total = {
         "criteria": sum(c["criteria"] for c in cells.values()),
         "suspect": sum(c["suspect"] for c in cells.values()),
+        "breaks_prompt": sum(c["breaks_prompt"] for c in cells.values()),
     }
     total["suspect_share"] = _share(total["suspect"], total["criteria"])
     return {
@@ -329,17 +332,19 @@ def markdown(res: dict[str, Any]) -> str:
             f"{src['set']}; read from `{src['repo']}` at `{src['commit']}` ({src['path']}); license: {src['license']}.",
             f"{d['tasks_note']}",
             "",
-            "| criteria | count | suspect | share suspect |",
-            "|---|---|---|---|",
+            "| criteria | count | suspect | share suspect | reference breaks a stated requirement (not suspect) |",
+            "|---|---|---|---|---|",
         ]
         for cell in d["tally"]["by_kind"].values():
             if cell["criteria"]:
                 lines.append(
-                    f"| {cell['kind']} | {cell['criteria']} | {cell['suspect']} | {_pct(cell['suspect_share'])} |"
+                    f"| {cell['kind']} | {cell['criteria']} | {cell['suspect']} | {_pct(cell['suspect_share'])} | "
+                    f"{cell['breaks_prompt']} |"
                 )
         t = d["tally"]
         lines += [
-            f"| all | {t['all']['criteria']} | {t['all']['suspect']} | {_pct(t['all']['suspect_share'])} |",
+            f"| all | {t['all']['criteria']} | {t['all']['suspect']} | {_pct(t['all']['suspect_share'])} | "
+            f"{t['all']['breaks_prompt']} |",
             "",
             f"Tasks with at least one suspect: {t['tasks_with_suspect']} of {t['graded']} "
             f"({_pct(t['tasks_with_suspect_share'])}).",
@@ -428,13 +433,18 @@ def markdown(res: dict[str, Any]) -> str:
         "- The true suspects are not evidence of a wrong rubric here: HealthBench's criteria are physicians' and "
         "the ideal completions are imperfect answers (a refusal to open a link; a note template missing sections). "
         "The witness's premise, that the reference is a good answer, is what fails.",
-        f"- Exact suspects (offered for removal): on IFEval with GPT-4's answers as references, "
-        f"{_pct(ife['tally']['by_kind']['exact_positive']['suspect_share'])} of the checks are suspect, in "
-        f"{_pct(ife['tally']['tasks_with_suspect_share'])} of tasks, and every one agrees with IFEval's own grading "
-        "(no judge: no false alarm of the verdict). But each is an instruction the prompt states; the answer is "
-        f"wrong, not the criterion, and the witness would offer {len(ife['findings'])} removals of stated "
-        "instructions. On a set whose references a model wrote, an exact suspect says the reference fails, not "
-        "that the criterion is wrong.",
+        f"- Exact criteria the reference fails (an exact suspect is offered for removal): on IFEval with GPT-4's "
+        "answers as references, every check that fails on its reference agrees with IFEval's own grading (no judge: "
+        "no false alarm of the verdict), and each is an instruction the prompt states: the answer is wrong, not the "
+        "criterion. Measured here first (101 suspects, 19 removals of stated instructions offered), this is why a "
+        "criterion whose requirement the prompt states is never suspect: the prompt outranks the reference "
+        "(docs/design.md section 4). The prompt reader (`stated_requirements`, 92% recall on IFEval) now recognises "
+        f"{ife['tally']['by_kind']['exact_positive']['breaks_prompt']} of them as stated; the "
+        f"{ife['tally']['by_kind']['exact_positive']['suspect']} it does not read stay suspect, and "
+        f"{len(ife['findings'])} removals of stated instructions are still offered for them: "
+        + ", ".join(f"`{f['key']}`" for f in ife["findings"])
+        + ". Where a model wrote the references, an exact suspect says the reference fails, not that the criterion is "
+        "wrong; the critic's trial (the references' rank among the rollouts) is then the remaining guard.",
     ]
     return "\n".join(lines)
 

@@ -334,3 +334,35 @@ def test_a_suspect_no_rollout_is_paid_for_yet_waits_for_one(tmp_path):
     rule_based_point(service)
     (commit,) = [e for e in run.read("events.jsonl") if e["kind"] == "commit"]
     assert commit["remedy"] == "drop_suspect" and sorted(commit["covers"]) == ["bees", "fish", "teeth"]
+
+
+def test_a_requirement_the_prompt_states_outranks_a_reference_that_breaks_it():
+    """A reference that ignores what its prompt states (IFEval's prompts with a model's answer as the reference, as
+    benchmarks/reference_witness.py measured) is the wrong one: the criterion is not suspect, so it is neither offered
+    for removal nor withheld from guidance; the witness names the broken requirement instead."""
+    no_commas = {"id": "nc", "text": "No commas", "weight": 1, "check": {"type": "not_contains", "phrases": [","]}}
+    task = Task.model_validate(
+        {
+            "id": "t",
+            "domain": "writing",
+            "prompt": "Describe a lighthouse without using any commas.",
+            "reference_answer": "A tall tower, white and red, that guides ships at night.",
+            "rubric": [
+                no_commas,
+                {"id": "k", "text": "Mentions ships", "weight": 1, "check": {"type": "contains", "phrases": ["ship"]}},
+            ],
+        }
+    )
+    unstated = task.model_copy(update={"id": "u", "prompt": "Describe a lighthouse."})
+    judge = RubricJudge(NoJudge())
+
+    class Version:
+        version, criteria = 0, task.rubric
+
+    witness = ReferenceWitness(
+        {"t": task, "u": unstated}, lambda tid: Version, lambda t, crit: judge.grade_one(t, t.reference_answer, crit)
+    )
+    witness.check()
+    assert witness.suspects("t") == [] and [s.criterion_id for s in witness.current("t").breaks_prompt] == ["nc"]
+    assert [s.criterion_id for s in witness.suspects("u")] == ["nc"]  # no prompt states it: the reference's word holds
+    assert witness.view("t")["reference_breaks_prompt"][0]["criterion_id"] == "nc"

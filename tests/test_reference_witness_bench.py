@@ -61,7 +61,7 @@ def test_tally_splits_suspects_by_exact_judged_and_positive_pitfall():
     assert (cells["judged_positive"]["criteria"], cells["judged_positive"]["suspect"]) == (2, 1)  # b/c1 fails
     assert (cells["judged_pitfall"]["criteria"], cells["judged_pitfall"]["suspect"]) == (2, 1)  # a/c2 commits
     assert (cells["exact_positive"]["criteria"], cells["exact_positive"]["suspect"]) == (1, 1)  # 3 words < 50
-    assert t["all"] == {"criteria": 5, "suspect": 3, "suspect_share": 0.6}
+    assert t["all"] == {"criteria": 5, "suspect": 3, "breaks_prompt": 0, "suspect_share": 0.6}
 
     sample = bench.sample_suspects(tasks, grades, per_kind=5, seed=0)
     assert [(s["key"], s["kind"]) for s in sample] == [("b/c1", "positive"), ("a/c2", "pitfall")]  # judged only

@@ -4,7 +4,10 @@ A dataset's reference answer is what a good answer to its prompt looks like, so 
 rubric that pays for the wrong thing (docs/design.md §4, "The reference as witness"): a positive criterion the
 reference *fails*, or a pitfall it *commits*, asks for something a good answer does not do (a bulleted list
 where the reference is one prose sentence; more words than a one-sentence answer has). Such a criterion is
-**suspect**. Grading the reference costs judge calls, never rollouts.
+**suspect**, unless the prompt itself states its requirement (:func:`stated_requirements`): then the reference
+is what is wrong (a model's answer that ignored the instruction), the prompt outranks it, and the criterion is
+kept and stays a target (``breaks_prompt``, in the event and the tools). Grading the reference costs judge calls,
+never rollouts.
 
 :class:`ReferenceWitness` grades every training task's reference under the task's current rubric before step 1
 and again after every rubric edit (each rubric version once), and keeps, per task, the reference's verdict on
@@ -30,8 +33,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from harnessrl.data.schema import Criterion, Task
-from harnessrl.interfaces.induction import requirement_key
+from harnessrl.data.schema import Criterion, Task, prompt_text
+from harnessrl.interfaces.induction import requirement_key, stated_requirements
 from harnessrl.records.evidence import ReferenceFailsEvidence
 from harnessrl.records.failures import Failure
 
@@ -79,6 +82,11 @@ class ReferenceGrade(BaseModel):
     reward: float | None
     verdicts: dict[str, float | None]
     suspects: list[Suspect] = Field(default_factory=list)
+    breaks_prompt: list[Suspect] = Field(
+        default_factory=list,
+        description="Exact criteria the reference fails (or commits) whose requirement the prompt itself states: the "
+        "reference is wrong there, not the criterion, so they are never suspect (docs/design.md section 4).",
+    )
 
 
 class ReferenceWitness:
@@ -96,6 +104,7 @@ class ReferenceWitness:
         self._grade = grade
         self.grades: dict[tuple[str, int], ReferenceGrade] = {}
         self.judge_calls = 0
+        self._stated_keys: dict[str, set[str]] = {}
 
     @property
     def enabled(self) -> bool:
@@ -123,18 +132,26 @@ class ReferenceWitness:
                 continue
             self.judge_calls += sum(1 for c in current.criteria if c.check is None)
             verdicts = {v.criterion_id: v.value for v in result.verdicts}
+            failed = [_suspect(c, verdicts.get(c.id)) for c in current.criteria if is_suspect(c, verdicts.get(c.id))]
+            stated = self._stated(task)
             grade = ReferenceGrade(
                 task_id=tid,
                 rubric_version=key[1],
                 reward=result.reward,
                 verdicts=verdicts,
-                suspects=[
-                    _suspect(c, verdicts.get(c.id)) for c in current.criteria if is_suspect(c, verdicts.get(c.id))
-                ],
+                suspects=[s for s in failed if s.requirement_key not in stated],
+                breaks_prompt=[s for s in failed if s.requirement_key in stated],
             )
             self.grades[key] = grade
             made.append(grade)
         return made
+
+    def _stated(self, task: Task) -> set[str]:
+        """The kinds of requirement the task's prompt states (:func:`stated_requirements`): a reference that breaks one
+        of them is a wrong reference, and the prompt's requirement outranks it."""
+        if task.id not in self._stated_keys:
+            self._stated_keys[task.id] = {requirement_key(c) for c, _ in stated_requirements(prompt_text(task.prompt))}
+        return self._stated_keys[task.id]
 
     def current(self, task_id: str) -> ReferenceGrade | None:
         """The reference's grade under the task's current rubric version (None: not graded, or no reference)."""
@@ -155,6 +172,7 @@ class ReferenceWitness:
             "reward": grade.reward,
             "verdicts": grade.verdicts,
             "suspect_criteria": [s.model_dump(mode="json") for s in grade.suspects],
+            "reference_breaks_prompt": [s.model_dump(mode="json") for s in grade.breaks_prompt],
         }
 
 
@@ -176,6 +194,9 @@ def event_payload(grades: Sequence[ReferenceGrade], tasks: int) -> dict[str, Any
         "graded": [{"task_id": g.task_id, "rubric_version": g.rubric_version, "reward": g.reward} for g in grades],
         "tasks": tasks,
         "suspects": {g.task_id: [s.model_dump(mode="json") for s in g.suspects] for g in grades if g.suspects},
+        "reference_breaks_prompt": {
+            g.task_id: [s.model_dump(mode="json") for s in g.breaks_prompt] for g in grades if g.breaks_prompt
+        },
     }
 
 
