@@ -293,6 +293,11 @@ def test_arguments_are_typed_and_null_ones_dropped_as_the_benchmarks_do():
         ("keywords:existence", {"keywords": "a"}, "must be a list of strings"),
         ("length_constraints:number_words", {"num_words": "five", "relation": "less than"}, "must be a whole number"),
         ("length_constraints:number_words", {"num_words": 5, "relation": "about"}, "verifier refused"),
+        (  # IFEval's rows 1122 and 1129: the verifier would draw a random letter instead
+            "keywords:letter_frequency",
+            {"letter": "#", "let_frequency": 4, "let_relation": "at least"},
+            "must be one letter a-z",
+        ),
     ],
 )
 def test_a_bad_instruction_is_refused_with_what_is_wrong(iid, kwargs, says):

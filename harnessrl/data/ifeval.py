@@ -227,6 +227,12 @@ def _typed_arguments(instruction_id: str, kwargs: dict[str, Any]) -> dict[str, A
         except ValidationError:
             want = {id(_INT): "a whole number", id(_STR): "text", id(_STRS): "a list of strings"}[id(adapter)]
             raise ValueError(f"argument {name}={value!r} of {instruction_id!r} must be {want}") from None
+    letter = typed.get("letter")
+    if letter is not None and not (len(letter) == 1 and "a" <= letter.lower() <= "z"):
+        raise ValueError(
+            f"argument letter={letter!r} of {instruction_id!r} must be one letter a-z: its verifier replaces anything "
+            "else with a random letter, so the check would change from run to run"
+        )
     return typed
 
 
