@@ -114,8 +114,7 @@ def ifeval_tasks(repo: Path, commit: str, work: Path) -> tuple[list[Task], dict[
     left = {
         "rows": len(report.tasks) + len(report.errors),
         "refused_by_loader": len(report.errors),
-        "refused_reason": "an instruction that needs NLTK data not installed here (punkt_tab), which HarnessRL never "
-        "downloads: the loader refuses the row (harnessrl/data/ifeval.py NLTK_DATA)",
+        "refused_reason": _refusals(report.errors),
         "without_answer": no_answer,
     }
     return tasks, left
@@ -139,6 +138,22 @@ def witness(tasks: Sequence[Task], judge: Any) -> ReferenceWitness:
     )
     w.check()
     return w
+
+
+def _refusals(errors: Sequence[Any]) -> str:
+    """Why the loader refused rows, counted: the NLTK data HarnessRL never downloads, or another reason."""
+    nltk = sum("NLTK" in str(e) or "nltk" in str(e) for e in errors)
+    parts = [f"{nltk} for an instruction that needs NLTK data not installed here (punkt_tab; harnessrl/data/ifeval.py)"]
+    if len(errors) > nltk:
+        parts.append(
+            f"{len(errors) - nltk} for another reason: "
+            + "; ".join(
+                sorted(
+                    {str(e).split(": ", 1)[-1][:200] for e in errors if "NLTK" not in str(e) and "nltk" not in str(e)}
+                )
+            )
+        )
+    return ", ".join(parts)
 
 
 def _cell(kind: str) -> dict[str, Any]:
