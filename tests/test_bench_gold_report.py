@@ -153,6 +153,7 @@ def make_gold_run(
     rows = []
     for step in STEPS:
         val = 0.2 + 0.1 * step if method != "harnessrl" else {0: 0.2, 2: 0.5, 4: 0.4}[step]
+        val += 0.01 * (method == "fixed" and step > 0)  # fixed is the best baseline on validation, where it is chosen
         rows.append({"step": step, "split": "validation", "overall": val, "per_domain": {}, "graded_with": "gold"})
         main = _scores({t: gold(method, seed, step, t) for t in TEST_TASKS})
         px = _scores({t: proxy(method, seed, step, t) for t in TEST_TASKS})
@@ -316,6 +317,11 @@ def test_comparisons_carry_a_t_interval_and_a_task_bootstrap(gold_bench):
     comps = {c["baseline"]: c for c in compare(aggregate(figures), figures)}
     c = comps["fixed"]
     assert c["best_baseline"] is True and comps["dapo"]["best_baseline"] is False
+    v = c["validation_best"]  # what the best baseline is chosen on: the harness's 0.5 against fixed's 0.61
+    assert (
+        v["per_seed"] == pytest.approx({"0": -0.11, "1": -0.11, "2": -0.11})
+        and v["verdict"] == "lower on every seed (3)"
+    )
     d = c["test_end"]  # per seed: (0.5 - 0.2) / 2 + 0.01 * seed / 2
     assert d["per_seed"] == pytest.approx({"0": 0.15, "1": 0.155, "2": 0.16})
     half = 4.303 * 0.005 / math.sqrt(3)
@@ -409,7 +415,8 @@ def test_markdown_has_the_gold_sections(gold_bench):
     assert "| fixed | 3 (3 finished) | 0.455 ± 0.005 | 0.455 ± 0.005 | 0.455 ± 0.005 | 0.805 ± 0.005 |" in md
     assert "| 0 | 32 | step 4 (0.440) | step 4 (0.450) | step 2 (0.400) | step 4 (0.750) |" in md
     assert "| lax | lax_rubric | 0.0% / 100.0% | 0.30 / 0.20 | 0.90 / 0.20 |" in md
-    assert "**Best baseline: fixed**" in md
+    assert "**Best baseline: fixed** (highest mean best validation score, the split arms are chosen on, " in md
+    assert "| harnessrl − fixed | best validation (what arms are chosen on) | -0.110 |" in md
     assert "the harness is below the best baseline" in md  # it loses at the best-validation checkpoint
     assert "lower on every seed (3)" in md
     assert "n/a where the oracle is less than 0.01 ahead of fixed: ctrl" in md

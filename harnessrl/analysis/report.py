@@ -63,6 +63,7 @@ from harnessrl.analysis.results import (
     aggregate,
     baselines,
     best_baseline,
+    best_baseline_figure,
     compare,
     fault_check,
     is_harness_arm,
@@ -177,7 +178,14 @@ def _markdown(results: dict[str, Any]) -> str:
         lines += _per_group_table(agg, where, f"## Test score per domain, {title}")
     lines += _family_lines(agg)
     lines += _fault_lines(results["fault_check"])
-    lines += ["## HarnessRL against each baseline", "", *_comparison_lines(results["comparisons"], agg), ""]
+    lines += [
+        "## HarnessRL against each baseline",
+        "",
+        *_comparison_lines(
+            results["comparisons"], agg, results.get("best_baseline"), results.get("best_baseline_by", "test_at_best")
+        ),
+        "",
+    ]
     lines += _bound_lines(results.get("oracle_bound"))
     lines += _ablation_lines(results.get("ablations") or [], agg)
     lines += _oracle_lines(results["oracle_gap"], agg)
@@ -274,6 +282,7 @@ def write_bench_report(
         "oracles": [m for m in agg if is_oracle(m, agg)],
         "baselines": baselines(agg),
         "best_baseline": best_baseline(agg),
+        "best_baseline_by": best_baseline_figure(agg),
         "methods": agg,
         "comparisons": compare(agg, figures),
         "ablations": ablations(agg, manifest.get("methods") or {}),

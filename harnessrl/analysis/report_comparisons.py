@@ -8,9 +8,10 @@ from __future__ import annotations
 from typing import Any
 
 from harnessrl.analysis.report_format import _interval, _num, _stat, _table
-from harnessrl.analysis.results import baselines, best_baseline
+from harnessrl.analysis.results import baselines
 
 MEASURES = (
+    ("validation_best", "best validation (what arms are chosen on)"),
     ("test_at_best", "test @ best val"),
     ("test_end", "test @ end"),
     ("test_at_equal_rollouts", "test @ equal rollouts"),
@@ -38,7 +39,11 @@ def _bound_lines(bound: dict[str, Any] | None) -> list[str]:
     ]
 
 
-def _comparison_lines(comps: list[dict[str, Any]], agg: dict[str, Any]) -> list[str]:
+def _comparison_lines(
+    comps: list[dict[str, Any]], agg: dict[str, Any], best: str | None, best_by: str = "test_at_best"
+) -> list[str]:
+    """The comparisons against each baseline; ``best`` is the report's best baseline, chosen on ``best_by`` (its
+    results.json's ``best_baseline_by``: reports before 2026-12-07 have none and chose on ``test_at_best``)."""
     if not comps:
         return [
             "No comparison: the bench needs a harness arm (a method run with `method: harnessrl`) and a baseline "
@@ -94,7 +99,9 @@ def _comparison_lines(comps: list[dict[str, Any]], agg: dict[str, Any]) -> list[
     rows = []
     for c in comps:
         for key, label in MEASURES:
-            d = c[key]
+            d = c.get(key)
+            if d is None:  # an older report's comparison (no validation row)
+                continue
             boot = d.get("bootstrap")
             rows.append(
                 [
@@ -121,9 +128,8 @@ def _comparison_lines(comps: list[dict[str, Any]], agg: dict[str, Any]) -> list[
             f"at equal rollouts — {c['test_at_equal_rollouts']['verdict']}; "
             f"steps to best — {c['steps_to_best']['verdict']}."
         )
-    best = best_baseline(agg)
     if best is not None:
-        lines += ["", *_best_baseline_lines(comps, agg, best)]
+        lines += ["", *_best_baseline_lines(comps, agg, best, best_by)]
     return lines
 
 
@@ -133,12 +139,20 @@ def _boot_seeds(boot: dict[str, Any], d: dict[str, Any]) -> str:
     return f", seeds {', '.join(map(str, seeds))} only" if len(seeds) < (d.get("n") or 0) else ""
 
 
-def _best_baseline_lines(comps: list[dict[str, Any]], agg: dict[str, Any], best: str) -> list[str]:
-    lines = [
-        f"**Best baseline: {best}** (highest mean test score at the best-validation checkpoint among "
-        f"{', '.join(baselines(agg))}: {_num(agg[best]['test_at_best']['mean'])})."
-    ]
+def _best_baseline_lines(comps: list[dict[str, Any]], agg: dict[str, Any], best: str, on: str) -> list[str]:
+    chosen = (
+        "highest mean best validation score, the split arms are chosen on, "
+        if on == "validation_best"
+        else "highest mean test score at the best-validation checkpoint "
+    )
+    lines = [f"**Best baseline: {best}** ({chosen}among {', '.join(baselines(agg))}: {_num(agg[best][on]['mean'])})."]
     for c in (c for c in comps if c["baseline"] == best):
+        v = c.get("validation_best")
+        if v is not None and v["mean"] is not None:
+            lines.append(
+                f"- {c['harness']} − {best} on validation (best validation score): {_num(v['mean'], signed=True)} "
+                f"(95% over seeds {_interval(v.get('ci95'))}): {v['verdict']}."
+            )
         d = c["test_at_best"]
         if d["mean"] is None:
             lines.append(f"- {c['harness']} − {best}: no seed has both figures.")

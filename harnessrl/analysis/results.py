@@ -343,9 +343,25 @@ def baselines(agg: dict[str, Any]) -> list[str]:
 
 
 def best_baseline(agg: dict[str, Any]) -> str | None:
-    """The baseline with the highest mean test score at the best-validation checkpoint (None: none has one)."""
-    scored = [m for m in baselines(agg) if agg[m]["test_at_best"]["mean"] is not None]
-    return max(scored, key=lambda m: agg[m]["test_at_best"]["mean"]) if scored else None
+    """The baseline with the highest mean best validation score: arms are chosen on validation, never on test
+    (docs/design.md section 8). Runs without a validation figure (older reports' rows) fall back to the test score
+    at the best-validation checkpoint. None: no baseline has either."""
+    key = best_baseline_figure(agg)
+    if key is None:
+        return None
+    scored = [m for m in baselines(agg) if agg[m][key]["mean"] is not None]
+    return max(scored, key=lambda m: agg[m][key]["mean"])
+
+
+def best_baseline_figure(agg: dict[str, Any]) -> str | None:
+    """The figure :func:`best_baseline` chooses on: ``validation_best`` where every baseline has one, else (older
+    rows) ``test_at_best`` where one has it; None: neither."""
+    bases = baselines(agg)
+    if bases and all((agg[m].get("validation_best") or {}).get("mean") is not None for m in bases):
+        return "validation_best"
+    if any(agg[m]["test_at_best"]["mean"] is not None for m in bases):
+        return "test_at_best"
+    return None
 
 
 CHECKPOINT_STEP = {
@@ -416,6 +432,9 @@ def compare(agg: dict[str, Any], runs_figures: Sequence[RunFigures] = ()) -> lis
     for arm in arms:
         for base in baselines(agg):
             row: dict[str, Any] = {"harness": arm, "baseline": base, "best_baseline": base == best}
+            d = _paired_score(agg[arm], agg[base], "validation_best")  # what arms are chosen on (section 8)
+            d["bootstrap"], d["sampling_sd"] = None, None
+            row["validation_best"] = d
             for key in SCORE_COMPARISONS:
                 d = _paired_score(agg[arm], agg[base], key)
                 d["bootstrap"] = task_bootstrap(runs_figures, arm, base, key) if runs_figures else None
