@@ -4,7 +4,7 @@ A :class:`MetaFilter` is the conjunction of :class:`Condition` s (a key equal to
 in a list, or at least a value). :meth:`MetaFilter.where` writes it in Chroma's own ``where`` syntax, for
 Chroma to filter with; :meth:`MetaFilter.matches` tests one record's metadata with Chroma's semantics, so
 the memory can check the nearest neighbours it has already ranked without asking Chroma to filter the
-whole collection (:meth:`harnessrl.memory.store.TrainingMemory._search` says why); :meth:`MetaFilter.positive`
+whole collection (:meth:`harnessrl.memory.chroma.ChromaCollections._search` says why); :meth:`MetaFilter.positive`
 keeps the conditions Chroma can narrow a search with (all but the exclusions).
 """
 
