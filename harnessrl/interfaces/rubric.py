@@ -5,42 +5,38 @@ reword or reweight one. Each applied edit makes a new version of that task's rub
 always uses the current version, evaluation always uses version 0. ``preview`` builds a candidate
 rubric without applying it, which is what a critic re-grades cached rollouts with.
 
-This module holds the interface's state (:class:`RubricCriteria`: the versions, apply, preview, trial, the
-cover of a repair); its typed update is :mod:`harnessrl.interfaces.rubric_edit`, its remedies
-:mod:`harnessrl.interfaces.rubric_remedies`.
+This module holds the interface's state (:class:`RubricCriteria`: the versions, apply, preview, trial); its typed
+update is :mod:`harnessrl.interfaces.rubric_edit`, the cover of a repair (the other tasks an edit reaches)
+:mod:`harnessrl.interfaces.rubric_cover`, its remedies :mod:`harnessrl.interfaces.rubric_remedies`.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
 from harnessrl.critic.signal import CHECK_SPLIT_SHARE, HINT_MET_RATE, REFERENCE_RANK, SIGNAL_SHARE, SUSPECT_EFFECT
-from harnessrl.data.checks import check_passes
-from harnessrl.data.schema import Criterion, Task, prompt_text, task_group
+from harnessrl.data.schema import Criterion, Task, prompt_text
 from harnessrl.interfaces.base import (
     AppliedUpdate,
     HarnessContext,
     Interface,
     InterfaceUpdate,
     Row,
-    Signature,
     Suggestion,
     failure_metric,
 )
 from harnessrl.interfaces.evidence import ProposalEvidence, as_sentence
 from harnessrl.interfaces.guidance import guided_count, with_hint
-from harnessrl.interfaces.induction import reference_terms, requirement_key, stated_requirements
+from harnessrl.interfaces.induction import requirement_key, stated_requirements
+from harnessrl.interfaces.rubric_cover import widen_edit
 from harnessrl.interfaces.rubric_edit import (
     MAX_GUIDE_FRACTION,
     MAX_RUBRIC_CRITERIA,
-    CoveredEdit,
     EditRubric,
     criterion_requirement,
-    new_criterion,
 )
 from harnessrl.interfaces.rubric_remedies import suggest_edits
 from harnessrl.records.evidence import CriterionStreakEvidence
@@ -343,119 +339,8 @@ class RubricCriteria(Interface):
         where its reference answer passes it; else, for a remedy with a group instance (a length or padding
         pitfall), the tasks of the same group of the data (:func:`~harnessrl.data.schema.task_group`). Any
         other edit is the task's own. What an evolver wrote in ``cover`` or ``signature`` is not trusted: the cover
-        is computed here, afresh."""
-        update = update.model_copy(update={"cover": [], "signature": None})
-        if update.fades():
-            return self._hint_cover(update) or update
-        if update.remedy == "drop_suspect" and update.task_id in self.tasks:
-            return self._suspect_cover(update) or update
-        if not update.add or update.remove or update.reword or update.reweight or update.task_id not in self.tasks:
-            return update
-        widened = self._requirement_cover(update) or self._group_cover(update)
-        return widened or update
-
-    def _hint_cover(self, update: EditRubric) -> EditRubric | None:
-        """A fade of the rubric's hint, extended to every task whose rubric states a hint of the same requirements
-        (the widened edit that added it) to a larger share of its group than the fade leaves."""
-        if update.task_id not in self.tasks:
-            return None
-        keys = _stated_keys(self.current(update.task_id))
-        if not keys:
-            return None
-        cover = [
-            CoveredEdit(task_id=tid)
-            for tid in sorted(self.tasks)
-            if tid != update.task_id
-            and _stated_keys(now := self.current(tid)) == keys
-            and now.guide_fraction > (update.fade_to or 0.0)
-        ]
-        if not cover:
-            return None
-        sig = Signature(kind="hint", key="+".join(keys), tasks=[update.task_id, *(c.task_id for c in cover)])
-        return update.model_copy(update={"cover": cover, "signature": sig})
-
-    def _suspect_cover(self, update: EditRubric) -> EditRubric | None:
-        """A removal of criteria the task's own reference fails (``drop_suspect``), extended to every training task
-        whose current rubric has an exact criterion of the same requirement (:func:`requirement_key`) that its own
-        reference answer fails too (pitfalls: commits), each removing its own. Only exact criteria reach other tasks:
-        a judged verdict on one text is the judge's, and another task's reference was not graded by this edit."""
-        if update.add or update.reword or update.reweight or not update.remove:
-            return None
-        crits = {c.id: c for c in self.current(update.task_id).criteria}
-        keys = {
-            (k, crits[cid].weight > 0)
-            for cid in update.remove
-            if cid in crits and (k := criterion_requirement(crits[cid]))
-        }
-        if not keys:
-            return None
-        cover: list[CoveredEdit] = []
-        for task in sorted(self.tasks.values(), key=lambda t: t.id):
-            if task.id == update.task_id or not task.reference_answer:
-                continue
-            own = self.current(task.id).criteria
-            remove = [
-                c.id
-                for c in own
-                if (criterion_requirement(c), c.weight > 0) in keys
-                and c.check is not None
-                and (c.check.evaluate(task.reference_answer) < 1) == (c.weight > 0)
-            ]
-            if remove and any(c.weight > 0 and c.id not in remove for c in own):
-                cover.append(CoveredEdit(task_id=task.id, remove=remove))
-        if not cover:
-            return None
-        key = "+".join(sorted(f"{'fails' if pos else 'commits'}:{k}" for k, pos in keys))
-        sig = Signature(kind="reference", key=key, tasks=[update.task_id, *(c.task_id for c in cover)])
-        return update.model_copy(update={"cover": cover, "signature": sig})
-
-    def _requirement_cover(self, update: EditRubric) -> EditRubric | None:
-        source = self.tasks[update.task_id]
-        added = [(c, criterion_requirement(c)) for c in update.add]
-        if any(k is None for _, k in added):
-            return None
-        stated = {requirement_key(ch) for ch, _ in stated_requirements(prompt_text(source.prompt))}
-        if not all(k in stated for _, k in added):
-            return None
-        cover: list[CoveredEdit] = []
-        for task in sorted(self.tasks.values(), key=lambda t: t.id):
-            if task.id == source.id:
-                continue
-            own = {
-                requirement_key(ch): (ch, text) for ch, text in reversed(stated_requirements(prompt_text(task.prompt)))
-            }
-            checked = {k for c in self.current(task.id).criteria if (k := criterion_requirement(c)) is not None}
-            add = []
-            for crit, key in added:
-                if key in checked or key not in own:
-                    continue
-                check, text = own[key]
-                if task.reference_answer is not None and not check_passes(check, task.reference_answer):
-                    continue
-                add.append(new_criterion(crit.id, text, crit.weight, check))
-            if add:
-                cover.append(CoveredEdit(task_id=task.id, add=add))
-        key = "+".join(sorted({str(k) for _, k in added}))
-        sig = Signature(kind="requirement", key=key, tasks=[source.id, *(c.task_id for c in cover)])
-        return update.model_copy(update={"cover": cover, "signature": sig})
-
-    def _group_cover(self, update: EditRubric) -> EditRubric | None:
-        build = _GROUP_INSTANCES.get(update.remedy or "")
-        if build is None:
-            return None
-        source = self.tasks[update.task_id]
-        group = task_group(source)
-        cover: list[CoveredEdit] = []
-        for task in sorted(self.tasks.values(), key=lambda t: t.id):
-            if task.id == source.id or task_group(task) != group:
-                continue
-            add = [x for c in update.add if (x := build(c, source, task)) is not None]
-            if len(add) == len(update.add):
-                cover.append(CoveredEdit(task_id=task.id, add=add))
-        if not cover:
-            return None
-        sig = Signature(kind="group", key=group, tasks=[source.id, *(c.task_id for c in cover)])
-        return update.model_copy(update={"cover": cover, "signature": sig})
+        is computed afresh, by :func:`~harnessrl.interfaces.rubric_cover.widen_edit`."""
+        return widen_edit(self, update)
 
     # ------------------------------------------------------------------ how the critic measures a candidate
     def metric(self, update: EditRubric, failure: Failure | None) -> str:
@@ -641,13 +526,6 @@ def _stated_and_met(task: Task, criterion: Criterion) -> bool:
     return task.reference_answer is None or criterion.check.evaluate(task.reference_answer) >= 1
 
 
-def _stated_keys(version: RubricVersion) -> list[str]:
-    """The requirements (exact checks) a rubric version's hint states, sorted; [] when it states none or any of them is
-    a judged criterion."""
-    keys = [criterion_requirement(c) for c in version.stated()]
-    return [] if not keys or None in keys else sorted({str(k) for k in keys})
-
-
 def criteria_view(criteria: Sequence[Criterion]) -> list[dict[str, Any]]:
     """Criteria as plain JSON objects (id, text, weight, kind, check) for the evolver's tools."""
     return [c.model_dump(mode="json", exclude_none=True) for c in criteria]
@@ -655,54 +533,3 @@ def criteria_view(criteria: Sequence[Criterion]) -> list[dict[str, Any]]:
 
 _SPLIT_KINDS = frozenset({"unchecked_requirement", "non_discriminative_high", "criterion_saturated"})
 """Failure kinds whose added exact checks are judged by the share of groups they split."""
-
-
-def _length_instance(crit: Criterion, source: Task, task: Task) -> Criterion | None:
-    """A length pitfall (``word_count`` with a ``min``) for ``task``: the limit its prompt states, else the source's
-    limit scaled by the two reference answers' lengths."""
-    check = crit.check.model_dump(mode="json", exclude_none=True) if crit.check is not None else {}
-    if check.get("type") != "word_count" or check.get("min") is None:
-        return None
-    stated = [c["max"] for c, _ in stated_requirements(prompt_text(task.prompt)) if c.get("type") == "word_count"]
-    if stated and stated[0] is not None:
-        limit = int(stated[0])
-    else:
-        src_words, own_words = len((source.reference_answer or "").split()), len((task.reference_answer or "").split())
-        if not src_words or not own_words:
-            return None
-        limit = math.ceil((int(check["min"]) - 1) * own_words / src_words)
-    text = f"The response is longer than {limit} words (padding instead of substance)."
-    return new_criterion(crit.id, text, crit.weight, {"type": "word_count", "min": limit + 1})
-
-
-def _same_instance(crit: Criterion, source: Task, task: Task) -> Criterion | None:
-    """A criterion that says nothing of its task (a padding or feature pitfall) is its own instance everywhere."""
-    return crit
-
-
-def _reference_term_instance(crit: Criterion, source: Task, task: Task) -> Criterion | None:
-    """The ``k``-th key term of ``task``'s own reference answer (``reference_term_k``), the longest first: another
-    task of the group gets its own reference's term (it has no rollouts read for this repair)."""
-    if not task.reference_answer or not crit.id.startswith("reference_term_"):
-        return None
-    try:
-        k = int(crit.id.rsplit("_", 1)[1]) - 1
-    except ValueError:
-        return None
-    existing = [c.check.model_dump(mode="json", exclude_none=True) for c in task.rubric if c.check is not None]
-    found = reference_terms(prompt_text(task.prompt), task.reference_answer, (), existing)
-    if k >= len(found):
-        return None
-    return new_criterion(crit.id, found[k].text, crit.weight, found[k].check)
-
-
-_GROUP_INSTANCES: dict[str, Callable[[Criterion, Task, Task], Criterion | None]] = {
-    "length_pitfall": _length_instance,
-    "length_revise": _length_instance,
-    "padding_pitfall": _same_instance,
-    "feature_pitfall": _same_instance,
-    "feature_heavier": _same_instance,
-    "reference_term": _reference_term_instance,
-    "reference_term_next": _reference_term_instance,
-}
-"""The remedies whose repair reaches the task's group of the data, each with how it is built for another task."""
