@@ -15,7 +15,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-_VOLATILE = {"time", "seconds", "wall_seconds", "url", "iterations"}
+_VOLATILE = {"time", "seconds", "wall_seconds", "trial_seconds", "url", "iterations"}
 _CID = re.compile(r"\bc\d+-[0-9a-f]{8}\b")
 
 
