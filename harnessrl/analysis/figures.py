@@ -192,8 +192,9 @@ def _short(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-REQUIRED = ("method", "seed", "path", "complete", "status", "steps", "split", "test_curve", "rollouts_spent_source")
-"""What a row must have to be read as a run (every report since the bench's first records them)."""
+REQUIRED = tuple(name for name, field in RunFigures.model_fields.items() if field.is_required())
+"""What a row must have to be read as a run: the model's required fields (every report since the bench's first
+records them)."""
 
 RECORDED = frozenset(RunFigures.model_fields) - {
     "test_per_task",

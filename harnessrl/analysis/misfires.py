@@ -79,7 +79,7 @@ def _added(update: Mapping[str, Any], task_id: str) -> list[dict[str, Any]]:
 def misfire_counts(run: Any) -> dict[str, int] | None:
     """The three misfire counts of a run (:data:`MISFIRES`); None when its training tasks cannot be read."""
     from harnessrl.data.schema import prompt_text
-    from harnessrl.interfaces.induction import reference_terms, requirement_key, stated_requirements
+    from harnessrl.interfaces.induction import reference_terms, requirement_key, stated_keys
 
     tasks = _run_tasks(run.record.config)
     if tasks is None:
@@ -127,7 +127,7 @@ def misfire_counts(run: Any) -> dict[str, int] | None:
                 if tid not in tasks or not u.get("remove"):
                     continue
                 task = tasks[tid]
-                stated = {requirement_key(ch) for ch, _ in stated_requirements(prompt_text(task.prompt))}
+                stated = stated_keys(prompt_text(task.prompt))
                 removed = [c for c in _added(original, tid) if c.get("id") in u["remove"]]
                 if any(isinstance(c.get("check"), dict) and requirement_key(c["check"]) in stated for c in removed):
                     counts["stated_check_reverts"] += 1

@@ -4,7 +4,7 @@ A dataset's reference answer is what a good answer to its prompt looks like, so 
 rubric that pays for the wrong thing (docs/design.md §4, "The reference as witness"): a positive criterion the
 reference *fails*, or a pitfall it *commits*, asks for something a good answer does not do (a bulleted list
 where the reference is one prose sentence; more words than a one-sentence answer has). Such a criterion is
-**suspect**, unless the prompt itself states its requirement (:func:`stated_requirements`): then the reference
+**suspect**, unless the prompt itself states its requirement (`stated_keys`): then the reference
 is what is wrong (a model's answer that ignored the instruction), the prompt outranks it, and the criterion is
 kept and stays a target (``breaks_prompt``, in the event and the tools). Grading the reference costs judge calls,
 never rollouts.
@@ -34,7 +34,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from harnessrl.data.schema import Criterion, Task, prompt_text
-from harnessrl.interfaces.induction import requirement_key, stated_requirements
+from harnessrl.interfaces.induction import requirement_key, stated_keys
 from harnessrl.records.evidence import ReferenceFailsEvidence
 from harnessrl.records.failures import Failure
 
@@ -104,7 +104,6 @@ class ReferenceWitness:
         self._grade = grade
         self.grades: dict[tuple[str, int], ReferenceGrade] = {}
         self.judge_calls = 0
-        self._stated_keys: dict[str, set[str]] = {}
 
     @property
     def enabled(self) -> bool:
@@ -133,7 +132,7 @@ class ReferenceWitness:
             self.judge_calls += sum(1 for c in current.criteria if c.check is None)
             verdicts = {v.criterion_id: v.value for v in result.verdicts}
             failed = [_suspect(c, verdicts.get(c.id)) for c in current.criteria if is_suspect(c, verdicts.get(c.id))]
-            stated = self._stated(task)
+            stated = stated_keys(prompt_text(task.prompt))  # the prompt outranks a reference that breaks it
             grade = ReferenceGrade(
                 task_id=tid,
                 rubric_version=key[1],
@@ -145,13 +144,6 @@ class ReferenceWitness:
             self.grades[key] = grade
             made.append(grade)
         return made
-
-    def _stated(self, task: Task) -> set[str]:
-        """The kinds of requirement the task's prompt states (:func:`stated_requirements`): a reference that breaks one
-        of them is a wrong reference, and the prompt's requirement outranks it."""
-        if task.id not in self._stated_keys:
-            self._stated_keys[task.id] = {requirement_key(c) for c, _ in stated_requirements(prompt_text(task.prompt))}
-        return self._stated_keys[task.id]
 
     def current(self, task_id: str) -> ReferenceGrade | None:
         """The reference's grade under the task's current rubric version (None: not graded, or no reference)."""

@@ -481,11 +481,12 @@ def _guide(e: ProposalEvidence) -> SetGuidance | None:
     if not hint:
         return None
     means = e.criterion_means()
-    failing = [f"{c.id} (mean verdict {means[c.id]:.2f})" for c in _hint_targets(e) if means.get(c.id, 1) < 0.5]
     committed = [f"{c.id} (committed by mean {means[c.id]:.2f})" for c in _committed_pitfalls(e)]
-    why = f"failing criteria {', '.join(failing)}" if failing else "the task's criteria"
-    if committed:
+    failing = [f"{c.id} (mean verdict {means[c.id]:.2f})" for c in _hint_targets(e) if means.get(c.id, 1) < 0.5]
+    if committed:  # the hint is to avoid them (:func:`_failing_hint`)
         why = f"the pitfalls most rollouts commit, {', '.join(committed)}"
+    else:
+        why = f"failing criteria {', '.join(failing)}" if failing else "the task's criteria"
     return SetGuidance(
         scope="task",
         target=e.task_id,

@@ -29,13 +29,14 @@ from typing import Any
 
 from harnessrl.interfaces.reference_criteria import _reference_bounds, reference_terms, term_stem, tightened_bound
 from harnessrl.interfaces.requirement_keys import InducedCheck, parsed_check, requirement_key
-from harnessrl.interfaces.requirement_reading import stated_requirements
+from harnessrl.interfaces.requirement_reading import stated_keys, stated_requirements
 
 __all__ = [
     "InducedCheck",
     "induce_checks",
     "reference_terms",
     "requirement_key",
+    "stated_keys",
     "stated_requirements",
     "term_stem",
     "tightened_bound",

@@ -14,6 +14,7 @@ What kind of requirement each finding states is :func:`~harnessrl.interfaces.req
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -22,7 +23,7 @@ from typing import Any
 
 from harnessrl.interfaces.requirement_keys import Found, parsed_check, requirement_key
 
-__all__ = ["stated_requirements"]
+__all__ = ["stated_keys", "stated_requirements"]
 
 
 # ------------------------------------------------------------------------------------ reading a prompt: pieces
@@ -718,3 +719,11 @@ def stated_requirements(prompt: str) -> list[tuple[dict[str, Any], str]]:
     and every one builds."""
     reading = _Prompt(prompt)
     return _consistent([item for rule in _RULES for item in rule(reading)])
+
+
+@functools.lru_cache(maxsize=4096)
+def stated_keys(prompt: str) -> frozenset[str]:
+    """The kinds of requirement a prompt states (each :func:`stated_requirements` check's
+    :func:`~harnessrl.interfaces.requirement_keys.requirement_key`): what a check must match to be one the prompt
+    asks for. Cached: the audit, the rubric, the reference witness and the analysis ask it of the same prompts."""
+    return frozenset(requirement_key(check) for check, _ in stated_requirements(prompt))

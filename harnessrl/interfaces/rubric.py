@@ -30,7 +30,7 @@ from harnessrl.interfaces.base import (
 )
 from harnessrl.interfaces.evidence import ProposalEvidence, as_sentence
 from harnessrl.interfaces.guidance import guided_count, with_hint
-from harnessrl.interfaces.induction import requirement_key, stated_requirements
+from harnessrl.interfaces.induction import stated_keys
 from harnessrl.interfaces.rubric_cover import widen_edit
 from harnessrl.interfaces.rubric_edit import (
     MAX_GUIDE_FRACTION,
@@ -521,7 +521,7 @@ def _stated_and_met(task: Task, criterion: Criterion) -> bool:
     key = criterion_requirement(criterion)
     if key is None or criterion.weight <= 0:
         return False
-    if key not in {requirement_key(ch) for ch, _ in stated_requirements(prompt_text(task.prompt))}:
+    if key not in stated_keys(prompt_text(task.prompt)):
         return False
     return task.reference_answer is None or criterion.check.evaluate(task.reference_answer) >= 1
 

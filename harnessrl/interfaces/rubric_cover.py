@@ -20,7 +20,7 @@ from typing import Protocol
 from harnessrl.data.checks import check_passes
 from harnessrl.data.schema import Criterion, Task, prompt_text, task_group
 from harnessrl.interfaces.base import Signature
-from harnessrl.interfaces.induction import reference_terms, requirement_key, stated_requirements
+from harnessrl.interfaces.induction import reference_terms, requirement_key, stated_keys, stated_requirements
 from harnessrl.interfaces.rubric_edit import CoveredEdit, EditRubric, criterion_requirement, new_criterion
 
 __all__ = ["CoverSource", "widen_edit"]
@@ -119,7 +119,7 @@ def _requirement_cover(rubric: CoverSource, update: EditRubric) -> EditRubric | 
     added = [(c, criterion_requirement(c)) for c in update.add]
     if any(k is None for _, k in added):
         return None
-    stated = {requirement_key(ch) for ch, _ in stated_requirements(prompt_text(source.prompt))}
+    stated = stated_keys(prompt_text(source.prompt))
     if not all(k in stated for _, k in added):
         return None
     cover: list[CoveredEdit] = []

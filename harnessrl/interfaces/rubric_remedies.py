@@ -165,9 +165,10 @@ def _reachable(e: ProposalEvidence, limit: int) -> tuple[int, str]:
     """``limit``, or, when fewer than a quarter of the task's rollouts are within it, their lower quartile: a length
     bound every rollout breaks splits no group (each commits the pitfall alike, the rewards fall together and the
     group teaches nothing), while one part of the group meets pushes the rest toward it; a later revision tightens it
-    toward the reference as the policy shortens. The second item says why (empty: unchanged)."""
+    toward the reference as the policy shortens. A bound the prompt states is the prompt's and stays. The second item
+    says why (empty: unchanged)."""
     lengths = sorted(e.policy_words())
-    if len(lengths) < 4 or sum(n <= limit for n in lengths) * 4 >= len(lengths):
+    if _prompt_word_limit(e) is not None or len(lengths) < 4 or sum(n <= limit for n in lengths) * 4 >= len(lengths):
         return limit, ""
     quartile = lengths[(len(lengths) - 1) // 4]
     return quartile, (
@@ -187,9 +188,8 @@ def _length_pitfall(e: ProposalEvidence, margin: float | None = None) -> EditRub
     if got is None:
         return None
     limit, basis = got
-    if _prompt_word_limit(e) is None:  # a bound of the reference's, not the prompt's: one part of the group meets
-        limit, raised = _reachable(e, limit)
-        basis += raised
+    limit, raised = _reachable(e, limit)
+    basis += raised
     weight = 0.5 * e.sum_pos
     # a reference_below_policy failure comes here too (its length remedy): its rollouts counted, no rho
     spurious = e.ev.narrow(SpuriousEvidence)
@@ -233,10 +233,8 @@ def _length_revise(e: ProposalEvidence) -> EditRubric | None:
     else:
         base = e.ref_words or prev
         limit = min(prev - 1, math.ceil(1.0 * base)) if prev > 1 else prev
-        raised = ""
-        if _prompt_word_limit(e) is None:
-            limit, raised = _reachable(e, limit)
-            limit = min(limit, prev - 1) if prev > 1 else limit
+        limit, raised = _reachable(e, limit)
+        limit = min(limit, prev - 1) if prev > 1 else limit
         weight = 1.0 * e.sum_pos
         why = f"the correlation did not fall enough ({reason or measured[:200]}); a tighter limit ({prev} → {limit}"
         why += f"{raised}) at twice the weight (-{round_weight(weight)})"
