@@ -96,8 +96,8 @@ def test_the_probes_decide_a_finding_at_step_0_and_its_repair_covers_every_task_
     service.run_audit()
     probe = service.probe_audit(2, 4, None, _keep(harness, recorder))
     # the two findings (no commas, one sentence) share their tasks: the first two in id order are probed once
-    assert probe["tasks"] == ["city", "forest"] and probe["rollouts"] == 8 and probe["left_out"] == []
-    assert probe["findings"] == {"not_contains:[',']": ["city", "forest"], "sentence_count:max": ["city", "forest"]}
+    assert probe.tasks == ["city", "forest"] and probe.rollouts == 8 and probe.left_out == []
+    assert probe.findings == {"not_contains:[',']": ["city", "forest"], "sentence_count:max": ["city", "forest"]}
     assert sorted(sampler.asked) == ["city"] * 4 + ["forest"] * 4
     # graded like a training group, kept as graded at step 0 and never trained on
     assert [recorder.graded(t) for t in ("city", "forest", "sea", "rain")] == [1, 1, 0, 0]
@@ -128,8 +128,8 @@ def test_the_probes_stay_within_the_allowance_and_say_what_did_not_fit(tmp_path)
     service, harness, recorder, sampler, _ = _world(tmp_path)
     service.run_audit()
     probe = service.probe_audit(2, 4, 7, _keep(harness, recorder))  # one group of four fits in 7 rollouts
-    assert probe["tasks"] == ["city"] and probe["rollouts"] == 4 and probe["left_out"] == ["forest"]
-    assert probe["allowance"] == 7 and len(sampler.asked) == 4
+    assert probe.tasks == ["city"] and probe.rollouts == 4 and probe.left_out == ["forest"]
+    assert probe.allowance == 7 and len(sampler.asked) == 4
 
 
 def test_no_probe_when_nothing_fits_or_nothing_was_found(tmp_path):
@@ -137,7 +137,7 @@ def test_no_probe_when_nothing_fits_or_nothing_was_found(tmp_path):
     assert service.probe_audit(2, 4, None, _keep(harness, recorder)) is None  # no audit run: no finding
     service.run_audit()
     probe = service.probe_audit(2, 4, 3, _keep(harness, recorder))
-    assert probe["tasks"] == [] and "rollouts" not in probe and sampler.asked == []
+    assert probe.tasks == [] and "rollouts" not in probe.written() and sampler.asked == []
     assert recorder.graded("city") == 0 and service.point_due(0) is None
     html = audit_section(run.read("events.jsonl"))
     assert "probed before step 1" in html and "rollouts)" not in html  # the column is there, every row empty
@@ -149,7 +149,7 @@ def test_a_probe_the_sampler_cannot_make_loses_nothing_and_is_an_event(tmp_path)
     service.trials.sampler = None  # e.g. a run without a policy sampler for its critic
     service.run_audit()
     probe = service.probe_audit(2, 4, None, _keep(harness, recorder))
-    assert "no policy sampler" in probe["error"] and recorder.graded("city") == 0
+    assert "no policy sampler" in probe.error and recorder.graded("city") == 0
     assert "the probes were not made" in audit_section(run.read("events.jsonl"))
 
 

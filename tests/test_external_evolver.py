@@ -27,6 +27,7 @@ from harnessrl.data import Task
 from harnessrl.evolution.service import CandidateError, EvolutionService
 from harnessrl.interfaces import Harness
 from harnessrl.interfaces.tools import CommitUpdate, GetFailures, HoldTraining, ReleaseTraining, RunTrial
+from harnessrl.records.events import Event
 from harnessrl.records.failures import Failure
 from harnessrl.records.run_dir import RunDir
 from harnessrl.records.steps import Recorder
@@ -535,6 +536,6 @@ def test_a_handled_failure_comes_back_when_it_recurs_and_after_a_resume_stays_ha
     for through, first_step in ((2, 4), (1, 1)):  # the point at step 2 is after a checkpoint at 1: trained again
         resumed = make_service(tmp_path / f"resumed{through}", lambda: 4, trials=AcceptAll())
         resumed._failures = lambda: failures
-        resumed.replay_events(events, through_step=through)
+        resumed.replay_events([Event.model_validate(e) for e in events], through_step=through)
         (view,) = resumed.get_failures(GetFailures()).failures
         assert (view.step, view.first_step) == (4, first_step)

@@ -19,6 +19,7 @@ from harnessrl.critic.power import decide_share
 from harnessrl.evolution.probation import ProbationRule, ProbationTracker
 from harnessrl.interfaces import SetGuidance
 from harnessrl.judges import RubricJudge
+from harnessrl.records.run_record import read_events
 
 IN_GROUP = TrialConfig(guidance_trial="in_group", rollouts_per_arm=8, max_rollouts=16, max_looks=3)  # 6 groups at most
 HELPED = ["A banana.", "A banana.", "An apple.", "An apple."]  # both guided members find it, the plain ones do not
@@ -115,14 +116,14 @@ def test_groups_without_guided_members_and_of_other_tasks_are_not_evidence():
     assert tracker.observe(StepRecord(step=2, groups=[group(2, "fruit", 2)])) == []  # before it applies
     assert tracker.observe(StepRecord(step=3, groups=[group(3, "sea", 2), group(3, "fruit", 0)])) == []
     (look,) = tracker.observe(StepRecord(step=4, groups=[group(4, "fruit", 1)]))
-    assert look.fields["groups"] == 1 and look.fields["guided_rollouts"] == 1 and look.fields["unguided_rollouts"] == 3
+    assert (look.payload.groups, look.payload.guided_rollouts, look.payload.unguided_rollouts) == (1, 1, 3)
 
 
 def test_a_resumed_run_reopens_a_probation_from_its_events(tmp_path):
     world = _commit_on_probation(tmp_path)
     for step in (3, 4):
         _train(world, step, NOT_HELPED)
-    events = world.run_dir.read("events.jsonl")
+    events = read_events(world.run_dir.path)
     fresh = fruit_world(tmp_path / "again", trial_config=IN_GROUP)  # a new process over the same harness state
     fresh.harness.guidance.apply(SetGuidance(target="fruit", text="hint", fraction=0.5), step=3)
     fresh.service.replay_events(events, through_step=4)
@@ -194,5 +195,5 @@ def test_a_revert_stands_after_a_roll_back_and_closes_its_probation(tmp_path):
     kinds = [e["kind"] for e in events if e["kind"] in ("revert", "probation")]
     assert kinds == ["probation", "revert"]  # the look at step 4, and the revert
     fresh = fruit_world(tmp_path / "again", trial_config=IN_GROUP)
-    fresh.service.replay_events(events, through_step=5)
+    fresh.service.replay_events(read_events(world.run_dir.path), through_step=5)
     assert fresh.service.probation.open() == []

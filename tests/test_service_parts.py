@@ -11,6 +11,7 @@ from helpers import AcceptAll, FruitJudge, build, fruit_world, record_group, ret
 from harnessrl.evolution.handled import HandledFailures
 from harnessrl.interfaces.tools import CommitUpdate, RunTrial
 from harnessrl.judges import RubricJudge
+from harnessrl.records.events import Event
 from harnessrl.records.failures import Failure
 
 
@@ -67,8 +68,9 @@ def test_a_handled_failure_is_restored_up_to_the_checkpoint_only():
     at = {s: _flat_low(s) for s in (1, 2, 4, 5)}
     handled = HandledFailures()
     key = {"failure_kind": "non_discriminative_low", "task_id": "t1", "criterion": None}
-    handled.replay_event({"kind": "failure_handled", "failure_id": at[2].id, "point_step": 2, **key}, through_step=3)
-    handled.replay_event({"kind": "failure_handled", "failure_id": at[5].id, "point_step": 5, **key}, through_step=3)
+    for point in (2, 5):
+        row = {"time": 0.0, "kind": "failure_handled", "step": point, "failure_id": at[point].id, "point_step": point}
+        handled.replay_event(Event.model_validate({**row, **key}), through_step=3)
     assert handled.is_handled(at[1]) and handled.is_handled(at[2])  # up to the point that handled it
     assert not handled.is_handled(at[4])  # a recurrence after it
     assert not handled.is_handled(at[5])  # handled after the checkpoint: trained again, new

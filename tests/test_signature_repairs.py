@@ -28,8 +28,10 @@ from harnessrl.graph.state import GraphConfig
 from harnessrl.interfaces import EditRubric, Harness
 from harnessrl.interfaces.tools import CommitUpdate, GetFailures, RunTrial
 from harnessrl.judges import RubricJudge
+from harnessrl.records.events import Event
 from harnessrl.records.failures import Failure
 from harnessrl.records.run_dir import RunDir
+from harnessrl.records.run_record import read_events
 from harnessrl.records.steps import Recorder
 from harnessrl.trainer.run_report import audit_section
 
@@ -298,14 +300,13 @@ def test_a_resumed_run_continues_a_checks_probation_from_its_commit_and_looks(tm
     """The commit event carries the evidence before it: a new process replaying the events reopens the probation
     with it, and its next look is the test's look 2 on the pooled rollouts."""
     service, harness, run, _ = _probation_commit(tmp_path)
-    events = run.read("events.jsonl")
     fresh = EvolutionService(harness, service.recorder, None, service.trials, None, failures=list, step=lambda: 2)
-    fresh.replay_events(events, through_step=2)
+    fresh.replay_events(read_events(run.path), through_step=2)
     (p,) = fresh.probation.open()
     assert (p.broken, p.graded, p.looks, p.prior_looks, p.groups) == (1, 4, 1, 1, 0)
     _train_city(fresh, (3, 4))
     (look,) = fresh.probation.settle()
-    assert (look.kind, look.fields["look"], look.fields["split"]["rollouts"]) == ("accepted", 2, 12)
+    assert (look.kind, look.payload.look, look.payload.split.rollouts) == ("accepted", 2, 12)
 
 
 def test_a_deferred_finding_comes_back_at_its_next_group_when_the_earlier_ones_left_the_kept_rollouts(tmp_path):
@@ -344,7 +345,7 @@ def test_a_deferred_failure_waits_for_a_new_group_of_its_tasks_instead_of_being_
     rule_based_point(service)  # nothing new: no proposal, no trial
     assert len([e for e in run.read("events.jsonl") if e["kind"] == "proposal"]) == proposals
     resumed = HandledFailures()
-    resumed.replay_event(deferred, through_step=2)
+    resumed.replay_event(Event.model_validate(deferred), through_step=2)
     assert resumed.waiting(failures[0], service.recorder.graded)
     _city_group(service, 3)
     assert not resumed.waiting(failures[0], service.recorder.graded)
@@ -657,9 +658,8 @@ def test_a_resumed_run_reopens_a_guided_requirements_probation_with_its_rollout_
     service, harness, run, _ = _guided_commit(tmp_path)
     for step in (4, 5):
         _train_guided(service, harness, step, "sea", ALL_COMMAS["sea"])
-    events = run.read("events.jsonl")
     fresh, _, _, _ = _world(tmp_path / "again", groups=ALL_COMMAS)
-    fresh.replay_events(events, through_step=5)
+    fresh.replay_events(read_events(run.path), through_step=5)
     (p,) = fresh.probation.open()
     assert p.checks["rain"] == ["req_not_contains"] and (p.broken, p.graded, p.looks) == (8, 8, 1)
 

@@ -30,7 +30,7 @@ def _probed(tmp_path):
     service, harness, recorder, _, run = _world(tmp_path, MOSTLY_COMMAS)
     service.run_audit()
     probe = service.probe_audit(2, 4, None, _keep(harness, recorder))
-    assert probe["tasks"] == ["city", "forest"] and probe["rollouts"] == 8
+    assert probe.tasks == ["city", "forest"] and probe.rollouts == 8
     return service, harness, run
 
 

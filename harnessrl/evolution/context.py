@@ -29,6 +29,7 @@ from harnessrl.evolution.hold import TrainingHold
 from harnessrl.evolution.outcomes import OutcomeTracker
 from harnessrl.evolution.probation import ProbationRule, ProbationTracker
 from harnessrl.evolution.reference import Grader, ReferenceWitness, SuspectFindings
+from harnessrl.records.event_payloads import EventPayload
 
 if TYPE_CHECKING:
     from harnessrl.critic.trials import Probe
@@ -121,12 +122,14 @@ class ServiceContext:
     def current_step(self) -> int:
         return int(self.step())
 
-    def event(self, kind: str, /, **payload: Any) -> None:
-        """Write a ``kind`` event to the run's events (nothing without a run directory); a write that fails is
-        logged, never raised."""
+    def event(self, kind: str | EventPayload, /, step: int | None = None, **payload: Any) -> None:
+        """Write an event to the run's events (nothing without a run directory) at ``step`` (None: the current step):
+        ``kind`` its kind's payload model (:mod:`harnessrl.records.event_payloads`), or its kind's name with its
+        fields. A write that fails is logged, never raised."""
         if self.run_dir is None:
             return
-        step = payload.pop("step", None)
+        if isinstance(kind, EventPayload):
+            kind, payload = kind.KIND, {**kind.written(), **payload}
         payload = {f"payload_{k}" if k in ("time", "kind") else k: dump(v) for k, v in payload.items()}
         try:
             self.run_dir.event(kind, step=self.current_step() if step is None else step, **payload)

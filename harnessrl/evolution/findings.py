@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from harnessrl.evolution.reference import event_payload
+from harnessrl.records.event_payloads import AuditProbePayload, RubricAuditPayload
 
 if TYPE_CHECKING:
     from harnessrl.evolution.audit import RubricAudit
@@ -80,14 +81,13 @@ class EarlyFindings:
             if ctx.evidence_draws:
                 asked = [{"key": f["key"], **self.ask_evidence(f["tasks"])} for f in findings]
                 first_draws = {"evidence_draws": [d for d in asked if "evidence_draw" in d]}
-        ctx.event(
-            "rubric_audit",
-            step=0,
+        audit = RubricAuditPayload(
             findings=findings,
             tasks=len(ctx.harness.tasks),
             covered=sorted({t for f in findings for t in f["tasks"]}),
             **first_draws,
         )
+        ctx.event(audit, step=0)
         return findings
 
     def check_references(self, task_ids: Sequence[str] | None = None, *, step: int | None = None, record: bool = True):
@@ -102,8 +102,7 @@ class EarlyFindings:
             if task_ids is None:
                 ctx.suspect_findings.run()
         if grades and record:
-            payload = event_payload(grades, len(ctx.harness.tasks))
-            ctx.event("reference_check", step=step, judge_calls=ctx.witness.judge_calls, **payload)
+            ctx.event(event_payload(grades, len(ctx.harness.tasks), ctx.witness.judge_calls), step=step)
         return grades
 
     def open_findings(self) -> int:
@@ -115,7 +114,7 @@ class EarlyFindings:
 
     def probe_audit(
         self, tasks_per_finding: int, group_size: int, allowance: int | None, record: Callable[[list], None]
-    ) -> dict[str, Any] | None:
+    ) -> AuditProbePayload | None:
         """The audit's probes before step 1 (``evolver.audit_probe_tasks``): one fresh group of the initial policy
         on each of up to ``tasks_per_finding`` tasks of every open finding (a task two findings share is probed
         once; the tasks in id order), graded like a training group (:meth:`FrozenPolicyTrials.probe
@@ -146,22 +145,22 @@ class EarlyFindings:
         order = list(dict.fromkeys(t for rank in range(tasks_per_finding) for p in picks for t in p[rank : rank + 1]))
         fits = len(order) if allowance is None else min(len(order), allowance // max(2, group_size))
         probed = order[:fits]
-        payload: dict[str, Any] = {
-            "tasks": probed,
-            "findings": {f.key: [t for t in p if t in probed] for (f, _), p in zip(findings, picks, strict=True)},
-            "allowance": allowance,
-            "left_out": order[fits:],
-        }
+        payload = AuditProbePayload(
+            tasks=probed,
+            findings={f.key: [t for t in p if t in probed] for (f, _), p in zip(findings, picks, strict=True)},
+            allowance=allowance,
+            left_out=order[fits:],
+        )
         if probed:
             probe = ctx.trials.probe([ctx.harness.tasks[t] for t in probed], max_rollouts=allowance)
             cost = probe.cost
-            payload.update(rollouts=cost.rollouts, judge_calls=cost.judge_calls, seconds=cost.seconds)
+            payload.rollouts, payload.judge_calls, payload.seconds = cost.rollouts, cost.judge_calls, cost.seconds
             if probe.error is not None:
-                payload.update(error=probe.error)
+                payload.error = probe.error
             else:
                 record(probe.rollouts)
-                payload.update(rewards={t: [r.reward for r in probe.rollouts if r.task_id == t] for t in probed})
-        ctx.event("audit_probe", step=0, **payload)
+                payload.rewards = {t: [r.reward for r in probe.rollouts if r.task_id == t] for t in probed}
+        ctx.event(payload, step=0)
         return payload
 
     def ask_evidence(self, tasks: Sequence[str]) -> dict[str, Any]:

@@ -21,10 +21,13 @@ The record takes no lock of its own: the tool service calls it under its lock, e
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from harnessrl.records.event_payloads import DeferredPayload, FailureHandledPayload
 
 if TYPE_CHECKING:
+    from harnessrl.records.events import Event
     from harnessrl.records.failures import Failure
 
 __all__ = ["FailureKey", "HandledFailures"]
@@ -80,19 +83,22 @@ class HandledFailures:
         if key is not None:
             self._through[key] = max(step, self._through.get(key, step))
 
-    def replay_event(self, event: Mapping[str, Any], through_step: int) -> None:
+    def replay_event(self, event: Event, through_step: int) -> None:
         """Take in one event of a resumed run: a ``failure_handled`` by a point at or before ``through_step``
         (the checkpoint the run goes on from: the steps after it are trained again, and what they show is new), or a
         ``deferred`` with what its wait needs."""
-        kind = event.get("kind")
-        if kind not in ("failure_handled", "deferred") or not event.get("failure_id"):
+        if event.kind not in ("failure_handled", "deferred"):
             return
-        step = event.get("point_step", event.get("step"))
-        if not isinstance(step, int) or step > through_step:
+        p = event.payload()
+        if not isinstance(p, FailureHandledPayload | DeferredPayload) or not p.failure_id:
             return
-        known = event.get("failure_kind") and event.get("task_id")
-        key = (event["failure_kind"], event["task_id"], event.get("criterion")) if known else None
-        if kind == "failure_handled":
-            self.add(str(event["failure_id"]), key, step, str(event.get("outcome") or "handled"))
-        elif key is not None and isinstance(event.get("graded_groups"), int) and event.get("covers"):
-            self.defer(key, [str(t) for t in event["covers"]], event["graded_groups"])
+        step = (
+            p.point_step if isinstance(p, FailureHandledPayload) and "point_step" in p.model_fields_set else event.step
+        )
+        if step is None or step > through_step:
+            return
+        key = (p.failure_kind, p.task_id, p.criterion) if p.failure_kind and p.task_id else None
+        if isinstance(p, FailureHandledPayload):
+            self.add(p.failure_id, key, step, p.outcome or "handled")
+        elif key is not None and p.graded_groups is not None and p.covers:
+            self.defer(key, p.covers, p.graded_groups)

@@ -32,6 +32,7 @@ from typing import Any, Literal
 
 from harnessrl.evolution.candidates import CandidateError
 from harnessrl.interfaces.tools import HoldState
+from harnessrl.records.event_payloads import EvolutionPointPayload, TrainingHoldPayload
 
 __all__ = ["AtBoundary", "Point", "TrainingHold"]
 
@@ -41,7 +42,7 @@ _DEFAULT_LEASE_S = 300.0
 """The lease of a request that names none, on a hold with no limit of its own (``evolver.hold_s``'s default)."""
 
 EventWriter = Callable[..., None]
-"""``event(kind, /, step=..., **payload)``: writes one event of the run (never raises)."""
+"""``event(payload, /, step=...)``: writes one event of the run (never raises)."""
 
 
 @dataclass
@@ -55,14 +56,17 @@ class Point:
     handled: int = 0
     committed: int = 0
 
-    def stats(self) -> dict[str, Any]:
-        return {
-            "mode": self.mode,
-            "trials": self.trials,
-            "trial_seconds": round(self.trial_seconds, 3),
-            "handled": self.handled,
-            "committed": self.committed,
-        }
+    def stats(self, **more: Any) -> EvolutionPointPayload:
+        """Its ``evolution_point`` event: its mode, trials and their seconds, failures handled, updates committed
+        (``more``: the event's other fields, e.g. its held seconds)."""
+        return EvolutionPointPayload(
+            **more,
+            mode=self.mode,
+            trials=self.trials,
+            trial_seconds=round(self.trial_seconds, 3),
+            handled=self.handled,
+            committed=self.committed,
+        )
 
 
 class TrainingHold:
@@ -129,7 +133,7 @@ class TrainingHold:
             )
         if not renewed:
             extra = {"asked_s": asked} if capped else {}
-            self._event("training_hold", step=step, action="held", lease_s=seconds, **extra)
+            self._event(TrainingHoldPayload(action="held", lease_s=seconds, **extra), step=step)
         return HoldState(
             held=True,
             step=step,
@@ -146,7 +150,7 @@ class TrainingHold:
             self._cond.notify_all()
             step = self._paused_at if self._paused_at is not None else self._step()
         if was:
-            self._event("training_hold", step=step, action="released")
+            self._event(TrainingHoldPayload(action="released"), step=step)
         return HoldState(held=False, step=step, note="released" if was else "there was no hold")
 
     def step_boundary(self, step: int) -> None:
@@ -172,8 +176,8 @@ class TrainingHold:
         held_s = time.monotonic() - t0
         if expired:
             logger.warning("the evolver's hold on training expired at step %d (not released); training goes on", step)
-            self._event("training_hold", step=step, action="expired")
-        self._event("evolution_point", step=step, seconds=round(held_s, 3), ended=ended, **point.stats())
+            self._event(TrainingHoldPayload(action="expired"), step=step)
+        self._event(point.stats(seconds=round(held_s, 3), ended=ended), step=step)
 
     def at_boundary(self, step: int) -> AtBoundary:
         """A context in which the trainer is stopped at ``step`` (an in-process evolution point): a hold asked
@@ -211,7 +215,7 @@ class AtBoundary:
 
     def __init__(self, hold: TrainingHold, step: int):
         self.hold, self.step = hold, step
-        self.stats: dict[str, Any] = {}
+        self.stats: EvolutionPointPayload | None = None
 
     def __enter__(self) -> AtBoundary:
         hold = self.hold
@@ -229,4 +233,4 @@ class AtBoundary:
             hold._paused_at = None
             hold._until = None
             point, hold.point = hold.point, None
-        self.stats = point.stats() if point is not None else {}
+        self.stats = point.stats() if point is not None else None

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from harnessrl.records.event_payloads import FailureHandledPayload
+
 if TYPE_CHECKING:
     from harnessrl.evolution.context import ServiceContext
     from harnessrl.evolution.findings import EarlyFindings
@@ -40,9 +42,7 @@ class FailureLedger:
                 owner.handled(failure_id, outcome)
             if point is not None:
                 point.handled += 1
-        ctx.event(
-            "failure_handled",
-            step=step,
+        handled = FailureHandledPayload(
             failure_id=failure_id,
             task_id=key[1] if key else None,
             failure_kind=key[0] if key else None,
@@ -53,6 +53,7 @@ class FailureLedger:
             candidate_id=candidate_id,
             reason=reason,
         )
+        ctx.event(handled, step=step)
 
     def defer(self, failure_id: str, candidate_id: Any) -> dict[str, Any]:
         """``failure_id`` ended pending, not handled: it waits until more groups of the tasks its candidate covers

@@ -21,15 +21,26 @@ from pydantic import BaseModel
 from harnessrl.data.schema import task_group
 from harnessrl.errors import HarnessRLError
 from harnessrl.evolution.context import dump
+from harnessrl.interfaces.harness import parse_update
 from harnessrl.interfaces.tools import EventRecorded
+from harnessrl.records.event_payloads import (
+    AttributionPayload,
+    CommitPayload,
+    DeferredPayload,
+    GiveUpPayload,
+    OutcomePayload,
+    ProposalPayload,
+    VerdictPayload,
+    parse_payload,
+)
 
 if TYPE_CHECKING:
     from harnessrl.evolution.context import ServiceContext
     from harnessrl.evolution.findings import EarlyFindings
     from harnessrl.evolution.ledger import FailureLedger
     from harnessrl.evolution.pending import PendingDecisions
-    from harnessrl.evolution.probation import Probation
     from harnessrl.interfaces.tools import RecordEvent
+    from harnessrl.records.events import Event
     from harnessrl.records.steps import StepRecord
 
 __all__ = ["PointOrchestration"]
@@ -38,6 +49,11 @@ logger = logging.getLogger(__name__)
 
 # kinds the service writes itself when a tool runs: the graph reporting them again would duplicate them
 _WRITTEN_BY_TOOLS = frozenset({"proposal", "trial", "verdict", "commit"})
+# the decisions a resumed run counts again, and what each counts (a verdict: its verdict)
+_COUNTED = {"attribution": "attributed", "proposal": "proposed", "verdict": "", "commit": "committed"}
+_DECISIONS = (AttributionPayload, ProposalPayload, VerdictPayload, CommitPayload)
+# an attribution's fields that record_attribution takes by name
+_ATTRIBUTION_ARGS = frozenset({"failure_id", "interface", "rationale", "task_id", "evidence"})
 
 
 class PointOrchestration:
@@ -90,13 +106,13 @@ class PointOrchestration:
         tracker's own lock, never the tools' lock a trial holds while it waits for the policy."""
         ctx = self.ctx
         for look in ctx.probation.observe(record):
-            ctx.event("probation", step=look.step, **look.fields)
+            ctx.event(look.payload, step=look.step)
         for m in ctx.outcomes.observe(record):
             cid = m.candidate_id
             ctx.remember(
                 f"recording the outcome of {cid}", ctx.memory.record_outcome if ctx.memory else None, cid, m.fields
             )
-            ctx.event("outcome", step=m.step, candidate_id=cid, task_ids=m.task_ids, **m.fields)
+            ctx.event(OutcomePayload(candidate_id=cid, task_ids=m.task_ids, **m.fields), step=m.step)
 
     # ------------------------------------------------------------------------------------ graph events
     def record_attribution(
@@ -119,13 +135,14 @@ class PointOrchestration:
                 ctx.attributions[failure_id] = {"interface": interface, "rationale": rationale}
             ctx.counts[f"attributed/{interface}"] += 1
         ctx.event(
-            "attribution",
-            failure_id=failure_id,
-            task_id=task_id,
-            interface=interface,
-            rationale=rationale,
-            evidence=evidence,
-            **extra,
+            AttributionPayload(
+                failure_id=failure_id,
+                task_id=task_id,
+                interface=interface,
+                rationale=rationale,
+                evidence=evidence,
+                **extra,
+            )
         )
         if failure_id and ctx.memory is not None:
             try:
@@ -144,50 +161,51 @@ class PointOrchestration:
         """The graph's ``on_event(kind, payload)`` callback. ``attribution`` is recorded by
         :meth:`record_attribution`; proposals, trials, verdicts and commits are already written by the
         tools (ignored here, not written twice); any other kind is written to the events as it is."""
-        data = dict(dump(payload) or {})
-        if kind == "attribution":
+        if kind in _WRITTEN_BY_TOOLS:
+            return
+        data = parse_payload(kind, dump(payload))  # the edge: the graph's fields as the kind's model
+        if isinstance(data, AttributionPayload):
+            rest = {k: v for k, v in data.written().items() if k not in _ATTRIBUTION_ARGS}
             self.record_attribution(
-                data.pop("failure_id", None),
-                str(data.pop("interface", "")),
-                str(data.pop("rationale", "") or ""),
-                task_id=data.pop("task_id", None),
-                evidence=data.pop("evidence", None),
-                **data,
+                data.failure_id,
+                str(data.interface or ""),
+                str(data.rationale or ""),
+                task_id=data.task_id,
+                evidence=data.evidence,
+                **rest,
             )
-        elif kind not in _WRITTEN_BY_TOOLS:
-            if kind == "deferred" and data.get("failure_id"):
-                data.update(self.ledger.defer(str(data["failure_id"]), data.get("candidate_id")))
-            self.ctx.event(kind, **data)
-            if kind == "give_up" and data.get("failure_id"):
-                reason = str(data.get("reason") or "")
-                self.ledger.mark_handled(str(data["failure_id"]), "gave_up", data.get("candidate_id"), reason)
+            return
+        if isinstance(data, DeferredPayload) and data.failure_id:
+            wait = self.ledger.defer(data.failure_id, data.candidate_id)
+            data = DeferredPayload.model_validate({**data.written(), **wait})
+        self.ctx.event(kind, **data.written())
+        if isinstance(data, GiveUpPayload) and data.failure_id:
+            self.ledger.mark_handled(data.failure_id, "gave_up", data.candidate_id, str(data.reason or ""))
 
     # ------------------------------------------------------------------------------------ resume
-    def replay_events(self, events: Iterable[Mapping[str, Any]], through_step: int) -> None:
+    def replay_events(self, events: Iterable[Event], through_step: int) -> None:
         """Replay a resumed run's events (not :meth:`Interface.restore`, which reads an interface's saved state):
         rebuild what earlier processes of a resumed run decided, from their ``events``: the evolver's
         counts (attributed, proposed, accepted, rejected, revisions, committed per interface), the failures
         handled by evolution points at or before ``through_step`` (the checkpoint the run goes on from: the
         steps after it are trained again, and what they show is new), and the probations still open there
-        (:meth:`PendingDecisions.replay_probation <harnessrl.evolution.pending.PendingDecisions.replay_probation>`)."""
+        (:meth:`Probation.from_events <harnessrl.evolution.probation.Probation.from_events>`)."""
         ctx = self.ctx
-        probations: dict[str, Probation] = {}
+        events = list(events)
         with ctx.lock:
             for e in events:
-                kind, iface = e.get("kind"), e.get("interface")
-                if kind in ("commit", "probation", "revert"):
-                    self.pending.replay_probation(e, through_step, probations)
-                if kind == "attribution" and iface:
-                    ctx.counts[f"attributed/{iface}"] += 1
-                elif kind == "proposal" and iface:
-                    ctx.counts[f"proposed/{iface}"] += 1
-                    if e.get("revision"):
-                        ctx.counts[f"revisions/{iface}"] += 1
-                elif kind == "verdict" and iface and e.get("verdict") in ("accepted", "rejected", "pending"):
-                    ctx.counts[f"{e['verdict']}/{iface}"] += 1
-                elif kind == "commit" and iface:
-                    ctx.counts[f"committed/{iface}"] += 1
+                if e.kind in _COUNTED and isinstance(p := e.payload(), _DECISIONS):
+                    self._count(p)
                 else:
                     ctx.handled.replay_event(e, through_step)
-        for p in probations.values():
-            ctx.probation.reopen(p)
+        extra = ctx.harness.extra
+        ctx.probation.replay(events, through_step, lambda u: parse_update(u, extra))
+
+    def _count(self, p: AttributionPayload | ProposalPayload | VerdictPayload | CommitPayload) -> None:
+        """The evolver's count of one replayed decision (an attribution, proposal, verdict or commit)."""
+        what = p.verdict if isinstance(p, VerdictPayload) else _COUNTED[p.KIND]
+        if not p.interface or what not in ("attributed", "proposed", "committed", "accepted", "rejected", "pending"):
+            return
+        self.ctx.counts[f"{what}/{p.interface}"] += 1
+        if isinstance(p, ProposalPayload) and p.revision:
+            self.ctx.counts[f"revisions/{p.interface}"] += 1

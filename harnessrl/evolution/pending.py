@@ -8,21 +8,21 @@ gives a resumed run the looks it had at its checkpoint.
 
 A hint committed on probation (:mod:`harnessrl.evolution.probation`) is watched on the groups trained after it;
 :meth:`PendingDecisions.settle_probations` acts on the probations decided at a step boundary (a kept hint stays; a
-reverted one gives way to the rules it replaced: a ``revert`` event), and
-:meth:`PendingDecisions.replay_probation` rebuilds the probations still open at a resumed run's checkpoint from its
-events (the replay beside the state it restores; :mod:`harnessrl.trainer.resume` asks for it through the service).
+reverted one gives way to the rules it replaced: a ``revert`` event, which the probation writes,
+:meth:`Probation.reverted <harnessrl.evolution.probation.Probation.reverted>`). A resumed run's probations come back
+from their own events (:meth:`Probation.from_events <harnessrl.evolution.probation.Probation.from_events>`, the replay
+beside the state it restores).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from harnessrl.critic.power import SplitEvidence
 from harnessrl.errors import HarnessRLError
-from harnessrl.evolution.probation import REVERT_SUFFIX, Probation
-from harnessrl.interfaces.harness import parse_update
+from harnessrl.evolution.probation import REVERT_SUFFIX
 
 if TYPE_CHECKING:
     from harnessrl.evolution.context import ServiceContext
@@ -102,7 +102,7 @@ class PendingDecisions:
                 f"recording the probation of {p.candidate_id}",
                 ctx.memory.record_outcome if ctx.memory else None,
                 p.candidate_id,
-                {**look.fields, "probation": "kept" if kept else "reverted", "recovered": kept},
+                {**look.payload.written(), "probation": "kept" if kept else "reverted", "recovered": kept},
             )
             if kept:
                 continue
@@ -119,69 +119,4 @@ class PendingDecisions:
                 ctx.counts[f"reverted/{p.revert[0].interface if p.revert else 'harness'}"] += 1
             if any(u.interface == "rubric_criteria" for u in p.revert):
                 self.findings.check_references(p.task_ids, step=step)
-            ctx.event(
-                "revert",
-                step=step,
-                candidate_id=p.candidate_id,
-                interface=p.revert[0].interface if p.revert else None,
-                versions=versions,
-                applies_from_step=step + 1,
-                covers=p.task_ids,
-                reason=probation_reason(look.kind, look.fields)
-                + ("" if p.revert else "; nothing to revert: the checks the prompts state stay"),
-                updates=[u.model_dump(mode="json") for u in p.revert],
-            )
-
-    def replay_probation(self, e: Mapping[str, Any], through_step: int, open_: dict[str, Probation]) -> None:
-        """A resumed run's probations still open at ``through_step``: opened by their commit, brought to their last
-        look's counts, closed by a decided look (the groups trained between that look and the checkpoint are not
-        counted again; the steps after it are trained again and observed anew)."""
-        step, cid = e.get("step"), e.get("candidate_id")
-        if e["kind"] == "revert":  # it stands whatever its step: harness.json holds the rules it put back
-            open_.pop(str(cid), None)
-            return
-        if step is None or step > through_step or not cid:
-            return
-        if e["kind"] == "commit" and e.get("probation"):
-            revert = [parse_update(u, self.ctx.harness.extra) for u in e.get("revert") or []]
-            applied = int(e.get("applies_from_step") or step + 1)
-            before = e.get("signal_share_before")
-            checks = {str(t): [str(c) for c in ids] for t, ids in (e.get("probation_checks") or {}).items()}
-            open_[cid] = p = Probation(
-                cid,
-                list(e.get("covers") or []),
-                applied,
-                revert,
-                before,
-                int(e.get("groups_before") or 0),
-                checks=checks,
-            )
-            if isinstance(prior := e.get("probation_prior"), Mapping):
-                p.carry(prior)
-        elif e["kind"] == "probation" and cid in open_:
-            p = open_[cid]
-            p.groups, p.signal, p.looks = int(e["groups"]), int(e["signal_groups"]), int(e["look"])
-            if isinstance(split := e.get("split"), Mapping):
-                p.broken, p.graded = int(split["broken"]), int(split["rollouts"])
-                p.group_size = int(split.get("group_size") or 0)
-            p.before_share, p.before_groups = e.get("signal_share_before"), int(e.get("groups_before") or 0)
-            for arm in ("guided", "unguided"):
-                n, mean = int(e.get(f"{arm}_rollouts") or 0), e.get(f"{arm}_mean_reward")
-                setattr(p, f"{arm}_n", n)
-                setattr(p, f"{arm}_sum", float(mean) * n if mean is not None else 0.0)
-            p.last_step = int(step)
-            if e.get("action"):
-                open_.pop(cid)
-
-
-def probation_reason(kind: str, f: Mapping[str, Any]) -> str:
-    """A revert's reason, from its look's fields (the checks' rule, or the signal share)."""
-    head = f"probation {kind} at look {f['look']}: "
-    if isinstance(split := f.get("split"), Mapping):
-        return (
-            head
-            + f"{split['broken']} of {split['rollouts']} rollouts of {f['groups']} guided groups broke the checks, "
-            f"split share {split['split_share']}, interval {split['interval']} against {split['threshold']}"
-        )
-    groups = f"{f['signal_groups']} of {f['groups']} guided groups gave signal"
-    return head + f"{groups}, interval {f['interval']} against {f['target']}"
+            ctx.event(p.reverted(step, versions, look.reason()), step=step)

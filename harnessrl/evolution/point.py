@@ -30,6 +30,7 @@ from transformers import TrainerCallback
 from harnessrl.evolution.client import run_evolution_point
 from harnessrl.graph_builder import make_evolver_model
 from harnessrl.interfaces.tools import ReleaseTraining
+from harnessrl.records.event_payloads import EvolutionPointPayload
 
 __all__ = ["EvolutionCallback", "write_server_file"]
 
@@ -95,11 +96,11 @@ class EvolutionCallback(TrainerCallback):
             self.trainer.record_probe,
         )
         if probe and self.console is not None:
-            if probe.get("rollouts"):
-                said = f"probed {len(probe['tasks'])} task(s) with {probe['rollouts']} rollouts of the initial policy"
+            if probe.rollouts:
+                said = f"probed {len(probe.tasks)} task(s) with {probe.rollouts} rollouts of the initial policy"
             else:
-                why = probe.get("error") or (
-                    f"no group fits the {probe['allowance']} rollouts trials.max_rollout_share allows before step 1"
+                why = probe.error or (
+                    f"no group fits the {probe.allowance} rollouts trials.max_rollout_share allows before step 1"
                 )
                 said = f"no probe made ({why})"
             self.console.log(f"rubric audit: {said}")
@@ -155,16 +156,15 @@ class EvolutionCallback(TrainerCallback):
         committed = sum(1 for o in outcomes if getattr(o, "status", None) == "committed")
         if self.run_dir is not None:
             # the trials' count and seconds as the service saw them; handled and committed as the graph ended
-            stats = {**(boundary.stats if boundary is not None else {}), "mode": "in-process"}
-            self.run_dir.event(
-                "evolution_point",
-                step=step,
+            stats = boundary.stats.written() if boundary is not None and boundary.stats is not None else {}
+            payload = EvolutionPointPayload(
                 early=early,
                 seconds=elapsed,
                 stop_reason=final.get("stop_reason") if isinstance(final, dict) else None,
                 error=error,
-                **{**stats, "handled": len(outcomes), "committed": committed},
+                **{**stats, "mode": "in-process", "handled": len(outcomes), "committed": committed},
             )
+            self.run_dir.event(payload.KIND, step=step, **payload.written())
         if self.console is not None:
             self.console.log(
                 f"evolution point @ step {step}: {len(outcomes)} failure(s) handled, {committed} update(s) "

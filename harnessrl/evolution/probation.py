@@ -47,19 +47,27 @@ Locking: like the outcome tracker, a leaf lock of its own; it is fed on the trai
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from harnessrl.critic.config import TrialConfig
 from harnessrl.critic.power import Spending, decide_share, decide_split
 from harnessrl.critic.signal import CHECK_SPLIT_SHARE, SIGNAL_SHARE
+from harnessrl.records.event_payloads import (
+    CommitPayload,
+    ProbationPayload,
+    ProbationPrior,
+    RevertPayload,
+    SplitLook,
+)
 
 if TYPE_CHECKING:
     from harnessrl.interfaces.base import InterfaceUpdate
+    from harnessrl.records.events import Event
     from harnessrl.records.steps import GroupRecord, Recorder, StepRecord
 
-__all__ = ["REVERT_SUFFIX", "Probation", "ProbationLook", "ProbationRule", "ProbationTracker"]
+__all__ = ["REVERT_SUFFIX", "Probation", "ProbationLook", "ProbationRule", "ProbationTracker", "UpdateParser"]
 
 REVERT_SUFFIX = "-revert"
 """A reverted probation's rules go back into the harness as an update of the candidate id ``<candidate><suffix>``;
@@ -67,6 +75,9 @@ its event is a ``revert`` of the candidate (never a ``commit``)."""
 
 BEFORE_GROUPS = 4
 """The covered tasks' latest groups before the hint whose signal share is its baseline."""
+
+UpdateParser = Callable[[Mapping[str, Any]], "InterfaceUpdate"]
+"""An update as an event wrote it, parsed back into its interface's model (the run's harness knows its interfaces)."""
 
 
 @dataclass(frozen=True)
@@ -151,30 +162,81 @@ class Probation:
                 self.unguided_sum, self.unguided_n = self.unguided_sum + r, self.unguided_n + 1
 
     def event_fields(self) -> dict[str, Any]:
-        """What its commit event records of it (a resumed run reopens it from them)."""
-        return {
-            "probation": True,
-            "revert": [u.model_dump(mode="json") for u in self.revert],
-            "signal_share_before": self.before_share,
-            "groups_before": self.before_groups,
+        """What its commit event records of it (a resumed run reopens it from them: :meth:`opened`)."""
+        return CommitPayload(
+            probation=True,
+            revert=[u.model_dump(mode="json") for u in self.revert],
+            signal_share_before=self.before_share,
+            groups_before=self.before_groups,
             **({"probation_checks": self.checks} if self.checks else {}),
             **({"probation_prior": self.prior()} if self.prior_looks else {}),
-        }
+        ).written()
 
-    def carry(self, prior: Mapping[str, Any]) -> None:
+    @classmethod
+    def opened(cls, commit: CommitPayload, step: int, parse: UpdateParser) -> Probation:
+        """The probation a ``commit`` event at ``step`` opened (:meth:`event_fields`), before any look."""
+        p = cls(
+            str(commit.candidate_id),
+            list(commit.covers),
+            commit.applies_from_step or step + 1,
+            [parse(u) for u in commit.revert],
+            commit.signal_share_before,
+            commit.groups_before or 0,
+            checks={t: list(ids) for t, ids in commit.probation_checks.items()},
+        )
+        if commit.probation_prior is not None:
+            p.carry(commit.probation_prior)
+        return p
+
+    def carry(self, prior: ProbationPrior | Mapping[str, Any]) -> None:
         """Take in the evidence of the pending test its looks continue (:meth:`prior`'s fields)."""
-        self.broken, self.graded = int(prior["broken"]), int(prior["rollouts"])
-        self.looks = self.prior_looks = int(prior["looks"])
-        self.group_size = int(prior.get("group_size") or 0)
+        prior = ProbationPrior.model_validate(prior)
+        self.broken, self.graded = prior.broken, prior.rollouts
+        self.looks = self.prior_looks = prior.looks
+        self.group_size = prior.group_size
 
-    def prior(self) -> dict[str, int]:
+    def prior(self) -> ProbationPrior:
         """The evidence carried from a pending test (with :attr:`prior_looks`), as counted now."""
-        return {
-            "broken": self.broken,
-            "rollouts": self.graded,
-            "looks": self.prior_looks,
-            "group_size": self.group_size,
-        }
+        return ProbationPrior(
+            broken=self.broken, rollouts=self.graded, looks=self.prior_looks, group_size=self.group_size
+        )
+
+    def seen(self, look: ProbationPayload, step: int) -> None:
+        """Its counts as the ``probation`` event ``look`` at ``step`` recorded them (a resumed run's replay: the groups
+        trained between that look and the checkpoint are not counted again)."""
+        self.groups, self.signal, self.looks = look.groups, look.signal_groups, look.look
+        if look.split is not None:
+            self.broken, self.graded, self.group_size = look.split.broken, look.split.rollouts, look.split.group_size
+        self.before_share, self.before_groups = look.signal_share_before, look.groups_before or 0
+        self.guided_n, self.guided_sum = _arm(look.guided_rollouts, look.guided_mean_reward)
+        self.unguided_n, self.unguided_sum = _arm(look.unguided_rollouts, look.unguided_mean_reward)
+        self.last_step = step
+
+    @classmethod
+    def from_events(cls, events: Iterable[Event], through_step: int, parse: UpdateParser) -> dict[str, Probation]:
+        """The probations still open at ``through_step`` (a resumed run's checkpoint), by candidate, from the run's
+        events: opened by their ``commit`` on probation, brought to their last ``probation`` look's counts, closed by
+        a decided look; a ``revert`` closes one whatever its step (``harness.json`` holds the rules it put back). The
+        steps after the checkpoint are trained again and observed anew."""
+        open_: dict[str, Probation] = {}
+        for e in events:
+            if e.kind not in ("commit", "probation", "revert"):
+                continue
+            payload = e.payload()
+            cid = (
+                payload.candidate_id if isinstance(payload, CommitPayload | ProbationPayload | RevertPayload) else None
+            )
+            if isinstance(payload, RevertPayload):
+                open_.pop(str(cid), None)
+            elif e.step is None or e.step > through_step or not cid:
+                continue
+            elif isinstance(payload, CommitPayload) and payload.probation:
+                open_[cid] = cls.opened(payload, e.step, parse)
+            elif isinstance(payload, ProbationPayload) and cid in open_:
+                open_[cid].seen(payload, e.step)
+                if payload.action:
+                    open_.pop(cid)
+        return open_
 
     def due(self, look_groups: int) -> bool:
         """Whether enough groups came since the commit for its next look."""
@@ -184,16 +246,35 @@ class Probation:
         """The signal share the guided groups must be shown to reach."""
         return min(1.0, (self.before_share or 0.0) + rule.threshold)
 
+    def reverted(self, step: int, versions: list[int], reason: str) -> RevertPayload:
+        """Its ``revert`` event at ``step``: the rules it replaced back from the next step (``versions``: the harness
+        versions that put them back)."""
+        return RevertPayload(
+            candidate_id=self.candidate_id,
+            interface=self.revert[0].interface if self.revert else None,
+            versions=versions,
+            applies_from_step=step + 1,
+            covers=self.task_ids,
+            reason=reason + ("" if self.revert else "; nothing to revert: the checks the prompts state stay"),
+            updates=[u.model_dump(mode="json") for u in self.revert],
+        )
+
+
+def _arm(n: int | None, mean: float | None) -> tuple[int, float]:
+    """An arm's rollouts and reward sum from a look's count and mean."""
+    n = n or 0
+    return n, float(mean) * n if mean is not None else 0.0
+
 
 @dataclass(frozen=True)
 class ProbationLook:
-    """One look at a probation: its verdict kind (accepted: kept; futile or not_reliable: reverted; pending) and the
-    event's fields."""
+    """One look at a probation: its verdict kind (accepted: kept; futile or not_reliable: reverted; pending) and its
+    ``probation`` event."""
 
     probation: Probation
     kind: str
     step: int
-    fields: dict[str, Any] = field(default_factory=dict)
+    payload: ProbationPayload = field(default_factory=ProbationPayload)
 
     @property
     def decided(self) -> bool:
@@ -202,6 +283,18 @@ class ProbationLook:
     @property
     def reverts(self) -> bool:
         return self.kind in ("futile", "not_reliable")
+
+    def reason(self) -> str:
+        """Why it decided, in words (a revert's reason): the checks' rule, or the signal share."""
+        f = self.payload
+        head = f"probation {self.kind} at look {f.look}: "
+        if (split := f.split) is not None:
+            return (
+                head + f"{split.broken} of {split.rollouts} rollouts of {f.groups} guided groups broke the checks, "
+                f"split share {split.split_share}, interval {split.interval} against {split.threshold}"
+            )
+        groups = f"{f.signal_groups} of {f.groups} guided groups gave signal"
+        return head + f"{groups}, interval {f.interval} against {f.target}"
 
 
 def _share(groups: Sequence[GroupRecord]) -> float | None:
@@ -230,7 +323,7 @@ class ProbationTracker:
         applied_step: int,
         revert: list[InterfaceUpdate],
         checks: dict[str, list[str]] | None = None,
-        prior: Mapping[str, Any] | None = None,
+        prior: ProbationPrior | Mapping[str, Any] | None = None,
     ) -> Probation:
         """Put ``candidate_id``'s hint on probation from ``applied_step``: the signal share of its tasks' latest
         groups before it is the baseline; with ``checks`` (per task, the criteria a rubric edit added) the looks
@@ -284,52 +377,55 @@ class ProbationTracker:
             out, self._decided = self._decided, []
         return out
 
+    def replay(self, events: Iterable[Event], through_step: int, parse: UpdateParser) -> None:
+        """Reopen the probations a resumed run's ``events`` left open at ``through_step``
+        (:meth:`Probation.from_events`)."""
+        for p in Probation.from_events(events, through_step, parse).values():
+            self.reopen(p)
+
     def _look(self, p: Probation, step: int) -> ProbationLook:
         r = self.rule
         p.looks += 1
         target = p.target(r)
         v = decide_share(p.signal, p.groups, target, r.confidence, p.looks, r.max_looks, r.spending)
-        split = None
-        if p.checks:
+        mean = lambda s, n: round(s / n, 4) if n else None  # noqa: E731
+        look = ProbationPayload(
+            candidate_id=p.candidate_id,
+            task_ids=p.task_ids,
+            applied_step=p.applied_step,
+            look=p.looks,
+            max_looks=r.max_looks,
+            **({"looks_before_commit": p.prior_looks} if p.prior_looks else {}),
+            groups=p.groups,
+            signal_groups=p.signal,
+            signal_share=round(v.share, 4),
+            interval=[round(v.low, 4), round(v.high, 4)],
+            alpha_spending=r.spending,
+            alpha_per_look=round(v.alpha, 4),
+            signal_share_before=p.before_share,
+            groups_before=p.before_groups,
+            target=round(target, 4),
+            min_detectable=v.min_detectable,
+            guided_mean_reward=mean(p.guided_sum, p.guided_n),
+            unguided_mean_reward=mean(p.unguided_sum, p.unguided_n),
+            guided_rollouts=p.guided_n,
+            unguided_rollouts=p.unguided_n,
+        )
+        if p.checks:  # the checks' rule decides; the signal share is reported beside it
             gsz = max(2, p.group_size)
-            split = decide_split(
+            v = split = decide_split(
                 p.broken, p.graded, gsz, r.split_threshold, r.confidence, p.looks, r.max_looks, r.spending
             )
-        mean = lambda s, n: round(s / n, 4) if n else None  # noqa: E731
-        fields = {
-            "candidate_id": p.candidate_id,
-            "task_ids": p.task_ids,
-            "applied_step": p.applied_step,
-            "look": p.looks,
-            "max_looks": r.max_looks,
-            **({"looks_before_commit": p.prior_looks} if p.prior_looks else {}),
-            "groups": p.groups,
-            "signal_groups": p.signal,
-            "signal_share": round(v.share, 4),
-            "interval": [round(v.low, 4), round(v.high, 4)],
-            "alpha_spending": r.spending,
-            "alpha_per_look": round(v.alpha, 4),
-            "signal_share_before": p.before_share,
-            "groups_before": p.before_groups,
-            "target": round(target, 4),
-            "min_detectable": v.min_detectable,
-            "guided_mean_reward": mean(p.guided_sum, p.guided_n),
-            "unguided_mean_reward": mean(p.unguided_sum, p.unguided_n),
-            "guided_rollouts": p.guided_n,
-            "unguided_rollouts": p.unguided_n,
-        }
-        if split is not None:  # the checks' rule decides; the signal share is reported beside it
-            fields["split"] = {
-                "broken": split.broken,
-                "rollouts": split.rollouts,
-                "group_size": max(2, p.group_size),
-                "split_share": round(split.share, 4),
-                "interval": [round(split.low, 4), round(split.high, 4)],
-                "threshold": r.split_threshold,
-                "min_detectable": split.min_detectable,
-            }
-            v = split
-        fields["decided_by"] = "check_split_share" if split is not None else "signal_share"
-        fields["verdict_kind"] = v.kind
-        fields["action"] = {"accepted": "kept", "futile": "reverted", "not_reliable": "reverted"}.get(v.kind)
-        return ProbationLook(p, v.kind, step, fields)
+            look.split = SplitLook(
+                broken=split.broken,
+                rollouts=split.rollouts,
+                group_size=gsz,
+                split_share=round(split.share, 4),
+                interval=[round(split.low, 4), round(split.high, 4)],
+                threshold=r.split_threshold,
+                min_detectable=split.min_detectable,
+            )
+        look.decided_by = "check_split_share" if p.checks else "signal_share"
+        look.verdict_kind = v.kind
+        look.action = {"accepted": "kept", "futile": "reverted", "not_reliable": "reverted"}.get(v.kind)
+        return ProbationLook(p, v.kind, step, look)

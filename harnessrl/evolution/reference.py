@@ -35,6 +35,7 @@ from pydantic import BaseModel, Field
 
 from harnessrl.data.schema import Criterion, Task, prompt_text
 from harnessrl.interfaces.induction import requirement_key, stated_keys
+from harnessrl.records.event_payloads import ReferenceCheckPayload
 from harnessrl.records.evidence import ReferenceFailsEvidence
 from harnessrl.records.failures import Failure
 
@@ -180,16 +181,17 @@ def _suspect(criterion: Criterion, verdict: float | None) -> Suspect:
     )
 
 
-def event_payload(grades: Sequence[ReferenceGrade], tasks: int) -> dict[str, Any]:
-    """The ``reference_check`` event's fields: how many references were graded, and each suspect by task."""
-    return {
-        "graded": [{"task_id": g.task_id, "rubric_version": g.rubric_version, "reward": g.reward} for g in grades],
-        "tasks": tasks,
-        "suspects": {g.task_id: [s.model_dump(mode="json") for s in g.suspects] for g in grades if g.suspects},
-        "reference_breaks_prompt": {
+def event_payload(grades: Sequence[ReferenceGrade], tasks: int, judge_calls: int) -> ReferenceCheckPayload:
+    """The ``reference_check`` event: the judge's calls so far, the references graded, and each suspect by task."""
+    return ReferenceCheckPayload(
+        judge_calls=judge_calls,
+        graded=[{"task_id": g.task_id, "rubric_version": g.rubric_version, "reward": g.reward} for g in grades],
+        tasks=tasks,
+        suspects={g.task_id: [s.model_dump(mode="json") for s in g.suspects] for g in grades if g.suspects},
+        reference_breaks_prompt={
             g.task_id: [s.model_dump(mode="json") for s in g.breaks_prompt] for g in grades if g.breaks_prompt
         },
-    }
+    )
 
 
 # ---------------------------------------------------------------------------------------------- the findings

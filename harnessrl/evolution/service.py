@@ -101,6 +101,7 @@ from harnessrl.interfaces.tools import (
     ToolSpec,
     tool_table,
 )
+from harnessrl.records.event_payloads import AuditProbePayload
 from harnessrl.records.trials import TrialResult
 
 if TYPE_CHECKING:
@@ -109,6 +110,7 @@ if TYPE_CHECKING:
     from harnessrl.evolution.reference import Grader
     from harnessrl.interfaces import Harness
     from harnessrl.memory.store import TrainingMemory
+    from harnessrl.records.events import Event
     from harnessrl.records.failures import Failure
     from harnessrl.records.run_dir import RunDir
     from harnessrl.records.steps import Recorder, StepRecord
@@ -342,7 +344,7 @@ class EvolutionService:
 
     def probe_audit(
         self, tasks_per_finding: int, group_size: int, allowance: int | None, record: Callable[[list], None]
-    ) -> dict[str, Any] | None:
+    ) -> AuditProbePayload | None:
         """The audit's probes before step 1 (:meth:`EarlyFindings.probe_audit
         <harnessrl.evolution.findings.EarlyFindings.probe_audit>`); None when there is nothing to probe."""
         return self._findings.probe_audit(tasks_per_finding, group_size, allowance, record)
@@ -406,7 +408,7 @@ class EvolutionService:
         <harnessrl.evolution.orchestration.PointOrchestration.on_event>`)."""
         self._point.on_event(kind, payload)
 
-    def replay_events(self, events: Iterable[Mapping[str, Any]], through_step: int) -> None:
+    def replay_events(self, events: Iterable[Event], through_step: int) -> None:
         """Replay a resumed run's events: the evolver's counts, the failures handled at or before ``through_step``
         and the probations open there (:meth:`PointOrchestration.replay_events
         <harnessrl.evolution.orchestration.PointOrchestration.replay_events>`)."""

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from harnessrl.critic.signal import CHECK_SPLIT_SHARE
 from harnessrl.errors import HarnessRLError
 from harnessrl.evolution.candidates import CandidateError
+from harnessrl.records.event_payloads import TrialPayload, VerdictPayload
 
 if TYPE_CHECKING:
     from harnessrl.evolution.candidates import CandidateRecord
@@ -47,7 +48,7 @@ class TrialTool:
             try:
                 result = ctx.trials.run(cand.update, cand.candidate_id, cand.failure)
             except Exception as e:
-                ctx.event("trial", candidate_id=cand.candidate_id, interface=cand.update.interface, error=str(e))
+                ctx.event(TrialPayload(candidate_id=cand.candidate_id, interface=cand.update.interface, error=str(e)))
                 raise
             seconds = time.perf_counter() - t0
             if (point := ctx.hold.point) is not None:
@@ -73,24 +74,9 @@ class TrialTool:
             verdict=cand.status,
             trials=[t.model_dump(mode="json") for t in cand.trials],
         )
-        ctx.event(
-            "trial",
-            candidate_id=cid,
-            interface=interface,
-            failure_id=cand.failure_id,
-            remedy=result.remedy,
-            verdict_kind=result.verdict_kind,
-            result=result.model_dump(mode="json"),
-            seconds=round(seconds, 3),
-        )
-        ctx.event(
-            "verdict",
-            candidate_id=cid,
-            interface=interface,
-            failure_id=cand.failure_id,
-            verdict=cand.status,
-            verdict_kind=result.verdict_kind,
-            remedy=result.remedy,
-            covers=result.covers,
-            reason=result.reason,
-        )
+        who = {"candidate_id": cid, "interface": interface, "failure_id": cand.failure_id}
+        trial = result.model_dump(mode="json")
+        kind, remedy = result.verdict_kind, result.remedy
+        ctx.event(TrialPayload(**who, remedy=remedy, verdict_kind=kind, result=trial, seconds=round(seconds, 3)))
+        verdict = {"verdict": cand.status, "verdict_kind": kind, "remedy": remedy, "covers": result.covers}
+        ctx.event(VerdictPayload(**who, **verdict, reason=result.reason))

@@ -11,7 +11,7 @@ extra key an older run wrote, so ``events.jsonl``, the failures a run keeps and 
 its summary and evidence) stay byte for byte what they were, and an old run directory still loads. Numbers
 are ``int | float`` where either was written, so an int is never dumped back as a float.
 
-This module is a data type at the bottom of the layers: it imports nothing of the package.
+This module is a data type at the bottom of the layers: it imports nothing of the package but the records' own base.
 """
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, SerializationInfo, SerializerFunctionWrapHandler, model_serializer
+from pydantic import BaseModel
+
+from harnessrl.records.as_written import AsWritten, Number
 
 __all__ = [
     "EVIDENCE_MODELS",
@@ -39,22 +41,11 @@ __all__ = [
 
 E = TypeVar("E", bound="Evidence")
 
-Number = int | float
-"""A number as the detector wrote it (an int stays an int in the JSON, so the failure's id does not move)."""
 
-
-class Evidence(BaseModel):
+class Evidence(AsWritten, BaseModel):  # BaseModel named: ruff reads the fields as pydantic's
     """The numbers behind a failure (the base of every kind's model; a kind without its own model keeps its
-    keys as extra fields)."""
-
-    model_config = ConfigDict(extra="allow")
-
-    @model_serializer(mode="wrap")
-    def _as_written(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> dict[str, Any]:
-        # only what was set (a detector sets every field; an older run's file may have fewer): written back as read
-        data = handler(self)
-        kept = self.model_fields_set | set(self.model_extra or {})
-        return {k: v for k, v in data.items() if k in kept}
+    keys as extra fields). Dumped as written (:class:`~harnessrl.records.as_written.AsWritten`): a detector sets
+    every field; an older run's file may have fewer."""
 
     def narrow(self, model: type[E]) -> E:
         """This evidence as ``model`` when it is one, else an empty ``model`` (every field at its default: None,

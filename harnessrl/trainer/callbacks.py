@@ -18,6 +18,7 @@ from transformers import TrainerCallback
 
 from harnessrl.data.schema import Task
 from harnessrl.judges.rubric_judge import RubricJudge
+from harnessrl.records.event_payloads import EvaluationPayload
 from harnessrl.records.run_dir import RunDir, write_atomic
 from harnessrl.trainer.evaluation import EvalResult, EvalSplit, GradeWith, evaluate_policy
 
@@ -213,9 +214,7 @@ class EvalCallback(TrainerCallback):
         self.results.append(res)
         self.run_dir.append("eval.jsonl", res.model_dump(), sync=True)
         proxy = res.proxy.overall if res.proxy is not None else None
-        self.run_dir.event(
-            "evaluation",
-            step=step,
+        evaluation = EvaluationPayload(
             split=split,
             graded_with=res.graded_with,
             overall=res.overall,
@@ -223,6 +222,7 @@ class EvalCallback(TrainerCallback):
             **({"proxy": proxy} if res.proxy is not None else {}),
             **({"no_score_reason": res.no_score_reason} if res.overall is None else {}),
         )
+        self.run_dir.event(evaluation.KIND, step=step, **evaluation.written())
         if self.console:
             score = "no score" if res.overall is None else f"{res.overall:.3f}"
             self.console.log(

@@ -18,8 +18,9 @@ the trainer's counters       the last ``metrics.jsonl`` row             :func:`r
 the detectors' windows, the  the kept step records and rollouts          :func:`restore_listeners`
 critic's step records
 handled failures, the        ``events.jsonl`` (``failure_handled``,     :func:`restore_listeners`
-evolver's counts, hints on   the evolver's decisions, ``commit`` on
-probation                    probation, ``probation``, ``revert``)
+evolver's counts             the evolver's decisions)
+hints on probation           ``events.jsonl`` (``commit`` on            ``Probation.from_events`` (asked
+                             probation, ``probation``, ``revert``)      by :func:`restore_listeners`)
 the critic's pending tests   ``pending_tests.json`` (each pending       :func:`restore_listeners`
                              repair's pooled rollouts and looks, those
                              after the checkpoint left out)
@@ -195,7 +196,7 @@ def restore_listeners(
     replay(run, recorder, observe, window=window)
     if service is not None:
         events = read_events(run.path)
-        service.replay_events([e.model_dump() for e in events], through_step=resumed.step)
+        service.replay_events(events, through_step=resumed.step)
         looks = service.restore_pending(through_step=resumed.step)
         if looks:
             logger.info("pending tests go on from their looks at step %d: %s", resumed.step, looks)

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
 
+from harnessrl.records.event_payloads import EvolutionPointPayload, FailurePayload, TrialPayload
 from harnessrl.records.events import Event
-from harnessrl.records.evidence import parse_evidence
 from harnessrl.records.run_record import RunRecord
 
 __all__ = ["RunTotals", "run_totals"]
@@ -45,23 +45,22 @@ def _number(v: Any) -> float:
 def _failure_key(e: Event) -> tuple:
     """A detection, once however often it was written: its step, task, kind and subject (the criterion, feature
     or requirement its evidence names)."""
-    fields = e.model_dump()
-    kind = fields.get("failure")
-    return e.step, fields.get("task_id"), kind, parse_evidence(kind, fields.get("evidence")).subject
+    failure = e.payload_as(FailurePayload)
+    return e.step, failure.task_id, failure.failure, failure.typed_evidence.subject
 
 
 def run_totals(record: RunRecord) -> RunTotals:
     """The totals of the run ``record`` reads, the process writing it now included."""
     totals = RunTotals()
-    failures = {_failure_key(e): str(e.model_dump().get("failure")) for e in record.events_of("failure")}
+    failures = {_failure_key(e): str(e.payload_as(FailurePayload).failure) for e in record.events_of("failure")}
     totals.failures = dict(Counter(failures.values()))
     for e in record.events_of("evolution_point"):
-        fields = e.model_dump()
+        point = e.payload_as(EvolutionPointPayload)
         totals.evolution_points += 1
-        mode = str(fields.get("mode") or "in-process")
+        mode = point.mode or "in-process"
         totals.points_by_mode[mode] = totals.points_by_mode.get(mode, 0) + 1
-        totals.evolver_seconds += _number(fields.get("seconds"))
-    totals.trial_seconds = sum(_number(e.model_dump().get("seconds")) for e in record.events_of("trial"))
+        totals.evolver_seconds += _number(point.seconds)
+    totals.trial_seconds = sum(_number(e.payload_as(TrialPayload).seconds) for e in record.events_of("trial"))
 
     starts = [e.time for e in record.events_of("run_start")]
     totals.processes = max(1, len(starts))
