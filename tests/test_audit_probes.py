@@ -20,6 +20,7 @@ from harnessrl.evolution.service import EvolutionService
 from harnessrl.interfaces import Harness
 from harnessrl.judges import RubricJudge
 from harnessrl.records.run_dir import RunDir
+from harnessrl.records.run_record import read_events
 from harnessrl.records.steps import GroupRecord, Recorder, RolloutRecord, StepRecord
 from harnessrl.trainer.run import train
 from harnessrl.trainer.run_report import audit_section, write_report
@@ -120,7 +121,7 @@ def test_the_probes_decide_a_finding_at_step_0_and_its_repair_covers_every_task_
     assert trial["result"]["measurements"]["split"]["broken"] == 4
     assert trial["result"]["measurements"]["split"]["rollouts"] == 8
     # the run report's audit table says what was probed
-    html = audit_section(events)
+    html = audit_section(read_events(run.path))
     assert "probed before step 1" in html and "city, forest (8 rollouts)" in html
 
 
@@ -139,7 +140,7 @@ def test_no_probe_when_nothing_fits_or_nothing_was_found(tmp_path):
     probe = service.probe_audit(2, 4, 3, _keep(harness, recorder))
     assert probe.tasks == [] and "rollouts" not in probe.written() and sampler.asked == []
     assert recorder.graded("city") == 0 and service.point_due(0) is None
-    html = audit_section(run.read("events.jsonl"))
+    html = audit_section(read_events(run.path))
     assert "probed before step 1" in html and "rollouts)" not in html  # the column is there, every row empty
     assert service.probe_audit(0, 4, None, _keep(harness, recorder)) is None  # off
 
@@ -150,7 +151,7 @@ def test_a_probe_the_sampler_cannot_make_loses_nothing_and_is_an_event(tmp_path)
     service.run_audit()
     probe = service.probe_audit(2, 4, None, _keep(harness, recorder))
     assert "no policy sampler" in probe.error and recorder.graded("city") == 0
-    assert "the probes were not made" in audit_section(run.read("events.jsonl"))
+    assert "the probes were not made" in audit_section(read_events(run.path))
 
 
 def test_audit_probe_tasks_is_two_on_one_process_none_on_several_by_default_and_never_negative():

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 from helpers import task_row
 
+from harnessrl.records.events import Event
 from harnessrl.trainer.run import train
 from harnessrl.trainer.run_report import harness_section, update_stories, write_report
 from harnessrl.trainer.train_config import TrainConfig
@@ -215,6 +216,7 @@ def test_long_texts_fold_and_verdicts_read_once():
             "result": {"accepted": False, "reason": "rejected: the improvement is not reliably above 0"},
         },
     ]
+    events = [Event.model_validate({"time": 0.0, "step": 1, **e}) for e in events]
     story = update_stories(events, [])
     assert "<details><summary>the update, as proposed</summary><pre>" in story and long_text in story
     assert "<b>rejected</b>: the improvement is not reliably above 0" in story

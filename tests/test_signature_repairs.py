@@ -891,7 +891,7 @@ def test_with_evidence_draws_the_audit_asks_each_findings_first_group_before_ste
         {"key": findings[0]["key"], "evidence_draw": {"task_id": "city", "step": 3}}
     ]
     assert harness.sampling.state.evidence_draws == {3: ["city"]}
-    shown = audit_section(run.read("events.jsonl"))
+    shown = audit_section(read_events(run.path))
     assert "<th>first drawn</th>" in shown and "city at step 3" in shown
     assert Harness.load(run.harness, list(harness.tasks.values())).sampling.state.evidence_draws == {3: ["city"]}
     service.run_audit(record=False)

@@ -14,7 +14,7 @@ either int or float are :data:`~harnessrl.records.as_written.Number`, so an int 
 
 Adding an event kind: its name in :data:`~harnessrl.records.events.EventKind`, its model here (a subclass of
 :class:`EventPayload` with ``KIND``, listed in :data:`EVENT_PAYLOADS`), its writer building that model, its readers
-reading it (docs/design.md §7, "Events").
+reading it (docs/design.md §4, "Events").
 
 This module is a data type at the bottom of the layers: it imports nothing of the package but the records'.
 """
@@ -33,12 +33,14 @@ from harnessrl.records.evidence import Evidence, parse_evidence
 __all__ = [
     "EVENT_PAYLOADS",
     "AttributionPayload",
+    "AuditDraw",
     "AuditFindingView",
     "AuditProbePayload",
     "CommitPayload",
     "DeferredPayload",
     "EvaluationPayload",
     "EventPayload",
+    "EvidenceDraw",
     "EvolutionPointPayload",
     "FailureEndPayload",
     "FailureHandledPayload",
@@ -188,6 +190,13 @@ class GiveUpPayload(FailureEndPayload):
     KIND: ClassVar[str] = "give_up"
 
 
+class EvidenceDraw(AsWritten):
+    """A task drawn at a step for a pending finding's next group (``evolver.evidence_draws``)."""
+
+    task_id: str | None = None
+    step: int | None = None
+
+
 class DeferredPayload(FailureEndPayload):
     """``deferred``: the critic could not decide a failure's candidate yet; what its wait needs (the tasks its
     candidate covers and their graded groups), or the evidence draw an audit finding asked for."""
@@ -196,7 +205,7 @@ class DeferredPayload(FailureEndPayload):
     criterion: str | None = None
     covers: list[str] = []
     graded_groups: int | None = None
-    evidence_draw: dict[str, Any] | None = None
+    evidence_draw: EvidenceDraw | None = None
 
 
 # ---------------------------------------------------------------------------------------------- the trainer's
@@ -343,6 +352,13 @@ class AuditFindingView(AsWritten):
     status: str | None = None
 
 
+class AuditDraw(AsWritten):
+    """The first group an audit finding asked for: its requirement key and the draw."""
+
+    key: str | None = None
+    evidence_draw: EvidenceDraw | None = None
+
+
 class RubricAuditPayload(EventPayload):
     """``rubric_audit``: the requirements the prompts state and the rubrics do not check, before step 1."""
 
@@ -350,7 +366,7 @@ class RubricAuditPayload(EventPayload):
     findings: list[AuditFindingView] = []
     tasks: int | None = None
     covered: list[str] = []
-    evidence_draws: list[dict[str, Any]] = []
+    evidence_draws: list[AuditDraw] = []
 
 
 class AuditProbePayload(EventPayload):

@@ -16,6 +16,21 @@ from rich.console import Console
 from rich.table import Table
 
 from harnessrl.errors import HarnessRLError
+from harnessrl.records.event_payloads import (
+    AttributionPayload,
+    AuditProbePayload,
+    CommitPayload,
+    DeferredPayload,
+    EventPayload,
+    FailureEndPayload,
+    FailurePayload,
+    GiveUpPayload,
+    ProposalPayload,
+    RubricAuditPayload,
+    TrialPayload,
+    VerdictPayload,
+)
+from harnessrl.records.events import Event
 from harnessrl.records.run_record import (
     BestCheckpoint,
     EvalRow,
@@ -156,11 +171,11 @@ def write_run_plots(record: RunRecord) -> list[Path]:
     return out
 
 
-def _story_task(failure_id: str, events: list[dict]) -> str | None:
-    for e in events:
-        if e.get("task_id"):
-            return e["task_id"]
-        update = e.get("update") or {}
+def _story_task(failure_id: str, events: Sequence[EventPayload]) -> str | None:
+    for p in events:
+        if isinstance(p, AttributionPayload | FailureEndPayload) and p.task_id:
+            return p.task_id
+        update = (p.update if isinstance(p, ProposalPayload | CommitPayload) else None) or {}
         if update.get("task_id") or (update.get("scope") == "task" and update.get("target")):
             return update.get("task_id") or update.get("target")
     parts = failure_id.split(":")
@@ -255,128 +270,135 @@ def _without_verdict(reason: str) -> str:
     return reason
 
 
-def update_stories(events: list[dict], groups: Sequence[GroupRow]) -> str:
+def update_stories(events: Sequence[Event], groups: Sequence[GroupRow]) -> str:
     """One readable story per handled failure: the failure and its evidence, the attribution, each
     candidate with its trial numbers and verdict, the commit, and the task's signal afterwards."""
-    by_failure: dict[str, list[dict]] = {}
+    by_failure: dict[str, list[Event]] = {}
     for e in events:
-        if e.get("kind") in _STORY_KINDS and e.get("failure_id"):
-            by_failure.setdefault(e["failure_id"], []).append(e)
+        if e.kind in _STORY_KINDS and isinstance(p := e.payload(), _STORY_PAYLOADS) and p.failure_id:
+            by_failure.setdefault(p.failure_id, []).append(e)
     if not by_failure:
         return ""
-    failures = {}
-    for e in events:
-        if e.get("kind") == "failure":
-            failures.setdefault(e.get("summary", ""), e)
     out = ["<h2>Harness updates: one story per handled failure</h2>"]
     for fid, evs in by_failure.items():
-        task = _story_task(fid, evs)
-        attribution = next((e for e in evs if e["kind"] == "attribution"), {})
-        committed = next((e for e in evs if e["kind"] == "commit"), None)
-        ended = next((_ENDED[e["kind"]] for e in reversed(evs) if e["kind"] in _ENDED), "open")
+        task = _story_task(fid, [e.payload() for e in evs])
+        attribution = next((e.payload_as(AttributionPayload) for e in evs if e.kind == "attribution"), None)
+        committed = next((e for e in evs if e.kind == "commit"), None)
+        ended = next((_ENDED[e.kind] for e in reversed(evs) if e.kind in _ENDED), "open")
         status = "committed" if committed else ended
         out.append(f"<h3>{html.escape(fid)} — {status}</h3><ul>")
-        if attribution:
-            out.append(f"<li><b>Failure</b>: {html.escape(attribution.get('summary', ''))}</li>")
+        if attribution is not None:
+            out.append(f"<li><b>Failure</b>: {html.escape(attribution.summary or '')}</li>")
             out.append(
-                f"<li><b>Attribution</b> → {html.escape(str(attribution.get('interface')))}: "
-                f"{html.escape(attribution.get('rationale', ''))}</li>"
+                f"<li><b>Attribution</b> → {html.escape(str(attribution.interface))}: "
+                f"{html.escape(attribution.rationale or '')}</li>"
             )
-        for e in evs:
-            if e["kind"] == "proposal":
-                upd = {k: v for k, v in (e.get("update") or {}).items() if v not in ([], {}, None, "")}
-                why = upd.pop("rationale", "")
-                out.append(
-                    f"<li><b>Candidate</b> {html.escape(e['candidate_id'])} ({html.escape(e['interface'])}): "
-                    f"{html.escape(why)}{_fold(json.dumps(upd, indent=1), label='the update, as proposed')}</li>"
-                )
-            elif e["kind"] == "trial":
-                r = e.get("result") or {}
-                cost = r.get("cost") or {}
-                adv = r.get("advantage_effect")
-                adv_txt = f", largest change to a rollout's advantage {adv}" if adv is not None else ""
-                thr = f", smallest effect worth a change {r.get('threshold')}" if r.get("threshold") is not None else ""
-                verdict = r.get("verdict_kind") or ("accepted" if r.get("accepted") else "rejected")
-                mde = r.get("min_detectable_effect")
-                mde_txt = f", smallest detectable effect {mde}" if mde is not None else ""
-                covers = r.get("covers") or []
-                pooled = f" over {len(covers)} tasks" if len(covers) > 1 else ""
-                out.append(
-                    f"<li><b>Trial</b> on the frozen policy{pooled}: {html.escape(str(r.get('metric')))} "
-                    f"{r.get('baseline')} → {r.get('candidate')}, interval [{r.get('ci_low')}, {r.get('ci_high')}]"
-                    f"{thr}{adv_txt}{mde_txt} "
-                    f"— <b>{html.escape(str(verdict))}</b>: "
-                    f"{html.escape(_without_verdict(str(r.get('reason'))))} "
-                    f"(cost: {cost.get('rollouts')} rollouts, {cost.get('judge_calls')} judge calls, "
-                    f"{cost.get('seconds')} s)</li>"
-                )
-            elif e["kind"] == "give_up":
-                out.append(f"<li><b>Gave up</b>: {html.escape(e.get('reason', ''))}</li>")
-            elif e["kind"] == "deferred":
-                asked = e.get("evidence_draw") or {}
-                draw = (
-                    f"; {html.escape(str(asked.get('task_id')))} is drawn at step {asked.get('step')} for it"
-                    if asked
-                    else ""
-                )
-                out.append(f"<li><b>Deferred</b> until more groups are graded (step {e.get('step')}){draw}</li>")
+        out += [line for e in evs if (line := _story_line(e))]
         if committed:
-            start = committed.get("applies_from_step", committed.get("step", 0) + 1)
-            covers = committed.get("covers") or [task]
-            reach = (
-                f" covering {len(covers)} tasks ({', '.join(map(str, covers[:6]))}{', ...' if len(covers) > 6 else ''})"
-            )
-            out.append(
-                f"<li><b>Committed</b> as {html.escape(committed['interface'])} version {committed.get('version')}, "
-                f"from step {start}{html.escape(reach) if len(covers) > 1 else ''}. <b>Effect</b>: "
-                f"{html.escape(_effect(groups, [str(t) for t in covers], start))}</li>"
-            )
+            out.append(_committed_line(committed, task, groups))
         out.append("</ul>")
     return "\n".join(out)
 
 
+def _story_line(e: Event) -> str:
+    """A proposal, trial, give-up or deferral of a story as its line (empty for the other kinds)."""
+    p = e.payload()
+    if isinstance(p, ProposalPayload):
+        upd = {k: v for k, v in (p.update or {}).items() if v not in ([], {}, None, "")}
+        why = upd.pop("rationale", "")
+        return (
+            f"<li><b>Candidate</b> {html.escape(str(p.candidate_id))} ({html.escape(str(p.interface))}): "
+            f"{html.escape(why)}{_fold(json.dumps(upd, indent=1), label='the update, as proposed')}</li>"
+        )
+    if isinstance(p, TrialPayload):
+        return _trial_line(p.result)
+    if isinstance(p, GiveUpPayload):
+        return f"<li><b>Gave up</b>: {html.escape(p.reason or '')}</li>"
+    if isinstance(p, DeferredPayload):
+        asked = p.evidence_draw
+        draw = f"; {html.escape(str(asked.task_id))} is drawn at step {asked.step} for it" if asked else ""
+        return f"<li><b>Deferred</b> until more groups are graded (step {e.step}){draw}</li>"
+    return ""
+
+
+def _trial_line(r: dict) -> str:
+    """A trial's line: its metric before and after, interval and verdict (``r``: the trial result as written, a
+    :class:`~harnessrl.records.trials.TrialResult`'s dump, of whatever version of it the run wrote)."""
+    cost = r.get("cost") or {}
+    adv = r.get("advantage_effect")
+    adv_txt = f", largest change to a rollout's advantage {adv}" if adv is not None else ""
+    thr = f", smallest effect worth a change {r.get('threshold')}" if r.get("threshold") is not None else ""
+    verdict = r.get("verdict_kind") or ("accepted" if r.get("accepted") else "rejected")
+    mde = r.get("min_detectable_effect")
+    mde_txt = f", smallest detectable effect {mde}" if mde is not None else ""
+    covers = r.get("covers") or []
+    pooled = f" over {len(covers)} tasks" if len(covers) > 1 else ""
+    return (
+        f"<li><b>Trial</b> on the frozen policy{pooled}: {html.escape(str(r.get('metric')))} "
+        f"{r.get('baseline')} → {r.get('candidate')}, interval [{r.get('ci_low')}, {r.get('ci_high')}]"
+        f"{thr}{adv_txt}{mde_txt} "
+        f"— <b>{html.escape(str(verdict))}</b>: "
+        f"{html.escape(_without_verdict(str(r.get('reason'))))} "
+        f"(cost: {cost.get('rollouts')} rollouts, {cost.get('judge_calls')} judge calls, "
+        f"{cost.get('seconds')} s)</li>"
+    )
+
+
+def _committed_line(e: Event, task: str | None, groups: Sequence[GroupRow]) -> str:
+    """A story's commit, with the signal of the tasks it covers before and after it."""
+    committed = e.payload_as(CommitPayload)
+    start = committed.applies_from_step if committed.applies_from_step is not None else (e.step or 0) + 1
+    covers = committed.covers or [task]
+    reach = f" covering {len(covers)} tasks ({', '.join(map(str, covers[:6]))}{', ...' if len(covers) > 6 else ''})"
+    return (
+        f"<li><b>Committed</b> as {html.escape(str(committed.interface))} version {committed.version}, "
+        f"from step {start}{html.escape(reach) if len(covers) > 1 else ''}. <b>Effect</b>: "
+        f"{html.escape(_effect(groups, [str(t) for t in covers], start))}</li>"
+    )
+
+
 _STORY_KINDS = ("attribution", "proposal", "trial", "verdict", "commit", "give_up", "deferred")
+_STORY_PAYLOADS = (AttributionPayload, ProposalPayload, TrialPayload, VerdictPayload, CommitPayload, FailureEndPayload)
 _ENDED = {"give_up": "gave up", "deferred": "deferred"}
 
 
-def audit_section(events: list[dict]) -> str:
+def audit_section(events: Sequence[Event]) -> str:
     """The rubric audit before step 1: each requirement the prompts state and the rubrics did not check, its tasks,
     the task drawn for its first group (``evolver.evidence_draws``), the tasks probed before step 1
     (``evolver.audit_probe_tasks``, the ``audit_probe`` event) and whether a commit covered it."""
-    audit = next((e for e in events if e.get("kind") == "rubric_audit"), None)
+    audit = next((e.payload_as(RubricAuditPayload) for e in events if e.kind == "rubric_audit"), None)
     if audit is None:
         return ""
-    findings = audit.get("findings") or []
-    if not findings:
+    if not audit.findings:
         return "<h2>Rubric audit</h2><p>every requirement the training prompts state is checked by their rubrics</p>"
     covered: dict[tuple[str, str], int] = {}  # (requirement, task) -> the step its repair applies from
-    for e in events:
-        signature = (e.get("update") or {}).get("signature") or {} if e.get("kind") == "commit" else {}
+    for c in (e.payload_as(CommitPayload) for e in events if e.kind == "commit"):
+        signature = (c.update or {}).get("signature") or {}
         for key in str(signature.get("key") or "").split("+") if signature.get("kind") == "requirement" else []:
-            for t in e.get("covers") or []:
-                covered.setdefault((key, str(t)), int(e.get("applies_from_step") or 0))
-    drawn = {str(d.get("key")): d.get("evidence_draw") or {} for d in audit.get("evidence_draws") or []}
-    probe = next((e for e in events if e.get("kind") == "audit_probe"), None)
-    probed = {str(k): v for k, v in ((probe or {}).get("findings") or {}).items()}
-    rewards = (probe or {}).get("rewards") or {}
+            for t in c.covers:
+                covered.setdefault((key, str(t)), c.applies_from_step or 0)
+    drawn = {str(d.key): d.evidence_draw for d in audit.evidence_draws}
+    probe = next((e.payload_as(AuditProbePayload) for e in events if e.kind == "audit_probe"), None)
+    probed = probe.findings if probe is not None else {}
+    rewards = probe.rewards if probe is not None else {}
     rows = []
-    for f in findings:
-        tasks = [str(t) for t in f.get("tasks") or []]
-        steps = [covered[(str(f.get("key")), t)] for t in tasks if (str(f.get("key")), t) in covered]
-        reached = f"{len(steps)} of {len(tasks)} tasks, from step {min(steps)}" if steps else "not repaired"
-        row = [f.get("key"), f.get("text"), len(tasks), _fold(", ".join(tasks)), reached]
+    for f in audit.findings:
+        key = str(f.key)
+        steps = [covered[(key, t)] for t in f.tasks if (key, t) in covered]
+        reached = f"{len(steps)} of {len(f.tasks)} tasks, from step {min(steps)}" if steps else "not repaired"
+        row = [f.key, f.text, len(f.tasks), _fold(", ".join(f.tasks)), reached]
         if drawn:
-            first = drawn.get(str(f.get("key")))
-            row.append(f"{first['task_id']} at step {first['step']}" if first else "—")
+            first = drawn.get(key)
+            row.append(f"{first.task_id} at step {first.step}" if first else "—")
         if probe is not None:
-            mine = [t for t in probed.get(str(f.get("key"))) or [] if t in rewards]
+            mine = [t for t in probed.get(key) or [] if t in rewards]
             row.append(f"{', '.join(mine)} ({sum(len(rewards[t]) for t in mine)} rollouts)" if mine else "—")
         rows.append(row)
     header = ["requirement", "criterion", "tasks", "which", "repaired"] + (["first drawn"] if drawn else [])
     header += ["probed before step 1"] if probe is not None else []
     note = ""
-    if probe is not None and probe.get("error"):
-        note = f"<p>the probes were not made: {html.escape(str(probe['error']))}</p>"
+    if probe is not None and probe.error:
+        note = f"<p>the probes were not made: {html.escape(probe.error)}</p>"
     return "<h2>Rubric audit (before step 1)</h2>" + _table(rows, header) + note
 
 
@@ -390,14 +412,15 @@ def _table(rows: list[list], header: list[str]) -> str:
     return f"<table>{f'<tr>{head}</tr>' if any(header) else ''}{body}</table>"
 
 
-def harness_section(harness: dict, events: list[dict]) -> str:
+def harness_section(harness: dict, events: Sequence[Event]) -> str:
     """One row per interface of the saved harness (built in or plugged in): its version, its candidates
     and commits in this run, and what its own ``summary`` says is in force."""
     summaries = harness.get("summary") or {}
     counts: dict[tuple[str, str], int] = {}
     for e in events:
-        if e.get("kind") in ("proposal", "commit") and e.get("interface"):
-            counts[(e["interface"], e["kind"])] = counts.get((e["interface"], e["kind"]), 0) + 1
+        p = e.payload()
+        if isinstance(p, ProposalPayload | CommitPayload) and p.interface:
+            counts[(p.interface, e.kind)] = counts.get((p.interface, e.kind), 0) + 1
     rows = []
     for name, version in (harness.get("versions") or {}).items():
         info = {k: v for k, v in (summaries.get(name) or {}).items() if k not in ("version", "updates")}
@@ -421,7 +444,7 @@ def write_report(run_dir: str | Path) -> Path:
         raise HarnessRLError(f"{run_dir}: no such run directory (train one with `harnessrl train`)")
     record = RunRecord.load(run_dir)
     plots = write_run_plots(record)
-    events = [e.model_dump() for e in record.events]  # shown as written: each kind's own fields
+    events = record.events
     parts = [_HEAD, f"<h1>HarnessRL run: {html.escape(str(record.path))}</h1>"]
     if not isinstance(record.summary, Missing):
         parts.append("<h2>Summary</h2>" + _table(_summary_rows(record.summary), ["", ""]))
@@ -433,8 +456,8 @@ def write_report(run_dir: str | Path) -> Path:
     parts.append(harness_section({} if isinstance(record.harness, Missing) else record.harness, events))
     parts.append(audit_section(events))
     parts.append(update_stories(events, record.groups))
-    parts.append(_failures_section([e for e in events if e.get("kind") == "failure"]))
-    parts.append(_events_section([e for e in events if e.get("kind") != "failure"]))
+    parts.append(_failures_section([e for e in events if e.kind == "failure"]))
+    parts.append(_events_section([e for e in events if e.kind != "failure"]))
     parts.append("</body></html>")
     report = record.path / "report.html"
     report.write_text("\n".join(p for p in parts if p), encoding="utf-8")
@@ -527,33 +550,34 @@ def _evaluation_section(evals: list[EvalRow]) -> str:
     )
 
 
-def _failures_section(failures: list[dict]) -> str:
+def _failures_section(failures: Sequence[Event]) -> str:
     if not failures:
         return ""
-    by_kind: dict[str, list[dict]] = {}
-    for f in failures:
-        by_kind.setdefault(f["failure"], []).append(f)
+    by_kind: dict[str, list[tuple[Event, FailurePayload]]] = {}
+    for e in failures:
+        f = e.payload_as(FailurePayload)
+        by_kind.setdefault(str(f.failure), []).append((e, f))
     rows = [
         [
             k,
             len(fs),
-            len({f["task_id"] for f in fs}),
-            f"{fs[0]['step']}–{fs[-1]['step']}" if fs[0]["step"] != fs[-1]["step"] else fs[0]["step"],
-            fs[-1]["summary"],
+            len({f.task_id for _, f in fs}),
+            f"{fs[0][0].step}–{fs[-1][0].step}" if fs[0][0].step != fs[-1][0].step else fs[0][0].step,
+            fs[-1][1].summary,
         ]
         for k, fs in sorted(by_kind.items())
     ]
     return "<h2>Reward failures detected</h2>" + _table(rows, ["failure", "events", "tasks", "steps", "latest"])
 
 
-def _events_section(events: list[dict]) -> str:
+def _events_section(events: Sequence[Event]) -> str:
     if not events:
         return ""
     rows = []
     for e in events:
-        details = _rounded({k: v for k, v in e.items() if k not in ("time", "kind", "step")})
+        details = _rounded(dict(e.model_extra or {}))  # shown as written: each kind's own fields
         line, whole = _event_line(details)
         if not whole:
             line = _fold(json.dumps(details, indent=1, ensure_ascii=False, default=str), label=line)
-        rows.append([e.get("step"), e.get("kind"), line])
+        rows.append([e.step, e.kind, line])
     return "<h2>Events</h2>" + _table(rows, ["step", "event", "details"])
