@@ -46,6 +46,7 @@ __all__ = [
     "FailureHandledPayload",
     "FailurePayload",
     "GiveUpPayload",
+    "GradedReference",
     "OutcomePayload",
     "ProbationPayload",
     "ProbationPrior",
@@ -59,9 +60,14 @@ __all__ = [
     "SplitLook",
     "TrainingHoldPayload",
     "TrialPayload",
+    "UpdateDump",
     "VerdictPayload",
     "parse_payload",
 ]
+
+
+UpdateDump = dict[str, Any]
+"""An interface update as an event writes it (its ``InterfaceUpdate`` dumped; the run's harness parses it back)."""
 
 
 class EventPayload(AsWritten, BaseModel):  # BaseModel named: ruff reads the fields as pydantic's
@@ -100,7 +106,7 @@ class ProposalPayload(EventPayload):
     failure_id: str | None = None
     remedy: str | None = None
     covers: list[str] = []
-    update: dict[str, Any] | None = None
+    update: UpdateDump | None = None
     preview: Any = None
     revision: int | None = None
     parent_id: str | None = None
@@ -159,10 +165,10 @@ class CommitPayload(EventPayload):
     applies_from_step: int | None = None
     remedy: str | None = None
     covers: list[str] = []
-    update: dict[str, Any] | None = None
+    update: UpdateDump | None = None
     recovered_at_resume: bool = False
     probation: bool = False
-    revert: list[dict[str, Any]] = []
+    revert: list[UpdateDump] = []
     """The updates that put back what a hint on probation replaced, dumped."""
     signal_share_before: Number | None = None
     groups_before: int | None = None
@@ -230,7 +236,7 @@ class RunStartPayload(EventPayload):
     stale_lock: Any = None
     resumed_from_step: int | None = None
     rolled_back_steps: Any = None
-    harness_versions: dict[str, Any] = {}
+    harness_versions: dict[str, int] = {}
 
 
 class RunEndPayload(EventPayload):
@@ -268,7 +274,7 @@ class EvaluationPayload(EventPayload):
     split: str | None = None
     graded_with: str | None = None
     overall: Number | None = None
-    per_domain: dict[str, Any] = {}
+    per_domain: dict[str, Number | None] = {}
     proxy: Number | None = None
     no_score_reason: str | None = None
 
@@ -439,9 +445,17 @@ class RevertPayload(EventPayload):
     applies_from_step: int | None = None
     covers: list[str] = []
     reason: str | None = None
-    update: dict[str, Any] | None = None
-    updates: list[dict[str, Any]] = []
+    update: UpdateDump | None = None
+    updates: list[UpdateDump] = []
     recovered_at_resume: bool = False
+
+
+class GradedReference(AsWritten):
+    """A task's reference answer graded under a rubric version."""
+
+    task_id: str | None = None
+    rubric_version: int | None = None
+    reward: Number | None = None
 
 
 class ReferenceCheckPayload(EventPayload):
@@ -449,7 +463,7 @@ class ReferenceCheckPayload(EventPayload):
 
     KIND: ClassVar[str] = "reference_check"
     judge_calls: int | None = None
-    graded: list[dict[str, Any]] = []
+    graded: list[GradedReference] = []
     tasks: int | None = None
     suspects: dict[str, list[dict[str, Any]]] = {}
     reference_breaks_prompt: dict[str, list[dict[str, Any]]] = {}
