@@ -129,10 +129,10 @@ def _checks(harness: Harness, task_id: str) -> set[str]:
 
 def test_the_audit_lists_what_the_prompts_state_and_the_rubrics_miss_across_families_and_domains(tmp_path):
     service, _, run, _ = _world(tmp_path)
-    findings = {f["key"]: f for f in service.run_audit()}
+    findings = {f.key: f for f in service.run_audit()}
     assert set(findings) == {"not_contains:[',']", "sentence_count:max"}
     # a requirement, not a family: the other family and the family-less task of another domain are in it
-    assert findings["not_contains:[',']"]["tasks"] == ["city", "forest", "rain", "sea"]
+    assert findings["not_contains:[',']"].tasks == ["city", "forest", "rain", "sea"]
     (audit,) = [e for e in run.read("events.jsonl") if e["kind"] == "rubric_audit"]
     assert audit["step"] == 0 and audit["covered"] == ["city", "forest", "rain", "sea"] and audit["tasks"] == 5
 
@@ -888,7 +888,7 @@ def test_with_evidence_draws_the_audit_asks_each_findings_first_group_before_ste
     findings = service.run_audit()
     (audit,) = [e for e in run.read("events.jsonl") if e["kind"] == "rubric_audit"]
     assert len(findings) == 2 and audit["evidence_draws"] == [
-        {"key": findings[0]["key"], "evidence_draw": {"task_id": "city", "step": 3}}
+        {"key": findings[0].key, "evidence_draw": {"task_id": "city", "step": 3}}
     ]
     assert harness.sampling.state.evidence_draws == {3: ["city"]}
     shown = audit_section(read_events(run.path))

@@ -27,6 +27,7 @@ from typing import Any, Literal
 from harnessrl.data.checks import check_passes
 from harnessrl.data.schema import Criterion, Task, prompt_text
 from harnessrl.interfaces.induction import requirement_key, stated_requirements
+from harnessrl.records.event_payloads import AuditFindingView
 from harnessrl.records.evidence import UncheckedRequirementEvidence
 from harnessrl.records.failures import Failure
 
@@ -56,8 +57,9 @@ class Finding:
     def tasks(self) -> list[str]:
         return sorted(self.checks)
 
-    def view(self) -> dict[str, Any]:
-        return {"key": self.key, "text": self.text, "tasks": self.tasks, "checks": self.checks, "status": self.status}
+    def view(self) -> AuditFindingView:
+        """The finding as the ``rubric_audit`` event lists it."""
+        return AuditFindingView(key=self.key, text=self.text, tasks=self.tasks, checks=self.checks, status=self.status)
 
 
 class RubricAudit:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from harnessrl.evolution.reference import event_payload
-from harnessrl.records.event_payloads import AuditProbePayload, RubricAuditPayload
+from harnessrl.records.event_payloads import AuditFindingView, AuditProbePayload, RubricAuditPayload
 
 if TYPE_CHECKING:
     from harnessrl.evolution.audit import RubricAudit
@@ -64,7 +64,7 @@ class EarlyFindings:
                 return f
         return None
 
-    def run_audit(self, record: bool = True) -> list[dict[str, Any]]:
+    def run_audit(self, record: bool = True) -> list[AuditFindingView]:
         """The rubric audit before step 1 (:mod:`harnessrl.evolution.audit`): its findings, also written as a
         ``rubric_audit`` event when ``record`` (a resumed run audits again, quietly: what was committed since is
         checked by the rubrics now, so its findings are closed); none when the audit is off. The reference witness
@@ -79,12 +79,12 @@ class EarlyFindings:
                 return findings
             first_draws = {}
             if ctx.evidence_draws:
-                asked = [{"key": f["key"], **self.ask_evidence(f["tasks"])} for f in findings]
+                asked = [{"key": f.key, **self.ask_evidence(f.tasks)} for f in findings]
                 first_draws = {"evidence_draws": [d for d in asked if "evidence_draw" in d]}
         audit = RubricAuditPayload(
             findings=findings,
             tasks=len(ctx.harness.tasks),
-            covered=sorted({t for f in findings for t in f["tasks"]}),
+            covered=sorted({t for f in findings for t in f.tasks}),
             **first_draws,
         )
         ctx.event(audit, step=0)

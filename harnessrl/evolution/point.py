@@ -78,7 +78,7 @@ class EvolutionCallback(TrainerCallback):
         first = state.global_step == 0  # a resumed run audits again quietly and probes nothing
         findings = self.service.run_audit(record=first)
         if findings and self.console is not None and first:
-            covered = len({t for f in findings for t in f["tasks"]})
+            covered = len({t for f in findings for t in f.tasks})
             self.console.log(
                 f"rubric audit: {len(findings)} requirement(s) the prompts of {covered} task(s) state and their "
                 "rubrics do not check"

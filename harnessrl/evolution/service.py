@@ -101,7 +101,7 @@ from harnessrl.interfaces.tools import (
     ToolSpec,
     tool_table,
 )
-from harnessrl.records.event_payloads import AuditProbePayload
+from harnessrl.records.event_payloads import AuditFindingView, AuditProbePayload
 from harnessrl.records.trials import TrialResult
 
 if TYPE_CHECKING:
@@ -327,7 +327,7 @@ class EvolutionService:
         self._pending.settle_probations(step)
 
     # ------------------------------------------------------------------------------------ findings before detectors
-    def run_audit(self, record: bool = True) -> list[dict[str, Any]]:
+    def run_audit(self, record: bool = True) -> list[AuditFindingView]:
         """The rubric audit before step 1, the references graded first (:meth:`EarlyFindings.run_audit
         <harnessrl.evolution.findings.EarlyFindings.run_audit>`)."""
         return self._findings.run_audit(record)
