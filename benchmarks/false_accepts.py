@@ -470,7 +470,7 @@ def _trial_row(
     cid = f"{task.id}:{kind}:{what}"
     t0 = time.perf_counter()
     result = trials.run(update, cid, failure)
-    m = result.measurements
+    m = result.measurements.model_dump()  # the JSON a run writes
     split = m.get("split") or {}
     guard = m.get("reference_guard")
     check = update.add[0].check.model_dump(mode="json", exclude_none=True)  # type: ignore[union-attr]

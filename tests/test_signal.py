@@ -279,17 +279,17 @@ def test_saturated_criterion_reweight_is_no_effect_and_a_stricter_wording_is_acc
     fail = _failure("criterion_saturated", "w", criterion_id="topic")
     reweight = trials.run(EditRubric(task_id="w", reweight={"topic": 1.5}), "rw", fail)
     assert not reweight.accepted and reweight.reason.startswith(NO_EFFECT)
-    assert reweight.measurements["learning_signal"]["advantage_effect"] < 0.05
+    assert reweight.measurements.learning_signal.advantage_effect < 0.05
     # the raw std the old critic measured does rise: that is exactly the inflation it fell for
-    raw_b = np.std(reweight.measurements["baseline_rewards"])
-    raw_c = np.std(reweight.measurements["candidate_rewards"])
+    raw_b = np.std(reweight.measurements.baseline_rewards)
+    raw_c = np.std(reweight.measurements.candidate_rewards)
     assert raw_c > raw_b * 1.2
 
     reword = trials.run(EditRubric(task_id="w", reword={"topic": stricter}), "rw2", fail)
     assert reword.metric == CRITERION_SIGNAL
     assert reword.accepted, reword.reason
     assert reword.baseline == 0 and reword.candidate == 1 and reword.advantage_effect > 0.05
-    assert reword.measurements["targeted_criteria"] == {"baseline": ["topic"], "candidate": ["topic"]}
+    assert reword.measurements.targeted_criteria.model_dump() == {"baseline": ["topic"], "candidate": ["topic"]}
 
 
 # ------------------------------------------------------------------------------------------- guidance + sampling
@@ -322,8 +322,8 @@ def test_guidance_cannot_win_by_a_larger_raw_spread_of_a_group_that_already_give
     result = trials.run(
         SetGuidance(target="g", text="HINT", fraction=0.5), "loud", _failure("non_discriminative_low", "g")
     )
-    row = result.measurements["tasks"][0]
-    assert row["candidate_std"] > row["baseline_std"]  # what the old critic measured, and accepted
+    row = result.measurements.tasks[0]
+    assert row.candidate_std > row.baseline_std  # what the old critic measured, and accepted
     assert result.metric == SIGNAL_SHARE and result.baseline == result.candidate == 1
     assert not result.accepted and result.improvement == 0
 
@@ -347,8 +347,8 @@ def test_sampling_cannot_win_by_promoting_a_task_whose_spread_is_judge_noise():
         record_group(harness, judge, recorder, step, "exact", ["hi", "no", "hi there", "nope"])
     trials = FrozenPolicyTrials(harness, recorder, judge, None, TrialConfig())
     result = trials.run(ReweightTasks(task_ids=["exact"], weight=0.2), "demote", None)
-    tasks = result.measurements["tasks"]
-    assert tasks["noisy"]["signal_share"] == 0 and tasks["exact"]["signal_share"] == 1
+    tasks = result.measurements.tasks
+    assert tasks["noisy"].signal_share == 0 and tasks["exact"].signal_share == 1
     assert result.metric == MOVED_SIGNAL_SHARE and result.improvement == -1 and not result.accepted
     # a reweight that moves no probability is refused before any bootstrap
     same = trials.run(ReweightTasks(task_ids=["exact"], weight=1.0), "same", None)
@@ -405,11 +405,8 @@ def test_the_demos_saturated_reweights_are_rejected_as_no_effect(case):
     m = result.measurements
     # the rewards re-graded now are the ones the old trial measured: same rollouts, same verdicts
     raw = [
-        np.mean(np.std(np.array(m[k]).reshape(-1, len(m[k]) // m["n_groups"]), axis=1))
-        for k in (
-            "baseline_rewards",
-            "candidate_rewards",
-        )
+        np.mean(np.std(np.array(rewards).reshape(-1, len(rewards) // m.n_groups), axis=1))
+        for rewards in (m.baseline_rewards, m.candidate_rewards)
     ]
     assert raw[0] == pytest.approx(old["baseline"], abs=2e-3) and raw[1] == pytest.approx(old["candidate"], abs=2e-3)
     assert raw[1] > raw[0]  # what the old critic accepted
@@ -436,7 +433,10 @@ def test_a_group_whose_advantages_do_not_move_keeps_its_status():
     record_group(harness, judge, recorder, 2, "t", list(g2))
     trials = FrozenPolicyTrials(harness, recorder, judge, None, TrialConfig())
     result = trials.run(EditRubric(task_id="t", reweight={"x": 0.5}), "rw", _failure("non_discriminative_low", "t"))
-    ls = result.measurements["learning_signal"]
-    assert ls["advantage_effect_per_group"][0] > 0.05 and ls["advantage_effect_per_group"][1] < 1e-6
-    assert result.measurements["signal_share_per_group"] == {"baseline": [True, False], "candidate": [True, False]}
+    ls = result.measurements.learning_signal
+    assert ls.advantage_effect_per_group[0] > 0.05 and ls.advantage_effect_per_group[1] < 1e-6
+    assert result.measurements.signal_share_per_group.model_dump() == {
+        "baseline": [True, False],
+        "candidate": [True, False],
+    }
     assert not result.accepted and result.improvement == 0

@@ -702,7 +702,7 @@ def test_a_hint_needs_a_positive_criterion_and_the_reference_must_pass_what_it_s
     )
     result = service.trials.run(bad, "c-bad")
     assert result.verdict_kind == "reference_guard" and not result.accepted and "['sea']" in result.reason
-    assert result.measurements["reference_fails_added_checks"] == ["sea"] and result.cost.rollouts == 0
+    assert result.measurements.reference_fails_added_checks == ["sea"] and result.cost.rollouts == 0
 
 
 # ------------------------------------------------------------------------------- the rubric's hint fades

@@ -235,10 +235,10 @@ def test_rubric_trial_accepts_a_length_pitfall_without_generating():
     # the only new criterion is programmatic and the judged one is cached: no backend request at all
     assert result.cost.judge_calls == 0 and len(backend.requests) == n_before
     m = result.measurements
-    assert m["n_rollouts"] == 16 and m["steps"] == [1, 2] and m["generations"] == 0
-    assert m["reference_guard"]["passed"]
-    assert m["reference_reward_candidate"] >= m["policy_median_candidate"]
-    assert len(m["candidate_rewards"]) == 16
+    assert m.n_rollouts == 16 and m.steps == [1, 2] and m.generations == 0
+    assert m.reference_guard.passed
+    assert m.reference_reward_candidate >= m.policy_median_candidate
+    assert len(m.candidate_rewards) == 16
     assert harness.rubrics.current("sea").version == 0  # a trial applies nothing
     _roundtrip(result)
 
@@ -252,9 +252,9 @@ def test_reference_guard_rejects_a_pitfall_that_hits_the_reference():
     assert not result.accepted
     assert result.improvement > 0.5 and result.ci_low > 0  # the correlation did fall...
     assert "reference" in result.reason  # ...and the guard said no, with the numbers
-    guard = result.measurements["reference_guard"]
-    assert not guard["passed"] and guard["reference_reward"] < guard["policy_median"]
-    assert f"{guard['reference_reward']:.3f}" in result.reason
+    guard = result.measurements.reference_guard
+    assert not guard.passed and guard.reference_reward < guard.policy_median
+    assert f"{guard.reference_reward:.3f}" in result.reason
 
 
 def test_rubric_trial_signal_share_accepts_a_stricter_criterion_and_rejects_a_lax_one():
@@ -283,7 +283,7 @@ def test_rubric_trial_signal_share_accepts_a_stricter_criterion_and_rejects_a_la
     assert accepted.baseline == 0 and accepted.candidate > 0.8 and accepted.ci_low >= accepted.threshold
     assert accepted.threshold == TrialConfig().signal.min_effect[CHECK_SPLIT_SHARE]
     assert accepted.advantage_effect > 1 and f"{accepted.threshold:g}" in accepted.reason
-    assert accepted.measurements["n_groups"] == 2 and accepted.measurements["split"]["rollouts"] == 16
+    assert accepted.measurements.n_groups == 2 and accepted.measurements.split.rollouts == 16
     assert accepted.min_detectable_effect is not None
 
 
@@ -380,12 +380,12 @@ def test_guidance_trial_accepts_a_hint_that_makes_rollouts_pass():
     assert result.cost.rollouts == 12
     # graded with the current rubric: two distinct texts, one judged criterion
     assert result.cost.judge_calls == 2 and {r.criterion.id for r in backend.requests} == {"yellow"}
-    row = result.measurements["tasks"][0]
+    row = result.measurements.tasks[0]
     # the arm is two of the trainer's groups (G=4), the first half of each guided, as in training
-    assert row["task_id"] == "fruit" and row["members_changed"] == [0, 1, 4, 5]
-    assert row["candidate_guided"] == [True, True, False, False] * 2
-    assert row["candidate_rewards"] == [1.0, 1.0, 0.0, 0.0] * 2
-    assert row["gives_signal_baseline"] == [False, False] and row["gives_signal_candidate"] == [True, True]
+    assert row.task_id == "fruit" and row.members_changed == [0, 1, 4, 5]
+    assert row.candidate_guided == [True, True, False, False] * 2
+    assert row.candidate_rewards == [1.0, 1.0, 0.0, 0.0] * 2
+    assert row.gives_signal_baseline == [False, False] and row.gives_signal_candidate == [True, True]
     assert harness.guidance.version == 0
     _roundtrip(result)
 
@@ -407,7 +407,7 @@ def test_guidance_temperature_change_regenerates_every_member():
     result = trials.run(SetGuidance(target="fruit", temperature=1.5, fraction=0), "g3")
     assert [c[1] for c in sampler.calls] == [1.0, 1.5]
     assert [len(c[0]) for c in sampler.calls] == [8, 8]
-    assert result.measurements["tasks"][0]["temperature"] == {"baseline": 1.0, "candidate": 1.5}
+    assert result.measurements.tasks[0].temperature.model_dump() == {"baseline": 1.0, "candidate": 1.5}
     assert not result.accepted  # nothing passes at either temperature
 
 
@@ -417,7 +417,7 @@ def test_domain_guidance_probes_up_to_two_tasks_flat_ones_first():
     sampler = HintSampler()
     trials = FrozenPolicyTrials(harness, recorder, judge, sampler, TrialConfig(guidance_trial="arms", max_rollouts=24))
     result = trials.run(SetGuidance(scope="domain", target="food", text=HINT), "g4")
-    probed = [row["task_id"] for row in result.measurements["tasks"]]
+    probed = [row.task_id for row in result.measurements.tasks]
     assert probed == ["lemon", "fruit"]
     assert result.cost.rollouts == 24 and result.accepted, result.reason
     prompts = [p[-1]["content"] for call in sampler.calls for p in call[0]]
@@ -426,8 +426,8 @@ def test_domain_guidance_probes_up_to_two_tasks_flat_ones_first():
     # with the default budget (16 rollouts) only the first task fits
     small = FrozenPolicyTrials(harness, recorder, judge, HintSampler(), TrialConfig(guidance_trial="arms"))
     result = small.run(SetGuidance(scope="domain", target="food", text=HINT), "g5")
-    assert [row["task_id"] for row in result.measurements["tasks"]] == ["lemon"]
-    assert result.measurements["tasks_dropped_for_budget"] == ["fruit"]
+    assert [row.task_id for row in result.measurements.tasks] == ["lemon"]
+    assert result.measurements.tasks_dropped_for_budget == ["fruit"]
 
 
 def test_a_guidance_trial_the_runs_share_cannot_afford_yet_is_pending_and_one_no_share_affords_is_refused():
@@ -460,8 +460,8 @@ def test_domain_guidance_skips_tasks_that_keep_their_own_rule():
     harness.apply(SetGuidance(target="lemon", text="Sour means citrus."), step=1)
     trials = FrozenPolicyTrials(harness, recorder, judge, HintSampler(), TrialConfig(guidance_trial="arms"))
     result = trials.run(SetGuidance(scope="domain", target="food", text=HINT), "g6")
-    assert [row["task_id"] for row in result.measurements["tasks"]] == ["fruit"]
-    assert result.measurements["tasks_unchanged"] == ["lemon"]
+    assert [row.task_id for row in result.measurements.tasks] == ["fruit"]
+    assert result.measurements.tasks_unchanged == ["lemon"]
 
 
 def test_guidance_trial_needs_a_sampler():
@@ -506,13 +506,13 @@ def test_sampling_trial_parking_a_flat_task_is_accepted_from_replay():
     assert result.metric == MOVED_SIGNAL_SHARE and result.interface == "task_sampling"
     # the draws that went to flat "lemon" now land on discriminative tasks
     assert result.baseline == 0 and result.candidate == 1 and result.ci_low > 0
-    batch = result.measurements["batch_signal_share"]
-    assert batch["candidate"] > batch["current"]
+    batch = result.measurements.batch_signal_share
+    assert batch.candidate > batch.current
     assert sampler.calls == 0 and result.cost.rollouts == 0
-    tasks = result.measurements["tasks"]
-    assert tasks["lemon"]["p_candidate"] == 0 and tasks["lemon"]["source"] == "replay"
-    assert tasks["lemon"]["std"] == 0 and tasks["lemon"]["signal_share"] == 0
-    assert tasks["fruit"]["groups"] == 2 and tasks["fruit"]["signal_share"] == 1
+    tasks = result.measurements.tasks
+    assert tasks["lemon"].p_candidate == 0 and tasks["lemon"].source == "replay"
+    assert tasks["lemon"].std == 0 and tasks["lemon"].signal_share == 0
+    assert tasks["fruit"].groups == 2 and tasks["fruit"].signal_share == 1
     assert "poem" not in tasks  # no stats: left out of both distributions
     _roundtrip(result)
 
@@ -538,8 +538,8 @@ def test_parking_a_task_whose_family_the_policy_meets_is_refused():
     result = trials.run(ReweightTasks(task_ids=["lemon"], action="park", park_steps=10), "p1")
     assert not result.accepted and result.verdict_kind == "invalid"
     assert result.reason.startswith("the task is within reach: 4 of 16 recent rollouts over 2 task(s) of family:citrus")
-    reach = result.measurements["group_reach"]
-    assert (reach["tasks"], reach["rollouts"], reach["above_low"]) == (2, 16, 4)
+    reach = result.measurements.group_reach
+    assert (reach.tasks, reach.rollouts, reach.above_low) == (2, 16, 4)
     # the family's sibling fails as well: nothing says the task is in reach, the park is measured as before
     harness2 = Harness([tasks[0], tasks[1], tasks[3]])
     recorder2 = Recorder(None)
@@ -551,7 +551,7 @@ def test_parking_a_task_whose_family_the_policy_meets_is_refused():
         ReweightTasks(task_ids=["lemon"], action="park", park_steps=10), "p2"
     )
     assert result.accepted, result.reason
-    assert result.measurements["group_reach"]["above_low"] == 0
+    assert result.measurements.group_reach.above_low == 0
 
 
 def test_sampling_trial_measures_the_moved_draws_not_the_whole_batch():
@@ -569,10 +569,10 @@ def test_sampling_trial_measures_the_moved_draws_not_the_whole_batch():
             record_group(harness, judge, recorder, step, f"fruit{i}", ["A banana.", "An apple."] * 2)
     trials = FrozenPolicyTrials(harness, recorder, judge, NoSampler(), TrialConfig())
     result = trials.run(ReweightTasks(task_ids=["lemon"], action="park", park_steps=10), "s5")
-    batch = result.measurements["batch_signal_share"]
-    moved = result.measurements["moved_probability"]
-    assert batch["candidate"] - batch["current"] == pytest.approx(moved, abs=1e-3)
-    assert batch["candidate"] - batch["current"] < TrialConfig().signal.threshold(MOVED_SIGNAL_SHARE)
+    batch = result.measurements.batch_signal_share
+    moved = result.measurements.moved_probability
+    assert batch.candidate - batch.current == pytest.approx(moved, abs=1e-3)
+    assert batch.candidate - batch.current < TrialConfig().signal.threshold(MOVED_SIGNAL_SHARE)
     assert (result.baseline, result.candidate) == (0, 1) and result.accepted, result.reason
 
 
@@ -591,8 +591,8 @@ def test_sampling_trial_probes_a_promoted_task():
     assert len(sampler.calls) == 1 and len(sampler.calls[0]) == 8
     assert all(p[-1]["content"] == "Write a poem." for p in sampler.calls[0])
     assert result.cost.rollouts == 8
-    assert result.measurements["promoted"] == ["poem"]
-    assert result.measurements["tasks"]["poem"]["source"] == "probe"
+    assert result.measurements.promoted == ["poem"]
+    assert result.measurements.tasks["poem"].source == "probe"
 
 
 def test_sampling_trial_without_stats_for_the_changed_task_rejects():
@@ -753,7 +753,7 @@ def test_semantic_judge_length_story(semantic_judge):
     assert result.candidate < 0.5 and result.ci_low > 0
     assert sampler.calls == 0
     assert result.cost.judge_calls == 1  # the reference answer, for the judged criterion; rollouts were cached
-    assert m["reference_reward_candidate"] > 0.8 >= m["policy_median_candidate"]
+    assert m.reference_reward_candidate > 0.8 >= m.policy_median_candidate
 
 
 class LengthsSampler:
@@ -787,15 +787,15 @@ def test_a_rubric_trial_on_too_few_cached_groups_tops_them_up_with_fresh_ones_wh
     harness, judge, recorder, strict, flat = _one_cached_group_and_a_word_limit()
     cached_only = FrozenPolicyTrials(harness, recorder, judge, NoSampler(), TrialConfig()).run(strict, "c1", flat)
     assert not cached_only.accepted and cached_only.verdict_kind == "pending"
-    assert cached_only.measurements["n_groups"] == 1 and cached_only.cost.rollouts == 0
+    assert cached_only.measurements.n_groups == 1 and cached_only.cost.rollouts == 0
     probation = TrialConfig(pending_checks="probation")
     broken_most = FrozenPolicyTrials(harness, recorder, judge, NoSampler(), probation).run(strict, "c0", flat)
-    assert broken_most.verdict_kind == "pending" and "probation" not in broken_most.measurements
+    assert broken_most.verdict_kind == "pending" and broken_most.measurements.probation is None
     sampler = LengthsSampler()
     config = TrialConfig(min_regrade_groups=3, max_rollouts=16)
     topped = FrozenPolicyTrials(harness, recorder, judge, sampler, config).run(strict, "c2", flat)
     assert topped.accepted, topped.reason
-    assert topped.measurements["n_groups"] == 3 and topped.measurements["fresh_groups"] == 2
+    assert topped.measurements.n_groups == 3 and topped.measurements.fresh_groups == 2
     assert topped.cost.rollouts == sampler.generated == 8  # two fresh groups of the trainer's G=4
 
 
@@ -818,12 +818,12 @@ def test_the_runs_rollout_share_bounds_what_each_trial_may_generate():
     locked = _LockedTrials(trials, trainer, config.max_rollout_share)  # as attach_harness builds it
     assert locked.allowance() == 8  # 0.2 x 40 trained, nothing spent yet
     first = locked.run(strict, "c1", flat)
-    assert first.measurements["rollout_allowance"] == 8 and first.measurements["fresh_groups"] == 2
+    assert first.measurements.rollout_allowance == 8 and first.measurements.fresh_groups == 2
     assert first.cost.rollouts == 8 and trainer.accounting["rollouts/trial"] == 8
     assert locked.allowance() == 0  # the share is spent until training generates more
     second = locked.run(strict, "c2", flat)
-    assert second.cost.rollouts == 0 and second.measurements["fresh_groups"] == 0
-    assert second.measurements["n_groups"] == 1  # decided on the cached group alone
+    assert second.cost.rollouts == 0 and second.measurements.fresh_groups == 0
+    assert second.measurements.n_groups == 1  # decided on the cached group alone
     trainer.accounting["rollouts/generated"] = 80
     assert locked.allowance() == 8
     # without the setting, no bound beyond max_rollouts

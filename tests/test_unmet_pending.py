@@ -14,7 +14,7 @@ from test_audit_probes import _keep, _world
 
 from harnessrl.agents.critic_node import unmet_split
 from harnessrl.graph.state import GraphConfig
-from harnessrl.records.trials import TrialResult
+from harnessrl.records.trials import TrialMeasurements, TrialResult
 
 # six of the eight probed answers (city, forest: three of each four) use commas; every one is one sentence
 MOSTLY_COMMAS = {
@@ -117,7 +117,7 @@ def test_unmet_split_reads_the_pooled_test():
     assert unmet_split(_split_result(7, 8)) and unmet_split(_split_result(32, 36))
     assert not unmet_split(_split_result(4, 8)) and not unmet_split(_split_result(1, 8))
     assert not unmet_split(_split_result(0, 0))
-    no_split = _split_result(1, 1).model_copy(update={"measurements": {}})
+    no_split = _split_result(1, 1).model_copy(update={"measurements": TrialMeasurements()})
     assert not unmet_split(no_split)
 
 

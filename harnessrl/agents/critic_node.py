@@ -55,9 +55,10 @@ def _decision(message: ToolMessage, failure_id: str, candidate_id: str, revision
 def unmet_split(trial: TrialResult) -> bool:
     """Whether a pooled test of added checks found them broken more often than met, from its ``split`` measurements
     (:func:`~harnessrl.critic.power.mostly_broken`)."""
-    split = trial.measurements.get("split") or {}
-    n, broken = split.get("rollouts"), split.get("broken")
-    return isinstance(n, int | float) and isinstance(broken, int | float) and mostly_broken(broken, n)
+    split = trial.measurements.split
+    if split is None or split.broken is None or split.rollouts is None:
+        return False
+    return mostly_broken(split.broken, split.rollouts)
 
 
 async def critic(

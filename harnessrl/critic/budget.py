@@ -50,10 +50,10 @@ def count_judged(criteria: Sequence[Criterion]) -> int:
     return sum(c.check is None for c in criteria)
 
 
-def bounds_text(config: TrialConfig, measurements: Mapping[str, Any]) -> str:
+def bounds_text(config: TrialConfig, allowance: int | None = None) -> str:
     """A trial's bounds as a rejection for its budget states them: ``max_rollouts``, and where the run's
-    ``max_rollout_share`` lowered it (``measurements["rollout_allowance"]``) that this is why and how to lift it."""
-    allowance = measurements.get("rollout_allowance")
+    ``max_rollout_share`` lowered it (``allowance``: the trial's ``rollout_allowance``) that this is why and how to
+    lift it."""
     run_bound = (
         " (what evolver.trials.max_rollout_share leaves; it grows as training generates: raise it, or null)"
         if allowance is not None and allowance <= config.max_rollouts

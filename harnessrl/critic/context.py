@@ -21,6 +21,7 @@ from harnessrl.critic.power import SplitEvidence
 from harnessrl.critic.protocols import HarnessView
 from harnessrl.critic.signal import AdvantageSpec
 from harnessrl.records.failures import Failure
+from harnessrl.records.measurements import TrialMeasurements
 from harnessrl.records.steps import Recorder
 
 __all__ = ["TrialContext"]
@@ -38,7 +39,7 @@ class TrialContext:
     failure: Failure | None
     metric: str
     budget: Budget
-    measurements: dict[str, Any]
+    measurements: TrialMeasurements
     split_evidence: SplitEvidence | None = None  # the pooled evidence of earlier looks at the same repair
 
     @property

@@ -14,7 +14,6 @@ measure.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
@@ -33,6 +32,7 @@ from harnessrl.critic.stats import (
     verdict_row,
 )
 from harnessrl.data.schema import Task
+from harnessrl.records.measurements import Probe, SampledTask, Shares
 from harnessrl.records.steps import GroupRecord
 
 __all__ = ["REPLAY_GROUPS", "moved_draws"]
@@ -82,7 +82,7 @@ def _probe(trial: TrialContext, promoted: Sequence[str], replay: dict[str, list[
     budget, cfg = trial.budget, trial.config
     gsz, n = trial.probe_shape()
     stats: _TaskStats = {}
-    probes: list[dict[str, Any]] = []
+    probes: list[Probe] = []
     for tid in sorted(promoted, key=lambda t: bool(replay.get(t))):
         task = trial.harness.tasks[tid]
         judged = count_judged(trial.harness.rubrics.current(tid).criteria)
@@ -95,18 +95,18 @@ def _probe(trial: TrialContext, promoted: Sequence[str], replay: dict[str, list[
             raise Rejected(
                 f"budget: probing promoted task {tid} needs {n} rollouts and up to {n * judged} judge calls "
                 f"({budget.rollouts} rollouts, {budget.judge_calls} judge calls spent; "
-                f"{bounds_text(cfg, trial.measurements)})"
+                f"{bounds_text(cfg, trial.measurements.rollout_allowance)})"
             )
         probe, sides = _probe_task(trial, task, gsz, n)
         probes.append(probe)
         if sides:
             stats[tid] = ("probe", sides)
     if probes:
-        trial.measurements["probes"] = probes
+        trial.measurements.probes = probes
     return stats
 
 
-def _probe_task(trial: TrialContext, task: Task, gsz: int, n: int) -> tuple[dict[str, Any], list[Side]]:
+def _probe_task(trial: TrialContext, task: Task, gsz: int, n: int) -> tuple[Probe, list[Side]]:
     """Fresh rollouts of one task as the harness shapes them now, graded, in the trainer's groups."""
     budget, tid = trial.budget, task.id
     budget.need_time(0.0, f"probing promoted task {tid}")
@@ -120,12 +120,12 @@ def _probe_task(trial: TrialContext, task: Task, gsz: int, n: int) -> tuple[dict
     sides = [side.take(np.arange(j, j + gsz)) for j in range(0, n, gsz)]
     sides = [sd.take(np.flatnonzero(~np.isnan(sd.rewards))) for sd in sides]
     sides = [sd for sd in sides if sd.rewards.size >= 2]
-    probe = {
-        "task_id": tid,
-        "rewards": rounded_all(none_if_nan(rewards)),
-        "gives_signal": [bool(sd.gives_signal()) for sd in sides],
-        "examples": [clip_example(t) for t in texts[:2]],
-    }
+    probe = Probe(
+        task_id=tid,
+        rewards=rounded_all(none_if_nan(rewards)),
+        gives_signal=[bool(sd.gives_signal()) for sd in sides],
+        examples=[clip_example(t) for t in texts[:2]],
+    )
     return probe, sides
 
 
@@ -137,24 +137,23 @@ def _tasks_with_stats(
     m = trial.measurements
     known = [t for t in p if t in stats and (p[t] > 0 or q[t] > 0)]
     changed = [t for t in changed_ids if t in stats]
-    m["tasks"] = {
-        t: {
-            "p_current": rounded(p[t], 5),
-            "p_candidate": rounded(q[t], 5),
-            "source": stats[t][0],
-            "groups": len(stats[t][1]),
-            "std": rounded(float(np.mean([v.rewards.std() for v in stats[t][1]]))),
-            "signal_share": rounded(float(np.mean([v.gives_signal() for v in stats[t][1]]))),
-        }
+    m.tasks = {
+        t: SampledTask(
+            p_current=rounded(p[t], 5),
+            p_candidate=rounded(q[t], 5),
+            source=stats[t][0],
+            groups=len(stats[t][1]),
+            std=rounded(float(np.mean([v.rewards.std() for v in stats[t][1]]))),
+            signal_share=rounded(float(np.mean([v.gives_signal() for v in stats[t][1]]))),
+        )
         for t in known
     }
     missing = [t for t in changed_ids if t not in stats]
     if missing:
-        m["tasks_without_stats"] = missing
-    m["probability_mass_covered"] = {
-        "current": rounded(sum(p[t] for t in known)),
-        "candidate": rounded(sum(q[t] for t in known)),
-    }
+        m.tasks_without_stats = missing
+    m.probability_mass_covered = Shares(
+        current=rounded(sum(p[t] for t in known)), candidate=rounded(sum(q[t] for t in known))
+    )
     if not changed:
         raise Rejected(f"no step records or probes for the tasks this update changes ({list(changed_ids)})")
     return known
@@ -172,7 +171,7 @@ def _measure(
         raise Rejected("no task with known reward stats would be sampled under one of the distributions")
     pw, qw = pw / pw.sum(), qw / qw.sum()
     moved = float(np.abs(qw - pw).max())
-    m["largest_probability_change"] = rounded(moved, 6)
+    m.largest_probability_change = rounded(moved, 6)
     if moved < 1e-6:
         raise Rejected(
             f"{NO_EFFECT}: the candidate leaves the sampling probabilities of every task with known reward "
@@ -184,8 +183,8 @@ def _measure(
     # are now) and lands on those whose probability rises; both sides sum to the moved share
     delta = qw - pw
     moved_mass = float(np.clip(delta, 0, None).sum())
-    m["moved_probability"] = rounded(moved_mass, 6)
-    m["batch_signal_share"] = {"current": rounded(float(pw @ share)), "candidate": rounded(float(qw @ share))}
+    m.moved_probability = rounded(moved_mass, 6)
+    m.batch_signal_share = Shares(current=rounded(float(pw @ share)), candidate=rounded(float(qw @ share)))
     rng = np.random.default_rng(trial.config.seed)
     n_boot = trial.config.bootstrap
     draws = np.empty((n_boot, len(known)))

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 from scipy.stats import rankdata
@@ -66,6 +65,17 @@ from harnessrl.critic.stats import (
 )
 from harnessrl.data.checks import count_words
 from harnessrl.data.schema import Criterion, Task
+from harnessrl.records.measurements import (
+    CoveredTask,
+    CriterionView,
+    HintMet,
+    LearningSignal,
+    Probation,
+    ProbationEvidence,
+    ReferenceGuard,
+    SideTexts,
+    SplitLook,
+)
 from harnessrl.records.steps import RolloutRecord
 
 __all__ = ["RegradePart", "fresh_group_rollouts", "regrade"]
@@ -119,8 +129,8 @@ def regrade(trial: TrialContext, parts: Sequence[RegradePart], on_probation: boo
     if not graded:
         raise Rejected("no cached rollouts to re-grade")
     if len(parts) > 1:
-        trial.measurements["covered"] = [
-            {"task_id": p.task.id, "rollouts": len(g.rollouts), "steps": sorted({r.step for r in g.rollouts})}
+        trial.measurements.covered = [
+            CoveredTask(task_id=p.task.id, rollouts=len(g.rollouts), steps=sorted({r.step for r in g.rollouts}))
             for p, g in graded
         ]
     groups = [
@@ -128,7 +138,7 @@ def regrade(trial: TrialContext, parts: Sequence[RegradePart], on_probation: boo
         for part, regraded in graded
         for g in _groups(trial, regraded, part.current.criteria, part.candidate, part.targeted)
     ]
-    trial.measurements["n_groups"] = len(groups)
+    trial.measurements.n_groups = len(groups)
     if not groups:
         raise Rejected("no cached group has 2 or more rewards under both rubrics")
     split = trial.metric in (CHECK_SPLIT_SHARE, HINT_MET_RATE)
@@ -167,14 +177,10 @@ def _cached_rollouts(
     if not record:
         return rollouts
     m = trial.measurements
-    m.update(
-        task_id=task.id,
-        rubric_version=current.version,
-        candidate_rubric=_criteria_view(candidate),
-        generations=0,
-    )
-    m["n_rollouts"] = len(rollouts)
-    m["steps"] = sorted({r.step for r in rollouts})
+    m.task_id, m.rubric_version, m.candidate_rubric = task.id, current.version, _criteria_view(candidate)
+    m.generations = 0
+    m.n_rollouts = len(rollouts)
+    m.steps = sorted({r.step for r in rollouts})
     return rollouts + _fresh_groups(trial, task, current, len(_groups_by_step(rollouts)))
 
 
@@ -189,12 +195,12 @@ def _fresh_groups(trial: TrialContext, task: Task, current: RubricVersionView, c
     room = (trial.config.max_rollouts - trial.budget.rollouts) // gsz
     n_groups = min(want, room)
     if n_groups <= 0:
-        trial.measurements["fresh_groups"] = 0
+        trial.measurements.fresh_groups = 0
         return []
     trial.budget.need_time(0.0, f"generating {n_groups} fresh group(s) of task {task.id} to re-grade")
     # each fresh group its own (negative) step: never one of training's
     fresh = fresh_group_rollouts(trial, [task] * n_groups, {task.id: current.version}, lambda k: -1 - k, gsz)
-    trial.measurements.update(fresh_groups=n_groups, generations=len(fresh))
+    trial.measurements.fresh_groups, trial.measurements.generations = n_groups, len(fresh)
     return fresh
 
 
@@ -261,16 +267,13 @@ def _grade(
     )
     if not record:
         return graded
-    ok = graded.ok
-    trial.measurements.update(
-        baseline_rewards=rounded_all(none_if_nan(graded.base)),
-        candidate_rewards=rounded_all(none_if_nan(graded.cand)),
-        reference_reward_baseline=rounded(graded.ref_b),
-        reference_reward_candidate=rounded(graded.ref_c),
-        policy_median_baseline=rounded(median(graded.base[ok])) if ok.any() else None,
-        policy_median_candidate=rounded(median(graded.cand[ok])) if ok.any() else None,
-        missing_rewards=int((~ok).sum()),
-    )
+    ok, m = graded.ok, trial.measurements
+    m.baseline_rewards = rounded_all(none_if_nan(graded.base))
+    m.candidate_rewards = rounded_all(none_if_nan(graded.cand))
+    m.reference_reward_baseline, m.reference_reward_candidate = rounded(graded.ref_b), rounded(graded.ref_c)
+    m.policy_median_baseline = rounded(median(graded.base[ok])) if ok.any() else None
+    m.policy_median_candidate = rounded(median(graded.cand[ok])) if ok.any() else None
+    m.missing_rewards = int((~ok).sum())
     return graded
 
 
@@ -285,8 +288,8 @@ def _groups(
     both only; a group needs 2)."""
     m = trial.measurements
     targets_b, targets_c = targeted
-    if trial.metric == CRITERION_SIGNAL and "targeted_criteria" not in m:
-        m["targeted_criteria"] = {"baseline": targets_b, "candidate": targets_c}
+    if trial.metric == CRITERION_SIGNAL and m.targeted_criteria is None:
+        m.targeted_criteria = SideTexts(baseline=targets_b, candidate=targets_c)
     noise, eps = trial.config.signal.verdict_noise, trial.advantage.flat_eps
     side_b = Side.graded(graded.base, graded.rows_b, base_rubric, noise, targets_b, eps)
     side_c = Side.graded(graded.cand, graded.rows_c, cand_rubric, noise, targets_c, eps)
@@ -309,15 +312,15 @@ def _advantage_gate(trial: TrialContext, groups: list[Group], gate: bool = True)
     effect, per_group = advantage_effect([g.base.rewards for g in groups], [g.cand.rewards for g in groups], spec)
     for g, e in zip(groups, per_group, strict=True):
         g.unchanged = e < tol  # its advantages stay as they were: so does whether it gives signal
-    trial.measurements["learning_signal"] = {
-        "advantage_effect": rounded(effect),
-        "advantage_effect_per_group": rounded_all(per_group),
-        "tolerance": tol,
-        "noise_floor_baseline": rounded_all([g.base.floor() for g in groups]),
-        "noise_floor_candidate": rounded_all([g.cand.floor() for g in groups]),
-        "gives_signal_baseline": [bool(g.base.gives_signal()) for g in groups],
-        "gives_signal_candidate": [bool(g.cand.gives_signal()) for g in groups],
-    }
+    trial.measurements.learning_signal = LearningSignal(
+        advantage_effect=rounded(effect),
+        advantage_effect_per_group=rounded_all(per_group),
+        tolerance=tol,
+        noise_floor_baseline=rounded_all([g.base.floor() for g in groups]),
+        noise_floor_candidate=rounded_all([g.cand.floor() for g in groups]),
+        gives_signal_baseline=[bool(g.base.gives_signal()) for g in groups],
+        gives_signal_candidate=[bool(g.cand.gives_signal()) for g in groups],
+    )
     if gate and effect < tol:
         spread_b, spread_c = mean_reward_std([g.base for g in groups]), mean_reward_std([g.cand for g in groups])
         raise Rejected(
@@ -363,7 +366,7 @@ def _reference_rank(
         baseline=float(np.mean([reference_rank(rb, b) for rb, _, b, _ in parts])),
         candidate=float(np.mean([reference_rank(rc, c) for _, rc, _, c in parts])),
     )
-    trial.measurements["reference_rank_tasks"] = len(parts)
+    trial.measurements.reference_rank_tasks = len(parts)
     return percentile_interval(got, diffs, trial.config.confidence)
 
 
@@ -382,7 +385,7 @@ def _suspect_effect(trial: TrialContext, effect: float, graded: Sequence[tuple[R
         candidate=float(np.mean([c for _, c in ranks])) if ranks else None,
         improvement=effect,
     )
-    trial.measurements["reference_rank_tasks"] = len(ranks)
+    trial.measurements.reference_rank_tasks = len(ranks)
     said = f"largest change to a cached rollout's advantage {effect:.3f} (tolerance {tol:g})"
     if effect >= tol:
         got.verdict = "accepted"
@@ -417,7 +420,7 @@ def _correlation(trial: TrialContext, graded: Sequence[_Regraded], rng: np.rando
     b, c, f = (np.concatenate(col) if col else np.array([]) for col in cols)
     if b.size < 4:
         raise Rejected("fewer than 4 cached rollouts have rewards under both rubrics: no correlation to measure")
-    trial.measurements.update(feature=feature, feature_values=rounded_all(f.tolist()))
+    trial.measurements.feature, trial.measurements.feature_values = feature, rounded_all(f.tolist())
     return correlation_fall((b, f), (c, f), trial.config, rng, paired=True)
 
 
@@ -464,19 +467,14 @@ def _split_share(
     v = decide_split(
         evidence.broken, evidence.rollouts, gsz, threshold, cfg.confidence, look, cfg.max_looks, cfg.alpha_spending
     )
-    trial.measurements["split"] = {
-        "broken": v.broken,
-        "rollouts": v.rollouts,
-        "tasks": evidence.tasks(),
-        "new_rollouts": new,
-        "look": v.look,
-        "max_looks": cfg.max_looks,
-        "alpha_spending": cfg.alpha_spending,
-        "alpha_per_look": round(v.alpha, 4),
-        "group_size": gsz,
-        "split_share": rounded(v.share),
-        "interval": [rounded(v.low), rounded(v.high)],
-    }
+    trial.measurements.split = SplitLook(
+        broken=v.broken,
+        rollouts=v.rollouts,
+        **_look(trial, evidence, new, v),
+        group_size=gsz,
+        split_share=rounded(v.share),
+        interval=[rounded(v.low), rounded(v.high)],
+    )
     rate = f"{v.broken} of {v.rollouts} pooled rollouts over {len(evidence.tasks())} task(s) break the added checks"
     numbers = (
         f"{rate}: {CHECK_SPLIT_SHARE} {v.share:.3f} ({expected_groups_split(v.share)}), "
@@ -522,26 +520,40 @@ def _probation(
     numbers: str,
 ) -> str:
     """A pending test whose pooled groups split: the checks go on probation (the trial's verdict; this gives its
-    reason), the evidence so far carried into it (``measurements["probation"]``: per task, the checks it adds; the
+    reason), the evidence so far carried into it (``measurements.probation``: per task, the checks it adds; the
     broken and graded rollouts and the looks taken), so the probation's looks continue the same sequential test
     (:class:`~harnessrl.evolution.probation.ProbationTracker`) and its error stays the one this test spends."""
     cfg = trial.config
     checks = {p.task.id: [c.id for c in p.added] for p in parts if p.added}
-    trial.measurements["probation"] = {
-        "tasks": list(checks),
-        "checks": checks,
-        "look_groups": cfg.probation_look_groups,
-        "max_looks": cfg.max_looks,
-        "split_threshold": cfg.signal.threshold(CHECK_SPLIT_SHARE),
-        "evidence": {"broken": v.broken, "rollouts": v.rollouts, "looks": v.look, "group_size": group_size},
-        "split_groups": evidence.split_groups(),
-    }
+    trial.measurements.probation = Probation(
+        tasks=list(checks),
+        checks=checks,
+        look_groups=cfg.probation_look_groups,
+        max_looks=cfg.max_looks,
+        split_threshold=cfg.signal.threshold(CHECK_SPLIT_SHARE),
+        evidence=ProbationEvidence(broken=v.broken, rollouts=v.rollouts, looks=v.look, group_size=group_size),
+        split_groups=evidence.split_groups(),
+    )
     return (
         f"on probation: the data cannot decide yet ({numbers}) but {evidence.split_groups()} pooled group(s) split; "
         f"the checks are committed over the {len(checks)} task(s) they cover and the same test goes on over their "
         f"training groups, a look every {cfg.probation_look_groups} groups (at most {cfg.max_looks} looks in all): "
         "kept once accepted, reverted when it ends futile or undecided"
     )
+
+
+def _look(trial: TrialContext, evidence: SplitEvidence, new: int, v: SplitVerdict) -> dict[str, object]:
+    """What a look of a pooled test records whichever rule it decides by (the fields of
+    :class:`~harnessrl.records.measurements.PooledLook`, in the order the split and the fade write them)."""
+    cfg = trial.config
+    return {
+        "tasks": evidence.tasks(),
+        "new_rollouts": new,
+        "look": v.look,
+        "max_looks": cfg.max_looks,
+        "alpha_spending": cfg.alpha_spending,
+        "alpha_per_look": round(v.alpha, 4),
+    }
 
 
 def _fade_verdict(trial: TrialContext, evidence: SplitEvidence, new: int, look: int) -> Measured:
@@ -551,19 +563,14 @@ def _fade_verdict(trial: TrialContext, evidence: SplitEvidence, new: int, look: 
     floor = cfg.signal.threshold(HINT_MET_RATE)
     met = evidence.rollouts - evidence.broken
     v = decide_met(met, evidence.rollouts, floor, cfg.confidence, look, cfg.max_looks, cfg.alpha_spending)
-    trial.measurements["hint_met"] = {
-        "met": met,
-        "unguided_rollouts": v.rollouts,
-        "tasks": evidence.tasks(),
-        "new_rollouts": new,
-        "look": v.look,
-        "max_looks": cfg.max_looks,
-        "alpha_spending": cfg.alpha_spending,
-        "alpha_per_look": round(v.alpha, 4),
-        "met_rate": rounded(v.share),
-        "interval": [rounded(v.low), rounded(v.high)],
-        "floor": floor,
-    }
+    trial.measurements.hint_met = HintMet(
+        met=met,
+        unguided_rollouts=v.rollouts,
+        **_look(trial, evidence, new, v),
+        met_rate=rounded(v.share),
+        interval=[rounded(v.low), rounded(v.high)],
+        floor=floor,
+    )
     numbers = (
         f"{met} of {v.rollouts} unguided rollouts over {len(evidence.tasks())} task(s) meet the checks the hint "
         f"states without it: rate {v.share:.3f}, {1 - v.alpha:.1%} interval [{v.low:.3f}, {v.high:.3f}] against "
@@ -604,21 +611,22 @@ def _reference_guard(
     m = trial.measurements
     if ref_c is None or ref_b is None or base.size == 0:
         if own:
-            m["reference_guard"] = None  # no reference answer: nothing to guard
+            m.reference_guard = None  # no reference answer: nothing to guard
         return None
     rank_b, rank_c = reference_rank(ref_b, base), reference_rank(ref_c, cand)
     passed = rank_c >= min(0.5, rank_b)
-    entry = {
-        "reference_reward": rounded(ref_c),
-        "policy_median": rounded(median(cand)),
-        "reference_rank_baseline": rounded(rank_b),
-        "reference_rank_candidate": rounded(rank_c),
-        "passed": passed,
-    }
+    entry = ReferenceGuard(
+        **({} if own else {"task_id": task.id}),
+        reference_reward=rounded(ref_c),
+        policy_median=rounded(median(cand)),
+        reference_rank_baseline=rounded(rank_b),
+        reference_rank_candidate=rounded(rank_c),
+        passed=passed,
+    )
     if own:
-        m["reference_guard"] = entry
+        m.reference_guard = entry
     else:
-        m.setdefault("reference_guard_covered", []).append({"task_id": task.id, **entry})
+        m.reference_guard_covered = [*(m.reference_guard_covered or []), entry]
     if passed:
         return None
     return (
@@ -650,8 +658,8 @@ def _length_of(rollouts: Sequence[RolloutRecord]) -> np.ndarray:
     return np.array([r.length_words for r in rollouts], dtype=float)
 
 
-def _criteria_view(criteria: Sequence[Criterion]) -> list[dict[str, Any]]:
+def _criteria_view(criteria: Sequence[Criterion]) -> list[CriterionView]:
     return [
-        {"id": c.id, "text": c.text, "weight": c.weight, **({"check": c.check.model_dump()} if c.check else {})}
+        CriterionView(id=c.id, text=c.text, weight=c.weight, **({"check": c.check.model_dump()} if c.check else {}))
         for c in criteria
     ]

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -44,6 +43,7 @@ from harnessrl.critic.stats import (
 from harnessrl.data.schema import Criterion, Task
 from harnessrl.records.evidence import CriterionStreakEvidence
 from harnessrl.records.failures import Failure
+from harnessrl.records.measurements import ProbedTask, SettingSides, SideTexts
 
 __all__ = ["PROBED_TASKS", "rollout_arms"]
 
@@ -82,8 +82,8 @@ def rollout_arms(trial: TrialContext, targets: Sequence[Task], describe: str) ->
     fitted = _fit_budget(trial, _plans(trial, targets, describe, gsz, n), n)
     m = trial.measurements
     target_ids = _failure_criterion(trial.failure) if trial.metric == CRITERION_SIGNAL else set()
-    per_task: list[dict[str, Any]] = []
-    m["tasks"] = per_task
+    per_task: list[ProbedTask] = []
+    m.tasks = per_task
     groups: list[Group] = []
     pooled: list[_Arms] = []  # the arms with rewards enough, for correlations
     per_call = 0.0
@@ -119,9 +119,9 @@ def _plans(trial: TrialContext, targets: Sequence[Task], describe: str, gsz: int
             unchanged.append(task.id)
         if len(plans) == (1 if len(targets) == 1 else PROBED_TASKS):
             break
-    trial.measurements.update(rollouts_per_arm=n, group_size=gsz)
+    trial.measurements.rollouts_per_arm, trial.measurements.group_size = n, gsz
     if unchanged:
-        trial.measurements["tasks_unchanged"] = unchanged
+        trial.measurements.tasks_unchanged = unchanged
     if not plans:
         raise Rejected(
             f"the candidate changes no prompt or sampling setting of {describe}"
@@ -151,7 +151,7 @@ def _fit_budget(trial: TrialContext, plans: list[_Plan], n: int) -> list[_Plan]:
         first = plans[0]
         gens, judge_calls = cost(first)
         need = f"probing task {first.task.id} needs {gens} rollouts ({n} per arm, {n - len(first.differ)} shared)"
-        cap = trial.measurements.get("rollout_cap", cfg.max_rollouts)
+        cap = trial.measurements.rollout_cap if trial.measurements.rollout_cap is not None else cfg.max_rollouts
         if gens <= cap and judge_calls <= cfg.max_judge_calls:
             # only the run's share is short, and it grows as training generates: not refused, measured later
             raise Rejected(
@@ -161,10 +161,10 @@ def _fit_budget(trial: TrialContext, plans: list[_Plan], n: int) -> list[_Plan]:
                 kind="pending",
             )
         # max_rollouts or the judge calls stop it, not the run's share: the bounds as configured, no word of the share
-        bounds = bounds_text(cfg.model_copy(update={"max_rollouts": cap}), {})
+        bounds = bounds_text(cfg.model_copy(update={"max_rollouts": cap}))
         raise Rejected(f"budget: {need} and up to {judge_calls} judge calls; {bounds}", kind="budget")
     if len(fitted) < len(plans):
-        trial.measurements["tasks_dropped_for_budget"] = [p.task.id for p in plans[len(fitted) :]]
+        trial.measurements.tasks_dropped_for_budget = [p.task.id for p in plans[len(fitted) :]]
     return fitted
 
 
@@ -197,7 +197,7 @@ def _generate_and_grade(trial: TrialContext, plan: _Plan, n: int, per_call: floa
 
 def _task_groups(
     trial: TrialContext, plan: _Plan, arms: _Arms, gsz: int, n: int, target_ids: set[str]
-) -> tuple[dict[str, Any], list[Group] | None]:
+) -> tuple[ProbedTask, list[Group] | None]:
     """A probed task's row of the measurements, and its groups (None: too few rewards in an arm)."""
     base, cand, differ = arms.base, arms.cand, plan.differ
     crit_targets = [c.id for c in arms.rubric if c.id in target_ids]
@@ -205,19 +205,19 @@ def _task_groups(
     d_b = [k for k in differ if not np.isnan(base[k])]
     d_c = [k for k in differ if not np.isnan(cand[k])]
     b0, c0 = plan.base_rows[0], plan.cand_rows[0]
-    row: dict[str, Any] = {
-        "task_id": plan.task.id,
-        "temperature": {"baseline": b0.temperature, "candidate": c0.temperature},
+    row = ProbedTask(
+        task_id=plan.task.id,
+        temperature=SettingSides(baseline=b0.temperature, candidate=c0.temperature),
         **_generation_changes(b0, c0),
-        "members_changed": differ,
-        "candidate_guided": [bool(plan.cand_rows[k].guided) for k in range(n)],
-        "baseline_rewards": rounded_all(none_if_nan(base)),
-        "candidate_rewards": rounded_all(none_if_nan(cand)),
-        "examples": {
-            "baseline": [clip_example(arms.base_texts[k]) for k in differ[:2]],
-            "candidate": [clip_example(arms.cand_texts[k]) for k in differ[:2]],
-        },
-    }
+        members_changed=differ,
+        candidate_guided=[bool(plan.cand_rows[k].guided) for k in range(n)],
+        baseline_rewards=rounded_all(none_if_nan(base)),
+        candidate_rewards=rounded_all(none_if_nan(cand)),
+        examples=SideTexts(
+            baseline=[clip_example(arms.base_texts[k]) for k in differ[:2]],
+            candidate=[clip_example(arms.cand_texts[k]) for k in differ[:2]],
+        ),
+    )
     vb, vc = base[~np.isnan(base)], cand[~np.isnan(cand)]
     if vb.size < 2 or vc.size < 2:
         return row, None
@@ -227,18 +227,13 @@ def _task_groups(
     side_b = Side.graded(base, rows_b, arms.rubric, noise, crit_targets, eps)
     side_c = Side.graded(cand, rows_c, arms.rubric, noise, crit_targets, eps)
     groups = _split_groups(side_b, side_c, gsz, shared, d_b, d_c)
-    row.update(
-        baseline_mean=rounded(vb.mean()),
-        baseline_std=rounded(vb.std()),
-        candidate_mean=rounded(vc.mean()),
-        candidate_std=rounded(vc.std()),
-        noise_floor_baseline=rounded(side_b.floor()),
-        noise_floor_candidate=rounded(side_c.floor()),
-        gives_signal_baseline=[bool(g.base.gives_signal()) for g in groups],
-        gives_signal_candidate=[bool(g.cand.gives_signal()) for g in groups],
-    )
+    row.baseline_mean, row.baseline_std = rounded(vb.mean()), rounded(vb.std())
+    row.candidate_mean, row.candidate_std = rounded(vc.mean()), rounded(vc.std())
+    row.noise_floor_baseline, row.noise_floor_candidate = rounded(side_b.floor()), rounded(side_c.floor())
+    row.gives_signal_baseline = [bool(g.base.gives_signal()) for g in groups]
+    row.gives_signal_candidate = [bool(g.cand.gives_signal()) for g in groups]
     if crit_targets:
-        row["targeted_criteria"] = crit_targets
+        row.targeted_criteria = crit_targets
     return row, groups
 
 
@@ -256,7 +251,7 @@ def _correlation(trial: TrialContext, pooled: list[_Arms], rng: np.random.Genera
     if rb.size < 4 or rc.size < 4:
         raise Rejected("fewer than 4 rewarded rollouts per arm: no correlation to measure")
     got = correlation_fall((rb, fb), (rc, fc), trial.config, rng, paired=False)
-    trial.measurements["feature"] = feature
+    trial.measurements.feature = feature
     return got
 
 
@@ -283,11 +278,12 @@ def _failure_criterion(failure: Failure | None) -> set[str]:
     return {str(cid)} if cid else set()
 
 
-def _generation_changes(base: RowView, cand: RowView) -> dict[str, Any]:
-    """Sampling settings besides the temperature that the candidate changes (for the measurements)."""
+def _generation_changes(base: RowView, cand: RowView) -> dict[str, dict[str, SettingSides]]:
+    """Sampling settings besides the temperature that the candidate changes (for the measurements: the row's
+    ``generation``, left out when none changes)."""
     keys = sorted((set(base.generation) | set(cand.generation)) - {"temperature"})
-    changed = {k: {"baseline": base.generation.get(k), "candidate": cand.generation.get(k)} for k in keys}
-    return {"generation": changed} if any(v["baseline"] != v["candidate"] for v in changed.values()) else {}
+    changed = {k: SettingSides(baseline=base.generation.get(k), candidate=cand.generation.get(k)) for k in keys}
+    return {"generation": changed} if any(v.baseline != v.candidate for v in changed.values()) else {}
 
 
 def _split_groups(

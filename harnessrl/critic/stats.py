@@ -21,7 +21,6 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -33,6 +32,7 @@ from harnessrl.data.schema import Criterion
 from harnessrl.detection.features import SURFACE_FEATURES
 from harnessrl.detection.ranks import spearman_rows
 from harnessrl.judges.rubric_judge import GradeResult
+from harnessrl.records.measurements import SideVerdicts, TrialMeasurements
 
 __all__ = [
     "Group",
@@ -175,10 +175,12 @@ def mean_reward_std(sides: Sequence[Side]) -> float:
 
 # ---------------------------------------------------------------------------------------------- measures
 def share_verdict(
-    groups: list[Group], metric: str, config: TrialConfig, rng: np.random.Generator, m: dict[str, Any]
+    groups: list[Group], metric: str, config: TrialConfig, rng: np.random.Generator, m: TrialMeasurements
 ) -> Measured:
     """Share of groups that give signal (or whose targeted criteria discriminate), baseline vs
-    candidate, with a bootstrap over each group's rollouts; the per-group verdicts go into ``m``."""
+    candidate, with a bootstrap over each group's rollouts; the per-group verdicts go into ``m``
+    (``<metric>_per_group``: ``signal_share_per_group``, ``criterion_signal_per_group``, or a plug-in metric's, kept
+    as an extra field)."""
     if not groups:
         raise Rejected("no group has 2 or more rewards under both the baseline and the candidate")
     noise = config.signal.verdict_noise
@@ -198,13 +200,9 @@ def share_verdict(
         sb = stat(g.base.take(ib))
         boot_b += sb
         boot_c += sb if g.unchanged else stat(g.cand.take(ic))
-    m.update(
-        {
-            f"{metric}_per_group": {"baseline": point_b, "candidate": point_c},
-            "group_std_baseline": rounded_all([float(np.nanstd(g.base.rewards)) for g in groups]),
-            "group_std_candidate": rounded_all([float(np.nanstd(g.cand.rewards)) for g in groups]),
-        }
-    )
+    setattr(m, f"{metric}_per_group", SideVerdicts(baseline=point_b, candidate=point_c))
+    m.group_std_baseline = rounded_all([float(np.nanstd(g.base.rewards)) for g in groups])
+    m.group_std_candidate = rounded_all([float(np.nanstd(g.cand.rewards)) for g in groups])
     diffs = (boot_c - boot_b) / len(groups)
     got = Measured(baseline=float(np.mean(point_b)), candidate=float(np.mean(point_c)))
     return percentile_interval(got, diffs, config.confidence)

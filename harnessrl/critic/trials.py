@@ -69,6 +69,7 @@ from harnessrl.critic.stats import rounded
 from harnessrl.data.schema import Criterion, Task
 from harnessrl.judges.rubric_judge import RubricJudge
 from harnessrl.records.failures import Failure
+from harnessrl.records.measurements import Probation, TrialMeasurements
 from harnessrl.records.steps import Recorder, RolloutRecord
 from harnessrl.records.trials import TrialCost, TrialResult
 
@@ -168,18 +169,14 @@ class Trial(TrialContext):
         keeps or reverts it). ``checks``: per task, the criteria a rubric edit with a hint adds; its looks decide by
         the rate at which the guided groups' rollouts break them (the rule for added checks)."""
         ids = [t.id for t in targets]
-        self.measurements.update(
-            probation={
-                "tasks": ids,
-                "look_groups": self.config.probation_look_groups,
-                "max_looks": self.config.max_looks,
-                "threshold": self.config.signal.threshold(SIGNAL_SHARE),
-                **(
-                    {"checks": checks, "split_threshold": self.config.signal.threshold(CHECK_SPLIT_SHARE)}
-                    if checks
-                    else {}
-                ),
-            }
+        self.measurements.probation = Probation(
+            tasks=ids,
+            look_groups=self.config.probation_look_groups,
+            max_looks=self.config.max_looks,
+            threshold=self.config.signal.threshold(SIGNAL_SHARE),
+            **(
+                {"checks": checks, "split_threshold": self.config.signal.threshold(CHECK_SPLIT_SHARE)} if checks else {}
+            ),
         )
         if checks:
             reason = (
@@ -309,7 +306,7 @@ class FrozenPolicyTrials:
         gsz = max(2, self.advantage.group_size)
         want = len(tasks) * gsz  # a probe is bounded by the run's share, not by one trial's max_rollouts
         cap = want if max_rollouts is None else min(want, max_rollouts)
-        kit = self._trial(self.config.model_copy(update={"max_rollouts": cap}), None, None, "", {})
+        kit = self._trial(self.config.model_copy(update={"max_rollouts": cap}), None, None, "", TrialMeasurements())
         current = {t.id: self.harness.rubrics.current(t.id) for t in tasks}
         graded: list[RolloutRecord] = []
         try:
@@ -337,23 +334,20 @@ class FrozenPolicyTrials:
         config = self.config
         if max_rollouts is not None and max_rollouts < config.max_rollouts:
             config = config.model_copy(update={"max_rollouts": max(0, max_rollouts)})
-        measurements: dict[str, Any] = {
-            "failure_kind": failure.kind if failure else None,
-            "bootstrap": self.config.bootstrap,
-            "confidence": self.config.confidence,
-            "seed": self.config.seed,
-            "scale_rewards": self.advantage.scale_rewards,
-            "verdict_noise": self.config.signal.verdict_noise,
-            **(
-                {"rollout_allowance": max_rollouts, "rollout_cap": self.config.max_rollouts}
-                if max_rollouts is not None
-                else {}
-            ),
-        }
+        measurements = TrialMeasurements(
+            failure_kind=failure.kind if failure else None,
+            bootstrap=self.config.bootstrap,
+            confidence=self.config.confidence,
+            seed=self.config.seed,
+            scale_rewards=self.advantage.scale_rewards,
+            verdict_noise=self.config.signal.verdict_noise,
+        )
+        if max_rollouts is not None:
+            measurements.rollout_allowance, measurements.rollout_cap = max_rollouts, self.config.max_rollouts
         return self._trial(config, update, failure, metric, measurements)
 
     def _trial(
-        self, config: TrialConfig, update: Any, failure: Failure | None, metric: str, measurements: dict[str, Any]
+        self, config: TrialConfig, update: Any, failure: Failure | None, metric: str, measurements: TrialMeasurements
     ) -> Trial:
         """The kit of a trial (or a probe) under ``config``, its budget running from now."""
         return Trial(

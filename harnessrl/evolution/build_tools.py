@@ -266,9 +266,8 @@ class BuildTools:
 def _probation_checks(result: TrialResult) -> tuple[dict[str, list[str]] | None, Mapping[str, Any] | None]:
     """Per task, the checks a rubric edit put on probation adds, or None; and the evidence of the pending test it
     continues, or None (its trial's measurements)."""
-    measured = result.measurements.get("probation") or {}
-    checks, prior = measured.get("checks"), measured.get("evidence")
-    return (
-        {str(t): [str(c) for c in ids] for t, ids in checks.items()} if isinstance(checks, Mapping) else None,
-        prior if isinstance(prior, Mapping) else None,
-    )
+    probation = result.measurements.probation
+    if probation is None:
+        return None, None
+    prior = probation.evidence.model_dump() if probation.evidence is not None else None
+    return probation.checks, prior

@@ -34,7 +34,7 @@ from harnessrl.interfaces.evidence import SuggestSettings, TrialView
 from harnessrl.interfaces.registry import interface_classes
 from harnessrl.interfaces.sampling import TaskSampling
 from harnessrl.records.events import EventCallback
-from harnessrl.records.trials import TrialResult
+from harnessrl.records.trials import TrialMeasurements, TrialResult
 
 __all__ = [
     "DEPS_KEY",
@@ -125,7 +125,7 @@ class CriticDecision(BaseModel):
         """The trial as the proposer is told it when it revises: the interfaces' view of a trial result (dumped
         with ``exclude_unset``, the fields this decision has)."""
         if self.trial is None:
-            return TrialView(accepted=False, reason=self.reason, measurements={})
+            return TrialView(accepted=False, reason=self.reason, measurements=TrialMeasurements())
         return TrialView.model_validate(self.trial.model_dump(include=set(TrialView.model_fields)))
 
     def verdict_event(self) -> dict[str, Any]:
@@ -136,7 +136,7 @@ class CriticDecision(BaseModel):
             "candidate_id": self.candidate_id,
             "accepted": self.accepted,
             "reason": self.reason,
-            "measurements": self.trial.measurements if self.trial else {},
+            "measurements": self.trial.measurements.model_dump() if self.trial else {},
             **{k: numbers[k] for k in _NUMBERS},
             "revision": self.revision,
         }

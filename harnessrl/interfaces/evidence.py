@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationErr
 from harnessrl.data.checks import count_words
 from harnessrl.data.schema import Criterion
 from harnessrl.records.evidence import Evidence, parse_evidence
+from harnessrl.records.measurements import TrialMeasurements
 
 __all__ = [
     "Attempt",
@@ -138,7 +139,7 @@ class TrialView(BaseModel):
     improvement: float | None = None
     ci_low: float | None = None
     ci_high: float | None = None
-    measurements: dict[str, Any] = Field(default_factory=dict)
+    measurements: TrialMeasurements = Field(default_factory=TrialMeasurements)
 
 
 class Attempt(BaseModel):

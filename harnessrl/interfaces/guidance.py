@@ -358,7 +358,8 @@ class RolloutGuidance(Interface):
         except ValueError as e:
             trial.reject(f"invalid candidate: {e}")
         fades = self.fades(update)
-        trial.measurements.update(scope=update.scope, target=update.target, fades=fades)
+        m = trial.measurements
+        m.scope, m.target, m.fades = update.scope, update.target, fades
         if trial.config.guidance_trial == "in_group" and not fades and update.fraction > 0 and update.text:
             return trial.probation(targets, describe=self.describe(update))
         got = trial.rollout_arms(targets, describe=self.describe(update))

@@ -41,6 +41,7 @@ from harnessrl.interfaces.rubric_edit import (
 from harnessrl.interfaces.rubric_remedies import suggest_edits
 from harnessrl.records.evidence import CriterionStreakEvidence
 from harnessrl.records.failures import Failure
+from harnessrl.records.measurements import RubricFade
 
 if TYPE_CHECKING:
     from harnessrl.critic.acceptance import Measured
@@ -429,7 +430,7 @@ class RubricCriteria(Interface):
             ref = task.reference_answer
             if ref is not None and any(c.check.evaluate(ref) < 1 for c in added):  # type: ignore[union-attr]
                 failing.append(task.id)
-        trial.measurements["reference_fails_added_checks"] = failing
+        trial.measurements.reference_fails_added_checks = failing
         if failing:
             trial.reject(
                 f"the reference answer of task(s) {failing} fails the checks the edit would state as a hint: a hint "
@@ -452,11 +453,11 @@ class RubricCriteria(Interface):
             if any(c.check is None for c in stated):
                 trial.reject(f"task {task.id!r}'s hint states a judged criterion: only a hint of exact checks fades")
             parts.append(trial.part(task, current, current.criteria, ([], []), added=stated))
-        trial.measurements["fade"] = {
-            "from": self.current(update.task_id).guide_fraction,
-            "to": update.fade_to,
-            "checks": {p.task.id: [c.id for c in p.added] for p in parts},
-        }
+        trial.measurements.fade = RubricFade(
+            from_=self.current(update.task_id).guide_fraction,
+            to=update.fade_to,
+            checks={p.task.id: [c.id for c in p.added] for p in parts},
+        )
         return trial.regrade(parts)
 
     def reverting(self, update: EditRubric) -> list[InterfaceUpdate]:

@@ -218,7 +218,7 @@ def _length_revise(e: ProposalEvidence) -> EditRubric | None:
     reason's words), the policy's median when the pitfall never fired, else tighter at twice the weight."""
     prev = _previous_limit(e)
     reason = (e.trial.reason if e.trial else None) or ""
-    measured = json.dumps(e.trial.measurements if e.trial else {}).lower()
+    measured = json.dumps(e.trial.measurements.model_dump() if e.trial else {}).lower()
     if prev is None:
         return _length_pitfall(e, 1.0)
     lengths = e.policy_words()
@@ -589,10 +589,10 @@ def _unmet(e: ProposalEvidence, check: dict, key: str) -> str | None:
     if _rarely_met(passes, len(rollouts)):
         return f"{passes} of the task's {len(rollouts)} latest rollouts meet it"
     for a in e.attempts:
-        split = (a.trial.measurements.get("split") if a.trial is not None else None) or {}
-        n, broken = number(split.get("rollouts")), number(split.get("broken"))
-        if a.trial is None or a.trial.accepted or not n or broken is None or a.interface != "rubric_criteria":
+        split = a.trial.measurements.split if a.trial is not None and not a.trial.accepted else None
+        if split is None or not split.rollouts or split.broken is None or a.interface != "rubric_criteria":
             continue
+        n, broken = split.rollouts, split.broken
         adds = [c.get("check") for c in (a.payload.get("add") or []) if isinstance(c, dict)]
         if not any(isinstance(c, dict) and requirement_key(c) == key for c in adds):
             continue

@@ -41,6 +41,7 @@ from harnessrl.interfaces.evidence import ProposalEvidence
 from harnessrl.interfaces.induction import reference_terms
 from harnessrl.records.evidence import FlatGroupEvidence
 from harnessrl.records.failures import Failure
+from harnessrl.records.measurements import GroupReach
 
 if TYPE_CHECKING:
     from harnessrl.critic.acceptance import Measured
@@ -424,7 +425,8 @@ class TaskSampling(Interface):
         except ValueError as e:
             trial.reject(f"invalid candidate: {e}")
         promoted = self.promoted(update, step)
-        trial.measurements.update(step=step, action=update.action, promoted=promoted)
+        m = trial.measurements
+        m.step, m.action, m.promoted = step, update.action, promoted
         if update.action == "park":
             self._refuse_parking_in_reach(update, trial)
         return trial.moved_draws(self.probabilities(step), q, changed=update.task_ids, promoted=promoted)
@@ -456,14 +458,14 @@ class TaskSampling(Interface):
         met = sum(r > low for r in rewards)
         cfg, gsz = trial.config, max(2, trial.advantage.group_size)
         v = decide_split(met, len(rewards), gsz, cfg.signal.threshold(CHECK_SPLIT_SHARE), cfg.confidence, 1, 1)
-        trial.measurements["group_reach"] = {
-            "groups": sorted(groups),
-            "tasks": len(seen),
-            "rollouts": len(rewards),
-            "above_low": met,
-            "low": low,
-            "split_share_interval": [round(v.low, 4), round(v.high, 4)],
-        }
+        trial.measurements.group_reach = GroupReach(
+            groups=sorted(groups),
+            tasks=len(seen),
+            rollouts=len(rewards),
+            above_low=met,
+            low=low,
+            split_share_interval=[round(v.low, 4), round(v.high, 4)],
+        )
         if v.kind == "accepted":
             trial.reject(
                 f"the task is within reach: {met} of {len(rewards)} recent rollouts over {len(seen)} task(s) of "

@@ -9,11 +9,13 @@ training stack it reaches).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, WithJsonSchema
 
-__all__ = ["CandidateStatus", "TrialCost", "TrialResult", "VerdictKind"]
+from harnessrl.records.measurements import TrialMeasurements
+
+__all__ = ["CandidateStatus", "TrialCost", "TrialMeasurements", "TrialResult", "VerdictKind"]
 
 CandidateStatus = Literal["proposed", "accepted", "rejected", "pending", "committed"]
 """A candidate harness update's status: proposed (built, not measured yet), accepted or rejected by its latest
@@ -87,7 +89,11 @@ class TrialResult(BaseModel):
     remedy: str | None = Field(default=None, description="The candidate's remedy (its update's typed field).")
     covers: list[str] = Field(default_factory=list, description="The training tasks the candidate changes.")
     reason: str
-    measurements: dict[str, Any]
+    measurements: Annotated[
+        TrialMeasurements,
+        # a field per metric (records.measurements); the tool service advertises a JSON object, as before typing
+        WithJsonSchema({"additionalProperties": True, "title": "Measurements", "type": "object"}, mode="serialization"),
+    ]
     cost: TrialCost
 
     @property
