@@ -8,7 +8,7 @@ from harnessrl.analysis.aggregates import Aggregates, MethodAggregate
 from harnessrl.analysis.figures import RunFigures
 from harnessrl.analysis.misfires import MISFIRES
 from harnessrl.analysis.report_format import _num, _stat, _table
-from harnessrl.analysis.results import is_harness_arm, runs_evolver
+from harnessrl.analysis.results import FIXED_METHOD, is_harness_arm, runs_evolver
 from harnessrl.analysis.results_file import ArmRepairs, FamilyCurves, FamilyRepair, UnnecessaryCommits
 
 
@@ -97,7 +97,7 @@ def _unnecessary_lines(clean: UnnecessaryCommits | None) -> list[str]:
     """The clean variant's rubric commits, each unnecessary (training rubric = gold), beside the score."""
     if not clean:
         return []
-    fixed = clean.fixed or "fixed"
+    fixed = clean.fixed or FIXED_METHOD
     lines = [
         "## Unnecessary commits: rubric repairs where the training rubric is gold",
         "",
