@@ -132,7 +132,7 @@ def _paired(a: dict[int, float | None], b: dict[int, float | None]) -> dict[str,
     seeds = sorted(s for s in a.keys() & b.keys() if a[s] is not None and b[s] is not None)
     diffs = {s: a[s] - b[s] for s in seeds}  # type: ignore[operator]
     st = stat(list(diffs.values()))
-    return {**st, "ci95": t_interval(st), "per_seed": diffs, "higher": sum(d > 0 for d in diffs.values())}
+    return {**dict(st), "ci95": t_interval(st), "per_seed": diffs, "higher": sum(d > 0 for d in diffs.values())}
 
 
 def compare(table: dict[str, dict[int, dict[str, Any]]], against: str) -> dict[str, Any]:
@@ -174,13 +174,13 @@ def noise(table: dict[str, dict[int, dict[str, Any]]], bench_answers: int, answe
     A paired difference of two runs carries about sqrt(2) times it."""
     changes = [r["precise"]["overall"] - r["bench"]["overall"] for seeds in table.values() for r in seeds.values()]
     st = stat(changes)
-    sd = st.get("std")
+    sd = st.std
     from_change = sd / math.sqrt(1 + bench_answers / answers) if sd is not None else None
     ses = [r["precise"].get("sampling_se") for seeds in table.values() for r in seeds.values()]
     ses = [v for v in ses if v is not None]
     from_spread = math.sqrt(statistics.fmean(v * v for v in ses) * answers / bench_answers) if ses else None
     return {
-        "change": st,
+        "change": dict(st),
         "bench_sampling_sd_from_change": from_change,
         "bench_sampling_se_from_spread": from_spread,
         "precise_sampling_se_mean": statistics.fmean(ses) if ses else None,

@@ -374,7 +374,7 @@ def test_a_harness_arm_is_known_by_its_method_setting(tmp_path):
     for seed in (0, 1, 2):
         make_run(root, "mine", seed, val={0: 0.1, 2: 0.2}, test={0: 0.1, 2: 0.3}, trainer_method="harnessrl")
         make_run(root, "harnessrl-off", seed, val={0: 0.1, 2: 0.2}, test={0: 0.1, 2: 0.2}, trainer_method="fixed")
-    res = write_bench_report(root, plots=False).results
+    res = write_bench_report(root, plots=False).results.model_dump()
     assert res["harness_arms"] == ["mine"]
     assert [(c["harness"], c["baseline"]) for c in res["comparisons"]] == [("mine", "harnessrl-off")]
     assert res["comparisons"][0]["test_end"]["mean"] == pytest.approx(0.1)
@@ -383,7 +383,7 @@ def test_a_harness_arm_is_known_by_its_method_setting(tmp_path):
     for seed in (0, 1, 2):
         make_run(root, "over-grpo", seed, val={0: 0.1, 2: 0.2}, test={0: 0.1, 2: 0.25}, trainer_method="harnessrl-grpo")
         make_run(root, "old-name", seed, val={0: 0.1, 2: 0.2}, test={0: 0.1, 2: 0.25}, trainer_method="harnessrl-dapo")
-    assert write_bench_report(root, plots=False).results["harness_arms"] == ["mine", "old-name", "over-grpo"]
+    assert write_bench_report(root, plots=False).results.harness_arms == ["mine", "old-name", "over-grpo"]
 
 
 def test_the_dapo_section_counts_for_every_method_that_reads_it(tmp_path):
@@ -658,7 +658,7 @@ def test_mixed_results_are_reported_as_mixed():
                     test_end_per_domain={},
                 )
             )
-    c = compare(aggregate(figs))[0]
+    c = compare(aggregate(figs))[0].model_dump()
     assert c["test_at_best"]["higher"] == 2 and c["test_at_best"]["lower"] == 1
     assert "no consistent difference" in c["test_at_best"]["verdict"]
     assert c["steps_to_best"]["mean"] == 0 and c["steps_to_best"]["verdict"] == "the same on every seed (3)"
@@ -674,7 +674,7 @@ def test_report_without_splits_or_metrics_says_so_and_shows_na(tmp_path):
     (bare / "metrics.jsonl").write_text('{"step": 1, "reward": 0.2}\n{"step": 2, "rew')  # torn last line
 
     rep = write_bench_report(root)
-    res = rep.results
+    res = rep.results.model_dump()
     fixed = res["methods"]["fixed"]
     assert fixed["test_at_best"]["mean"] == pytest.approx(0.3) and fixed["steps_to_best"]["mean"] == 4
     assert fixed["harness_overhead_seconds"]["n"] == 0

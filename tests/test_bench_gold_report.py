@@ -28,6 +28,7 @@ import yaml
 from helpers import task_row
 from typer.testing import CliRunner
 
+from harnessrl.analysis.aggregates import Stat
 from harnessrl.analysis.figures import RunFigures
 from harnessrl.analysis.plots import PLOTS
 from harnessrl.analysis.report import _finite, _shown, write_bench_report
@@ -244,7 +245,7 @@ def test_per_family_gold_and_proxy_figures_of_a_run(gold_bench):
 
 def test_aggregate_gives_per_family_means_over_seeds(gold_bench):
     agg = aggregate(_figures(gold_bench))
-    fixed, oracle = agg["fixed"], agg["oracle"]
+    fixed, oracle = agg["fixed"].model_dump(), agg["oracle"].model_dump()
     assert fixed["graded_with"] == "gold"
     assert fixed["test_end_per_family"]["ctrl"]["mean"] == pytest.approx(0.71)
     assert fixed["test_end_per_family"]["ctrl"]["std"] == pytest.approx(0.01)
@@ -296,25 +297,25 @@ def test_oracle_is_the_bound_not_a_baseline(gold_bench):
     agg = aggregate(_figures(gold_bench))
     assert not is_harness_arm("oracle", agg) and is_oracle("oracle", agg)
     comps = compare(agg, _figures(gold_bench))
-    assert {(c["harness"], c["baseline"]) for c in comps} == {("harnessrl", "fixed"), ("harnessrl", "dapo")}
+    assert {(c.harness, c.baseline) for c in comps} == {("harnessrl", "fixed"), ("harnessrl", "dapo")}
     # by its method setting, whatever the name
-    renamed = {"bound": {**agg["oracle"]}, "fixed": agg["fixed"]}
+    renamed = {"bound": agg["oracle"], "fixed": agg["fixed"]}
     assert is_oracle("bound", renamed) and not is_harness_arm("bound", renamed)
     # the table decides, not the name: a method trained on gold by the harness's own trainer is an oracle too
-    gold_harness = {"ceiling": {**agg["harnessrl"], "trainer_method": "oracle-harness"}}
+    gold_harness = {"ceiling": agg["harnessrl"].model_copy(update={"trainer_method": "oracle-harness"})}
     assert is_oracle("ceiling", gold_harness) and not is_harness_arm("ceiling", gold_harness)
     # a runs' method the table does not know (old results, a method registered elsewhere): the bench method's name
     # decides when the table knows it, else the method is a baseline
     unknown = {
-        "oracle": {**agg["oracle"], "trainer_method": "gold-grpo-v0"},
-        "x": {**agg["oracle"], "trainer_method": None},
+        "oracle": agg["oracle"].model_copy(update={"trainer_method": "gold-grpo-v0"}),
+        "x": agg["oracle"].model_copy(update={"trainer_method": None}),
     }
     assert is_oracle("oracle", unknown) and not is_oracle("x", unknown) and not is_harness_arm("x", unknown)
 
 
 def test_comparisons_carry_a_t_interval_and_a_task_bootstrap(gold_bench):
     figures = _figures(gold_bench)
-    comps = {c["baseline"]: c for c in compare(aggregate(figures), figures)}
+    comps = {c.baseline: c.model_dump() for c in compare(aggregate(figures), figures)}
     c = comps["fixed"]
     assert c["best_baseline"] is True and comps["dapo"]["best_baseline"] is False
     v = c["validation_best"]  # what the best baseline is chosen on: the harness's 0.5 against fixed's 0.61
@@ -331,7 +332,8 @@ def test_comparisons_carry_a_t_interval_and_a_task_bootstrap(gold_bench):
     assert boot["tasks"] == 4 and boot["seeds"] == [0, 1, 2] and boot["draws"] == 2000
     assert boot["mean"] == pytest.approx(0.155)
     assert 0.01 - 1e-9 <= boot["low"] < boot["mean"] < boot["high"] <= 0.3 + 1e-9
-    assert task_bootstrap(figures, "harnessrl", "fixed", "test_end") == boot  # a fixed seed: the same draws
+    # a fixed seed: the same draws
+    assert task_bootstrap(figures, "harnessrl", "fixed", "test_end").model_dump() == boot
     # at equal rollouts the harness is scored at step 2, fixed at step 4: the harness is behind there
     e = c["test_at_equal_rollouts"]
     assert e["per_seed"] == pytest.approx({"0": -0.05, "1": -0.045, "2": -0.04})
@@ -350,18 +352,18 @@ def test_comparisons_carry_a_t_interval_and_a_task_bootstrap(gold_bench):
 
 
 def test_t_interval_needs_two_seeds_and_has_the_t_quantiles():
-    assert t_interval({"n": 1, "mean": 0.1, "std": None}) is None
-    lo, hi = t_interval({"n": 2, "mean": 0.0, "std": 1.0})
+    assert t_interval(Stat(n=1, mean=0.1)) is None
+    lo, hi = t_interval(Stat(n=2, mean=0.0, std=1.0))
     assert hi == pytest.approx(12.706 / math.sqrt(2)) and lo == -hi
-    lo, hi = t_interval({"n": 5, "mean": 1.0, "std": 1.0})
+    lo, hi = t_interval(Stat(n=5, mean=1.0, std=1.0))
     assert (lo, hi) == pytest.approx((1 - 2.776 / math.sqrt(5), 1 + 2.776 / math.sqrt(5)))
-    _, hi = t_interval({"n": 41, "mean": 0.0, "std": 1.0})  # beyond the table, df 40: t = 2.021
+    _, hi = t_interval(Stat(n=41, mean=0.0, std=1.0))  # beyond the table, df 40: t = 2.021
     assert hi == pytest.approx(2.021 / math.sqrt(41), rel=2e-3)
 
 
 # --------------------------------------------------------------------------------------- oracle gap, fault check
 def test_report_gives_the_oracle_gap_share_and_the_fault_check(gold_bench):
-    res = write_bench_report(gold_bench, plots=False).results
+    res = write_bench_report(gold_bench, plots=False).results.model_dump()
     gap = res["oracle_gap"]
     assert (gap["oracle"], gap["fixed"], gap["note"]) == ("oracle", "fixed", None)
     end = gap["at"]["test_end"]
@@ -464,7 +466,7 @@ def test_ablation_reference_is_the_arm_whose_settings_it_changes_fewest():
 
 def test_ablations_are_paired_per_family_against_the_seed_spread(tmp_path):
     report = write_bench_report(_ablation_bench(tmp_path), plots=False)
-    rows = {r["arm"]: r for r in report.results["ablations"]}
+    rows = {r.arm: r.model_dump() for r in report.results.ablations}
     assert set(rows) == {"remedies", "remedies-off"}  # fixed is a baseline, harnessrl changes nothing
     off = rows["remedies-off"]
     assert off["reference"] == "remedies" and off["changes"] == {"evolver.carry_repairs": False}
@@ -512,7 +514,7 @@ def _split(root: Path, moved: str, config: str = "configs/bench-gold.yaml") -> P
 
 def test_a_report_reads_several_bench_folders_as_one(tmp_path):
     root = _ablation_bench(tmp_path)
-    whole = write_bench_report(root, plots=False).results
+    whole = write_bench_report(root, plots=False).results.model_dump()
     other = _split(root, "remedies-off")
     manifest = json.loads((other / "bench.json").read_text())  # a failed attempt at a run the first folder holds
     manifest["runs"] = {"fixed/seed0": {"method": "fixed", "seed": 0, "status": "failed", "run_dir": "gone"}}
@@ -583,7 +585,7 @@ def test_bench_folders_run_from_configs_that_train_the_same_are_one_benchmark(tm
 
 
 def test_a_bench_without_settings_has_no_ablations(gold_bench):
-    assert write_bench_report(gold_bench, plots=False).results["ablations"] == []
+    assert write_bench_report(gold_bench, plots=False).results.ablations == []
 
 
 # --------------------------------------------------------------------------------------- --out, paths, old runs
@@ -627,10 +629,10 @@ def test_missing_training_file_leaves_family_training_figures_out(tmp_path):
         make_gold_run(root, tmp_path / "gone.jsonl", "fixed", seed)
         make_gold_run(root, None, "oracle", seed)
     rep = write_bench_report(root, plots=False)
-    fixed = rep.results["methods"]["fixed"]
+    fixed = rep.results.model_dump()["methods"]["fixed"]
     assert fixed["train_per_family"] == {} and fixed["test_end_per_family"]["lax"]["n"] == 2
-    assert any("could not be read here" in n for n in rep.results["notes"])
-    assert rep.results["comparisons"] == []  # no harness arm; the oracle is no baseline
+    assert any("could not be read here" in n for n in rep.results.notes)
+    assert rep.results.comparisons == []  # no harness arm; the oracle is no baseline
 
 
 def test_runs_graded_without_gold_report_as_before(tmp_path):
@@ -654,7 +656,7 @@ def test_runs_graded_without_gold_report_as_before(tmp_path):
             summary = {"steps": 2, "wall_seconds": 10.0, "accounting": {"rollouts_generated": 8}}
             (run / "summary.json").write_text(json.dumps(summary))
     rep = write_bench_report(root)
-    res = rep.results
+    res = rep.results.model_dump()
     fixed = res["methods"]["fixed"]
     assert fixed["graded_with"] == "rubric" and fixed["test_at_best"]["mean"] == pytest.approx(0.3)
     assert fixed["proxy_test_end"]["mean"] is None and fixed["test_end_per_family"] == {}
@@ -680,7 +682,7 @@ def test_a_run_that_just_started_adds_no_false_notes(tmp_path):
     (started / "config.yaml").write_text(yaml.safe_dump({"method": "oracle", "seed": 1}))
     # its first step's groups are recorded, the step's metrics line not yet
     _jsonl(started / "steps.jsonl", [{"step": 1, "task_id": "a1", "rewards": [0.0] * 4, "flat": True, "mean": 0.0}])
-    res = write_bench_report(root, plots=False).results
+    res = write_bench_report(root, plots=False).results.model_dump()
     notes = " ".join(res["notes"])
     assert "one held-out set" not in notes
     assert "oracle/seed1 (incomplete)" in notes

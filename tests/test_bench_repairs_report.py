@@ -36,6 +36,7 @@ from harnessrl.analysis.decisions import (
 from harnessrl.analysis.per_run import RunData, harness_decisions, trial_costs
 from harnessrl.analysis.plots import PLOTS
 from harnessrl.analysis.report import _markdown, write_bench_report
+from harnessrl.analysis.results_file import BenchResults
 from harnessrl.records import read_jsonl
 from harnessrl.records.events import Event
 from harnessrl.records.run_record import Missing, RunConfigView, RunRecord
@@ -347,8 +348,8 @@ def test_a_reverted_rubric_probation_reaches_only_the_groups_it_graded(tmp_path)
     record = RunRecord(tmp_path, RunConfigView(), (), groups, (), tuple(map(_e, events)), none, none, none)
     run = RunData(method="harnessrl", seed=0, record=record, train_tasks={"a1": {"family": "lax"}})
     lax = run_family_repairs(run)["lax"]
-    assert (lax["first_commit"], lax["probation_commits"], lax["reverts"]) == (3, 1, 1)
-    assert (lax["groups_after_detection"], lax["repaired_groups"]) == (6, 3)
+    assert (lax.first_commit, lax.probation_commits, lax.reverts) == (3, 1, 1)
+    assert (lax.groups_after_detection, lax.repaired_groups) == (6, 3)
     from harnessrl.analysis.report import _seed_repair
 
     assert (
@@ -386,7 +387,7 @@ def test_harness_decisions_and_trial_costs_read_typed_and_legacy_events(repair_b
 
 
 def test_repairs_per_family_first_detection_first_commit_and_reach(repair_bench):
-    res = write_bench_report(repair_bench, plots=False).results
+    res = write_bench_report(repair_bench, plots=False).results.model_dump()
     arm = res["family_repairs"]["harnessrl"]
     assert arm["seeds"] == [0, 1, 2]
     lax, ctrl = arm["families"]["lax"], arm["families"]["ctrl"]
@@ -431,7 +432,7 @@ def test_repairs_per_family_first_detection_first_commit_and_reach(repair_bench)
 
 
 def test_oracle_gap_is_paired_by_seed_overall_and_per_family(repair_bench):
-    res = write_bench_report(repair_bench, plots=False).results
+    res = write_bench_report(repair_bench, plots=False).results.model_dump()
     paired = res["oracle_gap_paired"]
     assert (paired["fixed"], paired["oracle"]) == ("fixed", "oracle")
     end = paired["at"]["test_end"]["harnessrl"]
@@ -483,7 +484,7 @@ def test_clean_variant_lists_every_rubric_commit_as_unnecessary(repair_bench):
         config["data"]["train_rubric"] = "gold"
         cfg.write_text(yaml.safe_dump(config))
     rep = write_bench_report(repair_bench, plots=False)
-    clean = rep.results["unnecessary_commits"]
+    clean = rep.results.model_dump()["unnecessary_commits"]
     rows = {r["seed"]: r for r in clean["runs"]}
     assert clean["fixed"] == "fixed" and list(rows) == [0, 1, 2]
     assert (rows[0]["rubric_commits"], rows[0]["per_family"]) == (1, {"lax": 1})
@@ -510,15 +511,22 @@ def test_clean_variant_lists_every_rubric_commit_as_unnecessary(repair_bench):
 
 
 # --------------------------------------------------------------------------------------- older reports unchanged
-@pytest.mark.parametrize("name", sorted(p.name for p in (REPO / "benchmarks" / "results").glob("bench-gold*")))
+COMMITTED_REPORTS = sorted(
+    p.parent.name
+    for p in (REPO / "benchmarks" / "results").glob("*/results.json")
+    if "runs" in json.loads(p.read_text(encoding="utf-8"))  # a bench report's (other commands write results.json too)
+)
+
+
+@pytest.mark.parametrize("name", COMMITTED_REPORTS)
 def test_committed_reports_render_as_committed(name):
     """Each committed report's results.json renders to its committed results.md: the tables the repairs
     sections were added beside are unchanged (the raw runs are not in the repository, so the reports cannot be
     regenerated from them; their results.json have none of the new keys, so no new section shows)."""
     folder = REPO / "benchmarks" / "results" / name
     results = json.loads((folder / "results.json").read_text(encoding="utf-8"))
-    results.setdefault("bench_dirs", [results["bench_dir"]])  # reports made before several folders were read
-    assert _markdown(results) == (folder / "results.md").read_text(encoding="utf-8")
+    # read as a report reads its own (reports made before several folders were read name one, in bench_dir)
+    assert _markdown(BenchResults.read(results, str(folder))) == (folder / "results.md").read_text(encoding="utf-8")
 
 
 def test_the_demo_runs_events_give_the_decisions_they_gave_before_the_typed_reader():

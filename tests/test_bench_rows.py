@@ -127,7 +127,7 @@ def test_a_method_only_in_rows_is_drawn_in_the_per_family_gold_plot(benches, mon
     monkeypatch.setattr(
         plots,
         "_row_line",
-        lambda ax, points, c, label: (drawn.append((label, [p["step"] for p in points])), real(ax, points, c, label)),
+        lambda ax, points, c, label: (drawn.append((label, [p.step for p in points])), real(ax, points, c, label)),
     )
     args = ["bench", "report", "--dir", str(benches["harness"]), "--rows", str(benches["rows"])]
     result = cli.invoke(app, [*args, "--rows-methods", "fixed", "--out", str(benches["out"])])
@@ -193,14 +193,14 @@ def test_a_row_that_does_not_fit_the_figures_model_is_refused_naming_the_file_an
 def test_rows_alone_note_what_they_lack(benches):
     _edit(benches["rows"], lambda d: [r.pop("trial_costs") for r in d["runs"]])  # a report from before trial costs
     rep = write_bench_report([], out=benches["out"], rows=[benches["rows"]])
-    notes = rep.results["notes"]
-    assert rep.results["methods"]["harnessrl"]["seeds"] == [0, 1, 2] and rep.plots == {}
+    notes = rep.results.notes
+    assert rep.results.methods["harnessrl"].seeds == [0, 1, 2] and rep.plots == {}
     assert "Not in the rows of harnessrl seeds 0, 1, 2: their trial costs by remedy." in notes
     assert any(
         n.startswith("Not in the rows of harnessrl seeds 0, 1, 2: their events and trained groups") for n in notes
     )
     assert "No plots: they are drawn from the runs' own files, and no bench folder was given." in notes
-    assert rep.results["family_repairs"] == {}  # from events: none without the run folders
+    assert rep.results.family_repairs == {}  # from events: none without the run folders
     assert rep.markdown.read_text().startswith(
         f"# Benchmark results\n\nRun rows taken as they are from the committed report `{benches['rows']}`"
     )
@@ -223,7 +223,7 @@ def test_the_committed_gold_reports_rows_reproduce_its_tables(tmp_path):
     committed = REPO / "benchmarks" / "results" / "bench-gold"
     before = json.loads((committed / "results.json").read_text())
     rep = write_bench_report([], plots=False, out=tmp_path, rows=[committed / "results.json"])
-    after = rep.results
+    after = rep.results.model_dump()
     assert list(after["methods"]) == list(before["methods"])
     newer = ("test_at_best_se", "test_end_se")  # figures the committed report predates: its rows have none
     for method, agg in before["methods"].items():

@@ -11,6 +11,7 @@ from __future__ import annotations
 from helpers import record_group, rule_based_point
 
 from harnessrl.agents.rule_based import RuleBasedChatModel
+from harnessrl.analysis.aggregates import MethodAggregate
 from harnessrl.analysis.results import is_harness_arm, is_oracle, oracle_method, plain_oracle
 from harnessrl.critic.trials import FrozenPolicyTrials
 from harnessrl.data import Task
@@ -247,12 +248,7 @@ def test_reference_terms_skip_what_the_prompt_names_and_what_every_rollout_says(
 
 
 def test_the_oracle_that_bounds_the_harness_is_the_one_trained_with_its_own_trainer():
-    agg = {
-        "fixed": {"trainer_method": "fixed"},
-        "oracle": {"trainer_method": "oracle"},
-        "oracle-harness": {"trainer_method": "oracle-harness"},
-        "harnessrl": {"trainer_method": "harnessrl"},
-    }
+    agg = {m: MethodAggregate(trainer_method=m) for m in ("fixed", "oracle", "oracle-harness", "harnessrl")}
     assert is_oracle("oracle", agg) and is_oracle("oracle-harness", agg) and not is_harness_arm("oracle-harness", agg)
     assert is_harness_arm("harnessrl", agg) and oracle_method(agg) == "oracle-harness" and not plain_oracle(agg)
     del agg["oracle-harness"]

@@ -74,6 +74,10 @@ class TrialCost(_Figures):
     judge_calls: float = Field(0, description="Judge calls they made.")
     seconds: float = Field(0, description="Seconds they took.")
 
+    def plus(self, other: TrialCost) -> TrialCost:
+        """The two summed, field by field (as counted: a count that was never a float stays an int)."""
+        return TrialCost.model_construct(**{k: getattr(self, k) + getattr(other, k) for k in TrialCost.model_fields})
+
 
 class RunFigures(_Figures):
     """One run's figures, in the order ``results.json`` writes them (None where the run does not record one)."""
@@ -147,16 +151,20 @@ class RunFigures(_Figures):
     test_at_equal_rollouts: float | None = Field(None, description="The test score there.")
     proxy_test_at_equal_rollouts: float | None = Field(None, description="The proxy score there.")
     # a row of a committed report
-    rows_from: str | None = Field(None, description="The results.json a row was taken from (None: read from a run).")
+    rows_from: str | None = Field(
+        None,
+        exclude_if=lambda v: v is None,
+        description="The results.json a row was taken from (None: read from a run; then not written).",
+    )
     missing: list[str] = Field(
         default_factory=list,
         exclude=True,
         description="The figures the row's report was written before (None here: not recorded).",
     )
 
-    def to_row(self) -> dict[str, Any]:
+    def to_row(self) -> dict[str, object]:
         """The row ``results.json`` writes (``rows_from`` only for a row taken from a committed report)."""
-        return self.model_dump(mode="python", exclude=None if self.rows_from is not None else {"rows_from"})
+        return self.model_dump(mode="python")
 
     @classmethod
     def from_row(cls, row: Any, source: str, index: int) -> RunFigures:

@@ -19,10 +19,14 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harnessrl.analysis.decisions import UpdateEvent, changed_tasks
 from harnessrl.errors import HarnessRLError
+
+if TYPE_CHECKING:
+    from harnessrl.data.schema import Task
+    from harnessrl.records.run_record import RunConfigView
 
 __all__ = ["MISFIRES", "misfire_counts"]
 
@@ -33,13 +37,13 @@ MISFIRES = ("guidance_toward_suspect", "retired_unmet_reference", "stated_check_
 
 
 @functools.lru_cache(maxsize=16)
-def _tasks(path: str, mtime: float, fmt: str, domain: str | None) -> dict[str, Any]:
+def _tasks(path: str, mtime: float, fmt: str, domain: str | None) -> dict[str, Task]:
     from harnessrl.data import load_tasks
 
     return {t.id: t for t in load_tasks(path, fmt, default_domain=domain)}  # type: ignore[arg-type]
 
 
-def _run_tasks(config: Any) -> dict[str, Any] | None:
+def _run_tasks(config: RunConfigView) -> dict[str, Task] | None:
     from harnessrl.data import data_path
 
     try:
@@ -54,7 +58,7 @@ def _norm(text: str) -> str:
     return " ".join(str(text).lower().rstrip(".").split())
 
 
-def _exact_suspects(task: Any) -> set[str]:
+def _exact_suspects(task: Task) -> set[str]:
     """The texts of the task's version-0 criteria whose exact check its reference answer fails (positive) or commits."""
     ref = task.reference_answer
     if not ref:
@@ -66,7 +70,11 @@ def _exact_suspects(task: Any) -> set[str]:
     return out
 
 
-def _added(update: Mapping[str, Any], task_id: str) -> list[dict[str, Any]]:
+Criterion = Mapping[str, Any]
+"""A criterion a rubric edit adds, as its event carries it (``id``, ``text``, ``check``, ...)."""
+
+
+def _added(update: Mapping[str, Any], task_id: str) -> list[Criterion]:
     """The criteria a rubric edit adds to ``task_id`` (its own ``add``, or its cover's instance)."""
     if update.get("task_id") == task_id:
         return [c for c in update.get("add") or [] if isinstance(c, dict)]
@@ -86,7 +94,7 @@ def misfire_counts(run: Any) -> dict[str, int] | None:
         return None
     counts = dict.fromkeys(MISFIRES, 0)
     suspects = {tid: _exact_suspects(t) for tid, t in tasks.items()}
-    added: dict[str, list[dict[str, Any]]] = {tid: [] for tid in tasks}  # criteria rubric commits added so far
+    added: dict[str, list[Criterion]] = {tid: [] for tid in tasks}  # criteria rubric commits added so far
     commits: dict[str, Mapping[str, Any]] = {}
     for e in run.record.events_of("reference_check", "commit", "revert"):
         data = e.model_dump()

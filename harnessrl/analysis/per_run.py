@@ -12,13 +12,14 @@ import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from harnessrl.analysis.decisions import Trial, Update, UpdateEvent, Verdict, changed_tasks, refusal_kind
 from harnessrl.analysis.figures import CurvePoint, FamilyDecisions, RunFigures, TrainFamily, TrialCost
 from harnessrl.analysis.misfires import misfire_counts
 from harnessrl.detection.config import FLAT_HIGH, FLAT_LOW
 from harnessrl.errors import HarnessRLError
+from harnessrl.records.bench_files import ManifestRun
 from harnessrl.records.run_record import EvalRow, Missing, RunConfigView, RunRecord, Scores, finite_number
 
 __all__ = [
@@ -42,14 +43,18 @@ DETECTOR_DEFAULTS = {"low": FLAT_LOW, "high": FLAT_HIGH}
 ``low`` is uniformly low, above ``high`` uniformly high (as the trainer splits them)."""
 
 
+TaskMetadata = dict[str, object]
+"""A training task's ``metadata`` (``family``, ``failure``, ...: whatever its data file gives)."""
+
+
 @functools.lru_cache(maxsize=32)
-def _tasks_of_file(path: str, mtime: float, fmt: str, domain: str | None) -> dict[str, tuple[str, dict[str, Any]]]:
+def _tasks_of_file(path: str, mtime: float, fmt: str, domain: str | None) -> dict[str, tuple[str, TaskMetadata]]:
     from harnessrl.data import load_tasks
 
     return {t.id: (t.domain, dict(t.metadata)) for t in load_tasks(path, fmt, default_domain=domain)}  # type: ignore[arg-type]
 
 
-def _training_tasks(config: RunConfigView) -> dict[str, tuple[str, dict[str, Any]]]:
+def _training_tasks(config: RunConfigView) -> dict[str, tuple[str, TaskMetadata]]:
     """Task id -> (domain, ``metadata``) of a run's training tasks (its config's ``data.train``), ``{}``
     when the file is not there or not readable (the run's per-family training figures are then n/a)."""
     from harnessrl.data import data_path
@@ -76,21 +81,21 @@ class RunData:
     method: str
     seed: int
     record: RunRecord
-    manifest: dict[str, Any] = field(default_factory=dict)
-    train_tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    manifest: ManifestRun = field(default_factory=ManifestRun)
+    train_tasks: dict[str, TaskMetadata] = field(default_factory=dict)
     """Task id -> metadata of the run's training tasks (``{}``: the file is not readable here)."""
     train_domains: dict[str, str] = field(default_factory=dict)
     """Task id -> domain of the run's training tasks (what a guidance of scope ``domain`` changes)."""
 
     @classmethod
-    def read(cls, path: Path, method: str, seed: int, manifest: dict[str, Any] | None = None) -> RunData:
+    def read(cls, path: Path, method: str, seed: int, manifest: ManifestRun | None = None) -> RunData:
         record = RunRecord.load(path)
         tasks = _training_tasks(record.config)
         return cls(
             method=method,
             seed=seed,
             record=record,
-            manifest=manifest or {},
+            manifest=manifest or ManifestRun(),
             train_tasks={tid: meta for tid, (_, meta) in tasks.items()},
             train_domains={tid: str(dom) for tid, (dom, _) in tasks.items()},
         )
@@ -132,7 +137,7 @@ class RunData:
         kinds = {e.graded_with for e in self.eval_rows("test") + self.eval_rows("validation")}
         return kinds.pop() if len(kinds) == 1 else ("mixed" if kinds else None)
 
-    def family_of(self, task_id: Any) -> str | None:
+    def family_of(self, task_id: object) -> str | None:
         """A training task's ``metadata.family`` (None: unknown task, or no family)."""
         family = self.train_tasks.get(str(task_id), {}).get("family")
         return str(family) if family is not None else None
@@ -173,7 +178,26 @@ def _spent_at(spent: Sequence[tuple[int, float]], step: int) -> float:
     return before[-1] if before else 0.0
 
 
-def _gold_figures(run: RunData, test: list[EvalRow], best_row: EvalRow | None) -> dict[str, Any]:
+class _GoldFigures(TypedDict):
+    """The figures of :class:`~harnessrl.analysis.figures.RunFigures` :func:`_gold_figures` gives."""
+
+    graded_with: str | None
+    test_at_best_per_family: dict[str, float]
+    test_end_per_family: dict[str, float]
+    test_start_per_family: dict[str, float]
+    proxy_test_at_best: float | None
+    proxy_test_at_best_per_family: dict[str, float]
+    proxy_test_end: float | None
+    proxy_test_end_per_family: dict[str, float]
+    proxy_test_start: float | None
+    proxy_test_start_per_family: dict[str, float]
+    clipped_share_end: float | None
+    clipped_per_family_end: dict[str, float]
+    test_curve: list[CurvePoint]
+    test_per_task: dict[int, dict[str, float]]
+
+
+def _gold_figures(run: RunData, test: list[EvalRow], best_row: EvalRow | None) -> _GoldFigures:
     """Per-family main scores, the proxy beside them, the test curve, and the eval's clipped share."""
     end = test[-1] if test else None
     start = test[0] if test and test[0].step == 0 else None
@@ -205,7 +229,12 @@ def _gold_figures(run: RunData, test: list[EvalRow], best_row: EvalRow | None) -
     }
 
 
-def _training_family_figures(run: RunData) -> dict[str, Any]:
+class _TrainingFigures(TypedDict):
+    train_per_family: dict[str, TrainFamily]
+    train_clipped_share: float | None
+
+
+def _training_family_figures(run: RunData) -> _TrainingFigures:
     """From ``steps.jsonl``, per training-task family: groups drawn, the share of them flat and uniformly
     low / high (mean below ``harness.detectors.low`` / above ``high``), and the share of completions cut
     at ``grpo.max_completion_length``; and the clipped share over all groups."""
@@ -273,7 +302,7 @@ def harness_decisions(run: RunData) -> dict[str, FamilyDecisions]:
     trials: dict[str | None, Trial] = {}  # each candidate's latest trial so far (a pending one is tried again)
     out: dict[str, FamilyDecisions] = {}
 
-    def entries(tasks: Iterable[Any]) -> list[FamilyDecisions]:
+    def entries(tasks: Iterable[object]) -> list[FamilyDecisions]:
         fams = dict.fromkeys(family_of.get(str(t), str(t)) for t in tasks) or {"None": None}
         return [out.setdefault(fam, FamilyDecisions()) for fam in fams]
 
@@ -304,32 +333,58 @@ def _best(run: RunData, test: list[EvalRow]) -> tuple[int | None, float | None, 
     return best.step, best.overall, next((e for e in test if e.step == best.step), None)
 
 
-def _totals(run: RunData) -> dict[str, Any]:
+class _Totals(TypedDict):
+    """The figures of :class:`~harnessrl.analysis.figures.RunFigures` :func:`_totals` gives."""
+
+    rollouts_generated: float | None
+    rollouts_discarded: float | None
+    rollouts_trial: float | None
+    judge_calls: float | None
+    rollouts_spent: float | None
+    effective_group_ratio: float | None
+    wall_seconds: float | None
+    harness_overhead_seconds: float | None
+    harness_overhead_share: float | None
+    steps: int | None
+
+
+def _totals(run: RunData) -> _Totals:
     """The run's totals (its summary's accounting), the bench's wall time, and the harness's share of it."""
     # the bench's own measure of the run, over all its attempts (0 while a run goes: not measured yet)
-    summary, bench_wall = run.record.summary, finite_number(run.manifest.get("wall_seconds")) or None
+    summary, bench_wall = run.record.summary, finite_number(run.manifest.wall_seconds) or None
     if isinstance(summary, Missing):  # no totals before the run ends; the steps logged so far
-        unrecorded = (*TOTALS, "rollouts_spent", "effective_group_ratio", "harness_overhead_seconds")
-        return {**dict.fromkeys(unrecorded), "wall_seconds": bench_wall, "harness_overhead_share": None,
-                "steps": run.record.last_step}  # fmt: skip
+        return _Totals(
+            rollouts_generated=None,
+            rollouts_discarded=None,
+            rollouts_trial=None,
+            judge_calls=None,
+            rollouts_spent=None,
+            effective_group_ratio=None,
+            wall_seconds=bench_wall,
+            harness_overhead_seconds=None,
+            harness_overhead_share=None,
+            steps=run.record.last_step,
+        )
     acc = summary.accounting
     # wall time: what the bench measured (the trainer's own figure for a run the bench did not time); the overhead
     # share is the trainer's, within the processes that measured it
-    wall = bench_wall or summary.wall_seconds
     overhead = acc.harness_overhead_seconds
-    return {
-        **acc.model_dump(include=set(TOTALS)),
-        "rollouts_spent": acc.rollouts_generated + (acc.rollouts_trial or 0.0)
+    return _Totals(
+        rollouts_generated=acc.rollouts_generated,
+        rollouts_discarded=acc.rollouts_discarded,
+        rollouts_trial=acc.rollouts_trial,
+        judge_calls=acc.judge_calls,
+        rollouts_spent=acc.rollouts_generated + (acc.rollouts_trial or 0.0)
         if acc.rollouts_generated is not None
         else None,
-        "effective_group_ratio": acc.effective_group_ratio,
-        "wall_seconds": wall,
-        "harness_overhead_seconds": overhead,
-        "harness_overhead_share": overhead / summary.wall_seconds
+        effective_group_ratio=acc.effective_group_ratio,
+        wall_seconds=bench_wall or summary.wall_seconds,
+        harness_overhead_seconds=overhead,
+        harness_overhead_share=overhead / summary.wall_seconds
         if overhead is not None and summary.wall_seconds
         else None,
-        "steps": summary.steps,
-    }
+        steps=summary.steps,
+    )
 
 
 def run_figures(run: RunData) -> RunFigures:
@@ -344,7 +399,7 @@ def run_figures(run: RunData) -> RunFigures:
         seed=run.seed,
         path=str(run.path),
         complete=record.ended,
-        status=run.manifest.get("status") or ("done" if record.ended else "incomplete"),
+        status=run.manifest.status or ("done" if record.ended else "incomplete"),
         trainer_method=record.config.method,
         max_steps=float(record.config.grpo.max_steps) if record.config.grpo.max_steps is not None else None,
         split="validation/test" if run.has_split else "held-out (one set both chooses and reports)",

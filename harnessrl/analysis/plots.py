@@ -13,10 +13,11 @@ import logging
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
+from harnessrl.analysis.aggregates import Aggregates
 from harnessrl.analysis.decisions import Verdict
 from harnessrl.analysis.results import FIXED_METHOD, RunData, _reference, is_harness_arm, oracle_method
+from harnessrl.analysis.results_file import ArmRepairs, FamilyCurvePoint, FamilyCurves
 from harnessrl.interfaces.registry import interface_classes
 
 __all__ = ["PLOTS", "write_plots"]
@@ -57,7 +58,11 @@ def _int_ticks():
     return MaxNLocator(integer=True, min_n_ticks=1)  # one evaluated step so far: tick it, not fractions
 
 
-def _colours(methods: Sequence[str]) -> dict[str, Any]:
+Colour = tuple[float, float, float, float]
+"""A method's line colour (RGBA, from matplotlib's tab10)."""
+
+
+def _colours(methods: Sequence[str]) -> dict[str, Colour]:
     import matplotlib
 
     cmap = matplotlib.colormaps["tab10"]
@@ -75,10 +80,10 @@ def _mean_line(ax, series: Sequence[Sequence[tuple[int, float]]], colour, label:
     _line_with_band(ax, steps, mean, std if len(series) >= 2 else None, colour, label, linestyle, marker)
 
 
-def _row_line(ax, points: Sequence[dict[str, Any]], colour, label: str) -> None:
+def _row_line(ax, points: Sequence[FamilyCurvePoint], colour, label: str) -> None:
     """A method's curve from committed rows (mean and std at each step they have, step 0 and the end), dashed."""
-    steps, mean = [p["step"] for p in points], [p["mean"] for p in points]
-    _line_with_band(ax, steps, mean, [p.get("std") or 0.0 for p in points], colour, label, "--", "s")
+    steps, mean = [p.step for p in points], [p.mean or 0.0 for p in points]
+    _line_with_band(ax, steps, mean, [p.std or 0.0 for p in points], colour, label, "--", "s")
 
 
 def _line_with_band(
@@ -149,7 +154,7 @@ def _effective(plt, runs, methods, colours, path: Path) -> None:
     _save(plt, fig, path)
 
 
-def _zero_std(plt, runs, methods, colours, agg: dict[str, Any], path: Path) -> None:
+def _zero_std(plt, runs, methods, colours, agg: Aggregates, path: Path) -> None:
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
     _curves(
         axes[0],
@@ -170,8 +175,8 @@ def _zero_std(plt, runs, methods, colours, agg: dict[str, Any], path: Path) -> N
         "share of groups",
     )
     ax = axes[2]
-    low = [agg[m]["zero_std_all_low"]["mean"] for m in methods]
-    high = [agg[m]["zero_std_all_high"]["mean"] for m in methods]
+    low = [agg[m].zero_std_all_low.mean for m in methods]
+    high = [agg[m].zero_std_all_high.mean for m in methods]
     if any(v is not None for v in low + high):
         lo = [v or 0.0 for v in low]
         hi = [v or 0.0 for v in high]
@@ -284,7 +289,7 @@ def _family_grid(plt, families: Sequence[str]):
 
 def _save_with_legend_below(plt, fig, axes, path: Path, title: str) -> None:
     """One legend under the panels with every line any panel has (labels without their panel's counts)."""
-    legend: dict[str, Any] = {}
+    legend: dict[str, object] = {}  # label -> its line's handle
     for ax in axes.flat:
         for h, label in zip(*ax.get_legend_handles_labels(), strict=True):
             legend.setdefault(label.split(" (n=")[0], h)
@@ -321,7 +326,7 @@ def _gold_vs_proxy_per_family(plt, runs, methods, colours, path: Path) -> None:
 
 
 def _gold_per_family(
-    plt, runs, agg: dict[str, Any], colours, repairs: dict[str, Any], path: Path, curves: dict[str, Any]
+    plt, runs, agg: Aggregates, colours, repairs: dict[str, ArmRepairs], path: Path, curves: FamilyCurves
 ) -> None:
     """Per family, the main test score (gold where graded with gold) of fixed, the oracle and each harness arm,
     with each arm's seed-mean first commit on the family marked (dotted line); a method whose seeds are committed
@@ -345,12 +350,12 @@ def _gold_per_family(
             if series:
                 _mean_line(ax, series, colours[m], f"{m} (n={len(series)})")
                 drawn = True
-            elif points := [p for p in (curves.get(fam) or {}).get(m) or [] if p.get("mean") is not None]:
-                _row_line(ax, points, colours[m], f"{m} (committed rows, n={max(p['n'] for p in points)})")
+            elif points := [p for p in (curves.get(fam) or {}).get(m) or [] if p.mean is not None]:
+                _row_line(ax, points, colours[m], f"{m} (committed rows, n={max(p.n for p in points)})")
                 drawn = True
-            first = (((repairs.get(m) or {}).get("families") or {}).get(fam) or {}).get("first_commit") or {}
-            if first.get("mean") is not None:
-                ax.axvline(first["mean"], color=colours[m], ls=":", lw=1.2, label=f"{m} first commit")
+            family = repairs[m].families.get(fam) if m in repairs else None
+            if family is not None and family.first_commit.mean is not None:
+                ax.axvline(family.first_commit.mean, color=colours[m], ls=":", lw=1.2, label=f"{m} first commit")
         if not drawn:
             _empty(ax, "not recorded")
         ax.set_title(fam)
@@ -362,7 +367,7 @@ def _gold_per_family(
     _save_with_legend_below(plt, fig, axes, path, f"{title}, mean ± std over seeds")
 
 
-def timeline_run(runs: Sequence[RunData], agg: dict[str, Any]) -> RunData | None:
+def timeline_run(runs: Sequence[RunData], agg: Aggregates) -> RunData | None:
     """The run whose decisions the timeline shows: the first harness arm's lowest seed that made any."""
     arms = sorted(agg, key=lambda m: not is_harness_arm(m, agg))
     for m in arms:
@@ -422,10 +427,10 @@ def _timeline(plt, run: RunData | None, path: Path) -> None:
 
 def write_plots(
     runs: Sequence[RunData],
-    agg: dict[str, Any],
+    agg: Aggregates,
     out_dir: str | Path,
-    repairs: dict[str, Any] | None = None,
-    curves: dict[str, Any] | None = None,
+    repairs: dict[str, ArmRepairs] | None = None,
+    curves: FamilyCurves | None = None,
 ) -> dict[str, Path]:
     """Every bench plot into ``out_dir``; returns plot name -> path. ``repairs``: the per-family repair figures
     (:func:`~harnessrl.analysis.repairs.family_repairs`) whose first commits the per-family gold plot marks;

@@ -22,8 +22,8 @@ commit as an unnecessary one (:func:`unnecessary_commits`), beside the run's sco
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
+from harnessrl.analysis.aggregates import Aggregates, Number, stat
 from harnessrl.analysis.decisions import UpdateEvent, Verdict, audit_tasks, changed_tasks
 from harnessrl.analysis.figures import RunFigures
 from harnessrl.analysis.results import (
@@ -33,7 +33,20 @@ from harnessrl.analysis.results import (
     _reference,
     is_harness_arm,
     oracle_method,
-    stat,
+)
+from harnessrl.analysis.results_file import (
+    ArmRepairs,
+    CleanArm,
+    CleanRun,
+    CommitRow,
+    FamilyCurvePoint,
+    FamilyCurves,
+    FamilyRepair,
+    FamilyRepairStats,
+    PairedGap,
+    PairedShare,
+    ShareCells,
+    UnnecessaryCommits,
 )
 from harnessrl.interfaces.rubric import RubricCriteria
 from harnessrl.records.run_record import GroupRow, finite_number
@@ -102,7 +115,7 @@ def _repaired(group: GroupRow, in_force: dict[str, list[tuple[int, bool]]]) -> b
     return rubric or (group.guided or 0) > 0
 
 
-def run_family_repairs(run: RunData) -> dict[str, dict[str, Any]]:
+def run_family_repairs(run: RunData) -> dict[str, FamilyRepair]:
     """One run's repair figures per family (None where the run has none: no detection, no commit).
 
     Per family: ``first_detection`` (step) and ``detected_by``; ``first_commit`` (its ``applies_from_step``),
@@ -114,7 +127,7 @@ def run_family_repairs(run: RunData) -> dict[str, dict[str, Any]]:
     commits = run.commits()
     reverts = [UpdateEvent.parse(e) for e in run.record.events_of("revert")]
     in_force = _rubric_in_force(run)
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, FamilyRepair] = {}
     for fam, tasks in _families(run).items():
         detected, by = _detections(run, tasks)
         mine = [c for c in commits if _touches(c, tasks, run.train_domains)]
@@ -126,67 +139,71 @@ def run_family_repairs(run: RunData) -> dict[str, dict[str, Any]]:
         groups = [g for g in run.record.groups if g.task_id in tasks]
         after = [g for g in groups if detected is not None and g.step > detected]
         repaired = sum(_repaired(g, in_force) for g in after)
-        out[fam] = {
-            "first_detection": detected,
-            "detected_by": by,
-            "first_commit": first.applies_from_step if first else None,
-            "first_commit_name": first.name if first else None,
-            "first_commit_by_interface": by_interface,
-            "commits": len(mine),
-            "rubric_commits": sum(c.interface == RUBRIC_INTERFACE for c in mine),
-            "probation_commits": sum(c.probation for c in mine),
-            "reverts": sum(bool(_touches(r, tasks, run.train_domains)) for r in reverts),
-            "groups": len(groups),
-            "groups_after_detection": len(after) if detected is not None else None,
-            "repaired_groups": repaired if detected is not None else None,
-            "reach": repaired / len(after) if after else None,
-        }
+        out[fam] = FamilyRepair(
+            first_detection=detected,
+            detected_by=by,
+            first_commit=first.applies_from_step if first else None,
+            first_commit_name=first.name if first else None,
+            first_commit_by_interface=by_interface,
+            commits=len(mine),
+            rubric_commits=sum(c.interface == RUBRIC_INTERFACE for c in mine),
+            probation_commits=sum(c.probation for c in mine),
+            reverts=sum(bool(_touches(r, tasks, run.train_domains)) for r in reverts),
+            groups=len(groups),
+            groups_after_detection=len(after) if detected is not None else None,
+            repaired_groups=repaired if detected is not None else None,
+            reach=repaired / len(after) if after else None,
+        )
     return out
 
 
 # ------------------------------------------------------------------------------------------ over seeds
-def family_repairs(runs: Sequence[RunData], agg: dict[str, Any]) -> dict[str, Any]:
+def family_repairs(runs: Sequence[RunData], agg: Aggregates) -> dict[str, ArmRepairs]:
     """Per harness arm, per family: :data:`REPAIR_FIGURES` as mean ± std over the seeds that have them, and
     every seed's :func:`run_family_repairs` (``per_seed``); ``failure``: the family's injected failure."""
-    out: dict[str, Any] = {}
+    out: dict[str, ArmRepairs] = {}
     for arm in (m for m in agg if is_harness_arm(m, agg)):
         per_seed = {str(r.seed): run_family_repairs(r) for r in sorted(runs, key=lambda r: r.seed) if r.method == arm}
         families = sorted({f for fams in per_seed.values() for f in fams})
         if not families:
             continue
-        failure = agg[arm].get("family_failure") or {}
-        out[arm] = {
-            "seeds": [int(s) for s in per_seed],
-            "families": {fam: _over_seeds(per_seed, fam, failure.get(fam)) for fam in families},
-        }
+        failure = agg[arm].family_failure
+        out[arm] = ArmRepairs(
+            seeds=[int(s) for s in per_seed],
+            families={fam: _over_seeds(per_seed, fam, failure.get(fam)) for fam in families},
+        )
     return out
 
 
-def _over_seeds(per_seed: dict[str, dict[str, dict[str, Any]]], fam: str, failure: str | None) -> dict[str, Any]:
+def _over_seeds(per_seed: dict[str, dict[str, FamilyRepair]], fam: str, failure: str | None) -> FamilyRepairStats:
     """One family's repair figures over the seeds: mean ± std of each, the seeds that committed, every seed's."""
     mine = {s: f[fam] for s, f in per_seed.items() if fam in f}
-    return {
-        "failure": failure,
-        **{k: stat([f.get(k) for f in mine.values()]) for k in REPAIR_FIGURES},
-        "seeds_with_commit": sum(f.get("first_commit") is not None for f in mine.values()),
-        "per_seed": mine,
-    }
+    return FamilyRepairStats(
+        failure=failure,
+        **{k: stat([f.figure(k) for f in mine.values()]) for k in REPAIR_FIGURES},
+        seeds_with_commit=sum(f.first_commit is not None for f in mine.values()),
+        per_seed=mine,
+    )
 
 
 GAP_SCORES = ("test_at_best", "test_end")
 """The test scores whose oracle-gap share is paired by seed."""
 
 
-def _seed_share(agg: dict[str, Any], method: str, ref: tuple[str, str], seed: str, key: str, fam: str | None):
+def _seed_share(
+    agg: Aggregates, method: str, ref: tuple[str, str], seed: str, key: str, fam: str | None
+) -> tuple[float | None, Number | None]:
     """One seed's (method - fixed) / (oracle - fixed) and its gap; the share is None where the gap is below
     :data:`MIN_ORACLE_GAP` or a score is missing."""
     fixed, oracle = ref
 
-    def score(m: str) -> float | None:
-        row = agg[m]["per_seed"].get(seed) or {}
-        return (
-            finite_number(row.get(key)) if fam is None else finite_number((row.get(f"{key}_per_family") or {}).get(fam))
-        )
+    def score(m: str) -> Number | None:
+        row = agg[m].per_seed.get(seed)
+        if row is None:
+            return None
+        if fam is None:
+            return finite_number(getattr(row, key))
+        return finite_number((getattr(row, f"{key}_per_family") or {}).get(fam))
 
     m, f, o = score(method), score(fixed), score(oracle)
     gap = o - f if o is not None and f is not None else None
@@ -194,36 +211,39 @@ def _seed_share(agg: dict[str, Any], method: str, ref: tuple[str, str], seed: st
     return share, gap
 
 
-def _paired_share(agg: dict[str, Any], method: str, ref: tuple[str, str], key: str, fam: str | None) -> dict:
-    seeds = sorted(set(agg[method]["per_seed"]) & set(agg[ref[0]]["per_seed"]) & set(agg[ref[1]]["per_seed"]), key=int)
-    shares, gaps = {}, {}
+def _paired_share(agg: Aggregates, method: str, ref: tuple[str, str], key: str, fam: str | None) -> PairedShare:
+    seeds = sorted(set(agg[method].per_seed) & set(agg[ref[0]].per_seed) & set(agg[ref[1]].per_seed), key=int)
+    shares: dict[str, float | None] = {}
+    gaps: dict[str, Number | None] = {}
     for s in seeds:
         shares[s], gaps[s] = _seed_share(agg, method, ref, s, key, fam)
-    cell = stat(list(shares.values()))
-    cell["per_seed"] = shares
-    cell["gap_per_seed"] = gaps
-    cell["seeds_without_gap"] = [s for s in seeds if gaps[s] is not None and gaps[s] < MIN_ORACLE_GAP]
-    return cell
+    return PairedShare(
+        **dict(stat(list(shares.values()))),
+        per_seed=shares,
+        gap_per_seed=gaps,
+        seeds_without_gap=[s for s in seeds if (g := gaps[s]) is not None and g < MIN_ORACLE_GAP],
+    )
 
 
-def oracle_gap_paired(agg: dict[str, Any]) -> dict[str, Any] | None:
+def oracle_gap_paired(agg: Aggregates) -> PairedGap | None:
     """The share of the fixed→oracle gap each method closes, paired by seed: per seed (and per family) the
     ratio (method − fixed) / (oracle − fixed) of that seed's gold test scores, at the best-validation
     checkpoint and at the end, over the seeds where the oracle is at least :data:`MIN_ORACLE_GAP` ahead (the
     others are listed in ``seeds_without_gap``); mean ± std over those seeds. None without both a ``fixed``
     and an ``oracle`` method graded with gold."""
     oracle, fixed = oracle_method(agg), _reference(agg, FIXED_METHOD)
-    if oracle is None or fixed is None or any(agg[m].get("graded_with") != "gold" for m in (oracle, fixed)):
+    if oracle is None or fixed is None or any(agg[m].graded_with != "gold" for m in (oracle, fixed)):
         return None
     others = [m for m in agg if m not in (oracle, fixed)]
-    out: dict[str, Any] = {"fixed": fixed, "oracle": oracle, "min_gap": MIN_ORACLE_GAP, "at": {}}
+    out = PairedGap(fixed=fixed, oracle=oracle, min_gap=MIN_ORACLE_GAP)
     for key in GAP_SCORES:
-        families = sorted(set(agg[oracle][f"{key}_per_family"]) | set(agg[fixed][f"{key}_per_family"]))
-        out["at"][key] = {
-            m: {
-                "overall": _paired_share(agg, m, (fixed, oracle), key, None),
-                "per_family": {fam: _paired_share(agg, m, (fixed, oracle), key, fam) for fam in families},
-            }
+        where = f"{key}_per_family"
+        families = sorted(set(agg[oracle].per_group(where)) | set(agg[fixed].per_group(where)))
+        out.at[key] = {
+            m: ShareCells(
+                overall=_paired_share(agg, m, (fixed, oracle), key, None),
+                per_family={fam: _paired_share(agg, m, (fixed, oracle), key, fam) for fam in families},
+            )
             for m in others
         }
     return out
@@ -239,9 +259,7 @@ def _row_family_scores(row: RunFigures) -> dict[int, dict[str, float | None]]:
     return out
 
 
-def family_curves(
-    runs: Sequence[RunData], agg: dict[str, Any], rows: Sequence[RunFigures] = ()
-) -> dict[str, dict[str, list[dict[str, Any]]]]:
+def family_curves(runs: Sequence[RunData], agg: Aggregates, rows: Sequence[RunFigures] = ()) -> FamilyCurves:
     """Per family, per method (fixed, the oracle, each harness arm): the family's test score (gold where the
     runs are graded with gold) at each evaluation step, mean ± std over the seeds evaluated there; ``rows``
     (committed reports' run figures, :mod:`~harnessrl.analysis.rows`) count at step 0 and at the end only."""
@@ -259,7 +277,7 @@ def family_curves(
                     values.setdefault(str(fam), {}).setdefault(method, {}).setdefault(step, []).append(v)
     return {
         fam: {
-            m: [{"step": s, **stat(by_step[s])} for s in sorted(by_step)]
+            m: [FamilyCurvePoint(step=s, **dict(stat(by_step[s]))) for s in sorted(by_step)]
             for m in methods
             if (by_step := per_method.get(m))
         }
@@ -274,18 +292,30 @@ def is_clean_run(run: RunData) -> bool:
     return run.record.config.data.train_rubric == "gold"
 
 
-def _commit_row(run: RunData, c: UpdateEvent) -> dict[str, Any]:
+def _commit_row(run: RunData, c: UpdateEvent) -> CommitRow:
     tasks = changed_tasks(c, run.train_domains)
-    return {
-        "step": c.applies_from_step,
-        "remedy": c.name,
-        "tasks": list(tasks),
-        "families": sorted({run.family_of(t) or t for t in tasks}),
-        "added": list(c.update.added_texts()),
-    }
+    return CommitRow(
+        step=c.applies_from_step,
+        remedy=c.name,
+        tasks=list(tasks),
+        families=sorted({run.family_of(t) or t for t in tasks}),
+        added=list(c.update.added_texts()),
+    )
 
 
-def unnecessary_commits(runs: Sequence[RunData], agg: dict[str, Any]) -> dict[str, Any] | None:
+def _vs_fixed(agg: Aggregates, method: str, fixed: str | None, seed: int) -> dict[str, Number | None]:
+    """A run's gold test scores minus fixed's of the same seed (None: either has none)."""
+    mine = agg[method].per_seed.get(str(seed))
+    theirs = agg[fixed].per_seed.get(str(seed)) if fixed is not None else None
+    out: dict[str, Number | None] = {}
+    for key in GAP_SCORES:
+        a = finite_number(getattr(mine, key)) if mine is not None else None
+        b = finite_number(getattr(theirs, key)) if theirs is not None else None
+        out[key] = a - b if a is not None and b is not None else None
+    return out
+
+
+def unnecessary_commits(runs: Sequence[RunData], agg: Aggregates) -> UnnecessaryCommits | None:
     """On the clean variant, per harness run, every rubric commit (each an unnecessary one: a false accept
     of the critic): how many, per family, what each added; beside the run's gold test score minus fixed's of
     the same seed (at the best-validation checkpoint and at the end). None: no harness run trains on gold."""
@@ -298,37 +328,30 @@ def unnecessary_commits(runs: Sequence[RunData], agg: dict[str, Any]) -> dict[st
         commits = [_commit_row(r, c) for c in r.commits() if c.interface == RUBRIC_INTERFACE]
         per_family: dict[str, int] = {}
         for c in commits:
-            for fam in c["families"]:
+            for fam in c.families:
                 per_family[fam] = per_family.get(fam, 0) + 1
-        mine = agg[r.method]["per_seed"].get(str(r.seed)) or {}
-        theirs = (agg[fixed]["per_seed"].get(str(r.seed)) or {}) if fixed is not None else {}
         rows.append(
-            {
-                "method": r.method,
-                "seed": r.seed,
-                "rubric_commits": len(commits),
-                "per_family": dict(sorted(per_family.items())),
-                "commits": commits,
-                "vs_fixed": {
-                    key: mine[key] - theirs[key]
-                    if finite_number(mine.get(key)) is not None and finite_number(theirs.get(key)) is not None
-                    else None
-                    for key in GAP_SCORES
-                },
-            }
+            CleanRun(
+                method=r.method,
+                seed=r.seed,
+                rubric_commits=len(commits),
+                per_family=dict(sorted(per_family.items())),
+                commits=commits,
+                vs_fixed=_vs_fixed(agg, r.method, fixed, r.seed),
+            )
         )
-    arms = list(dict.fromkeys(row["method"] for row in rows))
-    return {
-        "fixed": fixed,
-        "runs": rows,
-        "per_arm": {
-            arm: {
-                "rubric_commits": stat([row["rubric_commits"] for row in rows if row["method"] == arm]),
-                "per_family": _summed([row["per_family"] for row in rows if row["method"] == arm]),
-            }
+    arms = list(dict.fromkeys(row.method for row in rows))
+    return UnnecessaryCommits(
+        fixed=fixed,
+        runs=rows,
+        per_arm={
+            arm: CleanArm(
+                rubric_commits=stat([row.rubric_commits for row in rows if row.method == arm]),
+                per_family=_summed([row.per_family for row in rows if row.method == arm]),
+            )
             for arm in arms
         },
-    }
+    )
 
 
 def _summed(counts: Sequence[dict[str, int]]) -> dict[str, int]:

@@ -24,12 +24,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
-from harnessrl.analysis.figures import RunFigures
 from harnessrl.analysis.plots import write_plots
 from harnessrl.analysis.repairs import family_curves, family_repairs, oracle_gap_paired, unnecessary_commits
 from harnessrl.analysis.report_comparisons import (
@@ -75,9 +73,11 @@ from harnessrl.analysis.results import (
     same_name,
     with_equal_cost,
 )
+from harnessrl.analysis.results_file import BenchResults
 from harnessrl.analysis.rows import merge_rows
 from harnessrl.analysis.test_reads import arms_scored, split_families
 from harnessrl.errors import HarnessRLError
+from harnessrl.records.bench_files import BenchManifest
 
 __all__ = ["BenchReport", "print_results", "write_bench_report"]
 
@@ -89,10 +89,11 @@ class BenchReport:
     markdown: Path
     json: Path
     plots: dict[str, Path]
-    results: dict[str, Any]
+    results: BenchResults
+    """What results.json holds, read back."""
 
 
-def _finite(data: Any) -> Any:
+def _finite(data: object) -> object:
     """``data`` with every NaN or infinite float made None (results.json is strict JSON), and the runs'
     private figures (keys starting with ``_``: per-task scores) left out."""
     if isinstance(data, float):
@@ -133,9 +134,9 @@ def _test_split_lines(arms: dict[str, list[str]]) -> list[str]:
     ]
 
 
-def _sources_line(results: dict[str, Any]) -> str:
+def _sources_line(results: BenchResults) -> str:
     """Where the runs come from: the bench folders, and the committed reports whose rows were taken."""
-    dirs, files = results["bench_dirs"], results.get("row_files") or []
+    dirs, files = results.bench_dirs, results.row_files
     parts = []
     if dirs or not files:
         parts.append(("Bench folders " if len(dirs) > 1 else "Bench folder ") + ", ".join(f"`{d}`" for d in dirs))
@@ -147,27 +148,27 @@ def _sources_line(results: dict[str, Any]) -> str:
             + ", ".join(f"`{f}`" for f in files)
             + " (marked *row* in the runs table)"
         )
-    configs = results.get("bench_configs") or ([results["bench_config"]] if results.get("bench_config") else [])
+    configs = results.bench_configs or ([results.bench_config] if results.bench_config else [])
     if len(configs) > 1:  # one benchmark from several files: they train the same (only how they ran differs)
         return "; ".join(parts) + ", configs " + ", ".join(f"`{c}`" for c in configs) + " (they train the same)"
     return "; ".join(parts) + (f", config `{configs[0]}`" if configs else "")
 
 
-def _markdown(results: dict[str, Any]) -> str:
-    """results.md from results.json's content (its runs read back through :class:`RunFigures`)."""
-    agg, figures = results["methods"], [RunFigures.model_validate(r) for r in results["runs"]]
+def _markdown(results: BenchResults) -> str:
+    """results.md from results.json's content, read back (:class:`~harnessrl.analysis.results_file.BenchResults`)."""
+    agg, figures = results.methods, results.runs
     lines = [
         "# Benchmark results",
         "",
-        _sources_line(results) + f"; report made {results['generated']}.",
+        _sources_line(results) + f"; report made {results.generated}.",
         f"{len(figures)} run(s), {sum(f.complete for f in figures)} finished. Methods: {', '.join(agg)}"
-        + (f" (harness arms: {', '.join(results['harness_arms'])})" if results["harness_arms"] else "")
-        + (f"; the bound: {', '.join(results['oracles'])}" if results["oracles"] else "")
+        + (f" (harness arms: {', '.join(results.harness_arms)})" if results.harness_arms else "")
+        + (f"; the bound: {', '.join(results.oracles)}" if results.oracles else "")
         + ".",
         "",
     ]
-    if results["notes"]:
-        lines += ["**Read with care:**", ""] + [f"- {n}" for n in results["notes"]] + [""]
+    if results.notes:
+        lines += ["**Read with care:**", ""] + [f"- {n}" for n in results.notes] + [""]
     lines += _headline(agg)
     lines += _equal_cost_lines(figures, agg)
     lines += ["", *_cost_table(agg)]
@@ -177,27 +178,25 @@ def _markdown(results: dict[str, Any]) -> str:
     ):
         lines += _per_group_table(agg, where, f"## Test score per domain, {title}")
     lines += _family_lines(agg)
-    lines += _fault_lines(results["fault_check"])
+    lines += _fault_lines(results.fault_check)
     lines += [
         "## HarnessRL against each baseline",
         "",
-        *_comparison_lines(
-            results["comparisons"], agg, results.get("best_baseline"), results.get("best_baseline_by", "test_at_best")
-        ),
+        *_comparison_lines(results.comparisons, agg, results.best_baseline, results.best_baseline_by),
         "",
     ]
-    lines += _bound_lines(results.get("oracle_bound"))
-    lines += _ablation_lines(results.get("ablations") or [], agg)
-    lines += _oracle_lines(results["oracle_gap"], agg)
-    lines += _paired_gap_lines(results.get("oracle_gap_paired"))
-    lines += _family_curve_lines(results.get("family_curves") or {})
-    lines += _repair_lines(results.get("family_repairs") or {})
-    lines += _unnecessary_lines(results.get("unnecessary_commits"))
+    lines += _bound_lines(results.oracle_bound)
+    lines += _ablation_lines(results.ablations, agg)
+    lines += _oracle_lines(results.oracle_gap, agg)
+    lines += _paired_gap_lines(results.oracle_gap_paired)
+    lines += _family_curve_lines(results.family_curves)
+    lines += _repair_lines(results.family_repairs)
+    lines += _unnecessary_lines(results.unnecessary_commits)
     lines += _decision_lines(agg)
     lines += _misfire_lines(figures, agg)
-    lines += _test_split_lines(results.get("test_split_arms") or {})
+    lines += _test_split_lines(results.test_split_arms)
     lines += ["## Plots", ""]
-    for name, rel in results["plots"].items():
+    for name, rel in results.plots.items():
         lines += [f"![{name}]({rel})", ""]
     lines += ["## Runs", ""]
     rows = [
@@ -259,56 +258,56 @@ def write_bench_report(
         raise HarnessRLError("nothing to report: give a bench folder (--dir) or a report's results.json (--rows)")
     if not roots and out is None:
         raise HarnessRLError("with --rows alone, say where the report goes (--out)")
-    empty: dict[str, Any] = {"bench_config": None, "methods": {}, "runs": {}}
-    runs, manifest = load_benches(roots, same_benchmark) if roots else ([], empty)
+    runs, manifest = load_benches(roots, same_benchmark) if roots else ([], BenchManifest())
     dest = Path(out) if out is not None else roots[0]
     figures = [run_figures(r).model_copy(update={"path": _shown(r.path)}) for r in runs]
     taken, manifest = merge_rows(figures, manifest, rows, rows_methods, shown=_shown, same=same_benchmark)
     dest.mkdir(parents=True, exist_ok=True)
     figures = with_equal_cost([*figures, *taken])
-    agg = aggregate(figures, list((manifest.get("methods") or {}).keys()))
+    agg = aggregate(figures, list(manifest.methods))
     repairs = family_repairs(runs, agg)
     curves = family_curves(runs, agg, taken)
     plot_paths = write_plots(runs, agg, dest / "plots", repairs=repairs, curves=curves) if plots and runs else {}
-    results: dict[str, Any] = {
-        "bench_dir": ", ".join(_shown(r) for r in roots),
-        "bench_dirs": [_shown(r) for r in roots],
-        "row_files": [_shown(r) for r in rows],
-        "bench_config": manifest.get("bench_config"),
-        "bench_configs": manifest.get("bench_configs") or [],
-        "method_settings": manifest.get("methods") or {},
-        "generated": datetime.now(UTC).isoformat(timespec="seconds"),
-        "harness_arms": [m for m in agg if is_harness_arm(m, agg)],
-        "oracles": [m for m in agg if is_oracle(m, agg)],
-        "baselines": baselines(agg),
-        "best_baseline": best_baseline(agg),
-        "best_baseline_by": best_baseline_figure(agg),
-        "methods": agg,
-        "comparisons": compare(agg, figures),
-        "ablations": ablations(agg, manifest.get("methods") or {}),
-        "oracle_gap": oracle_gap(agg),
-        "oracle_gap_paired": oracle_gap_paired(agg),
-        "oracle_bound": oracle_bound(agg),
-        "family_curves": curves,
-        "family_repairs": repairs,
-        "unnecessary_commits": unnecessary_commits(runs, agg),
-        "fault_check": fault_check(agg),
-        "test_split_arms": arms_scored(dest.parent, split_families(figures), list(agg), dest.name),
-        "runs": [f.to_row() for f in figures],
-        "notes": _notes(figures, agg, manifest) + _row_notes(figures, agg, bool(plots)),
-        "plots": {name: os.path.relpath(p, dest) for name, p in plot_paths.items()},
-    }
-    results = _finite(results)
+    results = BenchResults(
+        bench_dir=", ".join(_shown(r) for r in roots),
+        bench_dirs=[_shown(r) for r in roots],
+        row_files=[_shown(r) for r in rows],
+        bench_config=manifest.bench_config,
+        bench_configs=manifest.bench_configs,
+        method_settings=manifest.methods,
+        generated=datetime.now(UTC).isoformat(timespec="seconds"),
+        harness_arms=[m for m in agg if is_harness_arm(m, agg)],
+        oracles=[m for m in agg if is_oracle(m, agg)],
+        baselines=baselines(agg),
+        best_baseline=best_baseline(agg),
+        best_baseline_by=best_baseline_figure(agg),
+        methods=agg,
+        comparisons=compare(agg, figures),
+        ablations=ablations(agg, manifest.methods),
+        oracle_gap=oracle_gap(agg),
+        oracle_gap_paired=oracle_gap_paired(agg),
+        oracle_bound=oracle_bound(agg),
+        family_curves=curves,
+        family_repairs=repairs,
+        unnecessary_commits=unnecessary_commits(runs, agg),
+        fault_check=fault_check(agg),
+        test_split_arms=arms_scored(dest.parent, split_families(figures), list(agg), dest.name),
+        runs=figures,
+        notes=_notes(figures, agg, manifest) + _row_notes(figures, agg, bool(plots)),
+        plots={name: os.path.relpath(p, dest) for name, p in plot_paths.items()},
+    )
+    written = _finite(results.model_dump(mode="python"))  # results.json is strict JSON: no NaN
+    results = BenchResults.read(written, "the report's results")
     md = dest / "results.md"
     md.write_text(_markdown(results), encoding="utf-8")
     js = dest / "results.json"
-    js.write_text(json.dumps(results, indent=1, default=str, allow_nan=False), encoding="utf-8")
+    js.write_text(json.dumps(written, indent=1, default=str, allow_nan=False), encoding="utf-8")
     return BenchReport(markdown=md, json=js, plots=plot_paths, results=results)
 
 
 def print_results(report: BenchReport, console: Console) -> None:
     """The scores table and the comparisons' verdicts in the terminal."""
-    agg = report.results["methods"]
+    agg = report.results.methods
     t = Table(title="Bench results (mean ± std over seeds)", title_justify="left")
     for col in (
         "method",
@@ -323,43 +322,43 @@ def print_results(report: BenchReport, console: Console) -> None:
     ):
         t.add_column(col, justify="left" if col == "method" else "right")
     for m, a in agg.items():
-        n = len(a["seeds"])
+        n = len(a.seeds)
         t.add_row(
             m,
             str(n),
-            _stat(a["test_at_best"], n),
-            _stat(a["test_end"], n),
-            _stat(a["test_at_equal_rollouts"], n),
-            _stat(a["proxy_test_end"], n),
-            _stat(a["steps_to_best"], n, digits=1),
-            _stat(a["effective_group_ratio"], n, pct=True),
-            _stat(a["wall_seconds"], n, digits=1, scale=1 / 60),
+            _stat(a.test_at_best, n),
+            _stat(a.test_end, n),
+            _stat(a.test_at_equal_rollouts, n),
+            _stat(a.proxy_test_end, n),
+            _stat(a.steps_to_best, n, digits=1),
+            _stat(a.effective_group_ratio, n, pct=True),
+            _stat(a.wall_seconds, n, digits=1, scale=1 / 60),
         )
     console.print(t)
-    for c in report.results["comparisons"]:
+    for c in report.results.comparisons:
         console.print(
-            f"{c['harness']} vs {c['baseline']}: test @ best val {c['test_at_best']['verdict']}; "
-            f"steps to best {c['steps_to_best']['verdict']}",
+            f"{c.harness} vs {c.baseline}: test @ best val {c.test_at_best.verdict}; "
+            f"steps to best {c.steps_to_best.verdict}",
             highlight=False,
         )
-    for r in report.results.get("ablations") or []:
-        beyond = [f for f, d in r["per_family"]["test_at_best"].items() if d.get("beyond_spread")]
+    for r in report.results.ablations:
+        beyond = [f for f, d in r.per_family["test_at_best"].items() if d.beyond_spread]
         console.print(
-            f"ablation {r['arm']} − {r['reference']} ({', '.join(r['changes'])}): test @ best val "
-            f"{_stat(r['test_at_best'], r['test_at_best']['n'], signed=True)}, {r['test_at_best']['verdict']}; "
+            f"ablation {r.arm} − {r.reference} ({', '.join(r.changes)}): test @ best val "
+            f"{_stat(r.test_at_best, r.test_at_best.n, signed=True)}, {r.test_at_best.verdict}; "
             f"families beyond the seed spread: {', '.join(beyond) or 'none'}",
             highlight=False,
         )
-    gap = report.results.get("oracle_gap")
-    if gap and gap.get("at"):
-        shares = gap["at"]["test_at_best"]["overall"]["shares"]
+    gap = report.results.oracle_gap
+    if gap and gap.at:
+        shares = gap.at["test_at_best"].overall.shares
         if shares:
             console.print(
-                f"share of the {gap['fixed']}→{gap['oracle']} gap closed (test @ best val): "
+                f"share of the {gap.fixed}→{gap.oracle} gap closed (test @ best val): "
                 + ", ".join(f"{m} {_num(v, 2)}" for m, v in shares.items()),
                 highlight=False,
             )
-    for n in report.results["notes"]:
+    for n in report.results.notes:
         console.print(f"[yellow]note:[/] {n}", highlight=False)
     plots_dir = report.markdown.parent / "plots"
     console.print(f"results: {report.markdown}, {report.json}; plots in {plots_dir}")

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+
+from harnessrl.analysis.aggregates import MethodAggregate, Stat
 
 
 def _num(v: float | None, digits: int = 3, pct: bool = False, signed: bool = False) -> str:
@@ -19,7 +20,7 @@ def _num(v: float | None, digits: int = 3, pct: bool = False, signed: bool = Fal
 
 
 def _stat(
-    st: dict[str, Any],
+    st: Stat | None,
     seeds: int | None = None,
     digits: int = 3,
     pct: bool = False,
@@ -27,13 +28,13 @@ def _stat(
     signed: bool = False,
 ) -> str:
     """``mean ± std`` (n shown when fewer seeds than the method has have the figure)."""
-    if not st or st.get("mean") is None:
+    if st is None or st.mean is None:
         return "n/a"
-    text = _num(st["mean"] * scale, digits, pct, signed)
-    if st.get("std") is not None:
-        text += f" ± {_num(st['std'] * scale, digits, pct)}"
-    if seeds is None or st["n"] != seeds:
-        text += f" (n={st['n']})"
+    text = _num(st.mean * scale, digits, pct, signed)
+    if st.std is not None:
+        text += f" ± {_num(st.std * scale, digits, pct)}"
+    if seeds is None or st.n != seeds:
+        text += f" (n={st.n})"
     return text
 
 
@@ -48,10 +49,10 @@ class Column:
     scale: float = 1.0
 
 
-def _stat_cells(a: dict[str, Any], columns: Sequence[Column]) -> list[str]:
+def _stat_cells(a: MethodAggregate, columns: Sequence[Column]) -> list[str]:
     """A method's aggregated figures (``a``) as the cells of ``columns``."""
-    n = len(a["seeds"])
-    return [_stat(a[c.figure], n, digits=c.digits, pct=c.pct, scale=c.scale) for c in columns]
+    n = len(a.seeds)
+    return [_stat(a.figure(c.figure), n, digits=c.digits, pct=c.pct, scale=c.scale) for c in columns]
 
 
 def _interval(lo_hi: list[float] | None, digits: int = 3) -> str:

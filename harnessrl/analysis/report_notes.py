@@ -4,25 +4,25 @@ from committed reports' rows, which figures those rows cannot give."""
 
 from __future__ import annotations
 
-from typing import Any
-
+from harnessrl.analysis.aggregates import Aggregates
 from harnessrl.analysis.figures import RunFigures
 from harnessrl.analysis.results import FIXED_METHOD, _reference, is_harness_arm, is_oracle, oracle_method
+from harnessrl.records.bench_files import BenchManifest
 
 
-def _notes(figures: list[RunFigures], agg: dict[str, Any], manifest: dict[str, Any]) -> list[str]:
+def _notes(figures: list[RunFigures], agg: Aggregates, manifest: BenchManifest) -> list[str]:
     notes = []
     failed = [
-        f"{key} ({str(row.get('error') or '').splitlines()[0] if row.get('error') else row.get('status')})"
-        for key, row in (manifest.get("runs") or {}).items()
-        if row.get("status") in ("failed", "interrupted")
+        f"{key} ({row.error.splitlines()[0] if row.error else row.status})"
+        for key, row in manifest.runs.items()
+        if row.status in ("failed", "interrupted")
     ]
     if failed:
         notes.append(f"Runs that failed or were interrupted (see bench.json and their logs): {', '.join(failed)}.")
-    empty = [m for m, a in agg.items() if not a["seeds"]]
+    empty = [m for m, a in agg.items() if not a.seeds]
     if empty:
         notes.append(f"No run of {', '.join(empty)} has recorded anything: they have no figures.")
-    few = [f"{m} ({len(a['seeds'])})" for m, a in agg.items() if 0 < len(a["seeds"]) < 3]
+    few = [f"{m} ({len(a.seeds)})" for m, a in agg.items() if 0 < len(a.seeds) < 3]
     if few:
         notes.append(
             f"Fewer than 3 seeds for {', '.join(few)}: spreads are rough and no comparison below draws a conclusion."
@@ -35,7 +35,7 @@ def _notes(figures: list[RunFigures], agg: dict[str, Any], manifest: dict[str, A
             f"Runs of {', '.join(legacy)} evaluate one held-out set that both chooses the best checkpoint and is "
             "reported as the test score: this flatters every method alike (newer runs keep validation and test apart)."
         )
-    graded = {m: a.get("graded_with") for m, a in agg.items() if a.get("graded_with")}
+    graded = {m: a.graded_with for m, a in agg.items() if a.graded_with}
     if len(set(graded.values())) > 1:
         notes.append(
             "Methods are graded differently ("
@@ -54,7 +54,7 @@ def _notes(figures: list[RunFigures], agg: dict[str, Any], manifest: dict[str, A
         if f.steps_to_best is not None and f.steps and f.steps_to_best >= f.steps:
             at_end[f.method] = at_end.get(f.method, 0) + 1
     if at_end:
-        counts = ", ".join(f"{m} {at_end[m]} of {len(agg[m]['seeds'])}" for m in agg if m in at_end)
+        counts = ", ".join(f"{m} {at_end[m]} of {len(agg[m].seeds)}" for m in agg if m in at_end)
         notes.append(
             f"Best validation score at the last step ({counts} runs): those runs may still be improving, so "
             "their steps to best are lower bounds and a longer run could change the comparison."
@@ -87,7 +87,7 @@ def _runs_list(figures: list[RunFigures], order: list[str]) -> str:
     return "; ".join(f"{m} seed{'s' if len(s) > 1 else ''} {', '.join(map(str, sorted(s)))}" for m, s in seeds.items())
 
 
-def _row_notes(figures: list[RunFigures], agg: dict[str, Any], plots: bool) -> list[str]:
+def _row_notes(figures: list[RunFigures], agg: Aggregates, plots: bool) -> list[str]:
     """Which runs came from committed reports' rows, and which figures those rows cannot give (by run)."""
     rows = [f for f in figures if f.rows_from]
     if not rows:

@@ -4,10 +4,10 @@ check of fixed and the oracle per family."""
 
 from __future__ import annotations
 
-from typing import Any
-
+from harnessrl.analysis.aggregates import Aggregates, Stat
 from harnessrl.analysis.figures import RunFigures
 from harnessrl.analysis.report_format import Column, _num, _pair, _stat, _stat_cells, _table
+from harnessrl.analysis.results_file import FaultCheck, FaultFigures, OracleMinusFixed
 
 SCORE_COLUMNS = (
     Column("test @ best val", "test_at_best"),
@@ -39,8 +39,8 @@ COST_COLUMNS = (
 """The learning signal and cost table's columns after the method."""
 
 
-def _grading_line(agg: dict[str, Any]) -> str:
-    graded = {a.get("graded_with") for a in agg.values()} - {None}
+def _grading_line(agg: Aggregates) -> str:
+    graded = {a.graded_with for a in agg.values()} - {None}
     if graded == {"gold"}:
         return (
             "Test scores are graded with the tasks' **gold rubrics** (what the prompt truly asks, never seen in "
@@ -48,10 +48,10 @@ def _grading_line(agg: dict[str, Any]) -> str:
         )
     if graded == {"rubric"}:
         return "Test scores are graded with the tasks' rubric version 0 (no gold rubrics in these runs)."
-    return "Test scores: " + ", ".join(f"{m} graded with {a.get('graded_with')}" for m, a in agg.items()) + "."
+    return "Test scores: " + ", ".join(f"{m} graded with {a.graded_with}" for m, a in agg.items()) + "."
 
 
-def _headline(agg: dict[str, Any]) -> list[str]:
+def _headline(agg: Aggregates) -> list[str]:
     lines = [
         "## Scores per method",
         "",
@@ -64,13 +64,13 @@ def _headline(agg: dict[str, Any]) -> list[str]:
         "",
     ]
     rows = [
-        [m, f"{len(a['seeds'])} ({len(a['complete_seeds'])} finished)", *_stat_cells(a, SCORE_COLUMNS)]
+        [m, f"{len(a.seeds)} ({len(a.complete_seeds)} finished)", *_stat_cells(a, SCORE_COLUMNS)]
         for m, a in agg.items()
     ]
     return lines + _table(["method", "seeds", *(c.header for c in SCORE_COLUMNS)], rows)
 
 
-def _equal_cost_lines(figures: list[RunFigures], agg: dict[str, Any]) -> list[str]:
+def _equal_cost_lines(figures: list[RunFigures], agg: Aggregates) -> list[str]:
     seeds = sorted({f.seed for f in figures if f.equal_rollouts_budget is not None})
     if not seeds:
         return []
@@ -98,7 +98,7 @@ def _equal_cost_lines(figures: list[RunFigures], agg: dict[str, Any]) -> list[st
     return lines + _table(["seed", "budget (rollouts)", *agg], rows)
 
 
-def _cost_table(agg: dict[str, Any]) -> list[str]:
+def _cost_table(agg: Aggregates) -> list[str]:
     lines = ["## Learning signal and cost", ""]
     rows = [[m, *_stat_cells(a, COST_COLUMNS)] for m, a in agg.items()]
     lines += _table(["method", *(c.header for c in COST_COLUMNS)], rows)
@@ -114,18 +114,22 @@ def _cost_table(agg: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _per_group_table(agg: dict[str, Any], where: str, title: str, note: str = "") -> list[str]:
-    groups = sorted({d for a in agg.values() for d in a[where]})
+def _per_group_table(agg: Aggregates, where: str, title: str, note: str = "") -> list[str]:
+    groups = sorted({d for a in agg.values() for d in a.per_group(where)})
     if not groups:
         return []
     lines = [title, ""] + ([note, ""] if note else [])
-    rows = [[m] + [_stat(a[where].get(d, {}), len(a["seeds"])) for d in groups] for m, a in agg.items()]
+    rows = [[m] + [_stat(a.per_group(where).get(d), len(a.seeds)) for d in groups] for m, a in agg.items()]
     return [*lines, *_table(["method", *groups], rows), ""]
 
 
-def _family_lines(agg: dict[str, Any]) -> list[str]:
-    families = sorted({d for a in agg.values() for d in a["test_end_per_family"]})
-    train_families = sorted({d for a in agg.values() for d in a["train_per_family"]})
+def _mean(st: Stat | None) -> float | None:
+    return st.mean if st is not None else None
+
+
+def _family_lines(agg: Aggregates) -> list[str]:
+    families = sorted({d for a in agg.values() for d in a.test_end_per_family})
+    train_families = sorted({d for a in agg.values() for d in a.train_per_family})
     if not families and not train_families:
         return []
     lines = ["## Test score per family", ""]
@@ -139,8 +143,8 @@ def _family_lines(agg: dict[str, Any]) -> list[str]:
     for m, a in agg.items():
         cells = []
         for fam in families:
-            p = (a["proxy_test_end_per_family"].get(fam) or {}).get("mean")
-            g = (a["test_end_per_family"].get(fam) or {}).get("mean")
+            p = _mean(a.proxy_test_end_per_family.get(fam))
+            g = _mean(a.test_end_per_family.get(fam))
             cells.append(_num(p - g, signed=True) if p is not None and g is not None else "n/a")
         if any(c != "n/a" for c in cells):
             gap_rows.append([m, *cells])
@@ -165,18 +169,18 @@ def _family_lines(agg: dict[str, Any]) -> list[str]:
         ]
         rows = []
         for m, a in agg.items():
-            n = len(a["seeds"])
-            for fam in sorted(set(a["train_per_family"]) | set(a["clipped_per_family_end"])):
-                t = a["train_per_family"].get(fam) or {}
+            n = len(a.seeds)
+            for fam in sorted(set(a.train_per_family) | set(a.clipped_per_family_end)):
+                t = a.train_per_family.get(fam)
                 rows.append(
                     [
                         m,
                         fam,
-                        _stat(t.get("groups") or {}, n, digits=1),
-                        _stat(t.get("flat_low") or {}, n, pct=True),
-                        _stat(t.get("flat_high") or {}, n, pct=True),
-                        _stat(t.get("clipped") or {}, n, pct=True),
-                        _stat(a["clipped_per_family_end"].get(fam) or {}, n, pct=True),
+                        _stat(t.groups if t else None, n, digits=1),
+                        _stat(t.flat_low if t else None, n, pct=True),
+                        _stat(t.flat_high if t else None, n, pct=True),
+                        _stat(t.clipped if t else None, n, pct=True),
+                        _stat(a.clipped_per_family_end.get(fam), n, pct=True),
                     ]
                 )
         lines += _table(
@@ -195,12 +199,13 @@ def _family_lines(agg: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _fault_lines(fc: dict[str, Any] | None) -> list[str]:
-    if not fc or not fc["families"]:
+def _fault_lines(fc: FaultCheck | None) -> list[str]:
+    if not fc or not fc.families:
         return []
-    roles = [r for r in ("fixed", "oracle") if fc.get(r)]
+    names = {r: name for r, name in (("fixed", fc.fixed), ("oracle", fc.oracle)) if name}
+    roles = list(names)
     lines = [
-        "## Fault check: " + " and ".join(fc[r] for r in roles) + " per family",
+        "## Fault check: " + " and ".join(names.values()) + " per family",
         "",
         "Does each injected failure show where it should? Training: the share of a family's groups flat at a "
         "uniformly low / high reward. Test: proxy / gold score (seed means) at step 0 and at the end."
@@ -214,24 +219,24 @@ def _fault_lines(fc: dict[str, Any] | None) -> list[str]:
     ]
     header = ["family", "injected failure"]
     for r in roles:
-        header += [f"{fc[r]}: flat low / high", f"{fc[r]}: proxy / gold @ 0", f"{fc[r]}: proxy / gold @ end"]
+        header += [f"{names[r]}: flat low / high", f"{names[r]}: proxy / gold @ 0", f"{names[r]}: proxy / gold @ end"]
     if len(roles) == 2:
         header += ["oracle − fixed (gold @ end)", "beyond spread"]
     rows = []
-    for row in fc["families"]:
-        cells = [row["family"], row.get("failure") or "n/a"]
+    for row in fc.families:
+        cells = [row.family, row.failure or "n/a"]
         for r in roles:
-            x = row[r]
+            x = row.role(r) or FaultFigures()
             cells += [
-                _pair(x["flat_low"], x["flat_high"], pct=True),
-                _pair(x["proxy_start"], x["gold_start"]),
-                _pair(x["proxy_end"], x["gold_end"]),
+                _pair(x.flat_low, x.flat_high, pct=True),
+                _pair(x.proxy_start, x.gold_start),
+                _pair(x.proxy_end, x.gold_end),
             ]
         if len(roles) == 2:
-            d = row["oracle_minus_fixed"]
-            beyond = d["exceeds_spread"]
+            d = row.oracle_minus_fixed or OracleMinusFixed()
+            beyond = d.exceeds_spread
             cells += [
-                _stat(d, d["n"], signed=True) + (f" (n={d['n']})" if d["n"] and d["std"] is None else ""),
+                _stat(d, d.n, signed=True) + (f" (n={d.n})" if d.n and d.std is None else ""),
                 "n/a" if beyond is None else ("yes" if beyond else "no"),
             ]
         rows.append(cells)

@@ -31,12 +31,40 @@ import random
 import statistics
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
+from harnessrl.analysis.aggregates import (
+    PER_GROUP,
+    SCALARS,
+    Aggregates,
+    MethodAggregate,
+    Number,
+    Paired,
+    PairedScore,
+    SeedFigures,
+    Stat,
+    TrainFamilyStats,
+    stat,
+)
 from harnessrl.analysis.figures import FamilyDecisions, RunFigures, TrialCost
-from harnessrl.analysis.per_run import TRIAL_COST_FIELDS, RunData, run_figures, with_equal_cost
+from harnessrl.analysis.per_run import RunData, run_figures, with_equal_cost
+from harnessrl.analysis.results_file import (
+    Ablation,
+    Bootstrap,
+    ComparedScore,
+    ComparedSteps,
+    Comparison,
+    FamilyAblation,
+    FaultCheck,
+    FaultFigures,
+    FaultRow,
+    GapAt,
+    GapCell,
+    OracleBound,
+    OracleGap,
+    OracleMinusFixed,
+)
 from harnessrl.errors import HarnessRLError
-from harnessrl.records.run_dir import read_json_file
+from harnessrl.records.bench_files import BenchManifest, Settings, read_bench_manifest
 from harnessrl.records.run_record import finite_number
 from harnessrl.trainer.methods import METHOD_TABLE, RENAMED_METHODS, MethodSpec, plain_method
 
@@ -89,53 +117,6 @@ _T975 = (
 """Two-sided 95% quantiles of Student's t for 1..30 degrees of freedom (no scipy needed)."""
 
 
-def stat(values: Sequence[float | None]) -> dict[str, Any]:
-    """Mean, sample std (n >= 2), min, max and n of the values that exist."""
-    vals = [v for v in values if v is not None]
-    if not vals:
-        return {"mean": None, "std": None, "min": None, "max": None, "n": 0}
-    return {
-        "mean": statistics.fmean(vals),
-        "std": statistics.stdev(vals) if len(vals) >= 2 else None,
-        "min": min(vals),
-        "max": max(vals),
-        "n": len(vals),
-    }
-
-
-SCALARS = (
-    "test_at_best",
-    "test_at_best_se",
-    "test_end",
-    "test_end_se",
-    "test_start",
-    "test_at_equal_rollouts",
-    "proxy_test_at_best",
-    "proxy_test_end",
-    "proxy_test_start",
-    "proxy_test_at_equal_rollouts",
-    "equal_rollouts_budget",
-    "equal_rollouts_step",
-    "validation_best",
-    "steps_to_best",
-    "effective_group_ratio",
-    "zero_std_all_low",
-    "zero_std_all_high",
-    "clipped_share_end",
-    "train_clipped_share",
-    "rollouts_generated",
-    "rollouts_discarded",
-    "rollouts_trial",
-    "rollouts_spent",
-    "judge_calls",
-    "wall_seconds",
-    "harness_overhead_seconds",
-    "harness_overhead_share",
-    "harness_commits",
-    "harness_rejections",
-)
-"""The per-run figures aggregated over seeds."""
-
 FAMILY_SCORES = (
     "test_at_best_per_family",
     "test_end_per_family",
@@ -146,58 +127,60 @@ FAMILY_SCORES = (
 )
 """The per-family test scores of a run (main grading and proxy; at best validation, end, step 0)."""
 
-PER_GROUP = ("test_at_best_per_domain", "test_end_per_domain", *FAMILY_SCORES, "clipped_per_family_end")
-"""The per-run ``{domain or family: value}`` figures aggregated over seeds, group by group."""
-
-TRAIN_FAMILY_FIGURES = ("groups", "flat_low", "flat_high", "clipped")
+TRAIN_FAMILY_FIGURES = tuple(TrainFamilyStats.model_fields)
 """The per-family training figures (``train_per_family``) aggregated over seeds."""
 
 
-def aggregate(runs_figures: Sequence[RunFigures], methods: Sequence[str] | None = None) -> dict[str, Any]:
+def aggregate(runs_figures: Sequence[RunFigures], methods: Sequence[str] | None = None) -> Aggregates:
     """Per method: the seeds, each figure's mean/std/n over them, per domain and per family too."""
     order = list(methods or [])
     for f in runs_figures:
         if f.method not in order:
             order.append(f.method)
-    out: dict[str, Any] = {}
+    out: Aggregates = {}
     for method in order:
         rows = sorted((f for f in runs_figures if f.method == method), key=lambda f: f.seed)
         trainer_methods = {f.trainer_method for f in rows} - {None}
         graded = {f.graded_with for f in rows} - {None}
-        agg: dict[str, Any] = {
-            "trainer_method": trainer_methods.pop() if len(trainer_methods) == 1 else None,
-            "graded_with": graded.pop() if len(graded) == 1 else ("mixed" if graded else None),
-            "seeds": [f.seed for f in rows],
-            "complete_seeds": [f.seed for f in rows if f.complete],
-            "family_failure": {k: v for f in rows for k, v in (f.family_failure or {}).items()},
-            "per_seed": {str(f.seed): _seed_figures(f) for f in rows},
-        }
-        for k in SCALARS:
-            agg[k] = stat([getattr(f, k) for f in rows])
-        for where in PER_GROUP:
-            groups = sorted({d for f in rows for d in getattr(f, where) or {}})
-            agg[where] = {d: stat([finite_number((getattr(f, where) or {}).get(d)) for f in rows]) for d in groups}
         families = sorted({d for f in rows for d in f.train_per_family or {}})
-        agg["train_per_family"] = {
-            fam: {
-                k: stat([finite_number(getattr((f.train_per_family or {}).get(fam), k, None)) for f in rows])
-                for k in TRAIN_FAMILY_FIGURES
-            }
-            for fam in families
-        }
-        agg["harness_decisions"] = _summed_decisions([f.harness_decisions or {} for f in rows])
-        agg["trial_costs"] = _summed_costs([f.trial_costs or {} for f in rows])
-        out[method] = agg
+        out[method] = MethodAggregate(
+            trainer_method=trainer_methods.pop() if len(trainer_methods) == 1 else None,
+            graded_with=graded.pop() if len(graded) == 1 else ("mixed" if graded else None),
+            seeds=[f.seed for f in rows],
+            complete_seeds=[f.seed for f in rows if f.complete],
+            family_failure={k: v for f in rows for k, v in (f.family_failure or {}).items()},
+            per_seed={str(f.seed): _seed_figures(f) for f in rows},
+            **{k: stat([getattr(f, k) for f in rows]) for k in SCALARS},
+            **{where: _per_group(rows, where) for where in PER_GROUP},
+            train_per_family={fam: _train_family(rows, fam) for fam in families},
+            harness_decisions=_summed_decisions([f.harness_decisions or {} for f in rows]),
+            trial_costs=_summed_costs([f.trial_costs or {} for f in rows]),
+        )
     return out
 
 
-def _seed_figures(f: RunFigures) -> dict[str, Any]:
-    """A run's figures an aggregate keeps per seed (for the paired differences), as results.json writes them."""
-    dumped = f.model_dump(include={*SCALARS, *PER_GROUP, "train_per_family"})
-    return {k: dumped[k] for k in (*SCALARS, *PER_GROUP, "train_per_family")}
+def _seed_figures(f: RunFigures) -> SeedFigures:
+    """A run's figures an aggregate keeps per seed (for the paired differences)."""
+    return SeedFigures(**{k: getattr(f, k) for k in SeedFigures.model_fields})
 
 
-def _summed_decisions(per_run: Sequence[dict[str, FamilyDecisions]]) -> dict[str, dict[str, Any]]:
+def _per_group(rows: Sequence[RunFigures], where: str) -> dict[str, Stat]:
+    """A ``{domain or family: value}`` figure over the runs, group by group."""
+    groups = sorted({d for f in rows for d in getattr(f, where) or {}})
+    return {d: stat([finite_number((getattr(f, where) or {}).get(d)) for f in rows]) for d in groups}
+
+
+def _train_family(rows: Sequence[RunFigures], fam: str) -> TrainFamilyStats:
+    """One family's training figures over the runs."""
+    return TrainFamilyStats(
+        **{
+            k: stat([finite_number(getattr((f.train_per_family or {}).get(fam), k, None)) for f in rows])
+            for k in TRAIN_FAMILY_FIGURES
+        }
+    )
+
+
+def _summed_decisions(per_run: Sequence[dict[str, FamilyDecisions]]) -> dict[str, FamilyDecisions]:
     """The runs' :func:`~harnessrl.analysis.per_run.harness_decisions`, summed per family."""
     out: dict[str, FamilyDecisions] = {}
     for decisions in per_run:
@@ -208,39 +191,38 @@ def _summed_decisions(per_run: Sequence[dict[str, FamilyDecisions]]) -> dict[str
             for name, n in d.rejected.items():
                 e.rejected[name] = e.rejected.get(name, 0) + n
             e.gave_up += d.gave_up
-    return {fam: d.model_dump() for fam, d in sorted(out.items())}
-
-
-def _summed_costs(per_run: Sequence[dict[str, TrialCost]]) -> dict[str, dict[str, float]]:
-    """The runs' :func:`~harnessrl.analysis.per_run.trial_costs`, summed per remedy."""
-    out: dict[str, dict[str, float]] = {}
-    for costs in per_run:
-        for name, d in costs.items():
-            e = out.setdefault(name, dict.fromkeys(TRIAL_COST_FIELDS, 0))
-            for k in TRIAL_COST_FIELDS:
-                e[k] += getattr(d, k)
     return dict(sorted(out.items()))
 
 
-def _paired(a: dict[str, Any], b: dict[str, Any], key: str, group: str | None = None) -> dict[str, Any]:
+def _summed_costs(per_run: Sequence[dict[str, TrialCost]]) -> dict[str, TrialCost]:
+    """The runs' :func:`~harnessrl.analysis.per_run.trial_costs`, summed per remedy."""
+    out: dict[str, TrialCost] = {}
+    for costs in per_run:
+        for name, d in costs.items():
+            out[name] = out[name].plus(d) if name in out else TrialCost().plus(d)
+    return dict(sorted(out.items()))
+
+
+def _paired(a: MethodAggregate, b: MethodAggregate, key: str, group: str | None = None) -> Paired:
     """Per-seed differences a - b of a figure (of one domain or family of it) over the seeds both have."""
 
-    def value(side: dict[str, Any], seed: str) -> float | None:
-        v = side["per_seed"][seed].get(key)
+    def value(side: MethodAggregate, seed: str) -> Number | None:
+        v = getattr(side.per_seed[seed], key)
         return finite_number((v or {}).get(group)) if group is not None else v
 
-    seeds = sorted(set(a["per_seed"]) & set(b["per_seed"]), key=int)
+    seeds = sorted(set(a.per_seed) & set(b.per_seed), key=int)
     diffs = {s: value(a, s) - value(b, s) for s in seeds if value(a, s) is not None and value(b, s) is not None}
-    st = stat(list(diffs.values()))
-    st["per_seed"] = diffs
-    st["higher"] = sum(d > 0 for d in diffs.values())
-    st["lower"] = sum(d < 0 for d in diffs.values())
-    return st
+    return Paired(
+        **dict(stat(list(diffs.values()))),
+        per_seed=diffs,
+        higher=sum(d > 0 for d in diffs.values()),
+        lower=sum(d < 0 for d in diffs.values()),
+    )
 
 
-def t_interval(d: dict[str, Any]) -> list[float] | None:
+def t_interval(d: Stat) -> list[float] | None:
     """95% t-interval of the mean of per-seed differences (a :func:`stat` of them); None below 2 seeds."""
-    n, mean, std = d.get("n") or 0, d.get("mean"), d.get("std")
+    n, mean, std = d.n, d.mean, d.std
     if n < 2 or mean is None or std is None:
         return None
     df = n - 1
@@ -253,12 +235,12 @@ def t_interval(d: dict[str, Any]) -> list[float] | None:
     return [mean - half, mean + half]
 
 
-def _verdict(d: dict[str, Any], *, higher_is_better: bool, good: str, bad: str) -> str:
+def _verdict(d: Paired, *, higher_is_better: bool, good: str, bad: str) -> str:
     """Plain words for a paired difference: no claim from fewer than 3 seeds or from mixed signs."""
-    n = d["n"]
+    n = d.n
     if n == 0:
         return "no seed has both figures"
-    wins, losses = (d["higher"], d["lower"]) if higher_is_better else (d["lower"], d["higher"])
+    wins, losses = (d.higher, d.lower) if higher_is_better else (d.lower, d.higher)
     if not wins and not losses:
         return f"the same on every seed ({n})"
     counts = f"{good} on {wins} of {n} seed(s), {bad} on {losses}"
@@ -266,32 +248,32 @@ def _verdict(d: dict[str, Any], *, higher_is_better: bool, good: str, bad: str) 
         return f"{counts}; fewer than 3 seeds: no conclusion"
     for side, k in ((good, wins), (bad, losses)):
         if k == n:
-            if abs(d["mean"]) > (d["std"] or 0.0):
+            if abs(d.mean or 0.0) > (d.std or 0.0):
                 return f"{side} on every seed ({n})"
             return f"{side} on every seed ({n}), but by amounts that vary more than their mean"
     return f"{counts}; the sign changes between seeds: no consistent difference"
 
 
-def _paired_score(a: dict[str, Any], b: dict[str, Any], key: str) -> dict[str, Any]:
+def _paired_score(a: MethodAggregate, b: MethodAggregate, key: str) -> PairedScore:
     """A test score's per-seed differences a - b, with its verdict and 95% t-interval over seeds."""
     d = _paired(a, b, key)
-    d["verdict"] = _verdict(d, higher_is_better=True, good="higher", bad="lower")
-    d["ci95"] = t_interval(d)
-    return d
+    return PairedScore(
+        **dict(d), verdict=_verdict(d, higher_is_better=True, good="higher", bad="lower"), ci95=t_interval(d)
+    )
 
 
-def _spec(method: str, agg: dict[str, Any]) -> MethodSpec | None:
+def _spec(method: str, agg: Aggregates) -> MethodSpec | None:
     """The method table's entry for a bench method's runs' ``method`` setting (its name now when renamed since). A
     setting the table does not know (a method registered elsewhere, or none recorded) falls back to the bench
     method's own name when the table knows that; None when neither is in the table (the method is then a baseline)."""
-    for name in (agg.get(method, {}).get("trainer_method"), method):
+    for name in (agg[method].trainer_method if method in agg else None, method):
         spec = METHOD_TABLE.get(RENAMED_METHODS.get(name, name)) if name is not None else None
         if spec is not None:
             return spec
     return None
 
 
-def is_harness_arm(method: str, agg: dict[str, Any]) -> bool:
+def is_harness_arm(method: str, agg: Aggregates) -> bool:
     """A method that runs the evolving harness on the training rubrics: its runs' ``method`` setting (config.yaml)
     names a method that runs the evolver (``harnessrl``, ``harnessrl-grpo``, or a name it had when the runs were made:
     ``harnessrl-dapo``) and does not train on the gold rubrics (that is an oracle)."""
@@ -299,7 +281,7 @@ def is_harness_arm(method: str, agg: dict[str, Any]) -> bool:
     return spec is not None and spec.evolver and spec.train_rubric != "gold"
 
 
-def is_oracle(method: str, agg: dict[str, Any]) -> bool:
+def is_oracle(method: str, agg: Aggregates) -> bool:
     """An oracle, by its runs' ``method`` setting: a method the table says trains on the gold rubrics (``oracle``,
     plain GRPO; ``oracle-harness``, the harness's own trainer): the bound of any rubric repair, never a baseline the
     harness is compared against."""
@@ -307,7 +289,7 @@ def is_oracle(method: str, agg: dict[str, Any]) -> bool:
     return spec is not None and spec.train_rubric == "gold"
 
 
-def oracle_method(agg: dict[str, Any]) -> str | None:
+def oracle_method(agg: Aggregates) -> str | None:
     """The bench method that stands for the ceiling of any rubric repair: the oracle trained with the harness's own
     trainer (``oracle-harness``) when the bench has one, else plain GRPO on the gold rubrics (``oracle``, which is
     then a bound for plain GRPO, not for the harness: :func:`plain_oracle` says so); None without an oracle."""
@@ -316,50 +298,50 @@ def oracle_method(agg: dict[str, Any]) -> str | None:
     return (same_trainer or oracles or [None])[0]
 
 
-def runs_evolver(method: str, agg: dict[str, Any]) -> bool:
+def runs_evolver(method: str, agg: Aggregates) -> bool:
     """Whether a bench method's runs run the evolver (a harness arm, or the oracle trained by the harness)."""
     spec = _spec(method, agg)
     return spec is not None and spec.evolver
 
 
-def plain_oracle(agg: dict[str, Any]) -> bool:
+def plain_oracle(agg: Aggregates) -> bool:
     """Whether the bench's oracle (:func:`oracle_method`) is plain GRPO on gold, not the harness's own trainer."""
     oracle = oracle_method(agg)
     spec = _spec(oracle, agg) if oracle is not None else None
     return spec is not None and not spec.evolver
 
 
-def _reference(agg: dict[str, Any], trainer_method: str) -> str | None:
+def _reference(agg: Aggregates, trainer_method: str) -> str | None:
     """The method that stands for a built-in one (:data:`FIXED_METHOD`, :data:`ORACLE_METHOD`): the bench method of
     that name when its runs' ``method`` setting is it, else the first whose runs' setting is it."""
-    if agg.get(trainer_method, {}).get("trainer_method") == trainer_method:
+    if trainer_method in agg and agg[trainer_method].trainer_method == trainer_method:
         return trainer_method
-    return next((m for m, a in agg.items() if a.get("trainer_method") == trainer_method), None)
+    return next((m for m, a in agg.items() if a.trainer_method == trainer_method), None)
 
 
-def baselines(agg: dict[str, Any]) -> list[str]:
+def baselines(agg: Aggregates) -> list[str]:
     """The methods a harness arm is compared against: neither a harness arm nor the oracle."""
     return [m for m in agg if not is_harness_arm(m, agg) and not is_oracle(m, agg)]
 
 
-def best_baseline(agg: dict[str, Any]) -> str | None:
+def best_baseline(agg: Aggregates) -> str | None:
     """The baseline with the highest mean best validation score: arms are chosen on validation, never on test
     (docs/design.md section 8). Runs without a validation figure (older reports' rows) fall back to the test score
     at the best-validation checkpoint. None: no baseline has either."""
     key = best_baseline_figure(agg)
     if key is None:
         return None
-    scored = [m for m in baselines(agg) if agg[m][key]["mean"] is not None]
-    return max(scored, key=lambda m: agg[m][key]["mean"])
+    scored = [m for m in baselines(agg) if agg[m].figure(key).mean is not None]
+    return max(scored, key=lambda m: agg[m].figure(key).mean or 0.0)
 
 
-def best_baseline_figure(agg: dict[str, Any]) -> str | None:
+def best_baseline_figure(agg: Aggregates) -> str | None:
     """The figure :func:`best_baseline` chooses on: ``validation_best`` where every baseline has one, else (older
     rows) ``test_at_best`` where one has it; None: neither."""
     bases = baselines(agg)
-    if bases and all((agg[m].get("validation_best") or {}).get("mean") is not None for m in bases):
+    if bases and all(agg[m].validation_best.mean is not None for m in bases):
         return "validation_best"
-    if any(agg[m]["test_at_best"]["mean"] is not None for m in bases):
+    if any(agg[m].test_at_best.mean is not None for m in bases):
         return "test_at_best"
     return None
 
@@ -379,7 +361,7 @@ def task_bootstrap(
     key: str,
     draws: int = BOOTSTRAP_DRAWS,
     seed: int = BOOTSTRAP_SEED,
-) -> dict[str, Any] | None:
+) -> Bootstrap | None:
     """Paired bootstrap over test tasks of ``arm - base`` at one compared checkpoint (``key``).
 
     Per task, the difference of the two runs' per-task scores at that checkpoint, averaged over the seeds
@@ -407,21 +389,20 @@ def task_bootstrap(
     rng = random.Random(seed)
     means = sorted(statistics.fmean(rng.choices(diffs, k=len(diffs))) for _ in range(draws))
     cuts = statistics.quantiles(means, n=40, method="inclusive")  # 2.5% steps: first 2.5%, last 97.5%
-    return {
-        "mean": statistics.fmean(diffs),
-        "low": cuts[0],
-        "high": cuts[-1],
-        "tasks": len(diffs),
-        "seeds": seeds,
-        "draws": draws,
-    }
+    return Bootstrap(
+        mean=statistics.fmean(diffs), low=cuts[0], high=cuts[-1], tasks=len(diffs), seeds=seeds, draws=draws
+    )
 
 
 SCORE_COMPARISONS = ("test_at_best", "test_end", "test_at_equal_rollouts")
 """The test scores each harness arm is compared on against each baseline."""
 
+SAMPLING_SE = {"test_at_best": "test_at_best_se", "test_end": "test_end_se"}
+"""Each compared test score with a sampling standard error -> the run figure holding it (an evaluation's own: the
+score at equal rollouts is one of several evaluations, and has none)."""
 
-def compare(agg: dict[str, Any], runs_figures: Sequence[RunFigures] = ()) -> list[dict[str, Any]]:
+
+def compare(agg: Aggregates, runs_figures: Sequence[RunFigures] = ()) -> list[Comparison]:
     """Each harness arm against each baseline (not the oracle): paired per-seed differences (harness minus
     baseline) of the test score at the best-validation checkpoint, at the end and at equal rollouts
     spent, and of steps to best; each with its 95% t-interval over seeds and, given the runs' figures,
@@ -431,48 +412,57 @@ def compare(agg: dict[str, Any], runs_figures: Sequence[RunFigures] = ()) -> lis
     out = []
     for arm in arms:
         for base in baselines(agg):
-            row: dict[str, Any] = {"harness": arm, "baseline": base, "best_baseline": base == best}
-            d = _paired_score(agg[arm], agg[base], "validation_best")  # what arms are chosen on (section 8)
-            d["bootstrap"], d["sampling_sd"] = None, None
-            row["validation_best"] = d
-            for key in SCORE_COMPARISONS:
-                d = _paired_score(agg[arm], agg[base], key)
-                d["bootstrap"] = task_bootstrap(runs_figures, arm, base, key) if runs_figures else None
-                d["sampling_sd"] = sampling_sd(agg[arm], agg[base], f"{key}_se")
-                row[key] = d
-            d = _paired(agg[arm], agg[base], "steps_to_best")
-            d["verdict"] = _verdict(d, higher_is_better=False, good="fewer steps", bad="more steps")
-            d["ci95"] = t_interval(d)
-            ma, mb = agg[arm]["steps_to_best"]["mean"], agg[base]["steps_to_best"]["mean"]
-            d["ratio_of_means"] = ma / mb if ma is not None and mb else None
-            row["steps_to_best"] = d
-            out.append(row)
+            a, b = agg[arm], agg[base]
+            steps = _paired(a, b, "steps_to_best")
+            ma, mb = a.steps_to_best.mean, b.steps_to_best.mean
+            out.append(
+                Comparison(
+                    harness=arm,
+                    baseline=base,
+                    best_baseline=base == best,
+                    # what arms are chosen on (section 8)
+                    validation_best=ComparedScore(**dict(_paired_score(a, b, "validation_best"))),
+                    **{
+                        key: ComparedScore(
+                            **dict(_paired_score(a, b, key)),
+                            bootstrap=task_bootstrap(runs_figures, arm, base, key) if runs_figures else None,
+                            sampling_sd=sampling_sd(a, b, SAMPLING_SE[key]) if key in SAMPLING_SE else None,
+                        )
+                        for key in SCORE_COMPARISONS
+                    },
+                    steps_to_best=ComparedSteps(
+                        **dict(steps),
+                        verdict=_verdict(steps, higher_is_better=False, good="fewer steps", bad="more steps"),
+                        ci95=t_interval(steps),
+                        ratio_of_means=ma / mb if ma is not None and mb else None,
+                    ),
+                )
+            )
     return out
 
 
-def sampling_sd(a: dict[str, Any], b: dict[str, Any], se_key: str) -> float | None:
+def sampling_sd(a: MethodAggregate, b: MethodAggregate, se_key: str) -> float | None:
     """The sd a seed's paired difference a - b has from the evaluations' sampling of answers alone (each score's
     ``sampling_se``, ``se_key`` of the runs' figures): the root mean over the paired seeds of se_a^2 + se_b^2.
     Set beside the spread of the differences over seeds, it says how much of that spread is the evaluation's
     draw rather than training's. None when a paired seed's evaluation has no such figure (greedy, older runs)."""
-    seeds = sorted(set(a["per_seed"]) & set(b["per_seed"]), key=int)
-    pairs = [(a["per_seed"][s].get(se_key), b["per_seed"][s].get(se_key)) for s in seeds]
+    seeds = sorted(set(a.per_seed) & set(b.per_seed), key=int)
+    pairs = [(getattr(a.per_seed[s], se_key), getattr(b.per_seed[s], se_key)) for s in seeds]
     if not pairs or any(x is None or y is None for x, y in pairs):
         return None
     return math.sqrt(statistics.fmean(x * x + y * y for x, y in pairs))
 
 
-def oracle_bound(agg: dict[str, Any]) -> dict[str, Any] | None:
+def oracle_bound(agg: Aggregates) -> OracleBound | None:
     """The oracle against the best baseline, paired by seed like :func:`compare`'s rows, at the best checkpoint and
     at the end: the oracle is the bound of any rubric repair, so this says what a harness arm that repaired every
     rubric as gold does could show against the best baseline at these seeds. None without an oracle or a baseline."""
     oracle, best = oracle_method(agg), best_baseline(agg)
     if oracle is None or best is None:
         return None
-    out: dict[str, Any] = {"oracle": oracle, "baseline": best}
-    for key in ABLATION_SCORES:
-        out[key] = _paired_score(agg[oracle], agg[best], key)
-    return out
+    return OracleBound(
+        oracle=oracle, baseline=best, **{key: _paired_score(agg[oracle], agg[best], key) for key in ABLATION_SCORES}
+    )
 
 
 ABLATION_SCORES = ("test_at_best", "test_end")
@@ -482,7 +472,7 @@ ABLATION_COSTS = ("rollouts_trial", "harness_overhead_share")
 """What an ablation changes in the harness's cost, paired by seed against its reference."""
 
 
-def ablation_reference(arm: str, settings: dict[str, dict[str, Any]], arms: Sequence[str]) -> tuple[str, dict] | None:
+def ablation_reference(arm: str, settings: dict[str, Settings], arms: Sequence[str]) -> tuple[str, Settings] | None:
     """The harness arm ``arm`` is an ablation of, and the settings it changes.
 
     ``settings`` are the bench's method settings (``bench.json``'s ``methods``). The reference is the other
@@ -491,7 +481,7 @@ def ablation_reference(arm: str, settings: dict[str, dict[str, Any]], arms: Sequ
     mine = settings.get(arm)
     if mine is None:
         return None
-    best: tuple[int, str, dict[str, Any]] | None = None
+    best: tuple[int, str, Settings] | None = None
     for ref in arms:
         theirs = settings.get(ref)
         if ref == arm or theirs is None or not set(theirs) <= set(mine):
@@ -502,17 +492,17 @@ def ablation_reference(arm: str, settings: dict[str, dict[str, Any]], arms: Sequ
     return (best[1], best[2]) if best else None
 
 
-def _family_ablation(a: dict[str, Any], ref: dict[str, Any], where: str, fam: str) -> dict[str, Any]:
+def _family_ablation(a: MethodAggregate, ref: MethodAggregate, where: str, fam: str) -> FamilyAblation:
     """One family's paired difference arm - reference, beside the reference's seed spread there."""
     d = _paired(a, ref, where, fam)
-    spread = ((ref.get(where) or {}).get(fam) or {}).get("std")
-    d["spread"] = spread
-    one_sign = d["n"] > 0 and d["n"] in (d["higher"], d["lower"])
-    d["beyond_spread"] = None if spread is None or not d["n"] else bool(one_sign and abs(d["mean"]) > spread)
-    return d
+    theirs = ref.per_group(where).get(fam)
+    spread = theirs.std if theirs is not None else None
+    one_sign = d.n > 0 and d.n in (d.higher, d.lower)
+    beyond = None if spread is None or not d.n else bool(one_sign and abs(d.mean or 0.0) > spread)
+    return FamilyAblation(**dict(d), spread=spread, beyond_spread=beyond)
 
 
-def ablations(agg: dict[str, Any], settings: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+def ablations(agg: Aggregates, settings: dict[str, Settings]) -> list[Ablation]:
     """Each harness arm against the arm whose settings it changes (:func:`ablation_reference`): paired per-seed
     differences, arm minus reference, of the test score (overall and per family, at the best-validation
     checkpoint and at the end) and of the harness's cost (trial rollouts, wall-time share).
@@ -528,44 +518,52 @@ def ablations(agg: dict[str, Any], settings: dict[str, dict[str, Any]]) -> list[
             continue
         ref, changes = found
         a, r = agg[arm], agg[ref]
-        row: dict[str, Any] = {"arm": arm, "reference": ref, "changes": changes}
+        per_family = {}
         for key in ABLATION_SCORES:
-            row[key] = _paired_score(a, r, key)
-        for key in ABLATION_COSTS:
-            row[key] = _paired(a, r, key)
-        row["per_family"] = {
-            key: {
-                fam: _family_ablation(a, r, f"{key}_per_family", fam)
-                for fam in sorted(set(a[f"{key}_per_family"]) & set(r[f"{key}_per_family"]))
-            }
-            for key in ABLATION_SCORES
-        }
-        out.append(row)
+            where = f"{key}_per_family"
+            common = sorted(set(a.per_group(where)) & set(r.per_group(where)))
+            per_family[key] = {fam: _family_ablation(a, r, where, fam) for fam in common}
+        out.append(
+            Ablation(
+                arm=arm,
+                reference=ref,
+                changes=changes,
+                **{key: _paired_score(a, r, key) for key in ABLATION_SCORES},
+                **{key: _paired(a, r, key) for key in ABLATION_COSTS},
+                per_family=per_family,
+            )
+        )
     return out
 
 
-def _gap_cell(agg: dict[str, Any], oracle: str, fixed: str, get) -> dict[str, Any]:
+def _gap_cell(agg: Aggregates, oracle: str, fixed: str, get: Callable[[MethodAggregate], Number | None]) -> GapCell:
     """One oracle-gap figure: fixed's and the oracle's seed means, the gap, and each other method's share."""
     o, f = get(agg[oracle]), get(agg[fixed])
     means = {m: get(a) for m, a in agg.items()}
-    cell: dict[str, Any] = {"fixed": f, "oracle": o, "gap": None, "shares": {}, "means": means, "note": None}
     if o is None or f is None:
-        cell["note"] = "not recorded by " + " and ".join(m for m, v in ((fixed, f), (oracle, o)) if v is None)
-        return cell
-    cell["gap"] = o - f
+        missing = " and ".join(m for m, v in ((fixed, f), (oracle, o)) if v is None)
+        return GapCell(fixed=f, oracle=o, means=means, note="not recorded by " + missing)
     if o - f < MIN_ORACLE_GAP:
-        cell["note"] = (
-            f"the oracle is not ahead of fixed by {MIN_ORACLE_GAP} (gap {o - f:+.3f}): no share of a gap this small"
+        return GapCell(
+            fixed=f,
+            oracle=o,
+            gap=o - f,
+            shares={m: None for m in agg if m not in (oracle, fixed)},
+            means=means,
+            note=f"the oracle is not ahead of fixed by {MIN_ORACLE_GAP} (gap {o - f:+.3f}): "
+            "no share of a gap this small",
         )
-        cell["shares"] = {m: None for m in agg if m not in (oracle, fixed)}
-        return cell
-    cell["shares"] = {
-        m: (v - f) / (o - f) if v is not None else None for m, v in means.items() if m not in (oracle, fixed)
-    }
-    return cell
+    shares = {m: (v - f) / (o - f) if v is not None else None for m, v in means.items() if m not in (oracle, fixed)}
+    return GapCell(fixed=f, oracle=o, gap=o - f, shares=shares, means=means)
 
 
-def oracle_gap(agg: dict[str, Any]) -> dict[str, Any] | None:
+def _family_mean(a: MethodAggregate, where: str, fam: str) -> Number | None:
+    """A method's seed mean of a per-family figure on one family (None: no seed scored it)."""
+    st = a.per_group(where).get(fam)
+    return st.mean if st is not None else None
+
+
+def oracle_gap(agg: Aggregates) -> OracleGap | None:
     """The share of the fixed→oracle gap each method closes, ``(method - fixed) / (oracle - fixed)`` on the
     seed-mean gold test scores at the best-validation checkpoint and at the end, overall and per family;
     None without both a ``fixed`` and an ``oracle`` method. A gap below :data:`MIN_ORACLE_GAP` gets no
@@ -573,34 +571,41 @@ def oracle_gap(agg: dict[str, Any]) -> dict[str, Any] | None:
     oracle, fixed = oracle_method(agg), _reference(agg, FIXED_METHOD)
     if oracle is None or fixed is None:
         return None
-    out: dict[str, Any] = {
-        "oracle": oracle,
-        "fixed": fixed,
-        "plain": plain_oracle(agg),
-        "min_gap": MIN_ORACLE_GAP,
-        "note": None,
-        "at": {},
-    }
-    ungraded = [m for m in (fixed, oracle) if agg[m].get("graded_with") != "gold"]
+    gap = OracleGap(oracle=oracle, fixed=fixed, plain=plain_oracle(agg), min_gap=MIN_ORACLE_GAP)
+    ungraded = [m for m in (fixed, oracle) if agg[m].graded_with != "gold"]
     if ungraded:
-        out["note"] = (
+        gap.note = (
             f"{', '.join(ungraded)} not graded with the gold rubrics: the oracle's gap is only meaningful on gold"
         )
-        return out
+        return gap
     for key in ("test_at_best", "test_end"):
         where = f"{key}_per_family"
-        families = sorted(set(agg[oracle][where]) | set(agg[fixed][where]))
-        out["at"][key] = {
-            "overall": _gap_cell(agg, oracle, fixed, lambda a, key=key: a[key]["mean"]),
-            "per_family": {
-                fam: _gap_cell(agg, oracle, fixed, lambda a, w=where, fam=fam: (a[w].get(fam) or {}).get("mean"))
+        families = sorted(set(agg[oracle].per_group(where)) | set(agg[fixed].per_group(where)))
+        gap.at[key] = GapAt(
+            overall=_gap_cell(agg, oracle, fixed, lambda a, key=key: a.figure(key).mean),
+            per_family={
+                fam: _gap_cell(agg, oracle, fixed, lambda a, w=where, fam=fam: _family_mean(a, w, fam))
                 for fam in families
             },
-        }
-    return out
+        )
+    return gap
 
 
-def fault_check(agg: dict[str, Any]) -> dict[str, Any] | None:
+def _fault_figures(a: MethodAggregate, fam: str) -> FaultFigures:
+    """A method's figures on one family for the fault check (seed means)."""
+    train = a.train_per_family.get(fam)
+    return FaultFigures(
+        groups=train.groups.mean if train else None,
+        flat_low=train.flat_low.mean if train else None,
+        flat_high=train.flat_high.mean if train else None,
+        gold_start=_family_mean(a, "test_start_per_family", fam),
+        proxy_start=_family_mean(a, "proxy_test_start_per_family", fam),
+        gold_end=_family_mean(a, "test_end_per_family", fam),
+        proxy_end=_family_mean(a, "proxy_test_end_per_family", fam),
+    )
+
+
+def fault_check(agg: Aggregates) -> FaultCheck | None:
     """Does each injected failure show where it should? For ``fixed`` and ``oracle`` (those present), per
     family: the training shares of flat all-low and all-high groups, the proxy and gold test scores at
     step 0 and at the end (seed means), and oracle minus fixed on gold at the end with the spread of the
@@ -612,33 +617,28 @@ def fault_check(agg: dict[str, Any]) -> dict[str, Any] | None:
     if not present:
         return None
     families = sorted(
-        {fam for m in present.values() for where in ("train_per_family", *FAMILY_SCORES) for fam in agg[m][where]}
+        {
+            fam
+            for m in present.values()
+            for fam in (*agg[m].train_per_family, *(f for where in FAMILY_SCORES for f in agg[m].per_group(where)))
+        }
     )
-    failures = {k: v for m in present.values() for k, v in (agg[m].get("family_failure") or {}).items()}
-
-    def mean(a: dict[str, Any], where: str, fam: str) -> float | None:
-        return (a[where].get(fam) or {}).get("mean")
-
+    failures = {k: v for m in present.values() for k, v in agg[m].family_failure.items()}
     rows = []
     for fam in families:
-        row: dict[str, Any] = {"family": fam, "failure": failures.get(fam)}
-        for role, m in present.items():
-            a, train = agg[m], agg[m]["train_per_family"].get(fam) or {}
-            row[role] = {
-                "groups": (train.get("groups") or {}).get("mean"),
-                "flat_low": (train.get("flat_low") or {}).get("mean"),
-                "flat_high": (train.get("flat_high") or {}).get("mean"),
-                "gold_start": mean(a, "test_start_per_family", fam),
-                "proxy_start": mean(a, "proxy_test_start_per_family", fam),
-                "gold_end": mean(a, "test_end_per_family", fam),
-                "proxy_end": mean(a, "proxy_test_end_per_family", fam),
-            }
+        gap = None
         if fixed is not None and oracle is not None:
             d = _paired(agg[oracle], agg[fixed], "test_end_per_family", fam)
-            d["exceeds_spread"] = None if d["std"] is None else abs(d["mean"]) > d["std"]
-            row["oracle_minus_fixed"] = d
-        rows.append(row)
-    return {"fixed": fixed, "oracle": oracle, "families": rows}
+            gap = OracleMinusFixed(**dict(d), exceeds_spread=None if d.std is None else abs(d.mean or 0.0) > d.std)
+        rows.append(
+            FaultRow(
+                family=fam,
+                failure=failures.get(fam),
+                **{role: _fault_figures(agg[m], fam) for role, m in present.items()},
+                oracle_minus_fixed=gap,
+            )
+        )
+    return FaultCheck(fixed=fixed, oracle=oracle, families=rows)
 
 
 SameBenchmark = Callable[[str, str], bool]
@@ -652,41 +652,40 @@ def same_name(a: str, b: str) -> bool:
 
 
 def agree(
-    merged: dict[str, Any],
+    merged: BenchManifest,
     method_from: dict[str, str],
     source: str,
-    manifest: dict[str, Any],
+    manifest: BenchManifest,
     same: SameBenchmark = same_name,
 ) -> None:
-    """Fold one source's bench config and method settings (``manifest``: ``bench_config``, ``methods``) into
-    ``merged``, or refuse where they disagree with the sources before it (``method_from``: method -> the first
-    source that named it), naming both: one report reads one benchmark (``same``: two configs that differ only
-    in how their runs were run, a wall-clock limit say, are one), and one name is one arm. Every config read is
-    listed in ``merged["bench_configs"]``."""
-    config = manifest.get("bench_config")
-    first = merged["bench_config"]
+    """Fold one source's bench config and method settings (``manifest``) into ``merged``, or refuse where they
+    disagree with the sources before it (``method_from``: method -> the first source that named it), naming both: one
+    report reads one benchmark (``same``: two configs that differ only in how their runs were run, a wall-clock limit
+    say, are one), and one name is one arm. Every config read is listed in ``merged.bench_configs``."""
+    config = manifest.bench_config
+    first = merged.bench_config
     if config is not None and first not in (None, config) and not same(first, config):
         raise HarnessRLError(
             f"{source} was run from bench config {config!r}, the sources before it from "
             f"{first!r}, and the two do not train the same (their base training config or overrides differ, or "
             "one cannot be read from here): one report reads one benchmark (report them apart)"
         )
-    merged["bench_config"] = first or config
-    merged["bench_configs"] = [c for c in dict.fromkeys([*merged.get("bench_configs", []), first, config]) if c]
-    for method, settings in (manifest.get("methods") or {}).items():
-        if method in merged["methods"] and merged["methods"][method] != settings:
+    merged.bench_config = first or config
+    merged.bench_configs = [c for c in dict.fromkeys([*merged.bench_configs, first, config]) if c]
+    for method, settings in manifest.methods.items():
+        if method in merged.methods and merged.methods[method] != settings:
             raise HarnessRLError(
                 f"method {method!r} has other settings in {source} ({settings}) than in {method_from[method]} "
-                f"({merged['methods'][method]}): one name, one arm (name one of them differently in its bench "
+                f"({merged.methods[method]}): one name, one arm (name one of them differently in its bench "
                 "config's method_settings, or report the sources apart)"
             )
-        merged["methods"].setdefault(method, settings)
+        merged.methods.setdefault(method, settings)
         method_from.setdefault(method, source)
 
 
 def load_benches(
     bench_dirs: Sequence[str | Path], same: SameBenchmark = same_name
-) -> tuple[list[RunData], dict[str, Any]]:
+) -> tuple[list[RunData], BenchManifest]:
     """The runs of one or several bench folders read as one bench, and their manifests merged.
 
     Several folders are how a study grows: ablations run in another folder from the baselines, a seed added
@@ -698,7 +697,7 @@ def load_benches(
     if len(bench_dirs) == 1:
         return load_runs(bench_dirs[0])
     runs: list[RunData] = []
-    merged: dict[str, Any] = {"bench_config": None, "methods": {}, "runs": {}}
+    merged = BenchManifest()
     method_from: dict[str, str] = {}  # method -> the first folder that named it
     run_from: dict[str, str] = {}  # method/seed<k> -> the folder holding that run
     for folder in bench_dirs:
@@ -714,29 +713,28 @@ def load_benches(
             run_from[key] = str(folder)
             runs.append(run)
         # a row for a run another folder holds (one not run here, say) must not replace that folder's row
-        rows = manifest.get("runs") or {}
-        merged["runs"].update({k: row for k, row in rows.items() if run_from.get(k) in (None, str(folder))})
+        merged.runs.update({k: row for k, row in manifest.runs.items() if run_from.get(k) in (None, str(folder))})
     return runs, merged
 
 
-def load_runs(bench_dir: str | Path) -> tuple[list[RunData], dict[str, Any]]:
-    """Every run under a bench folder (``<dir>/<method>/seed<k>``) and the bench manifest (or ``{}``).
+def load_runs(bench_dir: str | Path) -> tuple[list[RunData], BenchManifest]:
+    """Every run under a bench folder (``<dir>/<method>/seed<k>``) and the bench manifest (empty without one).
 
     Runs listed in ``bench.json`` come in its order; any other ``seed<k>`` folder with a config.yaml is
     read too."""
     root = Path(bench_dir)
     if not root.is_dir():
         raise HarnessRLError(f"{root}: no such bench folder (make one with `harnessrl bench run`)")
-    manifest = read_json_file(root / "bench.json") or {}
+    manifest = read_bench_manifest(root / "bench.json") or BenchManifest()
     runs: list[RunData] = []
     seen: set[Path] = set()
-    for row in (manifest.get("runs") or {}).values():
-        path = Path(row.get("run_dir") or "")
+    for row in manifest.runs.values():
+        path = Path(row.run_dir or "")
         if not path.is_dir():
-            alt = root / str(row.get("method")) / f"seed{row.get('seed')}"  # the folder was moved
+            alt = root / str(row.method) / f"seed{row.seed}"  # the folder was moved
             path = alt if alt.is_dir() else path
         if path.is_dir() and (path / "config.yaml").is_file():
-            runs.append(RunData.read(path, str(row["method"]), int(row["seed"]), row))
+            runs.append(RunData.read(path, str(row.method), int(row.seed or 0), row))
             seen.add(path.resolve())
     for cfg in sorted(root.glob("*/seed*/config.yaml")):
         path = cfg.parent

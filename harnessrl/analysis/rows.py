@@ -21,14 +21,15 @@ seed twice.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+
+from pydantic import JsonValue
 
 from harnessrl.analysis.figures import REQUIRED, RunFigures
 from harnessrl.analysis.results import SameBenchmark, agree, same_name
 from harnessrl.errors import HarnessRLError
+from harnessrl.records.bench_files import BenchManifest, read_report_file
 
 __all__ = ["REQUIRED", "ROWS_FROM", "merge_rows", "row_figures"]
 
@@ -36,7 +37,7 @@ ROWS_FROM = "rows_from"
 """The run figure naming the results.json a row was taken from (None on a run read from its folder)."""
 
 
-def row_figures(row: dict[str, Any], source: str, index: int = 0) -> RunFigures:
+def row_figures(row: dict[str, JsonValue], source: str, index: int = 0) -> RunFigures:
     """One results.json row (``index`` of its ``runs``) as the per-run figures the report aggregates, read through
     :class:`~harnessrl.analysis.figures.RunFigures`: with ``rows_from`` (``source``) and, in ``missing``, the figures
     the report was written before (None: not recorded); the private per-task scores are never in a row. A row that
@@ -48,19 +49,9 @@ def _steps(n: float | None) -> str:
     return "an unrecorded number of" if n is None else f"{n:g}"
 
 
-def _read(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise HarnessRLError(f"{path}: not a readable results.json ({e})") from None
-    if not isinstance(data, dict) or not isinstance(data.get("runs"), list):
-        raise HarnessRLError(f"{path}: no `runs` list (give the results.json a `harnessrl bench report` wrote)")
-    return data
-
-
-def _check_unrecorded(source: str, method: str, rows: list[RunFigures], merged: dict[str, Any], by: str) -> None:
+def _check_unrecorded(source: str, method: str, rows: list[RunFigures], merged: BenchManifest, by: str) -> None:
     """Without recorded settings, a row's trainer method must be all its folder settings say."""
-    settings = merged["methods"].get(method)
+    settings = merged.methods.get(method)
     if settings is None:
         return
     trainer = {r.trainer_method for r in rows}
@@ -74,12 +65,12 @@ def _check_unrecorded(source: str, method: str, rows: list[RunFigures], merged: 
 
 def merge_rows(
     figures: Sequence[RunFigures],
-    manifest: dict[str, Any],
+    manifest: BenchManifest,
     files: Sequence[str | Path],
     methods: Sequence[str] | None = None,
     shown: Callable[[str | Path], str] = str,
     same: SameBenchmark = same_name,
-) -> tuple[list[RunFigures], dict[str, Any]]:
+) -> tuple[list[RunFigures], BenchManifest]:
     """The rows of ``files`` (committed reports' results.json, each shown in messages and figures by ``shown``)
     to report beside the folders' run ``figures`` and their merged ``manifest`` (``bench_config``, ``methods``),
     and the manifest with the rows' bench config and recorded settings folded in.
@@ -88,8 +79,8 @@ def merge_rows(
     that a folder or an earlier file already has; another bench config, or a report without one beside folders
     that record one; other settings for a method (an older report records none: then a row's trainer method
     must be all the folder's settings say, and its max steps the folder runs' of that method)."""
-    merged = {**manifest, "methods": dict(manifest.get("methods") or {})}
-    method_from = dict.fromkeys(merged["methods"], "the bench folders")
+    merged = manifest.model_copy(update={"methods": dict(manifest.methods)})
+    method_from = dict.fromkeys(merged.methods, "the bench folders")
     run_from = {(f.method, f.seed): f.path for f in figures}
     max_steps: dict[str, float | None] = {}
     for f in figures:
@@ -99,23 +90,21 @@ def merge_rows(
     seen: set[str] = set()
     for file in files:
         source = shown(file)
-        data = _read(Path(file))
+        data = read_report_file(file)
         rows = [
-            row_figures(r, source, i)
-            for i, r in enumerate(data["runs"])
-            if not isinstance(r, dict) or not wanted or r.get("method") in wanted
+            row_figures(r, source, i) for i, r in enumerate(data.runs or []) if not wanted or r.get("method") in wanted
         ]
         seen |= {r.method for r in rows}
-        config = data.get("bench_config")
-        if config is None and merged.get("bench_config") is not None:
+        config = data.bench_config
+        if config is None and merged.bench_config is not None:
             raise HarnessRLError(
                 f"{source} records no bench config: it cannot be checked to come from the bench of the folders "
-                f"({merged['bench_config']!r})"
+                f"({merged.bench_config!r})"
             )
-        settings = data.get("method_settings")
+        settings = data.method_settings or {}
         taken = sorted({r.method for r in rows})
-        recorded = {m: settings[m] for m in taken if m in settings} if isinstance(settings, dict) else {}
-        agree(merged, method_from, source, {"bench_config": config, "methods": recorded}, same)
+        recorded = {m: settings[m] for m in taken if m in settings}
+        agree(merged, method_from, source, BenchManifest(bench_config=config, methods=recorded), same)
         for m in (m for m in taken if m not in recorded):
             _check_unrecorded(source, m, [r for r in rows if r.method == m], merged, method_from.get(m, ""))
         for f in rows:

@@ -10,13 +10,13 @@ reads the same split), so reports are matched by that set.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from harnessrl.analysis.figures import RunFigures
 from harnessrl.errors import HarnessRLError
+from harnessrl.records.bench_files import read_report_file
 
 __all__ = ["arms_scored", "split_families"]
 
@@ -39,13 +39,13 @@ def arms_scored(reports: Path, families: frozenset[str], own: Sequence[str] = ()
         if own_name is not None and path.parent.name == own_name:
             continue
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            runs = [RunFigures.from_row(r, str(path), i) for i, r in enumerate(data.get("runs") or [])]
-        except (OSError, ValueError, AttributeError, HarnessRLError) as e:
+            data = read_report_file(path, runs_required=False)
+            runs = [RunFigures.from_row(r, str(path), i) for i, r in enumerate(data.runs or [])]
+        except HarnessRLError as e:
             logger.warning("%s cannot be read (%s): its arms are not counted", path, e)
             continue
         if split_families(runs) != families:
             continue
-        for method in data.get("methods") or {}:
+        for method in data.methods:
             arms.setdefault(method, []).append(path.parent.name)
     return arms

@@ -14,10 +14,20 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from harnessrl.config import apply_overrides, load_yaml
 from harnessrl.errors import ConfigError
+from harnessrl.records.bench_files import Settings
 from harnessrl.trainer.methods import RENAMED_METHODS, default_bench_methods, method_names, method_spec
 
 __all__ = [
@@ -30,8 +40,11 @@ __all__ = [
     "same_benchmark",
 ]
 
+TrainSettings = dict[str, JsonValue]
+"""A training config as the mapping its YAML holds (nested sections; what `harnessrl train` validates)."""
 
-def builtin_methods() -> dict[str, dict[str, Any]]:
+
+def builtin_methods() -> dict[str, Settings]:
     """The predefined methods: each training method of :data:`~harnessrl.trainer.methods.METHOD_TABLE` under its
     own name, its only override the run config's ``method``. A bench config's ``method_settings`` may add methods
     or replace these."""
@@ -56,7 +69,7 @@ def _check_method_name(name: str) -> str:
     return name
 
 
-def _check_overrides(overrides: dict[str, Any], where: str) -> dict[str, Any]:
+def _check_overrides(overrides: Settings, where: str) -> Settings:
     for key in overrides:
         if not key or any(not part for part in key.split(".")):
             raise ValueError(f"{where}: {key!r} is not a setting; write keys like grpo.max_steps")
@@ -70,14 +83,14 @@ class BenchConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    base: str | dict[str, Any] = Field(
+    base: str | TrainSettings = Field(
         description="The training config every run starts from: a YAML path (relative to the bench config's "
         "folder) or its settings inline. Paths inside it are read as `harnessrl train` reads them."
     )
-    overrides: dict[str, Any] = Field(
+    overrides: Settings = Field(
         default_factory=dict, description="key.sub -> value, applied to every run after the base."
     )
-    method_settings: dict[str, dict[str, Any]] = Field(
+    method_settings: dict[str, Settings] = Field(
         default_factory=dict,
         description="method name -> its overrides (key.sub -> value). Predefined: "
         + ", ".join(f"{k} = {v}" for k, v in builtin_methods().items())
@@ -104,12 +117,12 @@ class BenchConfig(BaseModel):
 
     @field_validator("overrides")
     @classmethod
-    def _valid_overrides(cls, v: dict[str, Any]) -> dict[str, Any]:
+    def _valid_overrides(cls, v: Settings) -> Settings:
         return _check_overrides(v, "overrides")
 
     @field_validator("method_settings")
     @classmethod
-    def _valid_method_settings(cls, v: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    def _valid_method_settings(cls, v: dict[str, Settings]) -> dict[str, Settings]:
         for name, overrides in v.items():
             _check_method_name(name)
             _check_overrides(overrides or {}, f"method_settings.{name}")
@@ -139,7 +152,7 @@ class BenchConfig(BaseModel):
         return self
 
     # ----------------------------------------------------------------------------------- derived
-    def known_methods(self) -> dict[str, dict[str, Any]]:
+    def known_methods(self) -> dict[str, Settings]:
         """Every method this config can run: the built-ins, then its own ``method_settings``."""
         return {**builtin_methods(), **self.method_settings}
 
@@ -150,7 +163,7 @@ class BenchConfig(BaseModel):
     def run_dir(self, method: str, seed: int) -> Path:
         return self.out_path / method / f"seed{seed}"
 
-    def base_settings(self) -> dict[str, Any]:
+    def base_settings(self) -> TrainSettings:
         """The base training config as a dict (read from its file when ``base`` is a path)."""
         if isinstance(self.base, dict):
             return copy.deepcopy(self.base)
@@ -159,7 +172,7 @@ class BenchConfig(BaseModel):
             path = self._folder / path
         return load_yaml(path)
 
-    def trains(self) -> dict[str, Any]:
+    def trains(self) -> TrainSettings:
         """What every run of this bench trains from, before its method's settings: the base training config with
         the bench's overrides. Two configs that agree on it are one benchmark, whatever else differs (where
         results go, which methods and seeds, the wall-clock limit, keeping checkpoints: how the runs are run)."""
@@ -179,7 +192,7 @@ class BenchConfig(BaseModel):
         return cfg
 
 
-def resolve_train_config(cfg: BenchConfig, method: str, seed: int) -> dict[str, Any]:
+def resolve_train_config(cfg: BenchConfig, method: str, seed: int) -> TrainSettings:
     """The training settings of one run: base, then the bench's overrides, the method's, seed and run_dir."""
     data = apply_overrides(cfg.base_settings(), cfg.overrides)
     data = apply_overrides(data, cfg.known_methods()[method])
