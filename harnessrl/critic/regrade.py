@@ -70,8 +70,8 @@ from harnessrl.records.measurements import (
     CriterionView,
     HintMet,
     LearningSignal,
-    Probation,
     ProbationEvidence,
+    ProbationTerms,
     ReferenceGuard,
     SideTexts,
     SplitLook,
@@ -525,7 +525,7 @@ def _probation(
     (:class:`~harnessrl.evolution.probation.ProbationTracker`) and its error stays the one this test spends."""
     cfg = trial.config
     checks = {p.task.id: [c.id for c in p.added] for p in parts if p.added}
-    trial.measurements.probation = Probation(
+    trial.measurements.probation = ProbationTerms(
         tasks=list(checks),
         checks=checks,
         look_groups=cfg.probation_look_groups,

@@ -69,7 +69,7 @@ from harnessrl.critic.stats import rounded
 from harnessrl.data.schema import Criterion, Task
 from harnessrl.judges.rubric_judge import RubricJudge
 from harnessrl.records.failures import Failure
-from harnessrl.records.measurements import Probation, TrialMeasurements
+from harnessrl.records.measurements import ProbationTerms, TrialMeasurements
 from harnessrl.records.steps import Recorder, RolloutRecord
 from harnessrl.records.trials import TrialCost, TrialResult
 
@@ -169,7 +169,7 @@ class Trial(TrialContext):
         keeps or reverts it). ``checks``: per task, the criteria a rubric edit with a hint adds; its looks decide by
         the rate at which the guided groups' rollouts break them (the rule for added checks)."""
         ids = [t.id for t in targets]
-        self.measurements.probation = Probation(
+        self.measurements.probation = ProbationTerms(
             tasks=ids,
             look_groups=self.config.probation_look_groups,
             max_looks=self.config.max_looks,

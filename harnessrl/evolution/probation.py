@@ -58,8 +58,8 @@ from harnessrl.records.event_payloads import (
     CommitPayload,
     ProbationPayload,
     ProbationPrior,
+    ProbationSplit,
     RevertPayload,
-    SplitLook,
 )
 
 if TYPE_CHECKING:
@@ -416,7 +416,7 @@ class ProbationTracker:
             v = split = decide_split(
                 p.broken, p.graded, gsz, r.split_threshold, r.confidence, p.looks, r.max_looks, r.spending
             )
-            look.split = SplitLook(
+            look.split = ProbationSplit(
                 broken=split.broken,
                 rollouts=split.rollouts,
                 group_size=gsz,

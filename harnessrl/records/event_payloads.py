@@ -50,6 +50,7 @@ __all__ = [
     "OutcomePayload",
     "ProbationPayload",
     "ProbationPrior",
+    "ProbationSplit",
     "ProposalPayload",
     "ReferenceCheckPayload",
     "RepairCarriedPayload",
@@ -57,7 +58,6 @@ __all__ = [
     "RubricAuditPayload",
     "RunEndPayload",
     "RunStartPayload",
-    "SplitLook",
     "TrainingHoldPayload",
     "TrialPayload",
     "UpdateDump",
@@ -390,7 +390,7 @@ class AuditProbePayload(EventPayload):
     rewards: dict[str, list[Number | None]] = {}
 
 
-class SplitLook(AsWritten):
+class ProbationSplit(AsWritten):
     """A probation look's rule for added checks: the rollouts that broke them, the split share and its interval."""
 
     broken: int = 0
@@ -427,7 +427,7 @@ class ProbationPayload(EventPayload):
     unguided_mean_reward: Number | None = None
     guided_rollouts: int | None = None
     unguided_rollouts: int | None = None
-    split: SplitLook | None = None
+    split: ProbationSplit | None = None
     decided_by: str | None = None
     verdict_kind: str | None = None
     action: str | None = None

@@ -7,7 +7,7 @@ probation) adds its own; one trial can go through two of them (a rubric edit wit
 probation), and two recipes share fields (``feature``, ``probation``, the per-group verdicts). Each field says which
 writer sets it.
 
-The JSON stays the dict the critic wrote before these were typed: every model here is a :class:`Recorded`, dumped
+The JSON stays the dict the critic wrote before these were typed: every model here is an :class:`~harnessrl.records.as_written.AsWritten`, dumped
 with the fields its writer set (a field set to None included: the reference guard of a task without a reference
 answer), in the order they were set, and no other. So every field defaults to None (not written, absent from the
 JSON), nested records' included: a run written before a field was added loads, and so does a key these models do
@@ -18,16 +18,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    ModelWrapValidatorHandler,
-    PrivateAttr,
-    SerializerFunctionWrapHandler,
-    model_serializer,
-    model_validator,
-)
+from pydantic import Field
+
+from harnessrl.records.as_written import AsWritten
 
 __all__ = [
     "CoveredTask",
@@ -36,11 +29,10 @@ __all__ = [
     "HintMet",
     "LearningSignal",
     "PooledLook",
-    "Probation",
     "ProbationEvidence",
+    "ProbationTerms",
     "Probe",
     "ProbedTask",
-    "Recorded",
     "ReferenceGuard",
     "RubricFade",
     "SampledTask",
@@ -54,44 +46,11 @@ __all__ = [
 ]
 
 
-class Recorded(BaseModel):
-    """A record dumped as it was written: the fields set (explicitly None included), in the order they were set,
-    and the keys it does not know kept (``extra="allow"``). Built from a dict (a run file, a tool's JSON), the
-    dict's keys give the order; a field assigned later goes after them, as a key added to a dict does."""
-
-    model_config = ConfigDict(
-        extra="allow", use_attribute_docstrings=True, validate_by_name=True, serialize_by_alias=True
-    )
-
-    _written: tuple[str, ...] = PrivateAttr(default=())
-
-    @model_validator(mode="wrap")
-    @classmethod
-    def _order_of_input(cls, data: Any, handler: ModelWrapValidatorHandler[Recorded]) -> Recorded:
-        out = handler(data)
-        if isinstance(data, dict):
-            by_alias = {f.alias: name for name, f in cls.model_fields.items() if f.alias}
-            out._written = tuple(by_alias.get(k, k) for k in data)
-        return out
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        super().__setattr__(name, value)
-        if not name.startswith("_") and name not in self._written:
-            self._written = (*self._written, name)  # a new tuple: a model_copy shares the old one
-
-    @model_serializer(mode="wrap")
-    def _as_written(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
-        data = handler(self)
-        fields = type(self).model_fields
-        keys = (fields[n].alias or n if n in fields else n for n in self._written)
-        return {k: data[k] for k in keys if k in data}
-
-
 Setting = float | int | None
 """A sampling setting's value (temperature, top_p, max_tokens, ...)."""
 
 
-class SideVerdicts(Recorded):
+class SideVerdicts(AsWritten):
     """Per group, a verdict on each side (``signal_share_per_group``: the group gives signal;
     ``criterion_signal_per_group``: its targeted criteria discriminate)."""
 
@@ -99,28 +58,28 @@ class SideVerdicts(Recorded):
     candidate: list[bool] | None = None
 
 
-class SideTexts(Recorded):
+class SideTexts(AsWritten):
     """Texts on each side: the criteria a criterion-signal trial watches, or example completions."""
 
     baseline: list[str] | None = None
     candidate: list[str] | None = None
 
 
-class SettingSides(Recorded):
+class SettingSides(AsWritten):
     """A sampling setting as the harness shapes a row now and with the candidate."""
 
     baseline: Setting = None
     candidate: Setting = None
 
 
-class Shares(Recorded):
+class Shares(AsWritten):
     """A share under the current and the candidate sampling probabilities."""
 
     current: float | None = None
     candidate: float | None = None
 
 
-class CriterionView(Recorded):
+class CriterionView(AsWritten):
     """One criterion of the candidate rubric: its id, text, weight and exact check (as its model dumps it)."""
 
     id: str | None = None
@@ -129,7 +88,7 @@ class CriterionView(Recorded):
     check: dict[str, Any] | None = None
 
 
-class CoveredTask(Recorded):
+class CoveredTask(AsWritten):
     """A task the candidate covers beside its own, re-graded with it: its cached rollouts and their steps."""
 
     task_id: str | None = None
@@ -137,7 +96,7 @@ class CoveredTask(Recorded):
     steps: list[int] | None = None
 
 
-class LearningSignal(Recorded):
+class LearningSignal(AsWritten):
     """The advantage gate of a re-grade (docs/design.md §4): what the candidate changes in what the trainer learns."""
 
     advantage_effect: float | None = None
@@ -151,7 +110,7 @@ class LearningSignal(Recorded):
     gives_signal_candidate: list[bool] | None = None
 
 
-class PooledLook(Recorded):
+class PooledLook(AsWritten):
     """One look of a sequential test pooled over tasks and looks (:mod:`harnessrl.critic.power`): what every look
     records, whichever rule it decides by."""
 
@@ -187,7 +146,7 @@ class HintMet(PooledLook):
     """The rate the unguided rollouts must be shown to reach."""
 
 
-class ProbationEvidence(Recorded):
+class ProbationEvidence(AsWritten):
     """The pending test a probation continues: its broken and graded rollouts, its looks and group size."""
 
     broken: int | None = None
@@ -196,7 +155,7 @@ class ProbationEvidence(Recorded):
     group_size: int | None = None
 
 
-class Probation(Recorded):
+class ProbationTerms(AsWritten):
     """A candidate committed on probation: the tasks whose training groups are its trial and how they are looked at
     (:class:`~harnessrl.evolution.probation.ProbationTracker`). Written by ``Trial.probation`` (a hint, a rubric edit
     with a hint: ``threshold``, and ``checks`` when it adds any) and by a re-grade whose pooled test split a group
@@ -215,7 +174,7 @@ class Probation(Recorded):
     """Pooled groups the checks split when it went on probation."""
 
 
-class ReferenceGuard(Recorded):
+class ReferenceGuard(AsWritten):
     """The reference guard of one task: the reference answer's rank among the policy's rollouts, before and under
     the candidate rubric (``task_id``: a covered task's, in ``reference_guard_covered``)."""
 
@@ -227,7 +186,7 @@ class ReferenceGuard(Recorded):
     passed: bool | None = None
 
 
-class ProbedTask(Recorded):
+class ProbedTask(AsWritten):
     """One probed task of a rollout-arms trial: its rows as shaped now and with the candidate, the arms' rewards and,
     when both arms have 2 rewards or more, their spread and signal per group."""
 
@@ -251,7 +210,7 @@ class ProbedTask(Recorded):
     targeted_criteria: list[str] | None = None
 
 
-class Probe(Recorded):
+class Probe(AsWritten):
     """Fresh rollouts of a task a sampling candidate promotes: their rewards, which groups give signal, examples."""
 
     task_id: str | None = None
@@ -260,7 +219,7 @@ class Probe(Recorded):
     examples: list[str] | None = None
 
 
-class SampledTask(Recorded):
+class SampledTask(AsWritten):
     """A task with statistics in a sampling trial: its probabilities now and with the candidate, and its groups'."""
 
     p_current: float | None = None
@@ -272,7 +231,7 @@ class SampledTask(Recorded):
     signal_share: float | None = None
 
 
-class GroupReach(Recorded):
+class GroupReach(AsWritten):
     """Whether a task a candidate parks is within reach: the recent rollouts of its group of the data above the
     flat-low threshold, and the share of groups they would split."""
 
@@ -284,7 +243,7 @@ class GroupReach(Recorded):
     split_share_interval: list[float] | None = None
 
 
-class RubricFade(Recorded):
+class RubricFade(AsWritten):
     """A fade of a rubric's hint: the share of each group it is stated to, now and after, and the checks it states."""
 
     from_: float | None = Field(default=None, alias="from")
@@ -292,7 +251,7 @@ class RubricFade(Recorded):
     checks: dict[str, list[str]] | None = None
 
 
-class TrialMeasurements(Recorded):
+class TrialMeasurements(AsWritten):
     """Everything a critic trial measured, a field per metric; a field its trial did not write is None and absent
     from the JSON."""
 
@@ -390,4 +349,4 @@ class TrialMeasurements(Recorded):
     group_std_candidate: list[float | None] | None = None
     feature: str | None = None
     """A correlation trial's feature (``rho_reward_<feature>``)."""
-    probation: Probation | None = None
+    probation: ProbationTerms | None = None
