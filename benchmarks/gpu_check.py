@@ -517,7 +517,7 @@ def raw_generate(probe: Probe, call: dict[str, Any]) -> tuple[float, int]:
         ids, mask = call["input_ids"].to(dev), call["attention_mask"].to(dev)
         probe.sync()
         t0 = time.perf_counter()
-        with torch.no_grad(), generation_precision(model, probe.trainer.generation_autocast):
+        with torch.no_grad(), generation_precision(model, probe.trainer.generation.autocast):
             out = model.generate(input_ids=ids, attention_mask=mask, generation_config=call["generation_config"])
         probe.sync()
         seconds = time.perf_counter() - t0

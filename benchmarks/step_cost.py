@@ -96,7 +96,7 @@ class Probe:
         orig_generate = model.generate
         orig_step = trainer.training_step
         orig_record = trainer._record_step
-        orig_reference = trainer.reference_reward
+        orig_reference = trainer.step_records.reference_reward
 
         def harness_rows(*a, **k):
             self._rows = orig_rows(*a, **k)
@@ -165,7 +165,7 @@ class Probe:
         model.generate = generate
         trainer.training_step = training_step
         trainer._record_step = record_step
-        trainer.reference_reward = reference_reward
+        trainer.step_records.reference_reward = reference_reward
         self._model, self._orig_generate = model, orig_generate
         trainer.add_callback(_Clock(self))  # last: the evolver's on_step_end runs inside the step's clock
 

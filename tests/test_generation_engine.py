@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from harnessrl.errors import ConfigError
 from harnessrl.models import GENERATION_AUTOCAST, generation_precision
+from harnessrl.trainer.generation import RolloutGeneration
 from harnessrl.trainer.grpo_trainer import HarnessGRPOTrainer
 from harnessrl.trainer.run import build_grpo_config, train
 from harnessrl.trainer.train_config import GenerationConfig, TrainConfig, load_train_config
@@ -139,10 +140,9 @@ def test_the_trainer_generates_in_the_configured_precision(monkeypatch, mixed_pr
 
     monkeypatch.setattr(GRPOTrainer, "_generate_single_turn", fake)
     tr = object.__new__(HarnessGRPOTrainer)
-    tr._row_generation, tr._gen_seconds = None, 0.0
     tr.accelerator, tr.model_wrapped = SimpleNamespace(unwrap_model=lambda m: m), model
     for mode in ("forward", "generate", "never"):
-        tr.generation_autocast = mode
+        tr.generation = RolloutGeneration(autocast=mode)
         tr._generate_single_turn([[5]], None, {}, 1)
     original = model._original_forward
     assert during == [(wrapped, False), (original, True), (original, False)]

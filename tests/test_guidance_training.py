@@ -14,6 +14,7 @@ from harnessrl.data import Task
 from harnessrl.interfaces import Harness, SetGuidance
 from harnessrl.judges import BackendVerdict, RubricJudge
 from harnessrl.records.steps import Recorder
+from harnessrl.trainer.generation import completion_logp
 from harnessrl.trainer.grpo_trainer import HarnessGRPOTrainer
 from harnessrl.trainer.rewards import RubricReward
 from harnessrl.trainer.run import build_grpo_config
@@ -116,7 +117,7 @@ def _plain_logp(trainer, completion: list[int], tokenizer) -> float:
     model = trainer.accelerator.unwrap_model(trainer.model_wrapped)
     model.eval()
     with torch.no_grad():
-        return trainer._completion_logp(model, _ids(tokenizer, TASK.messages()), completion, "cpu")
+        return completion_logp(model, _ids(tokenizer, TASK.messages()), completion, "cpu", trainer.temperature)
 
 
 def _plain_gain(tmp_path, model_dir, tokenizer, train_on: str) -> float:

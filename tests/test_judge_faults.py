@@ -32,8 +32,11 @@ from harnessrl.interfaces import Harness
 from harnessrl.judges import BackendVerdict, JudgeConfig, RubricJudge, RubricRequest
 from harnessrl.judges.openai_compat import OpenAICompatibleJudge
 from harnessrl.records.steps import Recorder
-from harnessrl.trainer.grpo_trainer import HarnessGRPOTrainer, _HoldSkippedUpdates
+from harnessrl.trainer.generation import RolloutGeneration
+from harnessrl.trainer.grpo_trainer import HarnessGRPOTrainer
+from harnessrl.trainer.judge_faults import HoldSkippedUpdates, JudgeFaults
 from harnessrl.trainer.rewards import RubricReward
+from harnessrl.trainer.step_records import StepRecords
 
 KEY_ENV = "HARNESSRL_TEST_FAULTS_KEY"
 MODEL = "fake-judge-faults"
@@ -435,16 +438,14 @@ def bare(harness: Harness, monkeypatch: pytest.MonkeyPatch):
     tr.accelerator = SimpleNamespace(num_processes=1, process_index=0, is_main_process=True, gather=lambda t: t)
     tr.rubric_reward = RubricReward(RubricJudge(LostBackend(), missing_retries=0), harness)
     tr.recorder = Recorder(None)
-    tr.zero_std_eps = 0.02
-    tr.flat_low, tr.flat_high = 0.3, 0.8
+    tr.step_records = StepRecords(harness, tr.rubric_reward, G, zero_std_eps=0.02, flat_low=0.3, flat_high=0.8)
+    tr.judge_faults = JudgeFaults()
     tr.dapo_eps, tr.dapo_max_extra_groups = None, 0
     tr.accounting = dict.fromkeys(HarnessGRPOTrainer.ACCOUNTING, 0)
     tr._metrics = {"train": defaultdict(list)}
-    tr._reference_rewards = {}
     tr.announced = []
     tr.step_listeners = [tr.announced.append]
-    tr._row_generation = None
-    tr._gen_seconds = 0.0
+    tr.generation = RolloutGeneration()
     tr.timings = defaultdict(float)
     tr.state = SimpleNamespace(global_step=0)
     tr.model = SimpleNamespace(training=True)
@@ -459,7 +460,7 @@ def test_missing_rows_leave_the_loss(bare):
     assert out["completion_mask"][1].sum() == 0
     assert out["completion_mask"][0].tolist() == [1, 1, 0, 0] and out["completion_mask"][2:].all()
     assert int(out["num_items_in_batch"]) == int(out["completion_mask"].sum()) == 2 + 4 * 4
-    assert not bare._generation_skipped
+    assert not bare.judge_faults.skipped
     m = bare._metrics["train"]
     assert m["judge/missing_share"] == [pytest.approx(1 / 6)] and m["steps/skipped_missing"] == [0.0]
     (group, _) = bare.recorder.steps[1].groups
@@ -474,7 +475,7 @@ def test_too_many_missing_skips_the_step(bare, caplog: pytest.LogCaptureFixture)
 
     assert out["completion_mask"].sum() == 0 and not out["advantages"].any()
     assert int(out["num_items_in_batch"]) == 0
-    assert bare._generation_skipped
+    assert bare.judge_faults.skipped
     m = bare._metrics["train"]
     assert m["judge/missing_share"] == [pytest.approx(4 / 6)] and m["steps/skipped_missing"] == [1.0]
     assert "SKIPPED" in caplog.text and "judge.max_missing_share" in caplog.text
@@ -485,12 +486,12 @@ def test_too_many_missing_skips_the_step(bare, caplog: pytest.LogCaptureFixture)
 def test_at_the_threshold_the_step_still_trains(bare):
     bare.texts = ["lost a", "lost b", "good c", "lost d", "good e", "bad f"]  # 3 of 6 = 0.5, not above
     out = bare._generate_and_score_completions([{}] * (2 * G))
-    assert not bare._generation_skipped
+    assert not bare.judge_faults.skipped
     assert out["completion_mask"].sum(dim=1).tolist() == [0, 0, 4, 0, 4, 4]
 
 
 def test_too_many_missing_stops_the_run(bare):
-    bare.on_too_many_missing = "stop"
+    bare.judge_faults.on_too_many_missing = "stop"
     bare.texts = ["lost a"] * 6
     with pytest.raises(JudgeError) as err:
         bare._generate_and_score_completions([{}] * (2 * G))
@@ -523,7 +524,7 @@ def test_a_skipped_update_moves_no_weight():
     w = torch.nn.Parameter(torch.ones(3))
     opt = torch.optim.AdamW([w], lr=0.1, weight_decay=0.1)
 
-    def step(grad: float, hold: _HoldSkippedUpdates | None = None) -> torch.Tensor:
+    def step(grad: float, hold: HoldSkippedUpdates | None = None) -> torch.Tensor:
         w.grad = torch.full_like(w, grad)
         before = w.detach().clone()
         if hold:
@@ -533,14 +534,15 @@ def test_a_skipped_update_moves_no_weight():
             hold.on_optimizer_step(None, None, None, optimizer=opt)
         return w.detach() - before
 
-    trainer = SimpleNamespace(_update_has_signal=True)
-    hold = _HoldSkippedUpdates(trainer)
+    faults = JudgeFaults()
+    faults.update_has_signal = True
+    hold = HoldSkippedUpdates(faults)
     assert step(1.0, hold).abs().sum() > 0  # a step with signal trains as usual
     assert step(0.0).abs().sum() > 0  # zero gradient, no hold: momentum and decay still move it
-    trainer._update_has_signal = False
+    faults.update_has_signal = False
     assert step(0.0, hold).abs().sum() == 0  # held: nothing moves
     assert opt.param_groups[0]["lr"] == 0.1  # and the rate is back for the next step
-    assert trainer._update_has_signal is False  # reset for the next update
+    assert faults.update_has_signal is False  # reset for the next update
 
 
 # --------------------------------------------------------------------------------------------------

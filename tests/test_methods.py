@@ -27,9 +27,12 @@ from harnessrl.records.run_dir import RunDir
 from harnessrl.records.steps import GroupRecord, Recorder, RolloutRecord
 from harnessrl.trainer.callbacks import EvalCallback
 from harnessrl.trainer.evaluation import EvalResult
+from harnessrl.trainer.generation import RolloutGeneration
 from harnessrl.trainer.grpo_trainer import HarnessGRPOTrainer
+from harnessrl.trainer.judge_faults import JudgeFaults
 from harnessrl.trainer.rewards import RubricReward
 from harnessrl.trainer.run import load_run_tasks, rollout_steps_kept, split_alternating, train
+from harnessrl.trainer.step_records import StepRecords
 from harnessrl.trainer.train_config import TrainConfig, load_train_config
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -432,15 +435,13 @@ def dapo_trainer(monkeypatch):
     tr.accelerator = SimpleNamespace(num_processes=1, process_index=0, is_main_process=True, gather=lambda t: t)
     tr.rubric_reward = RubricReward(RubricJudge(ScriptedBackend()), harness)
     tr.recorder = Recorder(None)
-    tr.zero_std_eps = 0.02
-    tr.flat_low, tr.flat_high = 0.3, 0.8
+    tr.step_records = StepRecords(harness, tr.rubric_reward, G, zero_std_eps=0.02, flat_low=0.3, flat_high=0.8)
+    tr.judge_faults = JudgeFaults()
     tr.dapo_eps, tr.dapo_max_extra_groups = 0.02, 4
     tr.accounting = dict.fromkeys(HarnessGRPOTrainer.ACCOUNTING, 0)
     tr._metrics = {"train": defaultdict(list)}
-    tr._reference_rewards = {}
     tr.step_listeners = []
-    tr._row_temperatures = None
-    tr._gen_seconds = 0.0
+    tr.generation = RolloutGeneration()
     tr.timings = defaultdict(float)
     tr.state = SimpleNamespace(global_step=0)
     tr.model = SimpleNamespace(training=True)

@@ -32,9 +32,10 @@ from harnessrl.errors import ConfigError, DataValidationError, HarnessRLError
 from harnessrl.evolution.service import EvolutionService
 from harnessrl.interfaces import Harness
 from harnessrl.interfaces.tools import HoldTraining
+from harnessrl.records.checkpoints import last_checkpoint
 from harnessrl.records.run_dir import LOCK_NAME, RunDir, is_disk_full
 from harnessrl.records.steps import Recorder
-from harnessrl.trainer.resume import last_checkpoint, roll_back
+from harnessrl.trainer.resume import roll_back
 from harnessrl.trainer.run import train
 from harnessrl.trainer.train_config import TrainConfig, load_train_config
 

@@ -9,9 +9,10 @@ import pytest
 
 from harnessrl.data import Task
 from harnessrl.interfaces import Harness, ReweightTasks
+from harnessrl.records.checkpoints import checkpoint_step
 from harnessrl.records.run_dir import RunDir
 from harnessrl.records.steps import GroupRecord, Recorder
-from harnessrl.trainer.resume import checkpoint_step, reconcile_commits, replay, roll_back
+from harnessrl.trainer.resume import reconcile_commits, replay, roll_back
 
 
 def group(step: int, task: str = "t1") -> GroupRecord:

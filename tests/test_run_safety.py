@@ -48,6 +48,7 @@ from harnessrl.interfaces.tools import (
     RunTrial,
     tool_table,
 )
+from harnessrl.records.checkpoints import last_checkpoint
 from harnessrl.records.run_dir import (
     LOCK_NAME,
     RunDir,
@@ -58,7 +59,6 @@ from harnessrl.records.run_dir import (
     write_atomic,
 )
 from harnessrl.records.steps import Recorder
-from harnessrl.trainer.resume import last_checkpoint
 from harnessrl.trainer.run import load_run_tasks, train
 from harnessrl.trainer.train_config import TrainConfig
 

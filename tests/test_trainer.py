@@ -24,9 +24,12 @@ from harnessrl.errors import ConfigError, HarnessRLError
 from harnessrl.interfaces import EditRubric, Harness, ReweightTasks, SetGuidance, guided_count
 from harnessrl.records.run_dir import RunDir
 from harnessrl.records.steps import GroupRecord, RolloutRecord
+from harnessrl.trainer.generation import RolloutGeneration
 from harnessrl.trainer.grpo_trainer import HarnessGRPOTrainer
+from harnessrl.trainer.judge_faults import JudgeFaults
 from harnessrl.trainer.rewards import RubricReward
 from harnessrl.trainer.run import build_grpo_config, evaluate_run, train
+from harnessrl.trainer.step_records import StepRecords
 from harnessrl.trainer.train_config import TrainConfig, load_train_config
 
 G = 2  # group size of the training run
@@ -436,11 +439,10 @@ def test_step_record_keeps_each_group_apart(train_tasks):
     tr.accelerator.is_main_process = True
     tr.rubric_reward = RubricReward(RubricJudge(WordBackend()), harness)
     tr.recorder = Recorder(None)
-    tr.zero_std_eps = 0.02
-    tr.flat_low, tr.flat_high = 0.3, 0.8
+    tr.step_records = StepRecords(harness, tr.rubric_reward, 2, zero_std_eps=0.02, flat_low=0.3, flat_high=0.8)
+    tr.judge_faults = JudgeFaults()
     tr.accounting = dict.fromkeys(HarnessGRPOTrainer.ACCOUNTING, 0)
     tr._metrics = {"train": defaultdict(list)}
-    tr._reference_rewards = {}
     seen = []
     tr.step_listeners = [seen.append]
 
@@ -594,12 +596,12 @@ def fake_generation(monkeypatch):
 def _gen_trainer(temps, logprobs=False, vllm=False, settings=None):
     tr = object.__new__(HarnessGRPOTrainer)
     rows = settings or ([{"temperature": t} for t in temps] if temps else None)
-    tr._row_generation = [tuple(sorted(r.items())) for r in rows] if rows else None
-    tr._gen_seconds = 0.0
+    # TRL's own path: a bare trainer has no accelerator to unwrap the model with
+    tr.generation = RolloutGeneration(autocast="forward")
+    tr.generation.settings = [tuple(sorted(r.items())) for r in rows] if rows else None
     tr.temperature = 1.0
     tr.generation_config = SimpleNamespace(temperature=1.0, top_p=1.0, max_new_tokens=48)
     tr.return_logprobs = logprobs
-    tr.generation_autocast = "forward"  # TRL's own path: a bare trainer has no accelerator to unwrap the model with
     if vllm:
         tr.vllm_generation = SimpleNamespace(temperature=1.0)
     return tr
@@ -620,7 +622,7 @@ def test_generation_split_by_temperature(fake_generation, logprobs, vllm):
         assert [c["vllm_temperature"] for c in fake_generation] == [c["temperature"] for c in fake_generation]
         assert tr.vllm_generation.temperature == 1.0
     assert tr.generation_config.temperature == 1.0  # restored
-    assert tr._gen_seconds > 0
+    assert tr.generation.seconds > 0
 
 
 def test_generation_interleaved_temperatures_keep_order(fake_generation):
@@ -822,10 +824,10 @@ def test_the_policy_lock_holds_from_the_optimizer_step_to_the_step_end():
     """A trial on another thread never samples weights mid-update, nor new weights under the old step."""
     import threading
 
-    from harnessrl.trainer.grpo_trainer import _LockPolicyThroughUpdate
+    from harnessrl.trainer.update_lock import LockPolicyThroughUpdate
 
     trainer = SimpleNamespace(policy_lock=threading.Lock())
-    cb = _LockPolicyThroughUpdate(trainer)
+    cb = LockPolicyThroughUpdate(trainer)
     cb.on_pre_optimizer_step(None, None, None)
     cb.on_pre_optimizer_step(None, None, None)  # once per update, whatever calls it twice
     assert trainer.policy_lock.locked()

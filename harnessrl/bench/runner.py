@@ -39,7 +39,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from harnessrl.bench.config import BenchConfig, resolve_train_config
 from harnessrl.errors import ConfigError, HarnessRLError
-from harnessrl.records.run_record import Missing, read_summary
+from harnessrl.records.bench_manifest import BENCH_MANIFEST, BenchManifest, read_bench_manifest
+from harnessrl.records.checkpoints import checkpoint_folders
+from harnessrl.records.run_dir import read_tail
+from harnessrl.records.run_record import Missing, last_logged_step, read_summary
 from harnessrl.trainer.methods import METHOD_TABLE
 
 __all__ = [
@@ -56,7 +59,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 Action = Literal["skip", "start", "resume", "restart"]
-MANIFEST = "bench.json"
+MANIFEST = BENCH_MANIFEST
 
 
 @dataclass
@@ -111,7 +114,7 @@ def inspect_run(run_dir: Path, max_steps: int) -> tuple[Literal["done", "partial
 
 
 def _has_checkpoint(run_dir: Path) -> bool:
-    return any((run_dir / "checkpoints").glob("checkpoint-*"))
+    return bool(checkpoint_folders(run_dir))
 
 
 def _normal(data: Any) -> Any:
@@ -329,28 +332,6 @@ def _stop(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
-def _tail(path: Path, lines: int = 20) -> str:
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - 8192))
-            text = f.read().decode("utf-8", errors="replace")
-    except OSError:
-        return ""
-    return "\n".join(text.splitlines()[-lines:])
-
-
-def _last_step(run_dir: Path) -> int | None:
-    """The last step in metrics.jsonl (read from its end; a line being written is ignored)."""
-    text = _tail(run_dir / "metrics.jsonl", 5)
-    for line in reversed(text.splitlines()):
-        try:
-            return int(json.loads(line)["step"])
-        except (ValueError, KeyError, TypeError):
-            continue
-    return None
-
-
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
@@ -360,21 +341,18 @@ class _Manifest:
 
     def __init__(self, cfg: BenchConfig, source: str | None):
         self.path = cfg.out_path / MANIFEST
-        old: dict[str, Any] = {}
-        if self.path.is_file():
-            try:
-                old = json.loads(self.path.read_text(encoding="utf-8"))
-            except (ValueError, OSError):
-                logger.warning("%s is unreadable; starting a new one", self.path)
+        old = read_bench_manifest(cfg.out_path)
+        if isinstance(old, Missing):
+            old = BenchManifest()
         self.data: dict[str, Any] = {
             "bench_config": source,
             "out": cfg.out,
-            "created": old.get("created") or _now(),
+            "created": old.created or _now(),
             "updated": _now(),
             # methods and seeds of earlier invocations stay (e.g. one run with --methods), in their order
-            "methods": {**(old.get("methods") or {}), **{m: cfg.known_methods()[m] for m in cfg.methods}},
-            "seeds": sorted({*(old.get("seeds") or []), *cfg.seeds}),
-            "runs": dict(old.get("runs") or {}),
+            "methods": {**(old.methods or {}), **{m: cfg.known_methods()[m] for m in cfg.methods}},
+            "seeds": sorted({*(old.seeds or []), *cfg.seeds}),
+            "runs": dict(old.runs or {}),
         }
 
     def run(self, job: RunJob) -> dict[str, Any]:
@@ -411,10 +389,9 @@ def drop_resume_checkpoints(run_dir: Path) -> int:
     import shutil
 
     freed = 0
-    for ckpt in sorted((run_dir / "checkpoints").glob("checkpoint-*")):
-        if ckpt.is_dir():
-            freed += sum(f.stat().st_size for f in ckpt.rglob("*") if f.is_file())
-            shutil.rmtree(ckpt)
+    for _, ckpt in checkpoint_folders(run_dir):
+        freed += sum(f.stat().st_size for f in ckpt.rglob("*") if f.is_file())
+        shutil.rmtree(ckpt)
     return freed
 
 
@@ -557,7 +534,7 @@ class _Bench:
         def poll() -> None:
             if self.stop.is_set():
                 raise KeyboardInterrupt
-            step = _last_step(job.run_dir)
+            step = last_logged_step(job.run_dir)
             with self.lock:
                 self._show(job.key, f"{label}: " + ("starting" if step is None else f"step {step}/{job.max_steps}"))
 
@@ -612,7 +589,7 @@ class _Bench:
                 else:
                     problem = f"exited with code {rc}"
                 row["status"] = "failed"
-                row["error"], row["log_tail"] = problem, _tail(job.log_path)
+                row["error"], row["log_tail"] = problem, read_tail(job.log_path)
                 log(f"[red]✗[/] {label}: {problem} (log: {job.log_path})")
             self.manifest.save()
             self.progress.advance(self.overall)

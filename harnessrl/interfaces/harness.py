@@ -27,6 +27,7 @@ from harnessrl.interfaces.registry import BUILTIN, failure_hints, interface_clas
 from harnessrl.interfaces.rubric import RubricCriteria
 from harnessrl.interfaces.sampling import TaskSampling
 from harnessrl.records.run_dir import json_safe, write_atomic
+from harnessrl.records.run_record import Missing, read_harness_file
 
 __all__ = ["Harness", "parse_update"]
 
@@ -204,12 +205,9 @@ class Harness:
         """Read a saved harness back over the same training tasks. ``settings``: the keyword settings of
         :class:`Harness` (they reach the interfaces the file does not hold, e.g. a plug-in installed since)."""
         path = Path(path)
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as e:
-            raise HarnessRLError(f"{path}: cannot read the saved harness ({e}); the run directory is damaged") from e
-        if not isinstance(data, dict):
-            raise HarnessRLError(f"{path}: the saved harness is not a JSON object; the run directory is damaged")
+        data = read_harness_file(path)  # a file that is not JSON raises, naming it
+        if isinstance(data, Missing):
+            raise HarnessRLError(f"{path}: cannot read the saved harness ({data.reason}); the run directory is damaged")
         missing = [c.name for c in BUILTIN if c.name not in data]
         if missing:
             raise HarnessRLError(

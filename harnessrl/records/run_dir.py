@@ -43,6 +43,7 @@ import socket
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -54,6 +55,7 @@ from harnessrl.records.events import ALL_EVENT_KINDS, Event
 
 __all__ = [
     "LOCK_NAME",
+    "JsonlLine",
     "RunDir",
     "RunDirInUseError",
     "RunDirLock",
@@ -66,6 +68,8 @@ __all__ = [
     "open_append",
     "read_json_file",
     "read_jsonl",
+    "read_jsonl_lines",
+    "read_tail",
     "stale_lock_message",
     "write_atomic",
 ]
@@ -347,6 +351,60 @@ def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
         except json.JSONDecodeError:
             logger.warning("%s line %d is not whole JSON (killed mid-write?); skipped", path, lineno)
     return rows
+
+
+@dataclass(frozen=True)
+class JsonlLine:
+    """One line of a run's JSONL file as written (``text``, kept byte for byte to be moved elsewhere whole) and the
+    fields a roll-back decides on (``step`` None: the line is no JSON object with a step, e.g. torn by a kill)."""
+
+    text: str
+    step: int | None
+    kind: str | None = None
+    """An event's kind (``events.jsonl``); None in other files."""
+    candidate_id: str | None = None
+    """The candidate an event is about; None when it names none."""
+
+
+def read_jsonl_lines(path: str | Path) -> list[JsonlLine]:
+    """Every non-blank line of a run's JSONL file (``steps.jsonl``, ``metrics.jsonl``, ``events.jsonl``, ...) with
+    its step (a row without one is step 0), kind and candidate; a missing file has none."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    out = []
+    for text in path.read_text(encoding="utf-8").splitlines():
+        if not text.strip():
+            continue
+        try:
+            row = json.loads(text)
+        except ValueError:
+            row = None
+        if not isinstance(row, dict):
+            out.append(JsonlLine(text, None))
+            continue
+        try:
+            step: int | None = int(row.get("step") or 0)
+        except (ValueError, TypeError, OverflowError):
+            step = None
+        kind, candidate = row.get("kind"), row.get("candidate_id")
+        out.append(
+            JsonlLine(text, step, kind if isinstance(kind, str) else None, str(candidate) if candidate else None)
+        )
+    return out
+
+
+def read_tail(path: str | Path, lines: int = 20) -> str:
+    """The last ``lines`` lines of a file that may still be growing (a run's log, its ``metrics.jsonl``), read from
+    its last 8 KiB; "" when it cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 8192))
+            text = f.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
 
 
 def open_append(path: str | Path):

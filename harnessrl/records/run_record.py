@@ -12,8 +12,8 @@ report, its totals over every process, resume. Each reads it here, through :meth
 - ``eval.jsonl``: :class:`EvalRow` per evaluation (``evaluations``: the training's own, not ``harnessrl eval``'s);
 - ``best.json``: :class:`BestCheckpoint`;
 - ``events.jsonl``: :class:`~harnessrl.records.events.Event` per line;
-- ``harness.json``: the interfaces' state and history, as written (typed by
-  :meth:`~harnessrl.interfaces.harness.Harness.load`, a layer above);
+- ``harness.json``: the interfaces' state and history, as written (:func:`read_harness_file`; typed by
+  :meth:`~harnessrl.interfaces.harness.Harness.load`, a layer above, which reads it there too);
 - ``summary.json``: :class:`RunSummaryRecord`, with the run's totals in its ``accounting``.
 
 Where a run directory lacks a file, the field is :class:`Missing` with the reason (a run still going has no
@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from harnessrl.errors import HarnessRLError
 from harnessrl.records.events import Event
-from harnessrl.records.run_dir import read_json_file, read_jsonl
+from harnessrl.records.run_dir import read_json_file, read_jsonl, read_tail
 
 __all__ = [
     "Accounting",
@@ -48,8 +48,10 @@ __all__ = [
     "RunSummaryRecord",
     "Scores",
     "finite_number",
+    "last_logged_step",
     "read_best",
     "read_events",
+    "read_harness_file",
     "read_metrics",
     "read_summary",
 ]
@@ -250,6 +252,28 @@ def read_metrics(run_dir: str | Path) -> tuple[MetricRow, ...]:
     return tuple(_rows(Path(run_dir) / "metrics.jsonl", MetricRow))
 
 
+def read_harness_file(path: str | Path) -> dict[str, Any] | Missing:
+    """A saved harness (a run's ``harness.json``): the interfaces' state by name, beside ``versions`` and
+    ``summary``, as written; or why there is none (no such file, or not a JSON object). Raises
+    :class:`~harnessrl.errors.HarnessRLError` naming the file when it is not JSON at all (damaged)."""
+    path = Path(path)
+    if not path.exists():
+        return Missing(f"no {path.name}: no harness state saved")
+    data = read_json_file(path)
+    return data if isinstance(data, dict) else Missing(f"{path.name} is not a JSON object")
+
+
+def last_logged_step(run_dir: str | Path) -> int | None:
+    """The step of the last whole row of a run's ``metrics.jsonl``, read from its end while the run may still be
+    writing it (a line being written is passed over); None when there is none yet."""
+    for line in reversed(read_tail(Path(run_dir) / "metrics.jsonl", 5).splitlines()):
+        try:
+            return MetricRow.model_validate_json(line).step
+        except ValueError:
+            continue
+    return None
+
+
 def read_best(run_dir: str | Path) -> BestCheckpoint | Missing:
     """A run's ``best.json``, or why there is none."""
     return _file(Path(run_dir) / "best.json", BestCheckpoint, "no best.json: the run has no validation score yet")
@@ -279,7 +303,7 @@ class RunRecord:
         ``config.yaml`` is missing or does not parse (not a run directory), or a whole JSON file is damaged."""
         path = Path(run_dir)
         # the whole JSON files first: a damaged one is named whatever else the directory lacks
-        harness, best, summary = read_json_file(path / "harness.json"), read_best(path), read_summary(path)
+        harness, best, summary = read_harness_file(path / "harness.json"), read_best(path), read_summary(path)
         try:
             config = RunConfigView.model_validate(yaml.safe_load((path / "config.yaml").read_text(encoding="utf-8")))
         except (OSError, yaml.YAMLError, ValidationError) as e:
@@ -293,7 +317,7 @@ class RunRecord:
             events=read_events(path),
             best=best,
             summary=summary,
-            harness=harness if isinstance(harness, dict) else Missing("no harness.json: no harness state saved"),
+            harness=harness,
             rolled_back=tuple(_rows(path / "rolled_back" / "metrics.jsonl", MetricRow)),
         )
 

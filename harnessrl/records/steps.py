@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections import Counter, OrderedDict
+from collections import Counter, OrderedDict, defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -25,7 +25,17 @@ from pydantic import BaseModel, Field
 
 from harnessrl.records.run_dir import open_append
 
-__all__ = ["GroupRecord", "Recorder", "RolloutRecord", "StepRecord", "criterion_means", "group_stats"]
+__all__ = [
+    "GroupRecord",
+    "Recorder",
+    "RolloutRecord",
+    "StepRecord",
+    "criterion_means",
+    "group_stats",
+    "read_group_records",
+    "rollout_file",
+    "rollout_files",
+]
 
 
 class RolloutRecord(BaseModel):
@@ -158,6 +168,32 @@ def group_stats(rewards: Sequence[float | None]) -> tuple[float | None, float | 
     return float(np.mean(vals)), float(np.std(vals))
 
 
+def rollout_file(run_dir: Path, step: int) -> Path:
+    """Where a step's kept rollouts are: ``rollouts/step_<step, six digits>.jsonl``."""
+    return run_dir / "rollouts" / f"step_{step:06d}.jsonl"
+
+
+def rollout_files(run_dir: Path) -> list[tuple[int, Path]]:
+    """Every step's kept rollouts file under ``run_dir``, by step."""
+    return sorted((int(p.stem.split("_")[1]), p) for p in (run_dir / "rollouts").glob("step_*.jsonl"))
+
+
+def read_group_records(path: str | Path) -> dict[int, list[GroupRecord]]:
+    """The group records of a ``steps.jsonl``-shaped file (``steps.jsonl``, ``discarded_groups.jsonl``), by step; a
+    torn or unreadable line is passed over, a missing file has none."""
+    path = Path(path)
+    by_step: dict[int, list[GroupRecord]] = defaultdict(list)
+    if not path.exists():
+        return by_step
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            group = GroupRecord.model_validate_json(line)
+        except ValueError:
+            continue
+        by_step[group.step].append(group)
+    return by_step
+
+
 class Recorder:
     """Keeps step records; writes ``steps.jsonl`` and the last steps' rollouts under the run directory."""
 
@@ -198,7 +234,7 @@ class Recorder:
         while len(self.rollouts) > self.keep_steps:
             old, _ = self.rollouts.popitem(last=False)
             if self.run_dir:
-                (self.run_dir / "rollouts" / f"step_{old:06d}.jsonl").unlink(missing_ok=True)
+                rollout_file(self.run_dir, old).unlink(missing_ok=True)
         while len(self.steps) > 1000:
             self.steps.popitem(last=False)
         if self.run_dir:
@@ -209,7 +245,7 @@ class Recorder:
                 with open_append(self.run_dir / "discarded_groups.jsonl") as f:
                     for g in step.discarded:
                         f.write(g.model_dump_json() + "\n")
-            path = self.run_dir / "rollouts" / f"step_{step.step:06d}.jsonl"
+            path = rollout_file(self.run_dir, step.step)
             with open(path, "w", encoding="utf-8") as f:
                 for r in rollouts:
                     f.write(r.model_dump_json() + "\n")
@@ -223,8 +259,7 @@ class Recorder:
         """Reload the kept rollouts from the run directory (after a restart)."""
         if not self.run_dir:
             return
-        for path in sorted((self.run_dir / "rollouts").glob("step_*.jsonl"))[-self.keep_steps :]:
-            step = int(path.stem.split("_")[1])
+        for step, path in rollout_files(self.run_dir)[-self.keep_steps :]:
             rows = []
             for line in path.read_text(encoding="utf-8").splitlines():
                 try:

@@ -14,8 +14,8 @@ from typing import Any
 
 from harnessrl.data import Task
 from harnessrl.errors import HarnessRLError
+from harnessrl.records.checkpoints import step_of_checkpoint
 from harnessrl.records.run_dir import RunDir
-from harnessrl.trainer.resume import CHECKPOINT_NAME
 from harnessrl.trainer.run_tasks import load_run_tasks
 from harnessrl.trainer.trl_config import judge_on_device, resolve_device
 
@@ -71,8 +71,8 @@ def evaluate_run(
         raise HarnessRLError(f"no checkpoint {checkpoint!r} in {run.checkpoints}; found: {found or 'none'}")
     device = resolve_device(config)
     model, tokenizer = load_causal_lm(str(path), device=device)
-    named = CHECKPOINT_NAME.fullmatch(path.name)
-    step = int(named[1]) if named else -1
+    step = step_of_checkpoint(path)
+    step = -1 if step is None else step  # best, final or a path: no step of training
     judge = build_judge(judge_on_device(config.eval_judge, device))
     # the grading the run's evaluations use, decided on all its held-out tasks (not on the subset kept)
     grade_with = resolve_grade_with(config.eval.grade_with, splits_all)

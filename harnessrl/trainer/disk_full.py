@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harnessrl.errors import HarnessRLError
+from harnessrl.records.checkpoints import checkpoint_dir, complete_checkpoint, last_checkpoint
 from harnessrl.records.run_dir import RunFileError, free_bytes
-from harnessrl.trainer.resume import complete_checkpoint, last_checkpoint
 
 if TYPE_CHECKING:
     from harnessrl.trainer.run_state import RunState
@@ -56,7 +56,7 @@ def disk_full_error(r: RunState, error: BaseException) -> HarnessRLError:
     run = r.run
     assert run is not None
     step = r.trainer.state.global_step if r.trainer is not None else 0
-    cut = run.checkpoints / f"checkpoint-{step}"
+    cut = checkpoint_dir(run, step)
     if r.stage == "training" and cut.is_dir() and not complete_checkpoint(cut):
         what = f"while saving {cut.name}"
     elif isinstance(error, RunFileError) and error.filename:

@@ -36,7 +36,7 @@ _RIGHT_PADDED: dict[str, float | None] = {
 
 class DynamicSampling:
     """Generate, drop flat groups, refill from task sampling, merge: DAPO's dynamic sampling over the
-    trainer's own generation and scoring (``harness_rows``, ``_score_rows``, ``_rollout_records``) and
+    trainer's own generation and scoring (``harness_rows``, ``_score_rows``, ``step_records``) and
     accounting. Mixed into the trainer (its attributes: ``num_generations``, ``dapo_eps``,
     ``dapo_max_extra_groups``, ``accounting``, TRL's ``_metrics``, ``accelerator`` and tokenizer)."""
 
@@ -56,7 +56,7 @@ class DynamicSampling:
         while True:
             rows = self.harness_rows(need * g_size, step, draw=draw, exclude=tuple(drawn))
             outs.append(self._score_rows(rows))
-            rollouts = self._rollout_records(step, rows)
+            rollouts = self.step_records.rollouts(step, rows)
             for start in range(0, len(rows), g_size):
                 _, std = group_stats([r.reward for r in rollouts[start : start + g_size]])
                 groups.append((-1.0 if std is None else std, draw, start, rollouts[start : start + g_size]))

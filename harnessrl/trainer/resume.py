@@ -9,7 +9,7 @@ restores, and from where:
 ============================ ========================================== ======================================
 what                         from                                       here
 ============================ ========================================== ======================================
-the policy, optimizer, step  the last complete ``checkpoint-<step>``    :func:`last_checkpoint` (TRL loads it)
+the policy, optimizer, step  the last complete ``checkpoint-<step>``    :mod:`~harnessrl.records.checkpoints`
 the harness                  ``harness.json`` (every committed update)  :func:`restore_harness`
 the step records             ``steps.jsonl``, ``rollouts/`` (after      :func:`restore_records`
                              rolling back the steps after the
@@ -29,6 +29,9 @@ the training memory          its own store in the run directory, kept    (nothin
                              as it is (it keeps the re-run steps' rows
                              beside the first ones)
 ============================ ========================================== ======================================
+
+Every run file is read through :mod:`harnessrl.records` (the checkpoints' names and completeness, the rows' steps
+for the roll-back, the step records); this module decides what to do with them.
 
 What a kill (SIGKILL, power loss) can leave, and what ``--resume`` does with it:
 
@@ -58,11 +61,8 @@ What a kill (SIGKILL, power loss) can leave, and what ``--resume`` does with it:
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-import re
-from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,9 +70,10 @@ from typing import TYPE_CHECKING, Any
 
 from harnessrl.evolution.probation import REVERT_SUFFIX
 from harnessrl.interfaces.harness import Harness
-from harnessrl.records.run_dir import RunDir
+from harnessrl.records.checkpoints import checkpoint_step, last_checkpoint
+from harnessrl.records.run_dir import JsonlLine, RunDir, read_jsonl_lines
 from harnessrl.records.run_record import RunRecord, read_events, read_metrics
-from harnessrl.records.steps import GroupRecord, Recorder, StepRecord
+from harnessrl.records.steps import Recorder, StepRecord, read_group_records, rollout_files
 from harnessrl.trainer.totals import RunTotals, run_totals
 
 if TYPE_CHECKING:
@@ -80,12 +81,8 @@ if TYPE_CHECKING:
     from harnessrl.evolution.service import EvolutionService
 
 __all__ = [
-    "CHECKPOINT_NAME",
     "ROLLED_BACK",
     "Resumed",
-    "checkpoint_step",
-    "complete_checkpoint",
-    "last_checkpoint",
     "reconcile_commits",
     "replay",
     "restore_accounting",
@@ -100,42 +97,6 @@ logger = logging.getLogger(__name__)
 
 ROLLED_BACK = "rolled_back"
 _STEP_FILES = ("steps.jsonl", "metrics.jsonl", "eval.jsonl", "discarded_groups.jsonl")
-CHECKPOINT_NAME = re.compile(r"checkpoint-(\d+)")
-"""A checkpoint folder's name, ``checkpoint-<step>`` (as TRL's Trainer names it); run and resume both read it."""
-
-
-def checkpoint_step(checkpoint: str | Path | None) -> int:
-    """The step a ``checkpoint-<step>`` folder was saved at (0: no checkpoint, training starts over)."""
-    if checkpoint is None:
-        return 0
-    match = CHECKPOINT_NAME.fullmatch(Path(checkpoint).name)
-    if match is None:
-        raise ValueError(f"{checkpoint} is not a checkpoint-<step> folder")
-    return int(match[1])
-
-
-def complete_checkpoint(path: Path) -> bool:
-    """Whether a checkpoint was written to the end: the Trainer writes ``trainer_state.json`` after the
-    weights, optimizer, scheduler and RNG states, so one without a readable state was cut short (the
-    process killed, or the disk full, mid-save)."""
-    try:
-        return isinstance(json.loads((path / "trainer_state.json").read_text(encoding="utf-8")), dict)
-    except (OSError, ValueError):
-        return False
-
-
-def last_checkpoint(run: RunDir, warn: bool = True) -> str | None:
-    """The newest complete ``checkpoint-<step>`` (an incomplete one is skipped, with a warning when ``warn``)."""
-    found = []
-    for path in run.checkpoints.glob("checkpoint-*"):
-        match = CHECKPOINT_NAME.fullmatch(path.name)
-        if match is None or not path.is_dir():
-            continue
-        if complete_checkpoint(path):
-            found.append((int(match[1]), path))
-        elif warn:
-            logger.warning("%s is incomplete (no trainer_state.json: cut short mid-save); skipped", path)
-    return str(max(found)[1]) if found else None
 
 
 @dataclass
@@ -222,17 +183,9 @@ _STANDS = frozenset({"commit", "proposal", "trial", "verdict", "revert"})
 hint's revert at the end of its probation: ``harness.json`` holds it)."""
 
 
-def _committed(lines: list[str]) -> set[str]:
+def _committed(lines: list[JsonlLine]) -> set[str]:
     """The candidate ids of the ``commit`` events among ``lines``."""
-    ids = set()
-    for line in lines:
-        try:
-            row = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(row, dict) and row.get("kind") == "commit" and row.get("candidate_id"):
-            ids.add(str(row["candidate_id"]))
-    return ids
+    return {line.candidate_id for line in lines if line.kind == "commit" and line.candidate_id}
 
 
 def roll_back(run: RunDir, step: int) -> list[int]:
@@ -243,33 +196,27 @@ def roll_back(run: RunDir, step: int) -> list[int]:
     out = run.path / ROLLED_BACK
     for name in (*_STEP_FILES, "events.jsonl"):
         path = run.path / name
-        if not path.exists():
-            continue
-        lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        lines = read_jsonl_lines(path)
         committed = _committed(lines) if name == "events.jsonl" else set()
         keep, drop = [], []
         for line in lines:
-            try:
-                row = json.loads(line)
-                row_step = int(row.get("step") or 0)
-            except (ValueError, TypeError, AttributeError):
-                drop.append(line)
+            if line.step is None:  # torn by the kill
+                drop.append(line.text)
                 continue
-            stands = row.get("kind") in _STANDS and str(row.get("candidate_id")) in committed
-            if row_step > step and not stands:
-                drop.append(line)
-                rolled.add(row_step)
-            elif row.get("kind") == "run_end":  # an earlier process's end (a full disk): the run goes on
-                drop.append(line)
+            stands = line.kind in _STANDS and line.candidate_id in committed
+            if line.step > step and not stands:
+                drop.append(line.text)
+                rolled.add(line.step)
+            elif line.kind == "run_end":  # an earlier process's end (a full disk): the run goes on
+                drop.append(line.text)
             else:
-                keep.append(line)
+                keep.append(line.text)
         if drop:
             out.mkdir(exist_ok=True)
             with open(out / name, "a", encoding="utf-8") as f:
                 f.write("".join(line + "\n" for line in drop))
             _rewrite(path, keep)
-    for path in sorted((run.path / "rollouts").glob("step_*.jsonl")):
-        n = int(path.stem.split("_")[1])
+    for n, path in rollout_files(run.path):
         if n > step:
             (out / "rollouts").mkdir(parents=True, exist_ok=True)
             os.replace(path, out / "rollouts" / path.name)
@@ -289,7 +236,7 @@ def replay(run: RunDir, recorder: Recorder, observe: Any = None, window: int = 1
     path = run.path / "steps.jsonl"
     if not path.exists():
         return 0
-    by_step, dropped = _groups_by_step(path), _groups_by_step(run.path / "discarded_groups.jsonl")
+    by_step, dropped = read_group_records(path), read_group_records(run.path / "discarded_groups.jsonl")
     if 0 in dropped:  # the rubric audit's probes (no step of training): the audit's counts, never the detectors'
         recorder.restore(StepRecord(step=0, groups=[], discarded=dropped[0]))
     steps = sorted(by_step)[-window:]
@@ -299,20 +246,6 @@ def replay(run: RunDir, recorder: Recorder, observe: Any = None, window: int = 1
         if observe is not None:
             observe(record, recorder.rollouts.get(step), regrade=False)
     return len(steps)
-
-
-def _groups_by_step(path: Path) -> dict[int, list[GroupRecord]]:
-    """The group records of a ``steps.jsonl``-shaped file, by step (a torn or unreadable line is passed over)."""
-    by_step: dict[int, list[GroupRecord]] = defaultdict(list)
-    if not path.exists():
-        return by_step
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            group = GroupRecord.model_validate_json(line)
-        except ValueError:
-            continue
-        by_step[group.step].append(group)
-    return by_step
 
 
 def reconcile_commits(run: RunDir, harness: Harness) -> list[str]:

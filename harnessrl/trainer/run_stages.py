@@ -19,12 +19,11 @@ from rich.console import Console
 
 from harnessrl.errors import HarnessRLError
 from harnessrl.interfaces.harness import Harness
+from harnessrl.records.checkpoints import checkpoint_step, last_checkpoint
 from harnessrl.records.run_dir import LOCK_NAME, RunDir, clear_run_dir, is_disk_full
 from harnessrl.trainer.disk_full import disk_full_error
 from harnessrl.trainer.methods import method_spec
 from harnessrl.trainer.resume import (
-    checkpoint_step,
-    last_checkpoint,
     restore_accounting,
     restore_harness,
     restore_listeners,
