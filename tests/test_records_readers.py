@@ -9,7 +9,7 @@ import logging
 import pytest
 
 from harnessrl.errors import HarnessRLError
-from harnessrl.records.bench_manifest import BenchManifest, read_bench_manifest
+from harnessrl.records.bench_files import BenchManifest, read_bench_manifest
 from harnessrl.records.checkpoints import (
     checkpoint_dir,
     checkpoint_folders,
@@ -92,16 +92,28 @@ def test_rollout_files_by_step(tmp_path):
     assert rollout_file(tmp_path, 3).name == "step_000003.jsonl"
 
 
-def test_bench_manifest_read_back_or_why_not(tmp_path, caplog):
-    assert isinstance(read_bench_manifest(tmp_path), Missing)
-    data = {"created": "t0", "methods": {"harness": {"method": "harness"}}, "seeds": [1, 0], "runs": {}, "x": 1}
-    (tmp_path / "bench.json").write_text(json.dumps(data))
-    manifest = read_bench_manifest(tmp_path)
+def test_bench_manifest_read_back_or_a_fresh_one(tmp_path, caplog):
+    """The bench goes on from its bench.json (methods, seeds and runs as written); a damaged one is named in a
+    warning and a fresh manifest starts (the run folders say what ran)."""
+    from harnessrl.bench.config import BenchConfig
+    from harnessrl.bench.runner import _Manifest
+
+    path = tmp_path / "bench.json"
+    assert read_bench_manifest(path) is None
+    run = {"attempts": [{"wall_seconds": 2.0}], "method": "harness", "seed": 1, "status": "done", "x": 1}
+    data = {"created": "t0", "methods": {"harness": {"method": "harness"}}, "seeds": [1, 0], "runs": {"h/1": run}}
+    path.write_text(json.dumps(data))
+    manifest = read_bench_manifest(path)
     assert isinstance(manifest, BenchManifest)
     assert (manifest.created, manifest.methods, manifest.seeds) == ("t0", data["methods"], [1, 0])
+    assert manifest.runs["h/1"].model_dump(mode="json") == run  # the row as written, its keys in order
+    cfg = BenchConfig(base={"model": "tiny"}, out=str(tmp_path), methods=["fixed"], seeds=[2])
+    kept = _Manifest(cfg, None).data
+    assert kept["created"] == "t0" and kept["seeds"] == [0, 1, 2] and kept["runs"] == {"h/1": run}
     for bad in ("{torn", "[1]", '{"seeds": "all"}'):
-        (tmp_path / "bench.json").write_text(bad)
+        path.write_text(bad)
         with caplog.at_level(logging.WARNING):
-            got = read_bench_manifest(tmp_path)
-        assert isinstance(got, Missing) and "bench.json is unreadable" in got.reason
-        assert "bench.json is unreadable; starting a new one" in caplog.text
+            fresh = _Manifest(cfg, None).data
+        assert fresh["runs"] == {} and fresh["seeds"] == [2]
+        assert "bench.json" in caplog.text and "starting a new one" in caplog.text
+        caplog.clear()

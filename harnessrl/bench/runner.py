@@ -39,7 +39,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from harnessrl.bench.config import BenchConfig, resolve_train_config
 from harnessrl.errors import ConfigError, HarnessRLError
-from harnessrl.records.bench_manifest import BENCH_MANIFEST, BenchManifest, read_bench_manifest
+from harnessrl.records.bench_files import BENCH_MANIFEST, BenchManifest, read_bench_manifest
 from harnessrl.records.checkpoints import checkpoint_folders
 from harnessrl.records.run_dir import read_tail
 from harnessrl.records.run_record import Missing, last_logged_step, read_summary
@@ -341,8 +341,10 @@ class _Manifest:
 
     def __init__(self, cfg: BenchConfig, source: str | None):
         self.path = cfg.out_path / MANIFEST
-        old = read_bench_manifest(cfg.out_path)
-        if isinstance(old, Missing):
+        try:
+            old = read_bench_manifest(self.path) or BenchManifest()
+        except HarnessRLError as e:  # a damaged bench.json: its runs' folders are intact and say what ran
+            logger.warning("%s; starting a new one", e)
             old = BenchManifest()
         self.data: dict[str, Any] = {
             "bench_config": source,
@@ -350,9 +352,9 @@ class _Manifest:
             "created": old.created or _now(),
             "updated": _now(),
             # methods and seeds of earlier invocations stay (e.g. one run with --methods), in their order
-            "methods": {**(old.methods or {}), **{m: cfg.known_methods()[m] for m in cfg.methods}},
-            "seeds": sorted({*(old.seeds or []), *cfg.seeds}),
-            "runs": dict(old.runs or {}),
+            "methods": {**old.methods, **{m: cfg.known_methods()[m] for m in cfg.methods}},
+            "seeds": sorted({*old.seeds, *cfg.seeds}),
+            "runs": {key: row.model_dump(mode="json") for key, row in old.runs.items()},
         }
 
     def run(self, job: RunJob) -> dict[str, Any]:

@@ -20,9 +20,11 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from harnessrl.errors import HarnessRLError
+from harnessrl.records.as_written import AsWritten
 from harnessrl.records.run_dir import read_json_file
 
 __all__ = [
+    "BENCH_MANIFEST",
     "BenchManifest",
     "ManifestRun",
     "ReportFile",
@@ -31,14 +33,15 @@ __all__ = [
     "read_report_file",
 ]
 
+BENCH_MANIFEST = "bench.json"
+"""The bench's manifest, in its output folder."""
+
 Settings = dict[str, JsonValue]
 """A bench method's settings: its ``key.sub: value`` overrides of the base training config (``method`` among them)."""
 
 
-class ManifestRun(BaseModel):
+class ManifestRun(AsWritten):
     """One run's row of ``bench.json`` (the bench's other keys, its attempts and paths, are kept as written)."""
-
-    model_config = ConfigDict(extra="allow")
 
     method: str | None = Field(None, description="The bench method (the run's folder under the bench).")
     seed: int | None = Field(None, description="The run's seed.")
@@ -49,14 +52,18 @@ class ManifestRun(BaseModel):
 
 
 class BenchManifest(BaseModel):
-    """``bench.json`` as a report reads it; the merge of several bench folders' (or report files') has the same
-    shape, with every bench config read listed in :attr:`bench_configs`."""
+    """``bench.json``, as a later ``bench run`` goes on from it and a report reads it; the merge of several bench
+    folders' (or report files') has the same shape, with every bench config read listed in :attr:`bench_configs`."""
 
     model_config = ConfigDict(extra="ignore")
 
-    bench_config: str | None = Field(None, description="The bench config the bench ran from.")
+    bench_config: str | None = Field(None, description="The bench config the bench ran from (None: built in code).")
     bench_configs: list[str] = Field(default_factory=list, description="Every bench config of a merged manifest.")
+    out: str | None = Field(None, description="The bench's output folder.")
+    created: str | None = Field(None, description="When the first invocation wrote it (ISO time).")
+    updated: str | None = Field(None, description="When it was last written (ISO time).")
     methods: dict[str, Settings] = Field(default_factory=dict, description="Each method's settings, in bench order.")
+    seeds: list[int] = Field(default_factory=list, description="Every seed any invocation ran.")
     runs: dict[str, ManifestRun] = Field(default_factory=dict, description="``<method>/seed<k>`` -> its run's row.")
 
 

@@ -7,7 +7,8 @@ probation) adds its own; one trial can go through two of them (a rubric edit wit
 probation), and two recipes share fields (``feature``, ``probation``, the per-group verdicts). Each field says which
 writer sets it.
 
-The JSON stays the dict the critic wrote before these were typed: every model here is an :class:`~harnessrl.records.as_written.AsWritten`, dumped
+The JSON stays the dict the critic wrote before these were typed: every model here is an
+:class:`~harnessrl.records.as_written.AsWritten`, dumped
 with the fields its writer set (a field set to None included: the reference guard of a task without a reference
 answer), in the order they were set, and no other. So every field defaults to None (not written, absent from the
 JSON), nested records' included: a run written before a field was added loads, and so does a key these models do
