@@ -853,7 +853,7 @@ def run_shape(shape: Shape, work: Path, model_dir: Path, args: argparse.Namespac
             "shape": shape.__dict__,
             "steps_trained": summary.steps,
             "train_seconds": train_seconds,
-            "evolution_points": int(summary.extra.get("evolver", {}).get("points", 0)),
+            "evolution_points": summary.extra.evolver.points,
             "summary_timings": dict(summary.timings),
             "policy_device": str(next(probe.model.parameters()).device),
             "judge_device": str(next(judge_model.parameters()).device),

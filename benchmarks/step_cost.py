@@ -651,7 +651,7 @@ def main(argv: list[str] | None = None) -> dict:
         rollouts = rollout_figures(probe, metrics, steps)
         judge = judge_figures(probe.trainer, rollouts["_texts"])
         judge["in_training"] = training_judge(probe, metrics, steps)
-    points = int(summary.extra.get("evolver", {}).get("points", 0))
+    points = summary.extra.evolver.points
     report(config, rollouts, judge, shares, points)
     figures = {
         "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},

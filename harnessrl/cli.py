@@ -499,11 +499,11 @@ def train_cmd(
     summary = train(cfg, resume=resume, overwrite=overwrite, console=console)
     write_report(summary.run_dir)
     print_summary(summary, console)
-    unscored = [split for split, e in (summary.eval or {}).items() if e.get("final") is None]
+    unscored = [split for split, e in summary.eval.items() if e.final is None]
     if unscored:  # trained, but nothing says how well: not a success
         err_console.print(
             f"[bold red]error:[/] the final {' and '.join(unscored)} evaluation has no score "
-            f"({summary.eval[unscored[0]].get('final_no_score_reason')}); the run's files are written. Fix the eval "
+            f"({summary.eval[unscored[0]].final_no_score_reason}); the run's files are written. Fix the eval "
             f"judge, then score the run with `harnessrl eval --run-dir {summary.run_dir}`",
             highlight=False,
         )

@@ -22,7 +22,7 @@ from typing import Any
 
 import annotated_types
 import yaml
-from pydantic import BaseModel
+from pydantic import BaseModel, JsonValue
 from pydantic.fields import FieldInfo
 
 from harnessrl.errors import ConfigError
@@ -30,6 +30,7 @@ from harnessrl.errors import ConfigError
 __all__ = [
     "DEFAULT",
     "DERIVED",
+    "ConfigMapping",
     "ResolvedSetting",
     "SettingDoc",
     "SettingsSection",
@@ -43,6 +44,10 @@ __all__ = [
     "undescribed_settings",
     "yaml_text",
 ]
+
+ConfigMapping = dict[str, JsonValue]
+"""A config file's settings as YAML reads them: sections as nested mappings, values as YAML wrote them; what
+``key.sub=value`` overrides set, before a settings model validates it."""
 
 LOCAL_SERVER_KEY = "EMPTY"  # what vLLM and most local OpenAI-compatible servers accept when they check no key
 
@@ -73,7 +78,7 @@ def api_key_from_env(env_var: str, base_url: str | None, setting: str, error: ty
     )
 
 
-def load_yaml(path: str | Path) -> dict[str, Any]:
+def load_yaml(path: str | Path) -> ConfigMapping:
     """A YAML mapping from ``path``; raises :class:`ConfigError` for a missing, broken or non-mapping file."""
     path = Path(path)
     if not path.is_file():
@@ -91,7 +96,7 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def apply_overrides(data: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+def apply_overrides(data: ConfigMapping, overrides: ConfigMapping) -> ConfigMapping:
     """``data`` with each ``key.sub -> value`` set; a mapping value is merged into an existing section."""
     out = copy.deepcopy(data)
     for dotted, value in overrides.items():
@@ -151,7 +156,7 @@ def _type_text(annotation: Any) -> str:
         return f"list of {_type_text(args[0])}" if args else "list"
     if origin in (dict, Mapping):
         return f"mapping of {_type_text(args[0])} to {_type_text(args[1])}" if args else "mapping"
-    if annotation is Any:
+    if annotation is Any or annotation is JsonValue:
         return "any"
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return "section"
@@ -350,7 +355,7 @@ def resolved_settings(
     marks: dict[tuple[str, ...], tuple[int, str]] = {}
     if file_data:
         _mark(marks, (), dict(file_data), (0, file_label))
-    data: dict[str, Any] = copy.deepcopy(dict(file_data))
+    data: ConfigMapping = copy.deepcopy(dict(file_data))
     for i, (key, value, written) in enumerate(overrides, start=1):
         parts = tuple(key.split("."))
         _mark_override(marks, parts, value, _at(data, parts), (i, f"-s {written}"))

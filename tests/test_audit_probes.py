@@ -203,7 +203,7 @@ def test_a_training_run_probes_before_step_1_and_decides_at_step_0(tmp_path, tin
     dropped = run.read("discarded_groups.jsonl")
     assert [(g["step"], g["task_id"], g["trained"]) for g in dropped] == [(0, "calm-0", False), (0, "calm-1", False)]
     assert all(g["step"] == 1 for g in run.read("steps.jsonl"))  # the probes trained nothing
-    assert summary.accounting["rollouts_trial"] >= 4
+    assert summary.accounting.rollouts_trial >= 4
     page = write_report(run.path).read_text()
     assert "probed before step 1" in page and "calm-0, calm-1 (4 rollouts)" in page
 

@@ -207,7 +207,7 @@ def test_runner_starts_then_skips_finished_runs(tmp_path):
     assert all(j.action == "start" and "--resume" not in j.command for j in fake.calls)
     assert fake.calls[0].command[:4] == [sys.executable, "-m", "harnessrl.cli", "train"]
     saved = json.loads((tmp_path / "bench" / "bench.json").read_text())
-    assert saved["runs"] == manifest["runs"]
+    assert saved["runs"] == manifest.model_dump(mode="json")["runs"]
     assert {k: r["status"] for k, r in saved["runs"].items()} == dict.fromkeys(saved["runs"], "done")
     row = saved["runs"]["fixed/seed1"]
     assert row["attempts"][0]["returncode"] == 0 and row["wall_seconds"] >= 0
@@ -253,12 +253,11 @@ def test_runner_resumes_restarts_and_records_failures(tmp_path):
     # seed0 crashes; seed1 stops after one step with a checkpoint; seed2 exits 0 without finishing
     first = FakeTrain(fail={"fixed/seed0"}, stop_at={"fixed/seed1": 1}, rc0_incomplete={"fixed/seed2"})
     manifest = run_bench(cfg, runner=first)
-    runs = manifest["runs"]
-    assert runs["fixed/seed0"]["status"] == "failed" and "RuntimeError: boom" in runs["fixed/seed0"]["log_tail"]
-    assert runs["fixed/seed1"]["status"] == "failed" and "exited with code 1" in runs["fixed/seed1"]["error"]
+    runs = manifest.runs
+    assert runs["fixed/seed0"].status == "failed" and "RuntimeError: boom" in runs["fixed/seed0"].log_tail
+    assert runs["fixed/seed1"].status == "failed" and "exited with code 1" in runs["fixed/seed1"].error
     assert (
-        runs["fixed/seed2"]["status"] == "failed"
-        and "exited 0 but the run is not complete" in runs["fixed/seed2"]["error"]
+        runs["fixed/seed2"].status == "failed" and "exited 0 but the run is not complete" in runs["fixed/seed2"].error
     )
     assert failed_runs(manifest) == ["fixed/seed0", "fixed/seed1", "fixed/seed2"]
     (tmp_path / "bench" / "fixed" / "seed0").mkdir(parents=True, exist_ok=True)
@@ -276,8 +275,10 @@ def test_runner_resumes_restarts_and_records_failures(tmp_path):
         "fixed/seed2": "resume",
     }
     assert failed_runs(manifest) == []
-    assert all(len(r["attempts"]) == 2 for r in manifest["runs"].values())
-    assert "error" not in manifest["runs"]["fixed/seed0"]
+    assert all(len(r.attempts) == 2 for r in manifest.runs.values())
+    assert "error" not in manifest.model_dump(mode="json")["runs"]["fixed/seed0"]
+    saved = json.loads((tmp_path / "bench" / "bench.json").read_text())
+    assert "error" not in saved["runs"]["fixed/seed0"] and "log_tail" not in saved["runs"]["fixed/seed0"]
 
 
 def test_runs_made_with_other_settings_are_refused_unless_rerun(tmp_path):
@@ -337,9 +338,9 @@ def test_a_run_that_cannot_start_is_recorded_and_the_bench_goes_on(tmp_path):
         return fake(job, poll, timeout_s)
 
     manifest = run_bench(cfg, runner=flaky)
-    assert manifest["runs"]["fixed/seed0"]["status"] == "failed"
-    assert "could not be run (OSError: no such interpreter)" in manifest["runs"]["fixed/seed0"]["error"]
-    assert manifest["runs"]["fixed/seed1"]["status"] == "done"
+    assert manifest.runs["fixed/seed0"].status == "failed"
+    assert "could not be run (OSError: no such interpreter)" in manifest.runs["fixed/seed0"].error
+    assert manifest.runs["fixed/seed1"].status == "done"
 
 
 def test_bench_run_command_reports_and_exits_1_on_a_failed_run(tmp_path, monkeypatch):

@@ -8,7 +8,7 @@ import pytest
 
 from harnessrl.analysis.results_file import BenchResults
 from harnessrl.errors import HarnessRLError
-from harnessrl.records.bench_files import BenchManifest, read_bench_manifest, read_report_file
+from harnessrl.records.bench_files import BenchManifest, ManifestAttempt, read_bench_manifest, read_report_file
 
 
 def test_a_bench_manifest_reads_its_runs_and_settings(tmp_path):
@@ -20,7 +20,8 @@ def test_a_bench_manifest_reads_its_runs_and_settings(tmp_path):
     )
     manifest = read_bench_manifest(path)
     assert manifest.bench_config == "b.yaml" and manifest.methods == {"fixed": {"method": "fixed"}}
-    assert manifest.runs["k"].status == "failed" and manifest.runs["k"].model_extra == {"attempts": [{}]}
+    assert manifest.runs["k"].status == "failed" and manifest.runs["k"].attempts == [ManifestAttempt()]
+    assert manifest.runs["k"].model_dump(mode="json") == row  # written back as it was read
     assert BenchManifest().runs == {} and BenchManifest().bench_configs == []
 
 

@@ -67,7 +67,7 @@ def test_jobs_run_at_once_with_the_cores_shared_out(tmp_path):
     manifest = run_bench(_bench(tmp_path), runner=fake, jobs=2)
     assert fake.peak == 2
     assert set(fake.threads) == {threads_per_run(2)}
-    assert {r["status"] for r in manifest["runs"].values()} == {"done"}
+    assert {r.status for r in manifest.runs.values()} == {"done"}
     saved = json.loads((tmp_path / "bench" / "bench.json").read_text())
     assert all(r["attempts"][0]["threads"] == threads_per_run(2) for r in saved["runs"].values())
     one = OverlapTrain(seconds=0.05)

@@ -376,9 +376,11 @@ def test_train_ends_non_zero_when_the_final_evaluation_has_no_score(tmp_path, mo
     RunDir(tmp_path / "run").config.write_text("method: fixed\n")  # a run directory has its config from the start
     unscored = "no task of 2 could be scored: every completion's reward is missing"
     summary = run_module.RunSummary(
-        tmp_path / "run", 2, 1.0, {}, None, None, None, None, None,
+        run_dir=tmp_path / "run",
+        steps=2,
+        wall_seconds=1.0,
         eval={"test": {"before": None, "final": None, "final_step": 2, "final_no_score_reason": unscored}},
-    )  # fmt: skip
+    )
     monkeypatch.setattr(run_module, "train", lambda config, **kw: summary)
     out = runner.invoke(app, ["train", "-s", f"run_dir={tmp_path / 'run'}"])
     assert out.exit_code == 1

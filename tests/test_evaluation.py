@@ -413,6 +413,6 @@ def test_run_dir_layout(tmp_path):
     assert run.read_json("best.json") == {"step": 2, "overall": 0.5}
     assert not list(run.path.glob(".*.tmp"))
     ev = run.event("evaluation", step=2, overall=0.5)
-    assert run.read("events.jsonl") == [ev]
+    assert run.read("events.jsonl") == [ev.model_dump()]
     with pytest.raises(HarnessRLError):
         RunDir(tmp_path / "absent", create=False)

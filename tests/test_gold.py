@@ -289,7 +289,7 @@ def test_no_part_of_a_run_holds_a_gold_criterion(tmp_path, tiny_model_dir, monke
     (trainer,) = held
     # what the harness, the reward, the detectors, the critic and the tool server hold: no gold rubric
     assert trainer.harness.tasks and all(t.gold_rubric is None for t in trainer.harness.tasks.values())
-    assert summary.extra["evolver"]["points"] >= 1 and seen, "the evolver must have run to prove anything"
+    assert summary.extra.evolver.points >= 1 and seen, "the evolver must have run to prove anything"
     # every file: events, steps, rollouts, harness.json, the memory's Chroma files, the tool server's, the report
     files = [p for p in run.path.rglob("*") if p.is_file() and p.suffix not in (".safetensors", ".bin", ".pt", ".pth")]
     assert any("memory" in p.parts for p in files) and (run.path / "events.jsonl").is_file()

@@ -22,7 +22,7 @@ import torch.multiprocessing as mp
 from harnessrl.data import Task
 from harnessrl.interfaces import EditRubric, Harness, ReweightTasks, SetGuidance
 from harnessrl.records.run_dir import RunDir
-from harnessrl.trainer.harness_sync import sync_harness
+from harnessrl.trainer.harness_sync import SyncMark, sync_harness
 
 TASKS = [
     Task(id=f"t{i}", domain="d", prompt=f"Question {i}?", rubric=[{"id": "c1", "text": "Answers", "weight": 1}])
@@ -45,14 +45,14 @@ def _free_port() -> int:
 def _rank(rank: int, world: int, port: int, out: str) -> None:
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     try:
-        harness, last, rows = Harness(TASKS, seed=3), {}, []
+        harness, last, rows = Harness(TASKS, seed=3), SyncMark(), []
         for step in range(1, STEPS + 1):
             sync_harness(harness, rank == 0, lambda objs: dist.broadcast_object_list(objs, src=0), last)
             drawn = harness.sampling.sample(2, step)  # every process draws the step's tasks itself
             prompts = [harness.row(harness.tasks[t], 0, 4).messages[-1]["content"] for t in drawn]
             rubrics = [len(harness.rubrics.current(t).criteria) for t in drawn]
             rows.append({"step": step, "versions": harness.versions, "drawn": drawn, "prompts": prompts,
-                         "rubrics": rubrics, "digest": last["digest"]})  # fmt: skip
+                         "rubrics": rubrics, "digest": last.digest})  # fmt: skip
             if rank == 0 and step in COMMITS:  # the evolver commits on the main process only
                 harness.apply(COMMITS[step], step=step + 1, candidate_id=f"c{step}")
         with open(f"{out}/rank{rank}.json", "w") as f:
@@ -78,9 +78,8 @@ def test_without_the_broadcast_the_other_process_would_drift():
     main.apply(COMMITS[2], step=3, candidate_id="c2")
     assert main.sampling.sample(2, 3) != other.sampling.sample(2, 3) or main.versions != other.versions
     sent: list = []
-    state: dict = {}
-    sync_harness(main, True, lambda objs: sent.append(list(objs)), state)
-    replaced = sync_harness(other, False, lambda objs: objs.__setitem__(0, sent[0][0]), {})
+    sync_harness(main, True, lambda objs: sent.append(list(objs)), SyncMark())
+    replaced = sync_harness(other, False, lambda objs: objs.__setitem__(0, sent[0][0]), SyncMark())
     assert replaced and other.to_dict() == main.to_dict()
     assert [main.sampling.sample(2, s) for s in range(3, 9)] == [other.sampling.sample(2, s) for s in range(3, 9)]
 

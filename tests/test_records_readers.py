@@ -109,11 +109,11 @@ def test_bench_manifest_read_back_or_a_fresh_one(tmp_path, caplog):
     assert manifest.runs["h/1"].model_dump(mode="json") == run  # the row as written, its keys in order
     cfg = BenchConfig(base={"model": "tiny"}, out=str(tmp_path), methods=["fixed"], seeds=[2])
     kept = _Manifest(cfg, None).data
-    assert kept["created"] == "t0" and kept["seeds"] == [0, 1, 2] and kept["runs"] == {"h/1": run}
+    assert kept.created == "t0" and kept.seeds == [0, 1, 2] and kept.model_dump(mode="json")["runs"] == {"h/1": run}
     for bad in ("{torn", "[1]", '{"seeds": "all"}'):
         path.write_text(bad)
         with caplog.at_level(logging.WARNING):
             fresh = _Manifest(cfg, None).data
-        assert fresh["runs"] == {} and fresh["seeds"] == [2]
+        assert fresh.runs == {} and fresh.seeds == [2]
         assert "bench.json" in caplog.text and "starting a new one" in caplog.text
         caplog.clear()

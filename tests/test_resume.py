@@ -152,15 +152,17 @@ def test_the_summary_of_a_resumed_run_covers_every_process(tmp_path, tiny_model_
 
     failures = {(e["step"], e["task_id"], e["failure"]) for e in events if e["kind"] == "failure"}
     assert {s for s, _, _ in failures} >= {1, 2, 3, 4}  # every step's, the first process's included
-    assert sum(summary.extra["failures"].values()) == len(failures)  # step 3 detected twice, counted once
+    assert sum(summary.extra.failures.values()) == len(failures)  # step 3 detected twice, counted once
     points = [e for e in events if e["kind"] == "evolution_point"]
     assert len(points) > len([e for e in later if e["kind"] == "evolution_point"])
-    assert summary.extra["evolver"]["points"] == len(points)
-    assert summary.extra["evolver"]["seconds"] == pytest.approx(sum(p["seconds"] for p in points))
+    assert summary.extra.evolver.points == len(points)
+    assert summary.extra.evolver.seconds == pytest.approx(sum(p["seconds"] for p in points))
     trials = sum(e.get("seconds", 0) for e in events if e["kind"] == "trial")
-    assert summary.accounting["trial_seconds"] == pytest.approx(trials)
+    assert summary.accounting.trial_seconds == pytest.approx(trials)
     attributed = sum(1 for e in events if e["kind"] == "attribution")
-    assert sum(v for k, v in summary.extra["evolver"].items() if k.startswith("evolver/attributed/")) == attributed
-    assert summary.accounting["processes"] == 2
+    assert (
+        sum(v for k, v in summary.extra.evolver.counts().items() if k.startswith("evolver/attributed/")) == attributed
+    )
+    assert summary.accounting.processes == 2
     starts = [e["time"] for e in events if e["kind"] == "run_start"]
     assert summary.wall_seconds >= max(e["time"] for e in first) - starts[0]

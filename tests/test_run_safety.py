@@ -338,7 +338,7 @@ def test_a_run_dir_in_use_by_a_live_process_is_refused(holder, data, caplog):
     proc.wait(timeout=30)
     caplog.set_level("INFO")
     with lock_run_dir(path) as lock:
-        assert lock.held and lock.stale is not None and lock.stale["pid"] == proc.pid
+        assert lock.held and lock.stale is not None and lock.stale.pid == proc.pid
         owner = json.loads((path / LOCK_NAME).read_text())
         assert owner["pid"] == os.getpid()
         warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
@@ -696,7 +696,7 @@ def test_resume_of_a_run_stopped_while_it_ended_ends_it_without_training(tmp_pat
     redone = [r for r in run.read("eval.jsonl") if r["step"] == 2]
     # the final evaluation again, of the last checkpoint's weights: the same scores on the same draws
     assert [(r["split"], r["overall"]) for r in redone] == [(r["split"], r["overall"]) for r in ended]
-    assert again.eval["test"]["final"] == first.eval["test"]["final"]
+    assert again.eval["test"].final == first.eval["test"].final
     assert [e["kind"] for e in run.read("events.jsonl")].count("run_end") == 1
     # and once ended, a further --resume trains nothing and writes nothing
     before = _files(path)

@@ -24,6 +24,7 @@ import torch.multiprocessing as mp
 
 from harnessrl.data import Task
 from harnessrl.interfaces import Harness, ReweightTasks
+from harnessrl.trainer.harness_sync import SyncMark
 
 TEXTS = ["Hi", "Name a colour.", "Count to three please", "Why?", "A"]
 PROMPTS = [[{"role": "user", "content": text}] for text in TEXTS]
@@ -49,7 +50,7 @@ def _fake_trainer(model, tokenizer, accelerator, run_dir):
         is_fsdp_enabled=True,
         harness=Harness(TASKS, seed=1),
         recorder=SimpleNamespace(run_dir=run_dir),
-        _harness_sync={},
+        _harness_sync=SyncMark(),
     )
 
 

@@ -792,7 +792,7 @@ def test_training_runs_the_evolver_at_evolution_points(tmp_path, model_dir, data
     assert "failure" in kinds
     assert "evolution_point" in kinds
     assert {"attribution", "proposal", "trial"} <= set(kinds)
-    assert summary.extra["evolver"]["points"] >= 1
+    assert summary.extra.evolver.points >= 1
     assert not (run.path / "tool_server.json").exists()  # removed when training ends
     # every committed update was measured and accepted first
     trials = {e["candidate_id"]: e for e in events if e["kind"] == "trial"}

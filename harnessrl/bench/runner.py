@@ -37,9 +37,15 @@ import yaml
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from harnessrl.bench.config import BenchConfig, resolve_train_config
+from harnessrl.bench.config import BenchConfig, TrainSettings, resolve_train_config
 from harnessrl.errors import ConfigError, HarnessRLError
-from harnessrl.records.bench_files import BENCH_MANIFEST, BenchManifest, read_bench_manifest
+from harnessrl.records.bench_files import (
+    BENCH_MANIFEST,
+    BenchManifest,
+    ManifestAttempt,
+    ManifestRun,
+    read_bench_manifest,
+)
 from harnessrl.records.checkpoints import checkpoint_folders
 from harnessrl.records.run_dir import read_tail
 from harnessrl.records.run_record import Missing, last_logged_step, read_summary
@@ -71,7 +77,7 @@ class RunJob:
     run_dir: Path
     config_path: Path
     log_path: Path
-    settings: dict[str, Any]
+    settings: TrainSettings
     action: Action
     reason: str
     max_steps: int
@@ -90,7 +96,7 @@ class CommandRunner(Protocol):
 
 
 # ------------------------------------------------------------------------------------------ planning
-def _expected_steps(settings: dict[str, Any]) -> int:
+def _expected_steps(settings: TrainSettings) -> int:
     return int((settings.get("grpo") or {}).get("max_steps") or 0)
 
 
@@ -149,7 +155,7 @@ DERIVED_ALIASES = ("evolver.enabled",)
 """Settings an older config.yaml wrote that only repeated another one (``method``): never a change of their own."""
 
 
-def _changed_settings(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+def _changed_settings(old: TrainSettings, new: TrainSettings) -> list[str]:
     """The settings a run made with ``old`` would have run differently under ``new``."""
     inert = _inert(old) & _inert(new)
     return [
@@ -159,7 +165,7 @@ def _changed_settings(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     ]
 
 
-def _validated_settings(data: dict[str, Any], method: str, seed: int) -> dict[str, Any]:
+def _validated_settings(data: TrainSettings, method: str, seed: int) -> TrainSettings:
     """The complete, validated training settings of one run (every default written out)."""
     from pydantic import ValidationError
 
@@ -346,36 +352,38 @@ class _Manifest:
         except HarnessRLError as e:  # a damaged bench.json: its runs' folders are intact and say what ran
             logger.warning("%s; starting a new one", e)
             old = BenchManifest()
-        self.data: dict[str, Any] = {
-            "bench_config": source,
-            "out": cfg.out,
-            "created": old.created or _now(),
-            "updated": _now(),
+        self.data = BenchManifest(
+            bench_config=source,
+            out=cfg.out,
+            created=old.created or _now(),
+            updated=_now(),
             # methods and seeds of earlier invocations stay (e.g. one run with --methods), in their order
-            "methods": {**old.methods, **{m: cfg.known_methods()[m] for m in cfg.methods}},
-            "seeds": sorted({*old.seeds, *cfg.seeds}),
-            "runs": {key: row.model_dump(mode="json") for key, row in old.runs.items()},
-        }
-
-    def run(self, job: RunJob) -> dict[str, Any]:
-        row = self.data["runs"].setdefault(job.key, {"attempts": []})
-        row.update(
-            method=job.method,
-            seed=job.seed,
-            run_dir=str(job.run_dir),
-            config=str(job.config_path),
-            log=str(job.log_path),
+            methods={**old.methods, **{m: cfg.known_methods()[m] for m in cfg.methods}},
+            seeds=sorted({*old.seeds, *cfg.seeds}),
+            runs=dict(old.runs),  # each row as it was written
         )
+
+    def run(self, job: RunJob) -> ManifestRun:
+        row = self.data.runs.setdefault(job.key, ManifestRun(attempts=[]))
+        if "attempts" not in row.model_fields_set:  # a row of an older bench.json without attempts
+            row.attempts = []
+        row.method = job.method
+        row.seed = job.seed
+        row.run_dir = str(job.run_dir)
+        row.config = str(job.config_path)
+        row.log = str(job.log_path)
         return row
 
     def save(self) -> None:
-        self.data["updated"] = _now()
-        for row in self.data["runs"].values():
-            row["wall_seconds"] = round(sum(a.get("wall_seconds") or 0.0 for a in row.get("attempts", [])), 1)
+        self.data.updated = _now()
+        for row in self.data.runs.values():
+            row.wall_seconds = round(sum(a.wall_seconds or 0.0 for a in row.attempts), 1)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_name(f".{MANIFEST}.tmp")
+        # bench_configs is a merged manifest's (a report's), never a bench folder's
+        written = self.data.model_dump(mode="json", exclude={"bench_configs"})
         try:
-            tmp.write_text(json.dumps(self.data, indent=1, default=str), encoding="utf-8")
+            tmp.write_text(json.dumps(written, indent=1, default=str), encoding="utf-8")
             os.replace(tmp, self.path)
         except OSError as e:  # the previous bench.json stays as it was: the write goes through a temp file
             raise HarnessRLError(
@@ -418,8 +426,9 @@ def run_bench(
     dry_run: bool = False,
     source: str | None = None,
     jobs: int = 1,
-) -> dict[str, Any]:
-    """Run every job of the bench that is not finished; returns the manifest (also in ``bench.json``).
+) -> BenchManifest:
+    """Run every job of the bench that is not finished; returns the manifest (also in ``bench.json``; with
+    ``dry_run``, the one the bench would start from, unwritten).
 
     ``jobs``: how many runs go at once (each with :func:`threads_per_run` torch threads when more than one).
     A failed run is recorded and the bench goes on with the next one. Raises ``KeyboardInterrupt``
@@ -443,17 +452,18 @@ def _run_planned(
     dry_run: bool,
     source: str | None,
     parallel: int,
-) -> dict[str, Any]:
+) -> BenchManifest:
     _print_plan(jobs, console)
-    if dry_run:
-        return {"runs": {j.key: {"action": j.action, "reason": j.reason, "command": j.command} for j in jobs}}
     manifest = _Manifest(cfg, source)
     for job in jobs:
         row = manifest.run(job)
-        row.setdefault("status", "pending")
+        if "status" not in row.model_fields_set:
+            row.status = "pending"
         if job.action == "skip":
-            row["status"] = "done"
-        row["last_action"] = job.action
+            row.status = "done"
+        row.last_action = job.action
+    if dry_run:
+        return manifest.data
     manifest.save()
     todo = [j for j in jobs if j.action != "skip"]
     bench = _Bench(cfg, runner, console, manifest)
@@ -525,11 +535,11 @@ class _Bench:
             row = self.manifest.run(job)
             _write_settings(job)
             job.run_dir.parent.mkdir(parents=True, exist_ok=True)
-            attempt: dict[str, Any] = {"action": job.action, "started": _now(), "command": job.command}
+            attempt = ManifestAttempt(action=job.action, started=_now(), command=job.command)
             if job.threads is not None:
-                attempt["threads"] = job.threads
-            row["attempts"].append(attempt)
-            row["status"] = "running"
+                attempt.threads = job.threads
+            row.attempts.append(attempt)
+            row.status = "running"
             self.manifest.save()
             self._show(job.key, f"{label}: {job.action}")
 
@@ -547,8 +557,8 @@ class _Bench:
         except KeyboardInterrupt:
             self.stop.set()  # before this worker could take the next run
             with self.lock:
-                attempt.update(ended=_now(), wall_seconds=round(time.perf_counter() - t0, 1), returncode=None)
-                row["status"], row["error"] = "interrupted", "stopped by Ctrl-C; run the bench again to resume"
+                _ended(attempt, round(time.perf_counter() - t0, 1), None)
+                row.status, row.error = "interrupted", "stopped by Ctrl-C; run the bench again to resume"
                 self._show(job.key)
                 self.manifest.save()
             raise
@@ -560,8 +570,8 @@ class _Bench:
     def _record(
         self,
         job: RunJob,
-        row: dict[str, Any],
-        attempt: dict[str, Any],
+        row: ManifestRun,
+        attempt: ManifestAttempt,
         label: str,
         rc: int,
         wall: float,
@@ -573,11 +583,10 @@ class _Bench:
             freed = drop_resume_checkpoints(job.run_dir)
         log = self.progress.console.log
         with self.lock:
-            attempt.update(ended=_now(), wall_seconds=round(wall, 1), returncode=rc)
+            _ended(attempt, round(wall, 1), rc)
             if rc == 0 and state == "done":
-                row["status"] = "done"
-                row.pop("error", None)
-                row.pop("log_tail", None)
+                row.status = "done"
+                row.forget("error", "log_tail")
                 log(f"[green]✓[/] {label}: {why} in {wall / 60:.1f} min")
                 if freed:
                     log(f"  dropped its resume checkpoints ({freed / 2**30:.1f} GiB)")
@@ -590,12 +599,19 @@ class _Bench:
                     problem = f"exited 0 but the run is not complete ({why})"
                 else:
                     problem = f"exited with code {rc}"
-                row["status"] = "failed"
-                row["error"], row["log_tail"] = problem, read_tail(job.log_path)
+                row.status = "failed"
+                row.error, row.log_tail = problem, read_tail(job.log_path)
                 log(f"[red]✗[/] {label}: {problem} (log: {job.log_path})")
             self.manifest.save()
             self.progress.advance(self.overall)
             self._show(job.key)
+
+
+def _ended(attempt: ManifestAttempt, wall_seconds: float, returncode: int | None) -> None:
+    """An attempt's end, in the order bench.json has always written it: when, how long, and its exit code."""
+    attempt.ended = _now()
+    attempt.wall_seconds = wall_seconds
+    attempt.returncode = returncode
 
 
 def _print_plan(jobs: Sequence[RunJob], console: Console) -> None:
@@ -610,6 +626,6 @@ def _print_plan(jobs: Sequence[RunJob], console: Console) -> None:
     console.print(t)
 
 
-def failed_runs(manifest: dict[str, Any]) -> list[str]:
+def failed_runs(manifest: BenchManifest) -> list[str]:
     """Keys of the runs whose status is failed or interrupted."""
-    return [k for k, r in (manifest.get("runs") or {}).items() if r.get("status") in ("failed", "interrupted")]
+    return [k for k, r in manifest.runs.items() if r.status in ("failed", "interrupted")]

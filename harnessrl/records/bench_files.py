@@ -20,12 +20,13 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from harnessrl.errors import HarnessRLError
-from harnessrl.records.as_written import AsWritten
+from harnessrl.records.as_written import AsWritten, Number
 from harnessrl.records.run_dir import read_json_file
 
 __all__ = [
     "BENCH_MANIFEST",
     "BenchManifest",
+    "ManifestAttempt",
     "ManifestRun",
     "ReportFile",
     "Settings",
@@ -40,15 +41,39 @@ Settings = dict[str, JsonValue]
 """A bench method's settings: its ``key.sub: value`` overrides of the base training config (``method`` among them)."""
 
 
+class ManifestAttempt(AsWritten):
+    """One attempt at a run, in its row of ``bench.json``: what the bench did, when, with which command line, and
+    how it ended (``ended`` and the rest are set when it ends; keys an older bench wrote are kept as written)."""
+
+    action: str | None = Field(None, description="start, resume or restart.")
+    started: str | None = Field(None, description="When it started (ISO time).")
+    command: list[str] = Field(default_factory=list, description="The command line it ran.")
+    threads: int | None = Field(None, description="The torch threads of its process (absent: the environment's).")
+    ended: str | None = Field(None, description="When it ended (ISO time).")
+    wall_seconds: Number | None = Field(None, description="How long it ran.")
+    returncode: int | None = Field(None, description="Its exit code (None: stopped by Ctrl-C; 124: timed out).")
+
+
 class ManifestRun(AsWritten):
-    """One run's row of ``bench.json`` (the bench's other keys, its attempts and paths, are kept as written)."""
+    """One run's row of ``bench.json`` (keys an older or newer bench wrote are kept as written)."""
 
     method: str | None = Field(None, description="The bench method (the run's folder under the bench).")
     seed: int | None = Field(None, description="The run's seed.")
     run_dir: str | None = Field(None, description="The run's folder when it was run.")
+    config: str | None = Field(None, description="The run's resolved training config (``<method>/seed<k>.yaml``).")
+    log: str | None = Field(None, description="The run's output (``<method>/seed<k>.log``).")
+    attempts: list[ManifestAttempt] = Field(default_factory=list, description="Every attempt, in order.")
     status: str | None = Field(None, description="done, running, failed, interrupted, ...")
+    last_action: str | None = Field(None, description="What the last bench run planned for it (skip, start, ...).")
     error: str | None = Field(None, description="What a failed run failed with.")
-    wall_seconds: float | None = Field(None, description="The bench's measure of the run, over all its attempts.")
+    log_tail: str | None = Field(None, description="The end of a failed run's log.")
+    wall_seconds: Number | None = Field(None, description="The bench's measure of the run, over all its attempts.")
+
+    def forget(self, *names: str) -> None:
+        """Drop these keys from the row (a run done after a failure has no error): they are written no more."""
+        for name in names:
+            setattr(self, name, None)
+        self._written = tuple(n for n in self._written if n not in names)
 
 
 class BenchManifest(BaseModel):

@@ -42,20 +42,22 @@ import shutil
 import socket
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 import yaml
-from pydantic import ValidationError
+from pydantic import Field, JsonValue, ValidationError
 
 from harnessrl.errors import HarnessRLError
+from harnessrl.records.as_written import AsWritten, Number
 from harnessrl.records.events import ALL_EVENT_KINDS, Event
 
 __all__ = [
     "LOCK_NAME",
     "JsonlLine",
+    "LockOwner",
     "RunDir",
     "RunDirInUseError",
     "RunDirLock",
@@ -189,25 +191,35 @@ def write_atomic(path: str | Path, write: Callable[[IO[str]], None]) -> None:
 # --------------------------------------------------------------------------------------------- the lock
 
 
-def _lock_owner(fd: int) -> dict[str, Any]:
+class LockOwner(AsWritten):
+    """The process that holds (or held) a run directory's lock, as its lock file says: written when it took the
+    lock, read for the message of a process refused, and of one taking over a stale lock (``run_start``'s
+    ``stale_lock``, as the file held it)."""
+
+    pid: int | None = Field(None, description="Its process id (None: it has not written it yet).")
+    host: str | None = Field(None, description="The host it runs on.")
+    since: Number | None = Field(None, description="When it took the lock (Unix time).")
+
+
+def _lock_owner(fd: int) -> LockOwner:
+    """The owner a lock file names (none known: an empty file, or one that is not an owner's JSON)."""
     try:
         os.lseek(fd, 0, os.SEEK_SET)
-        data = json.loads(os.read(fd, 4096).decode("utf-8", "replace") or "{}")
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+        return LockOwner.model_validate_json(os.read(fd, 4096).decode("utf-8", "replace") or "{}")
+    except (OSError, ValueError):  # a pydantic ValidationError is a ValueError
+        return LockOwner()
 
 
-def _in_use_message(path: Path, owner: dict[str, Any]) -> str:
-    pid, host = owner.get("pid"), owner.get("host")
+def _in_use_message(path: Path, owner: LockOwner) -> str:
+    pid, host = owner.pid, owner.host
     if pid == os.getpid() and host == socket.gethostname():
         return (
             f"{path} is already locked by this process (pid {pid}): a run directory takes one run at a time; "
             "finish or stop the other run in this process, or choose another run_dir"
         )
-    since = owner.get("since")
+    since = owner.since
     when = ""
-    if isinstance(since, int | float):
+    if since is not None:
         when = f", since {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(since))}"
     who = f"pid {pid} on host {host}{when}" if pid else "a process that has not written its pid yet"
     stop = f"stop it (`kill {pid}`" + (f" on {host}" if host and host != socket.gethostname() else "") + ")"
@@ -222,7 +234,7 @@ class RunDirLock:
     """This process's exclusive lock on a run directory (from :func:`lock_run_dir`): :meth:`release` it,
     or use it as a context manager."""
 
-    def __init__(self, path: Path, fd: int, created: bool, stale: dict[str, Any] | None = None):
+    def __init__(self, path: Path, fd: int, created: bool, stale: LockOwner | None = None):
         self.path = path
         self._fd: int | None = fd
         self._created = created
@@ -300,28 +312,22 @@ def lock_run_dir(path: str | Path) -> RunDirLock:
     else:  # pragma: no cover - a hundred releases in a row between our open and our flock
         raise RunDirInUseError(f"{path}: could not take {lock_path}; other processes keep taking it: try again")
     previous = _lock_owner(fd)
-    stale = previous if previous.get("pid") else None
+    stale = previous if previous.pid else None
     if stale is not None:  # released locks take their file with them: this one's process ended holding it
         logger.warning("%s", stale_lock_message(lock_path, stale))
-    owner = {
-        "pid": os.getpid(),
-        "host": socket.gethostname(),
-        "since": time.time(),
-    }
+    owner = LockOwner(pid=os.getpid(), host=socket.gethostname(), since=time.time())
     os.ftruncate(fd, 0)
-    os.pwrite(fd, json.dumps(owner).encode("utf-8"), 0)
+    os.pwrite(fd, json.dumps(owner.model_dump()).encode("utf-8"), 0)
     return RunDirLock(path, fd, created, stale)
 
 
-def stale_lock_message(lock_path: Path, owner: dict[str, Any]) -> str:
+def stale_lock_message(lock_path: Path, owner: LockOwner) -> str:
     """What a lock file left by a process that ended without releasing it says, in one sentence."""
-    since = owner.get("since")
-    when = (
-        f", since {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(since))}" if isinstance(since, int | float) else ""
-    )
-    host = f" on host {owner['host']}" if owner.get("host") else ""
+    since = owner.since
+    when = f", since {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(since))}" if since is not None else ""
+    host = f" on host {owner.host}" if owner.host else ""
     return (
-        f"{lock_path} was stale: pid {owner.get('pid')}{host}{when} ended without releasing it (killed or crashed; "
+        f"{lock_path} was stale: pid {owner.pid}{host}{when} ended without releasing it (killed or crashed; "
         "the OS dropped its lock), so this process took it over. Nothing else is needed"
     )
 
@@ -337,7 +343,7 @@ def clear_run_dir(path: str | Path) -> None:
             p.unlink()
 
 
-def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
+def read_jsonl(path: str | Path) -> list[dict[str, JsonValue]]:
     """Every whole JSON line of a file (a torn or corrupt line is skipped with a warning)."""
     path = Path(path)
     if not path.exists():
@@ -469,23 +475,25 @@ class RunDir:
         text = yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
         write_atomic(self.config, lambda f: f.write(text))
 
-    def append(self, name: str, row: dict[str, Any], sync: bool = False) -> None:
+    def append(self, name: str, row: Mapping[str, object], sync: bool = False) -> None:
+        """One line of ``name``: ``row`` as JSON (a float that is not finite as null, anything else JSON has no
+        type for as its ``str``)."""
         with open_append(self.path / name) as f:
             f.write(json.dumps(json_safe(row), default=str, allow_nan=False) + "\n")
             f.flush()
             if sync:
                 os.fsync(f.fileno())
 
-    def event(self, kind: str, step: int | None = None, **payload: Any) -> dict[str, Any]:
+    def event(self, kind: str, step: int | None = None, **payload: object) -> Event:
         """Append one event, checked against :class:`~harnessrl.records.events.Event` (fsynced: events
-        are the run's decision trace). The one writer of ``events.jsonl``."""
+        are the run's decision trace), and return it. The one writer of ``events.jsonl``."""
         row = {"time": time.time(), "kind": kind, "step": step, **payload}
         try:
-            Event.model_validate(row)
+            event = Event.model_validate(row)
         except ValidationError as e:
             raise ValueError(f"not an event of events.jsonl ({kind!r}; kinds: {list(ALL_EVENT_KINDS)}): {e}") from None
         self.append("events.jsonl", row, sync=True)
-        return row
+        return event
 
     def write_json(self, name: str, data: Any) -> None:
         """Write ``name`` whole or not at all (:func:`write_atomic`)."""
@@ -493,7 +501,7 @@ class RunDir:
         write_atomic(self.path / name, lambda f: json.dump(safe, f, indent=1, default=str, allow_nan=False))
 
     # reading
-    def read(self, name: str) -> list[dict[str, Any]]:
+    def read(self, name: str) -> list[dict[str, JsonValue]]:
         return read_jsonl(self.path / name)
 
     def read_json(self, name: str) -> Any:

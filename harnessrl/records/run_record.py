@@ -30,9 +30,10 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator
 
 from harnessrl.errors import HarnessRLError
+from harnessrl.records.as_written import AsWritten, Number
 from harnessrl.records.events import Event
 from harnessrl.records.run_dir import read_json_file, read_jsonl, read_tail
 
@@ -40,6 +41,7 @@ __all__ = [
     "Accounting",
     "BestCheckpoint",
     "EvalRow",
+    "EvolverSummary",
     "GroupRow",
     "MetricRow",
     "Missing",
@@ -47,6 +49,8 @@ __all__ = [
     "RunRecord",
     "RunSummaryRecord",
     "Scores",
+    "SplitSummary",
+    "SummaryExtra",
     "finite_number",
     "last_logged_step",
     "read_best",
@@ -183,10 +187,9 @@ class BestCheckpoint(_View):
     checkpoint: str | None = None
 
 
-class Accounting(BaseModel):
-    """The run's totals over every process that trained it (``summary.json``'s ``accounting``)."""
-
-    model_config = ConfigDict(extra="allow")
+class Accounting(AsWritten):
+    """The run's totals over every process that trained it (``summary.json``'s ``accounting``; the trainer's other
+    counters, e.g. ``judge_calls_total``, kept as written)."""
 
     rollouts_generated: float | None = None
     rollouts_discarded: float | None = None
@@ -196,22 +199,76 @@ class Accounting(BaseModel):
     wall_seconds: float | None = None
     harness_overhead_seconds: float | None = None
     harness_overhead_share: float | None = None
+    evolver_seconds: Number | None = None
+    trial_seconds: Number | None = None
+    detector_seconds: Number | None = None
+    memory_seconds: Number | None = None
+    processes: int | None = Field(None, description="How many processes trained the run (a resume adds one).")
+
+
+class SplitSummary(AsWritten):
+    """One evaluation split in ``summary.json``'s ``eval``: its score before training, at the end and (validation)
+    the best one, or (test) the one at the best-validation step. A key the run had no figure for is absent."""
+
+    graded_with: str | None = Field(None, description="gold or rubric.")
+    before: float | None = Field(None, description="The score at step 0 (None: no evaluation before training).")
+    final: float | None = Field(None, description="The last evaluation's score (None: it scored no task).")
+    final_step: int | None = None
+    final_per_domain: dict[str, float | None] | None = None
+    final_per_family: dict[str, float | None] | None = None
+    final_proxy: float | None = Field(None, description="The last evaluation graded with rubric version 0 (gold).")
+    final_no_score_reason: str | None = Field(None, description="Why the last evaluation has no score.")
+    best: float | None = Field(None, description="Validation: the best score.")
+    best_step: int | None = Field(None, description="Validation: the step of the best score.")
+    at_best: float | None = Field(None, description="Test: the score at the best-validation step.")
+    at_best_per_domain: dict[str, float | None] | None = None
+    at_best_per_family: dict[str, float | None] | None = None
+    at_best_proxy: float | None = None
+
+
+class EvolverSummary(AsWritten):
+    """``summary.json``'s ``extra.evolver``: the evolution points over the whole run, and the evolver's counts
+    (``evolver/<what>/<kind>`` keys, kept as written)."""
+
+    points: int = 0
+    points_by_mode: dict[str, int] = Field(default_factory=dict)
+    seconds: float = 0.0
+
+    def counts(self) -> dict[str, float]:
+        """The evolver's counts by name (``evolver/proposed/rubric_criteria``, ...)."""
+        return {k: v for k, v in (self.model_extra or {}).items() if isinstance(v, int | float)}
+
+
+class SummaryExtra(AsWritten):
+    """``summary.json``'s ``extra``: where each part ran, the failures detected, the monitor's seconds, the
+    memory's record counts and the evolver's figures."""
+
+    devices: dict[str, str | None] = Field(default_factory=dict, description="Where each part ran (run_start's).")
+    failures: dict[str, int] = Field(default_factory=dict, description="Failures detected, by kind, each once.")
+    monitor_seconds: dict[str, float] = Field(default_factory=dict, description="detectors and memory.")
+    memory_records: dict[str, int] = Field(default_factory=dict, description="The memory's records, by collection.")
+    evolver: EvolverSummary = Field(default_factory=EvolverSummary)
 
 
 class RunSummaryRecord(_View):
-    """``summary.json``: written once, when the run ends (the trainer's ``RunSummary``)."""
+    """``summary.json``: written once, when the run ends (:func:`~harnessrl.trainer.run_summary.finish_run` builds
+    it), and read back by every reader of the run. Its fields are in the order the file holds them."""
 
+    run_dir: Path | None = Field(None, description="The run directory (where it was when the run ended).")
     steps: int
     wall_seconds: float
-    method: str | None = None
     timings: dict[str, float] = Field(default_factory=dict)
-    reward_first: float | None = None
-    reward_last: float | None = None
     eval_before: float | None = None
     eval_after: float | None = None
+    best: dict[str, JsonValue] | None = Field(None, description="best.json as it was at the end (None: none).")
+    reward_first: float | None = None
+    reward_last: float | None = None
+    extra: SummaryExtra = Field(default_factory=SummaryExtra)
+    method: str | None = None
+    evolver_enabled: bool = True
+    steps_to_best: int | None = None
+    eval: dict[str, SplitSummary] = Field(default_factory=dict)
     accounting: Accounting = Field(default_factory=Accounting)
-    extra: dict[str, Any] = Field(default_factory=dict)
-    eval: dict[str, Any] = Field(default_factory=dict)
 
 
 def _rows(path: Path, model: type[_M]) -> list[_M]:
@@ -252,7 +309,7 @@ def read_metrics(run_dir: str | Path) -> tuple[MetricRow, ...]:
     return tuple(_rows(Path(run_dir) / "metrics.jsonl", MetricRow))
 
 
-def read_harness_file(path: str | Path) -> dict[str, Any] | Missing:
+def read_harness_file(path: str | Path) -> dict[str, JsonValue] | Missing:
     """A saved harness (a run's ``harness.json``): the interfaces' state by name, beside ``versions`` and
     ``summary``, as written; or why there is none (no such file, or not a JSON object). Raises
     :class:`~harnessrl.errors.HarnessRLError` naming the file when it is not JSON at all (damaged)."""
@@ -293,7 +350,7 @@ class RunRecord:
     events: tuple[Event, ...]
     best: BestCheckpoint | Missing
     summary: RunSummaryRecord | Missing
-    harness: dict[str, Any] | Missing
+    harness: dict[str, JsonValue] | Missing
     rolled_back: tuple[MetricRow, ...] = ()
     """The metrics rows a killed process logged after its last checkpoint (moved aside by the resume)."""
 

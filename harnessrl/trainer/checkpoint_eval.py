@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 from harnessrl.data import Task
 from harnessrl.errors import HarnessRLError
@@ -19,7 +19,21 @@ from harnessrl.records.run_dir import RunDir
 from harnessrl.trainer.run_tasks import load_run_tasks
 from harnessrl.trainer.trl_config import judge_on_device, resolve_device
 
-__all__ = ["evaluate_run"]
+if TYPE_CHECKING:
+    from harnessrl.trainer.evaluation import EvalResult
+
+__all__ = ["CheckpointEvaluation", "evaluate_run"]
+
+
+class CheckpointEvaluation(TypedDict):
+    """What :func:`evaluate_run` scored: the checkpoint, each split's result, and the headline one."""
+
+    checkpoint: str
+    """The checkpoint's folder."""
+    results: dict[str, EvalResult]
+    """By split (validation, test)."""
+    result: EvalResult | None
+    """The test split's, or validation's when the run has no test split."""
 
 
 def evaluate_run(
@@ -30,7 +44,7 @@ def evaluate_run(
     splits: Sequence[str] | None = None,
     families: Sequence[str] = (),
     domains: Sequence[str] = (),
-) -> dict[str, Any]:
+) -> CheckpointEvaluation:
     """Evaluate a run's checkpoint on its validation and test splits with its eval judge; appends to eval.jsonl.
 
     Returns ``checkpoint``, ``results`` (split -> EvalResult) and ``result`` (the test split's, or
@@ -80,7 +94,7 @@ def evaluate_run(
     if completions is not None:
         decoding["completions"] = completions
     selection = {k: sorted(v) for k, v in (("families", families), ("domains", domains)) if v} or None
-    results = {}
+    results: dict[str, EvalResult] = {}
     for split, tasks in eval_splits.items():
         result = evaluate_policy(
             model,
@@ -95,7 +109,9 @@ def evaluate_run(
         row = {**result.model_dump(), "checkpoint": str(path), "source": "harnessrl eval", "selection": selection}
         run.append("eval.jsonl", row)
         results[split] = result
-    return {"checkpoint": str(path), "results": results, "result": results.get("test") or results.get("validation")}
+    return CheckpointEvaluation(
+        checkpoint=str(path), results=results, result=results.get("test") or results.get("validation")
+    )
 
 
 def _select_eval_tasks(

@@ -16,10 +16,9 @@ from its generation hook when ``dapo_eps`` is set (``method: dapo``).
 
 from __future__ import annotations
 
-from typing import Any
-
 from harnessrl.errors import ConfigError
 from harnessrl.records.steps import RolloutRecord, group_stats
+from harnessrl.trainer.rows import TRLBatch
 
 __all__ = ["DynamicSampling"]
 
@@ -40,16 +39,14 @@ class DynamicSampling:
     accounting. Mixed into the trainer (its attributes: ``num_generations``, ``dapo_eps``,
     ``dapo_max_extra_groups``, ``accounting``, TRL's ``_metrics``, ``accelerator`` and tokenizer)."""
 
-    def _dynamic_sampling(
-        self, n_rows: int, step: int
-    ) -> tuple[dict[str, Any], list[RolloutRecord], list[RolloutRecord]]:
+    def _dynamic_sampling(self, n_rows: int, step: int) -> tuple[TRLBatch, list[RolloutRecord], list[RolloutRecord]]:
         """Generate and score until the batch holds ``n_rows // G`` groups with reward std >= ``dapo_eps``
         (or the extra-group cap is spent); returns the merged TRL output and the kept and dropped rollouts."""
         g_size = self.num_generations
         target = n_rows // g_size
         metrics = self._metrics["train"]
         marks = {k: len(v) for k, v in metrics.items()}
-        outs: list[dict[str, Any]] = []
+        outs: list[TRLBatch] = []
         groups: list[tuple[float, int, int, list[RolloutRecord]]] = []  # (std, round, first row, rollouts)
         drawn: list[str] = []
         need, extra_left, draw = target, self.dapo_max_extra_groups, 0
@@ -87,7 +84,7 @@ class DynamicSampling:
         metrics["dapo/rounds"].append(float(len(outs)))
         return out, kept_rollouts, dropped_rollouts
 
-    def _merge_outputs(self, outs: list[dict[str, Any]], picks: list[list[int]]) -> dict[str, Any]:
+    def _merge_outputs(self, outs: list[TRLBatch], picks: list[list[int]]) -> TRLBatch:
         """Concatenate the picked rows of several TRL outputs into one (prompts left-, completions right-padded)."""
         import torch
 
@@ -128,12 +125,12 @@ class DynamicSampling:
                 merged["importance_sampling_ratio"].append(
                     take(ratio, idx) if sequence_level else take(ratio, idx, c_len, value=1.0)
                 )
-        out: dict[str, Any] = {k: torch.cat(v, dim=0) for k, v in merged.items()}
+        out: TRLBatch = {k: torch.cat(v, dim=0) for k, v in merged.items()}
         loss_mask = out["completion_mask"] if "tool_mask" not in out else out["completion_mask"] * out["tool_mask"]
         out["num_items_in_batch"] = self.accelerator.gather(loss_mask.sum()).sum()
         return out
 
-    def _replace_round_metrics(self, marks: dict[str, int], kept: list[RolloutRecord], out: dict[str, Any]) -> None:
+    def _replace_round_metrics(self, marks: dict[str, int], kept: list[RolloutRecord], out: TRLBatch) -> None:
         """TRL logged reward and length statistics once per round; make them describe the trained batch."""
         import torch
         from trl.trainer.utils import nanstd

@@ -29,7 +29,7 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, TypedDict
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from harnessrl.critic.trials import PolicySampler
 
 __all__ = [
+    "EvalDecoding",
     "EvalResult",
     "EvalSplit",
     "GradeWith",
@@ -149,18 +150,31 @@ class EvalResult(BaseModel):
         return self.proxy if self.proxy is not None else self.scores
 
 
-def eval_decoding(config) -> dict:
+class EvalDecoding(TypedDict):
+    """How a run's evaluations decode (``TrainConfig.eval``), as keyword arguments of :func:`evaluate_policy`."""
+
+    max_new_tokens: int
+    batch_size: int
+    completions: int
+    """1: the greedy answer; k > 1: the mean reward of k sampled ones."""
+    temperature: float
+    seed: int
+    autocast: str
+    """The precision training generates in (``generation.autocast``)."""
+
+
+def eval_decoding(config) -> EvalDecoding:
     """The decoding settings of a run's evaluations (``TrainConfig``), as keyword arguments of
     :func:`evaluate_policy`: the training callback and ``harnessrl eval`` score alike."""
     ev = config.eval
-    return {
-        "max_new_tokens": ev.max_new_tokens or config.grpo.max_completion_length,
-        "batch_size": ev.batch_size,
-        "completions": ev.completions,
-        "temperature": ev.temperature,
-        "seed": ev.seed,
-        "autocast": config.generation.autocast,  # the precision training generates in
-    }
+    return EvalDecoding(
+        max_new_tokens=ev.max_new_tokens or config.grpo.max_completion_length,
+        batch_size=ev.batch_size,
+        completions=ev.completions,
+        temperature=ev.temperature,
+        seed=ev.seed,
+        autocast=config.generation.autocast,
+    )
 
 
 def _family(task: Task) -> str | None:

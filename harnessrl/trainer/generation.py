@@ -28,6 +28,7 @@ from typing import Any, ClassVar, Literal, Protocol
 from harnessrl.errors import ConfigError
 from harnessrl.interfaces.harness import Harness
 from harnessrl.models import generation_precision
+from harnessrl.trainer.rows import HarnessRow
 
 __all__ = ["Generating", "GenerationOverride", "RolloutGeneration", "completion_logp"]
 
@@ -72,7 +73,7 @@ class RolloutGeneration:
         self._logp_gap_warned = False
 
     @contextmanager
-    def of_rows(self, rows: list[dict[str, Any]], harness: Harness) -> Iterator[None]:
+    def of_rows(self, rows: list[HarnessRow], harness: Harness) -> Iterator[None]:
         """Within it, TRL's generation of ``rows`` (this process's) follows each row's sampling settings, and a
         guided row trains under its task's plain prompt unless ``train_on`` is ``"hinted"``."""
         self.settings = [tuple(sorted(r["generation"].items())) for r in rows]

@@ -61,11 +61,12 @@ from harnessrl.records.run_dir import open_append
 from harnessrl.records.steps import Recorder, RolloutRecord, StepRecord
 from harnessrl.trainer.dynamic_sampling import DynamicSampling
 from harnessrl.trainer.generation import RolloutGeneration
-from harnessrl.trainer.harness_sync import sync_harness
+from harnessrl.trainer.harness_sync import SyncMark, sync_harness
 from harnessrl.trainer.judge_faults import HoldSkippedUpdates, JudgeFaults, without_rows
 from harnessrl.trainer.methods import METHOD_TABLE
 from harnessrl.trainer.policy_sampling import push_weights_if_stale
 from harnessrl.trainer.rewards import RubricReward
+from harnessrl.trainer.rows import HarnessRow, TRLBatch, TRLRows
 from harnessrl.trainer.step_boundary import StepBoundary, meet_at_step_boundaries
 from harnessrl.trainer.step_records import StepRecords
 from harnessrl.trainer.update_lock import LockPolicyThroughUpdate
@@ -201,7 +202,7 @@ class HarnessGRPOTrainer(DynamicSampling, GRPOTrainer):
         self.dapo_max_extra_groups = dapo_max_extra_groups
         self.accounting: dict[str, float] = dict.fromkeys(self.ACCOUNTING, 0)
         self.step_listeners: list[Callable[[StepRecord], None]] = []
-        self._harness_sync: dict[str, Any] = {}
+        self._harness_sync = SyncMark()
         self.timings: dict[str, float] = defaultdict(float)
         # held while the weights change: frozen-policy trials from another thread wait for it
         self.policy_lock = threading.Lock()
@@ -232,9 +233,7 @@ class HarnessGRPOTrainer(DynamicSampling, GRPOTrainer):
             meet_at_step_boundaries(self.callback_handler, self.boundary)
 
     # ------------------------------------------------------------------ task sampling + guidance
-    def harness_rows(
-        self, n_local: int, step: int, draw: int = 0, exclude: tuple[str, ...] = ()
-    ) -> list[dict[str, Any]]:
+    def harness_rows(self, n_local: int, step: int, draw: int = 0, exclude: tuple[str, ...] = ()) -> list[HarnessRow]:
         """This process's rows for ``step``: tasks from sampling, prompts from guidance.
 
         ``draw`` and ``exclude`` ask task sampling for a further draw within the step (DAPO's refill)."""
@@ -244,22 +243,22 @@ class HarnessGRPOTrainer(DynamicSampling, GRPOTrainer):
         if total % g_size:
             raise ValueError(f"generation batch {total} is not a multiple of num_generations {g_size}")
         task_ids = self.harness.sampling.sample(total // g_size, step, draw=draw, exclude=exclude)
-        rows = []
+        rows: list[HarnessRow] = []
         for i in range(n_local):
             g = self.accelerator.process_index * n_local + i
             task = self.harness.tasks[task_ids[g // g_size]]
             member = g % g_size
             row = self.harness.row(task, member, g_size)
             rows.append(
-                {
-                    "prompt": row.messages,
-                    "task_id": task.id,
-                    "member": member,
-                    "guided": row.guided,
-                    "rubric_version": self.harness.rubrics.current(task.id).version,
-                    "temperature": row.temperature,
-                    "generation": dict(row.generation),
-                }
+                HarnessRow(
+                    prompt=row.messages,
+                    task_id=task.id,
+                    member=member,
+                    guided=row.guided,
+                    rubric_version=self.harness.rubrics.current(task.id).version,
+                    temperature=row.temperature,
+                    generation=dict(row.generation),
+                )
             )
         return rows
 
@@ -277,10 +276,10 @@ class HarnessGRPOTrainer(DynamicSampling, GRPOTrainer):
             (run_dir / "ranks").mkdir(exist_ok=True)
             row = {"step": step, "rank": acc.process_index, "versions": self.harness.versions}
             with open_append(run_dir / "ranks" / f"rank{acc.process_index}.jsonl") as f:
-                f.write(json.dumps({**row, "digest": self._harness_sync.get("digest")}) + "\n")
+                f.write(json.dumps({**row, "digest": self._harness_sync.digest}) + "\n")
 
     # ------------------------------------------------------------------ generation and scoring
-    def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+    def _generate_and_score_completions(self, inputs: TRLRows) -> TRLBatch:
         if not self.model.training:  # TRL's own evaluation path: leave it as it is
             return super()._generate_and_score_completions(inputs)
         # "step" everywhere in HarnessRL is the 1-based optimisation step being trained, as in TRL's logs
@@ -318,7 +317,7 @@ class HarnessGRPOTrainer(DynamicSampling, GRPOTrainer):
         drop = [True] * len(missing) if skipped else missing
         return without_rows(out, drop, self.accelerator.gather)  # a collective: every process calls it every step
 
-    def _score_rows(self, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    def _score_rows(self, rows: list[HarnessRow]) -> TRLBatch:
         """TRL's generation and scoring of ``rows`` (this process's), with each row's sampling settings; a
         guided row trains under its task's plain prompt unless ``guidance_train_on`` is ``"hinted"``."""
         with self.generation.of_rows(rows, self.harness):
@@ -334,7 +333,7 @@ class HarnessGRPOTrainer(DynamicSampling, GRPOTrainer):
             self, super()._generate_single_turn, prompt_ids, images, multimodal_fields, num_generations, has_tool_images
         )
 
-    def _prepare_inputs(self, generation_batch: Any) -> dict[str, Any]:
+    def _prepare_inputs(self, generation_batch: Any) -> TRLBatch:
         inputs = super()._prepare_inputs(generation_batch)
         if self.model.training:  # each micro-batch comes from the latest generation: note if it teaches anything
             self.judge_faults.note_micro_batch()
@@ -382,7 +381,7 @@ class HarnessGRPOTrainer(DynamicSampling, GRPOTrainer):
     def _record_step(
         self,
         step: int,
-        rows: list[dict[str, Any]] | None,
+        rows: list[HarnessRow] | None,
         seconds: dict[str, float],
         rollouts: list[RolloutRecord] | None = None,
         discarded: list[RolloutRecord] | None = None,

@@ -12,17 +12,26 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["sync_harness"]
+__all__ = ["SyncMark", "sync_harness"]
 
 
-def _digest(state: dict[str, Any]) -> str:
+@dataclass
+class SyncMark:
+    """What one process keeps between step boundaries: the digest of the harness state it last synced to (None:
+    not synced yet; ``ranks/rank<k>.jsonl`` records it beside each step's versions)."""
+
+    digest: str | None = None
+
+
+def _digest(state: Mapping[str, object]) -> str:
     return hashlib.sha1(json.dumps(state, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def sync_harness(harness: Any, is_main: bool, broadcast: Callable[[list], Any], last: dict[str, Any]) -> bool:
+def sync_harness(harness: Any, is_main: bool, broadcast: Callable[[list], Any], last: SyncMark) -> bool:
     """One step boundary: ``broadcast(objects)`` sends the main process's list to every process in place
     (``torch.distributed.broadcast_object_list(objects, src=0)``, or accelerate's); ``last`` keeps this
     process's last digest between calls. Returns whether this process's harness was replaced."""
@@ -30,14 +39,14 @@ def sync_harness(harness: Any, is_main: bool, broadcast: Callable[[list], Any], 
     if is_main:
         state = harness.to_dict()
         digest = _digest(state)
-        payload = [(digest, state if digest != last.get("digest") else None)]
+        payload = [(digest, state if digest != last.digest else None)]
     broadcast(payload)
     digest, state = payload[0]
     replaced = False
-    if not is_main and digest != last.get("digest"):
+    if not is_main and digest != last.digest:
         if state is None:  # cannot happen while every process calls at every step; say so if it does
             raise RuntimeError("the harness changed on the main process but its state was not sent")
         harness.restore_state(state)
         replaced = True
-    last["digest"] = digest
+    last.digest = digest
     return replaced

@@ -22,6 +22,7 @@ from transformers import TrainerCallback
 
 from harnessrl.errors import ConfigError, JudgeError
 from harnessrl.records.steps import StepRecord
+from harnessrl.trainer.rows import TRLBatch
 
 __all__ = ["HoldSkippedUpdates", "JudgeFaults", "without_rows"]
 
@@ -93,7 +94,7 @@ class JudgeFaults:
         self.update_has_signal = self.update_has_signal or not self.skipped
 
 
-def without_rows(out: dict[str, Any], drop: list[bool], gather: Callable[[Any], Any]) -> dict[str, Any]:
+def without_rows(out: TRLBatch, drop: list[bool], gather: Callable[[Any], Any]) -> TRLBatch:
     """TRL's output with the ``drop`` rows (this process's) out of the loss: advantage 0 and no loss token, and the
     batch's token count (the ``dapo`` loss's normaliser) recounted over every process (``gather``: the
     accelerator's, a collective every process calls at every step)."""

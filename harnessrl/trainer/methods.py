@@ -25,9 +25,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from pydantic import JsonValue
+
 __all__ = [
     "METHOD_TABLE",
     "RENAMED_METHODS",
+    "MethodSettings",
     "MethodSpec",
     "default_bench_methods",
     "method_names",
@@ -36,6 +39,10 @@ __all__ = [
     "plain_method",
     "register_method",
 ]
+
+
+MethodSettings = dict[str, JsonValue]
+"""A method's resolved settings by name (``run_start``'s ``method_settings``), e.g. DAPO's ``eps``."""
 
 
 @dataclass(frozen=True)
@@ -53,9 +60,9 @@ class MethodSpec:
     """Online difficulty filtering inside task sampling (the ``odf`` settings)."""
     train_rubric: Literal["rubric", "gold"] | None = None
     """The rubric it trains on, when the method fixes it (the oracle: gold)."""
-    settings: Callable[[Any], dict[str, Any]] = lambda config: {}
-    """Its resolved settings (for ``run_start``)."""
-    describe: Callable[[dict[str, Any]], str] = lambda s: ""
+    settings: Callable[[Any], MethodSettings] = lambda config: {}
+    """Its resolved settings (for ``run_start``), from the run config."""
+    describe: Callable[[MethodSettings], str] = lambda s: ""
     """One line for the run's log, from :attr:`settings`."""
     settings_section: str | None = None
     """The run config's section only the methods naming it read (another method's run is the same whatever it

@@ -20,12 +20,15 @@ several processes that must all generate each request, and the trials send their
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harnessrl.critic.rollouts import TransformersSampler, VLLMSampler
 from harnessrl.critic.trials import PolicySampler
 from harnessrl.errors import ConfigError
 from harnessrl.trainer.step_boundary import CollectiveSampler
+
+if TYPE_CHECKING:
+    from harnessrl.trainer.evaluation import EvalDecoding
 
 __all__ = [
     "check_main_process_sampling",
@@ -97,7 +100,7 @@ def engine_sampler(
     )
 
 
-def evaluation_sampler(trainer: Any, tokenizer: Any, decoding: dict[str, Any]) -> PolicySampler | None:
+def evaluation_sampler(trainer: Any, tokenizer: Any, decoding: EvalDecoding) -> PolicySampler | None:
     """The in-training evaluation's sampler: the vLLM engine's (:func:`engine_sampler`, the same draws at every
     checkpoint), every process's share with several (:class:`CollectiveSampler`, the draws one process
     makes), or None: transformers ``generate`` on the policy, in :func:`~harnessrl.trainer.evaluation.evaluate_policy`.

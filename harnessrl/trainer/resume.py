@@ -133,7 +133,7 @@ def restore_records(run: RunDir, harness: Harness, recorder: Recorder, main: boo
     return resumed
 
 
-def restore_accounting(run: RunDir, accounting: dict[str, Any]) -> None:
+def restore_accounting(run: RunDir, accounting: dict[str, float]) -> None:
     """The trainer's cumulative counters (rollouts, judge calls, ...) go on from the last ``metrics.jsonl`` row
     that has them."""
     metrics = read_metrics(run.path)

@@ -39,6 +39,7 @@ from harnessrl.records.run_record import (
     Missing,
     RunRecord,
     RunSummaryRecord,
+    SplitSummary,
 )
 
 __all__ = ["print_summary", "update_stories", "write_report", "write_run_plots"]
@@ -46,7 +47,7 @@ __all__ = ["print_summary", "update_stories", "write_report", "write_run_plots"]
 logger = logging.getLogger(__name__)
 
 
-def print_summary(summary, console: Console) -> None:
+def print_summary(summary: RunSummaryRecord, console: Console) -> None:
     """The end-of-run table: method, steps, time and its breakdown, rewards, test scores, best checkpoint."""
     t = Table(title=f"Run summary — {summary.run_dir}", title_justify="left", show_header=False)
     t.add_column("what")
@@ -61,14 +62,14 @@ def print_summary(summary, console: Console) -> None:
         t.add_row(f"  {k}", f"{v:.0f} s{share}")
     if summary.steps:
         t.add_row("  per step", f"{total / summary.steps:.1f} s")
-    devices = (summary.extra or {}).get("devices") or {}
+    devices = summary.extra.devices
     if devices:
         t.add_row("devices", ", ".join(f"{k} {v}" for k, v in devices.items() if v))
     fmt = lambda v: "n/a" if v is None else f"{v:.3f}"  # noqa: E731
     t.add_row("train reward first → last step", f"{fmt(summary.reward_first)} → {fmt(summary.reward_last)}")
-    test_eval = (summary.eval or {}).get("test") or (summary.eval or {}).get("validation") or {}
-    graded = test_eval.get("graded_with", "rubric")
-    proxy = f" (proxy, rubric v0: {fmt(test_eval.get('final_proxy'))} at the end)" if graded == "gold" else ""
+    test_eval = summary.eval.get("test") or summary.eval.get("validation") or SplitSummary()
+    graded = test_eval.graded_with or "rubric"
+    proxy = f" (proxy, rubric v0: {fmt(test_eval.final_proxy)} at the end)" if graded == "gold" else ""
     t.add_row(f"test score ({graded}) before → after", f"{fmt(summary.eval_before)} → {fmt(summary.eval_after)}{proxy}")
     if summary.best:
         test = (summary.best.get("test") or {}).get("overall")
@@ -76,17 +77,16 @@ def print_summary(summary, console: Console) -> None:
             "best validation score",
             f"{summary.best['overall']:.3f} at step {summary.best['step']} (test there: {fmt(test)})",
         )
-    acc = summary.accounting or {}
-    if acc:
+    acc = summary.accounting
+    if acc.model_dump():
         t.add_row(
             "rollouts generated / discarded / trial",
-            f"{acc.get('rollouts_generated', 0):.0f} / {acc.get('rollouts_discarded', 0):.0f} / "
-            f"{acc.get('rollouts_trial', 0):.0f}",
+            f"{acc.rollouts_generated or 0:.0f} / {acc.rollouts_discarded or 0:.0f} / {acc.rollouts_trial or 0:.0f}",
         )
-        t.add_row("judge calls (incl. trials)", f"{acc.get('judge_calls', 0):.0f}")
-    failures = summary.extra.get("failures") or {}
+        t.add_row("judge calls (incl. trials)", f"{acc.judge_calls or 0:.0f}")
+    failures = summary.extra.failures
     t.add_row("reward failures detected", ", ".join(f"{k} {v}" for k, v in sorted(failures.items())) or "none")
-    secs = summary.extra.get("monitor_seconds") or {}
+    secs = summary.extra.monitor_seconds
     if secs and total:
         t.add_row("  detectors + memory", f"{sum(secs.values()):.1f} s ({sum(secs.values()) / total:.1%} of step time)")
     console.print(t)
@@ -482,7 +482,8 @@ _HEAD = (
 
 def _summary_rows(summary: RunSummaryRecord) -> list[list]:
     t = summary.timings
-    graded = (summary.eval.get("test") or {}).get("graded_with") or "rubric"
+    test = summary.eval.get("test")
+    graded = (test.graded_with if test is not None else None) or "rubric"
     rows = [
         ["steps", summary.steps],
         ["wall time (min)", f"{summary.wall_seconds / 60:.1f}"],

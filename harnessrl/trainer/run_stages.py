@@ -13,16 +13,16 @@ the checks ends the run with one paragraph (:mod:`harnessrl.trainer.disk_full`),
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
 from harnessrl.errors import HarnessRLError
 from harnessrl.interfaces.harness import Harness
 from harnessrl.records.checkpoints import checkpoint_step, last_checkpoint
-from harnessrl.records.run_dir import LOCK_NAME, RunDir, clear_run_dir, is_disk_full
+from harnessrl.records.run_dir import LOCK_NAME, LockOwner, RunDir, clear_run_dir, is_disk_full
 from harnessrl.trainer.disk_full import disk_full_error
-from harnessrl.trainer.methods import method_spec
+from harnessrl.trainer.methods import MethodSettings, method_spec
 from harnessrl.trainer.resume import (
     restore_accounting,
     restore_harness,
@@ -55,7 +55,7 @@ def run_stages(
     overwrite: bool,
     console: Console | None,
     trainer_hook: TrainerHook | None,
-    stale_lock: dict[str, Any] | None = None,
+    stale_lock: LockOwner | None = None,
 ) -> RunSummary:
     """The stages of a run: everything that can be refused is checked, and the model and the judges are built
     and asked, before anything on disk changes (--overwrite deletes the previous run only then). A full disk
@@ -334,7 +334,7 @@ def _write_start_event(r: RunState) -> None:
         devices=r.devices,
         judge_preflight=r.preflight,
         resume=r.resume,
-        **({"stale_lock": r.stale_lock} if r.stale_lock else {}),
+        **({"stale_lock": r.stale_lock.model_dump()} if r.stale_lock else {}),
         **(
             {
                 "resumed_from_step": r.resumed.step,
@@ -385,7 +385,7 @@ def rollout_steps_kept(config: TrainConfig) -> int:
     return max(keep, config.evolver.every_steps) if config.runs_evolver else keep
 
 
-def _method_settings(config: TrainConfig) -> dict[str, Any]:
+def _method_settings(config: TrainConfig) -> MethodSettings:
     """The resolved settings of the run's method (for run_start)."""
     return method_spec(config.method).settings(config)
 

@@ -9,9 +9,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from harnessrl.records.run_dir import RunDir
+from pydantic import JsonValue
+
+from harnessrl.records.run_dir import LockOwner, RunDir
 from harnessrl.trainer.resume import Resumed
 
 if TYPE_CHECKING:
@@ -44,7 +46,7 @@ class RunState:
     trainer_hook: TrainerHook | None
     t_start: float = field(default_factory=time.perf_counter)
     main: bool = True
-    stale_lock: dict[str, Any] | None = None  # the owner of a lock file a killed process left (run_start says so)
+    stale_lock: LockOwner | None = None  # the owner of a lock file a killed process left (run_start says so)
     stage: str = "starting"  # training | final (saving the final model) | ending: what a full disk interrupted
     # checked before anything is loaded or written
     tasks: RunTasks | None = None
@@ -57,7 +59,7 @@ class RunState:
     judge: RubricJudge | None = None
     eval_judge: RubricJudge | None = None  # a judge of the evaluation's own, when it grades apart from training
     devices: dict[str, str | None] = field(default_factory=dict)  # where each part runs (run_start says so)
-    preflight: dict[str, Any] = field(default_factory=dict)
+    preflight: dict[str, dict[str, JsonValue]] = field(default_factory=dict)  # each judge's check, by its role
     # the run directory and the harness
     run: RunDir | None = None
     harness: Harness | None = None

@@ -39,18 +39,38 @@ import json
 import logging
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
+
+from pydantic import JsonValue
 
 from harnessrl.critic.rollouts import TransformersSampler
 from harnessrl.records.run_dir import open_append
 from harnessrl.trainer.harness_sync import sync_harness
 
-__all__ = ["BOUNDARY_EVENTS", "CollectiveSampler", "StepBoundary", "meet_at_step_boundaries"]
+__all__ = ["BOUNDARY_EVENTS", "CollectiveSampler", "SampleRequest", "StepBoundary", "meet_at_step_boundaries"]
 
 logger = logging.getLogger(__name__)
 
 BOUNDARY_EVENTS = frozenset({"on_train_begin", "on_step_end", "on_train_end"})
 """The trainer events at which every process meets: where evaluation, evolution points and holds run."""
+
+
+@dataclass(frozen=True)
+class SampleRequest:
+    """A sampling call the main process shares out (a ``sample`` request of :meth:`StepBoundary.request`): the
+    prompts and the decoding, and how every process plans and seeds the batches alike."""
+
+    prompts: list[list[dict[str, str]]]
+    temperature: float
+    max_new_tokens: int
+    settings: dict[str, float]
+    """More decoding settings (top_p, ...)."""
+    batch_size: int
+    seed: int | None
+    call: int
+    """Which call of the sampler this is (each draws anew unless every call draws as the first)."""
+    autocast: str
 
 
 def _broadcast(objects: list[Any]) -> None:
@@ -81,7 +101,7 @@ class StepBoundary:
         self.rank, self.processes = acc.process_index, acc.num_processes
         self._open = False
         self._lock = threading.Lock()  # one request at a time: the tool server's thread, the training thread
-        self._trials: list[dict[str, Any]] = []
+        self._trials: list[dict[str, JsonValue]] = []  # each trial's result as JSON, for the ranks' records
         self._handlers: dict[str, Callable[[Any], Any]] = {
             "sample": self._sample_share,
             "save": self._save,
@@ -114,9 +134,10 @@ class StepBoundary:
         self._trials = []
         _broadcast(decisions)
         trials = decisions[0]["trials"]
-        before = self.trainer._harness_sync.get("digest")
-        sync_harness(self.trainer.harness, self.is_main, _broadcast, self.trainer._harness_sync)
-        digest = self.trainer._harness_sync["digest"]
+        mark = self.trainer._harness_sync
+        before = mark.digest
+        sync_harness(self.trainer.harness, self.is_main, _broadcast, mark)
+        digest = mark.digest
         if trials or (before is not None and digest != before):
             self._record(event, step, trials, digest)
 
@@ -173,25 +194,25 @@ class StepBoundary:
             self._answer(kind, payload)
 
     # ------------------------------------------------------------------ what a request does on each process
-    def _sample_share(self, request: dict[str, Any]) -> dict[int, str]:
+    def _sample_share(self, request: SampleRequest) -> dict[int, str]:
         """This process's share of a sampling call: the batches numbered ``rank`` mod N, generated under TRL's
         gathered parameters; under sharding as many ``generate`` calls as every other process."""
         tr = self.trainer
         sampler = TransformersSampler(
             None,
             tr.processing_class,
-            batch_size=request["batch_size"],
-            seed=request["seed"],
-            autocast=request["autocast"],
+            batch_size=request.batch_size,
+            seed=request.seed,
+            autocast=request.autocast,
             inference_mode=False,  # as TRL generates: FSDP2's gathered buffers are written by training later
         )
-        texts, special, batches = sampler.plan(request["prompts"])
+        texts, special, batches = sampler.plan(request.prompts)
         mine = [(b, idx) for b, idx in enumerate(batches) if b % self.processes == self.rank]
         extra: list[tuple[int, list[int]]] = []
         if self.lockstep:
             calls = -(-len(batches) // self.processes)
             extra = [mine[-1] if mine else (0, batches[0])] * (calls - len(mine))
-        args = (request["call"], request["temperature"], request["max_new_tokens"], request["settings"])
+        args = (request.call, request.temperature, request.max_new_tokens, request.settings)
         with self.generation_model() as model:
             out = sampler.run_batches(texts, special, mine, *args, model=model)
             if extra:  # generated again and dropped: the others' lockstep needs this process's forward passes
@@ -227,7 +248,7 @@ class StepBoundary:
         self.trainer.save_model(output_dir)
 
     # ------------------------------------------------------------------ records
-    def _record(self, event: str, step: int, trials: list[dict[str, Any]], digest: str) -> None:
+    def _record(self, event: str, step: int, trials: list[dict[str, JsonValue]], digest: str | None) -> None:
         run_dir = getattr(self.trainer.recorder, "run_dir", None)
         if run_dir is None:
             return
@@ -296,16 +317,16 @@ class CollectiveSampler:
             return []
         call = 0 if self.same_draws_each_call else self.calls
         self.calls += 1
-        request = {
-            "prompts": prompts,
-            "temperature": temperature,
-            "max_new_tokens": max_new_tokens,
-            "settings": dict(settings),
-            "batch_size": self.batch_size,
-            "seed": self.seed,
-            "call": call,
-            "autocast": self.autocast,
-        }
+        request = SampleRequest(
+            prompts=prompts,
+            temperature=temperature,
+            max_new_tokens=max_new_tokens,
+            settings=dict(settings),
+            batch_size=self.batch_size,
+            seed=self.seed,
+            call=call,
+            autocast=self.autocast,
+        )
         texts: dict[int, str] = {}
         for share in self.boundary.request("sample", request):
             texts.update(share)

@@ -11,13 +11,13 @@ keeps the record in its recorder and announces it to the step listeners.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
 
 from harnessrl.data.checks import count_words
 from harnessrl.detection.config import FLAT_HIGH, FLAT_LOW
 from harnessrl.interfaces.harness import Harness
 from harnessrl.records.steps import GroupRecord, RolloutRecord, StepRecord
 from harnessrl.trainer.rewards import RubricReward
+from harnessrl.trainer.rows import HarnessRow
 
 __all__ = ["StepRecords"]
 
@@ -51,7 +51,7 @@ class StepRecords:
         self.flat_low, self.flat_high = flat_low, flat_high
         self._reference_rewards: dict[tuple[str, int], float | None] = {}
 
-    def rollouts(self, step: int, rows: list[dict[str, Any]]) -> list[RolloutRecord]:
+    def rollouts(self, step: int, rows: list[HarnessRow]) -> list[RolloutRecord]:
         """This process's rollouts of ``rows``, as the reward function just graded them."""
         batch = self.rubric_reward.last
         return [

@@ -11,9 +11,9 @@ import warnings
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator, model_validator
 
-from harnessrl.config import ResolvedSetting, apply_overrides, load_yaml, resolved_settings
+from harnessrl.config import ConfigMapping, ResolvedSetting, apply_overrides, load_yaml, resolved_settings
 from harnessrl.critic.trials import TrialConfig
 from harnessrl.data.loaders import FILE_FORMATS, PRESETS
 from harnessrl.detection.config import DetectorConfig
@@ -216,7 +216,7 @@ class GRPOSettings(_Section):
         default=False,
         description="Recompute activations in the backward pass: saves memory on big models, slows small ones.",
     )
-    extra: dict[str, Any] = Field(
+    extra: dict[str, JsonValue] = Field(
         default_factory=dict,
         description="Any other trl.GRPOConfig field, passed through unchanged (e.g. {ddp_timeout: 3600, "
         "warmup_ratio: 0.1}); a field HarnessRL sets itself from these settings is refused.",
@@ -336,7 +336,7 @@ class HarnessConfig(_Section):
         description="Dotted paths ('my_pkg.module:MyInterface') of interfaces to add to the registered ones "
         "(built in, and installed through the 'harnessrl.interfaces' entry-point group).",
     )
-    interface_settings: dict[str, dict[str, Any]] = Field(
+    interface_settings: dict[str, dict[str, JsonValue]] = Field(
         default_factory=dict, description="Settings of an interface, by its name (a plug-in reads its own)."
     )
 
@@ -706,11 +706,11 @@ def _explain(err: ValidationError, path: str | Path | None, overrides: dict[str,
 
 def _read_settings(
     path: str | Path | None, overrides: list[str] | None
-) -> tuple[dict[str, Any], dict[str, Any], list[tuple[str, Any, str]]]:
+) -> tuple[ConfigMapping, ConfigMapping, list[tuple[str, JsonValue, str]]]:
     """The file's mapping, the settings after the overrides, and each override parsed: (key, value, as written)."""
     import yaml
 
-    file_data: dict[str, Any] = load_yaml(path) if path else {}
+    file_data: ConfigMapping = load_yaml(path) if path else {}
     data, parsed = file_data, []
     for item in overrides or []:
         if "=" not in item:
@@ -725,7 +725,7 @@ def _read_settings(
     return file_data, data, parsed
 
 
-def _validate(data: dict[str, Any], path: str | Path | None, parsed: list[tuple[str, Any, str]]) -> TrainConfig:
+def _validate(data: ConfigMapping, path: str | Path | None, parsed: list[tuple[str, JsonValue, str]]) -> TrainConfig:
     given: dict[str, str] = {}
     for key, _, item in parsed:  # the last -s of a key is the one that holds
         given.pop(key, None)

@@ -8,7 +8,9 @@ sets what HarnessRL sets itself, and a training pool too small to fill one step 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from pydantic import JsonValue
 
 from harnessrl.errors import ConfigError
 
@@ -52,7 +54,7 @@ def build_grpo_config(config: TrainConfig, output_dir: Path, device: str, num_pr
     if rows % num_processes:
         raise ConfigError(f"tasks_per_step x num_generations = {rows} must divide over {num_processes} processes")
     bf16 = config.bf16 if config.bf16 is not None else device == "cuda"
-    kwargs: dict[str, Any] = dict(
+    kwargs: dict[str, JsonValue] = dict(  # trl.GRPOConfig's fields, each a JSON value (as grpo.extra adds them)
         output_dir=str(output_dir),
         per_device_train_batch_size=rows // num_processes,
         gradient_accumulation_steps=g.gradient_accumulation_steps,

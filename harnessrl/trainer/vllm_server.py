@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+
+from pydantic import JsonValue
 
 from harnessrl.errors import ConfigError
 
@@ -23,7 +24,7 @@ __all__ = ["check_vllm_server", "server_url"]
 logger = logging.getLogger(__name__)
 
 
-def server_url(base_url: str | None, extra: dict[str, Any]) -> str:
+def server_url(base_url: str | None, extra: dict[str, JsonValue]) -> str:
     """The server's address as TRL reaches it: ``generation.vllm_server_base_url``, else TRL's
     ``vllm_server_host`` and ``vllm_server_port`` (``grpo.extra``; TRL's defaults 0.0.0.0 and 8000)."""
     if base_url:
