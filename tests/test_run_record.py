@@ -93,3 +93,38 @@ def test_totals_over_a_killed_and_resumed_run(tmp_path):
     assert totals.evolver_seconds == 5.0 and totals.trial_seconds == 1.5
     assert totals.earlier_wall_seconds == 50.0  # 100 -> 150, the rolled-back step's record
     assert totals.earlier_monitor_seconds == {"detectors": 0.5, "memory": 0.25}
+
+
+def test_the_summary_is_written_as_the_reader_reads_it_its_keys_in_the_files_order():
+    """summary.json is the reader's own model dumped: every top-level key in the order the file has always had, a
+    split's keys as set (a validation split has no at_best, a scored one no final_no_score_reason), and the
+    totals' counters as written (an int stays an int)."""
+    from harnessrl.records.run_record import Accounting, RunSummaryRecord, SplitSummary
+
+    validation = SplitSummary(graded_with="gold", before=None, final=0.5, final_step=2)
+    validation.best, validation.best_step = 0.5, 2
+    summary = RunSummaryRecord(
+        run_dir=Path("/runs/a"),
+        steps=2,
+        wall_seconds=3.5,
+        eval={"validation": validation},
+        accounting=Accounting.model_validate({"rollouts_generated": 8.0, "trial_seconds": 0, "processes": 1}),
+    )
+    written = summary.model_dump(mode="json")
+    assert list(written) == [
+        "run_dir", "steps", "wall_seconds", "timings", "eval_before", "eval_after", "best", "reward_first",
+        "reward_last", "extra", "method", "evolver_enabled", "steps_to_best", "eval", "accounting",
+    ]  # fmt: skip
+    assert written["run_dir"] == "/runs/a"
+    assert written["eval"] == {
+        "validation": {
+            "graded_with": "gold",
+            "before": None,
+            "final": 0.5,
+            "final_step": 2,
+            "best": 0.5,
+            "best_step": 2,
+        }
+    }
+    assert json.dumps(written["accounting"]) == '{"rollouts_generated": 8.0, "trial_seconds": 0, "processes": 1}'
+    assert RunSummaryRecord.model_validate(json.loads(json.dumps(written))).model_dump(mode="json") == written
