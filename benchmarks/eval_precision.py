@@ -32,7 +32,7 @@ from harnessrl.analysis.results import stat, t_interval
 from harnessrl.errors import HarnessRLError
 from harnessrl.records.run_dir import read_json_file, read_jsonl
 from harnessrl.trainer.run import evaluate_run
-from harnessrl.trainer.train_config import load_train_config
+from harnessrl.trainer.train_config import load_run_config
 
 
 def find_runs(dirs: list[Path]) -> dict[str, dict[int, Path]]:
@@ -281,7 +281,7 @@ def main(argv: list[str] | None = None) -> None:
     for method, seeds in runs.items():
         for seed, run in sorted(seeds.items()):
             bench = bench_score(run)
-            bench_answers.add(load_train_config(run / "config.yaml").eval.completions)
+            bench_answers.add(load_run_config(run / "config.yaml").eval.completions)
             table.setdefault(method, {})[seed] = {
                 "run": str(run),
                 "bench": bench,

@@ -388,9 +388,9 @@ def load_run(run_dir: Path, original_rubrics: bool = False) -> tuple[Any, Harnes
     run's judge names a device)."""
     from harnessrl.judges import build_judge
     from harnessrl.trainer.run import load_run_tasks, rollout_steps_kept
-    from harnessrl.trainer.train_config import load_train_config
+    from harnessrl.trainer.train_config import load_run_config
 
-    config = load_train_config(run_dir / "config.yaml")
+    config = load_run_config(run_dir / "config.yaml")
     tasks = load_run_tasks(config).train
     settings = {
         "sampling_floor": config.harness.sampling_floor,

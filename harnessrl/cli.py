@@ -656,10 +656,10 @@ def _lease(settings, run_dir: Path | None) -> float:
     ``evolver.hold_s`` whatever is asked (a longer lease is cut to it, and the evolver is told)."""
     if "hold_s" in settings.model_fields_set or run_dir is None:
         return settings.hold_s
-    from harnessrl.trainer.train_config import load_train_config
+    from harnessrl.trainer.train_config import load_run_config
 
     try:
-        return load_train_config(run_dir / "config.yaml", None).evolver.hold_s
+        return load_run_config(run_dir / "config.yaml").evolver.hold_s
     except HarnessRLError as e:  # the trainer caps the lease anyway: ask for the default
         logging.getLogger(__name__).warning("%s; asking for a lease of %g s", e, settings.hold_s)
         return settings.hold_s

@@ -33,7 +33,7 @@ from harnessrl.trainer.judge_faults import JudgeFaults
 from harnessrl.trainer.rewards import RubricReward
 from harnessrl.trainer.run import load_run_tasks, rollout_steps_kept, split_alternating, train
 from harnessrl.trainer.step_records import StepRecords
-from harnessrl.trainer.train_config import TrainConfig, load_train_config
+from harnessrl.trainer.train_config import TrainConfig, load_run_config, load_train_config
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -116,6 +116,13 @@ def test_evolver_enabled_is_a_deprecated_alias_of_method(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error", FutureWarning)  # without the alias: no warning
         assert not load_train_config(None, ["method=fixed"]).runs_evolver
+        # read as a run's own saved config, the alias that agrees with its method is dropped without a warning
+        assert not load_run_config(path).runs_evolver
+        path.write_text("method: harnessrl\nevolver:\n  enabled: true\n  hold_s: 5\n")
+        assert load_run_config(path).runs_evolver and load_run_config(path).evolver.hold_s == 5
+    path.write_text("method: harnessrl\nevolver:\n  enabled: false\n")  # disagreeing: read as written, so it says so
+    with pytest.warns(FutureWarning), pytest.raises(ConfigError, match=r"evolver\.enabled is false"):
+        load_run_config(path)
     # the method's table, not a name, says which plain-GRPO method a fixed harness is
     assert (plain_method(), plain_method("gold")) == ("fixed", "oracle")
 

@@ -60,14 +60,14 @@ def evaluate_run(
     from harnessrl.judges import build_judge
     from harnessrl.models import load_causal_lm
     from harnessrl.trainer.evaluation import eval_decoding, evaluate_policy, resolve_grade_with
-    from harnessrl.trainer.train_config import load_train_config
+    from harnessrl.trainer.train_config import load_run_config
 
     run = RunDir(run_dir, create=False)
     if not run.config.exists():
         raise HarnessRLError(f"{run.path} has no config.yaml: is it a run directory made by `harnessrl train`?")
     if completions is not None and completions < 1:
         raise HarnessRLError(f"completions must be at least 1 (1 is the greedy answer), got {completions}")
-    config = load_train_config(run.config)
+    config = load_run_config(run.config)
     splits_all = load_run_tasks(config).eval_splits
     if not splits_all:
         raise HarnessRLError(

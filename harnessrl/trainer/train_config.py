@@ -36,6 +36,7 @@ __all__ = [
     "LoraSettings",
     "TrainConfig",
     "explain_train_config",
+    "load_run_config",
     "load_train_config",
 ]
 
@@ -742,6 +743,19 @@ def load_train_config(path: str | Path | None = None, overrides: list[str] | Non
     is a :class:`ConfigError` that names where it came from (the file, or the ``-s key=value``)."""
     _, data, parsed = _read_settings(path, overrides)
     return _validate(data, path, parsed)
+
+
+def load_run_config(path: str | Path) -> TrainConfig:
+    """A run's own ``config.yaml``, as ``harnessrl train`` saved it. Runs saved before 2026-12-07 wrote the deprecated
+    ``evolver.enabled`` beside ``method``, copied from it: where the two agree it is dropped here without the
+    deprecation warning (that warning is for a config a user writes, and the run's meaning is its method); where they
+    disagree the config is read as written, so the error says so."""
+    data = load_yaml(path)
+    evolver, method = data.get("evolver"), data.get("method", TrainConfig.model_fields["method"].default)
+    spec = METHOD_TABLE.get(method) if isinstance(method, str) else None
+    if isinstance(evolver, dict) and spec is not None and evolver.get("enabled", spec.evolver) == spec.evolver:
+        data = {**data, "evolver": {k: v for k, v in evolver.items() if k != "enabled"}}
+    return _validate(data, path, [])
 
 
 def explain_train_config(
