@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import re
+import typing
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -429,25 +430,9 @@ Check = Annotated[
 """Any programmatic check, told apart by its ``type`` field."""
 
 CHECK_TYPES: dict[str, type[_CheckBase]] = {
-    cls.model_fields["type"].default: cls
-    for cls in (
-        WordCount,
-        SentenceCount,
-        ParagraphCount,
-        CharCount,
-        BulletCount,
-        Contains,
-        NotContains,
-        Regex,
-        JsonFormat,
-        MarkdownFormat,
-        StartsWith,
-        EndsWith,
-        LetterCase,
-        InstructionFollowing,
-    )
+    cls.model_fields["type"].default: cls for cls in typing.get_args(typing.get_args(Check)[0])
 }
-"""The valid ``type`` names, each with its model."""
+"""The valid ``type`` names, each with its model, read from :data:`Check` (a check kind is named once, there)."""
 
 
 _CHECK_ADAPTER: TypeAdapter[Check] = TypeAdapter(Check)
