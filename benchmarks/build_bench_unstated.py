@@ -568,7 +568,7 @@ def _validate(task: Task) -> None:
     family = (task.metadata or {}).get("family")
     stated = stated_requirements(task.prompt if isinstance(task.prompt, str) else "")
     checked = {c.check.type for c in task.rubric if c.check is not None}
-    unchecked = [c for c, _ in stated if c["type"] not in checked]
+    unchecked = [c.written() for c, _ in stated if c.type not in checked]
     if family != "plain" and unchecked:
         raise SystemExit(
             f"{task.id}: the prompt states {unchecked} that the rubric does not check (the audit reads it)"

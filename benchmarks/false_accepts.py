@@ -61,7 +61,7 @@ from harnessrl.data.checks import check_passes, words
 from harnessrl.data.schema import Criterion, Task, prompt_text
 from harnessrl.evolution.audit import checked_keys
 from harnessrl.interfaces import EditRubric, Harness
-from harnessrl.interfaces.induction import requirement_key, stated_requirements
+from harnessrl.interfaces.induction import stated_requirements
 from harnessrl.records.failures import Failure
 from harnessrl.records.steps import Recorder, RolloutRecord
 
@@ -347,16 +347,16 @@ def placebo_updates(
     checked = checked_keys(criteria)
     seen: set[str] = set()
     for check, text in stated_requirements(prompt):
-        key = requirement_key(check)
+        key = check.requirement_key()
         if key in checked or key in seen:
             continue
         seen.add(key)
         try:
-            if task.reference_answer is not None and not check_passes(check, task.reference_answer):
+            if task.reference_answer is not None and not check.passes(task.reference_answer):
                 continue  # the audit keeps only what the reference answer does
         except ValueError:
             continue
-        add("d_stated", key, f"req_{check['type']}", text, check)
+        add("d_stated", key, f"req_{check.type}", text, check.written())
     return out
 
 

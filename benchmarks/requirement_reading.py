@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from harnessrl.data import ifeval
+from harnessrl.data.checks import Check, InstructionFollowing
 from harnessrl.interfaces.induction import stated_requirements
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,41 +44,39 @@ OUT = ROOT / "benchmarks" / "results" / "requirement-reading"
 Instruction = tuple[str, dict[str, Any]]  # an IFEval id and its arguments
 
 
-def _bound(iid: str, key: str, check: dict[str, Any]) -> list[Instruction]:
+def _bound(iid: str, key: str, check: Any) -> list[Instruction]:
     """A native ``min``/``max`` count as IFEval's relations: at least min, less than max + 1."""
     out: list[Instruction] = []
-    if check.get("min") is not None:
-        out.append((iid, {key: check["min"], "relation": "at least"}))
-    if check.get("max") is not None:
-        out.append((iid, {key: check["max"] + 1, "relation": "less than"}))
+    if check.min is not None:
+        out.append((iid, {key: check.min, "relation": "at least"}))
+    if check.max is not None:
+        out.append((iid, {key: check.max + 1, "relation": "less than"}))
     return out
 
 
-NATIVE_AS_IFEVAL: dict[str, Callable[[dict[str, Any]], list[Instruction] | None]] = {
+NATIVE_AS_IFEVAL: dict[str, Callable[[Any], list[Instruction] | None]] = {
     # not_contains [","]: no commas. not_contains [words]: each word fewer than once (IFEval's keywords:frequency
     # searches the keyword anywhere, case-insensitively, as not_contains does; keywords:forbidden_words looks for
     # whole words only, so it is not this check)
     "not_contains": lambda c: (
         [("punctuation:no_comma", {})]
-        if c["phrases"] == [","]
-        else [("keywords:frequency", {"keyword": w, "frequency": 1, "relation": "less than"}) for w in c["phrases"]]
+        if c.phrases == [","]
+        else [("keywords:frequency", {"keyword": w, "frequency": 1, "relation": "less than"}) for w in c.phrases]
     ),
     # contains [words] (all of them): keywords:existence, which searches each keyword case-insensitively
-    "contains": lambda c: (
-        [("keywords:existence", {"keywords": list(c["phrases"])})] if c.get("mode", "all") == "all" else None
-    ),
+    "contains": lambda c: [("keywords:existence", {"keywords": list(c.phrases)})] if c.mode == "all" else None,
     # word_count min/max: number_words at least min / less than max + 1
     "word_count": lambda c: _bound("length_constraints:number_words", "num_words", c),
     # sentence_count min/max: number_sentences (an id that needs NLTK data here: counted apart)
     "sentence_count": lambda c: _bound("length_constraints:number_sentences", "num_sentences", c),
     "letter_case": lambda c: [
-        ("change_case:english_lowercase" if c["case"] == "lower" else "change_case:english_capital", {})
+        ("change_case:english_lowercase" if c.case == "lower" else "change_case:english_capital", {})
     ],
     "json": lambda c: [("detectable_format:json_format", {})],
-    "ends_with": lambda c: [("startend:end_checker", {"end_phrase": c["text"]})],
+    "ends_with": lambda c: [("startend:end_checker", {"end_phrase": c.text})],
     # bullet_count min == max == n: exactly n bullets
     "bullet_count": lambda c: (
-        [("detectable_format:number_bullet_lists", {"num_bullets": c["max"]})] if c.get("min") == c.get("max") else None
+        [("detectable_format:number_bullet_lists", {"num_bullets": c.max})] if c.min == c.max else None
     ),
     # starts_with: no IFEval instruction states it (None: counted apart)
     "starts_with": lambda c: None,
@@ -85,11 +84,11 @@ NATIVE_AS_IFEVAL: dict[str, Callable[[dict[str, Any]], list[Instruction] | None]
 """A native check as the IFEval instructions it states exactly (None: no IFEval instruction states it)."""
 
 
-def as_instructions(check: dict[str, Any]) -> list[Instruction] | None:
+def as_instructions(check: Check) -> list[Instruction] | None:
     """The IFEval instructions a proposed check states, or None when no IFEval instruction states it."""
-    if check["type"] == "ifeval":
-        return [(check["instruction_id"], dict(check.get("kwargs") or {}))]
-    native = NATIVE_AS_IFEVAL.get(check["type"])
+    if isinstance(check, InstructionFollowing):
+        return [(check.instruction_id, dict(check.kwargs))]
+    native = NATIVE_AS_IFEVAL.get(check.type)
     return native(check) if native else None
 
 
@@ -158,7 +157,7 @@ def score(rows: Iterable[dict[str, Any]], read: Callable[[str], list] = stated_r
             stated = as_instructions(check)
             if stated is None:
                 apart["no_ifeval_counterpart"] += 1
-                unmatched_native[check["type"]] += 1
+                unmatched_native[check.type] += 1
                 continue
             for iid, kwargs in stated:
                 ok = expressible(iid, kwargs)
@@ -170,7 +169,7 @@ def score(rows: Iterable[dict[str, Any]], read: Callable[[str], list] = stated_r
                     tally(iid)["proposed"] += 1
                     tally(iid)["correct"] += match is not None
                     if match is None:
-                        wrong.append({"key": row["key"], "proposed": [iid, kwargs], "check": check})
+                        wrong.append({"key": row["key"], "proposed": [iid, kwargs], "check": check.written()})
                 else:
                     apart["proposed_not_expressible"] += 1
                     apart["proposed_not_expressible_correct"] += match is not None

@@ -6,16 +6,27 @@ import re
 from pathlib import Path
 
 import pytest
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 
-from harnessrl.data.checks import CHECK_TYPES, Check, WordCount, count_words, split_sentences, words
-
-CHECK = TypeAdapter(Check)
+from harnessrl.data.checks import (
+    CHECK_TYPES,
+    Contains,
+    InstructionFollowing,
+    NotContains,
+    Regex,
+    WordCount,
+    count_words,
+    parse_check,
+    read_check,
+    split_sentences,
+    words,
+)
+from harnessrl.data.schema import Criterion
 
 
 def check(**kw):
     """Build a check the way a rubric row does: a dict told apart by ``type``."""
-    return CHECK.validate_python(kw)
+    return parse_check(kw)
 
 
 def test_every_check_type_has_a_test_here():
@@ -364,3 +375,45 @@ def test_ifeval_check_grades_with_the_benchmarks_verifier():
     assert c.evaluate("Yes, a comma.") == 0.0
     with pytest.raises(ValidationError, match="unknown instruction id"):
         check(type="ifeval", instruction_id="punctuation:no_commas")
+
+
+# ------------------------------------------------------------------------------------------ checks as they travel
+def test_a_check_built_in_code_is_written_as_one_read_from_a_file():
+    """A check the harness builds (``WordCount(max=80)``) carries its ``type`` as a field set, so a rubric edit's
+    criterion dumped with the fields set (as events.jsonl writes it) has the tag and loads back; ``written()`` is the
+    check as a rubric's ``check`` object: the type first, then the fields given."""
+    built, read = WordCount(max=80), check(type="word_count", max=80)
+    assert built == read and built.model_fields_set == read.model_fields_set == {"type", "max"}
+    crit = Criterion(id="c", text="At most 80 words.", weight=1.0, kind="programmatic", check=built)
+    dumped = crit.model_dump(mode="json", exclude_unset=True)
+    assert dumped["check"] == {"max": 80, "type": "word_count"}
+    assert Criterion.model_validate(dumped) == crit
+    assert built.written() == {"type": "word_count", "max": 80}
+    assert list(Regex(pattern="!", multiline=False).written()) == ["type", "pattern", "multiline"]
+    assert parse_check(built.written()) == built
+
+
+def test_reading_a_check_from_a_record():
+    assert read_check({"type": "contains", "phrases": ["sea"]}) == Contains(phrases=["sea"])
+    assert read_check({"type": "contains", "phrases": []}) is None  # no valid check
+    assert read_check(None) is None and read_check("word_count") is None
+    with pytest.raises(ValueError, match="phrases"):
+        parse_check({"type": "contains", "phrases": []})
+
+
+@pytest.mark.parametrize(
+    ("built", "key"),
+    [
+        (WordCount(max=20), "word_count:max"),
+        (WordCount(min=2, max=4), "word_count:min,max"),
+        (NotContains(phrases=[","]), "not_contains:[',']"),
+        (NotContains(phrases=["sea"]), "not_contains:words"),
+        (Contains(phrases=["sea", "ship"]), "contains:words"),
+        (Regex(pattern="!"), "regex"),
+        (check(type="letter_case", case="lower"), "letter_case:lower"),
+        (InstructionFollowing(instruction_id="punctuation:no_comma"), "not_contains:[',']"),
+        (InstructionFollowing(instruction_id="startend:quotation"), "ifeval:startend:quotation"),
+    ],
+)
+def test_each_check_names_the_kind_of_requirement_it_states(built, key):
+    assert built.requirement_key() == key

@@ -241,9 +241,9 @@ def test_a_lax_rubric_asks_for_what_the_reference_states_for_the_whole_family(tm
 def test_reference_terms_skip_what_the_prompt_names_and_what_every_rollout_says():
     assert term_stem("pollinates") == "pollinat" and term_stem("gills") == "gill" and term_stem("sea") == "sea"
     found = reference_terms("What does a bee do?", "A bee pollinates flowers and makes honey.", ["honey", "honey!"])
-    assert [c.check["phrases"] for c in found] == [["pollinat"], ["flower"]]  # honey: every rollout has it
+    assert [c.check.phrases for c in found] == [["pollinat"], ["flower"]]  # honey: every rollout has it
     split = reference_terms("What does a bee do?", "A bee pollinates flowers.", ["flowers", "pollen", "pollinate"])
-    assert [c.check["phrases"] for c in split] == [["pollinat"], ["flower"]]  # 1 of 3 each: the longer first
+    assert [c.check.phrases for c in split] == [["pollinat"], ["flower"]]  # 1 of 3 each: the longer first
     assert reference_terms("What is honey?", "Honey.", []) == []
 
 

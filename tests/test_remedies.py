@@ -168,6 +168,7 @@ def test_a_remedy_that_builds_an_invalid_update_is_left_out(caplog):
 
 
 # ------------------------------------------------------------------------------------------ induced criteria
+from harnessrl.data.checks import Contains, NotContains, SentenceCount, StartsWith, WordCount  # noqa: E402
 from harnessrl.interfaces.induction import induce_checks, stated_requirements, tightened_bound  # noqa: E402
 
 NOCOMMA = "Describe a sunny day in one sentence, without using any commas."
@@ -175,38 +176,37 @@ SUNNY = "The warm sun shines on a quiet park full of happy people."
 
 
 def test_what_a_prompt_states_is_read_as_exact_checks():
-    found = {c["type"]: c for c, _ in stated_requirements(NOCOMMA)}
-    assert found["not_contains"] == {"type": "not_contains", "phrases": [","]}
-    assert found["sentence_count"] == {"type": "sentence_count", "max": 1}
+    found = {c.type: c for c, _ in stated_requirements(NOCOMMA)}
+    assert found["not_contains"] == NotContains(phrases=[","])
+    assert found["not_contains"].written() == {"type": "not_contains", "phrases": [","]}  # as the audit writes it
+    assert found["sentence_count"] == SentenceCount(max=1)
     (limit,) = [c for c, _ in stated_requirements("In at most 20 words, explain why leaves are green.")]
-    assert limit == {"type": "word_count", "max": 20}
+    assert limit == WordCount(max=20)
     (tag,) = [c for c, _ in stated_requirements("What is 2+2? Reply in the form 'ANSWER: <number>'.")]
-    assert tag == {"type": "starts_with", "text": "ANSWER:"}
+    assert tag == StartsWith(text="ANSWER:")
     opener = [c for c, _ in stated_requirements("What is gravity? Begin your answer with 'Gravity'.")]
-    assert opener == [{"type": "starts_with", "text": "Gravity"}]
+    assert opener == [StartsWith(text="Gravity")]
     assert stated_requirements("Tell me about the sea.") == []
 
 
 def test_an_induced_check_is_met_by_the_reference_and_splits_the_rollouts():
     rollouts = ["The sun is warm, bright and kind.", "A sunny day is nice.", "Sun, sky, sea.", "Warm sun."]
     (first, *_) = induce_checks(NOCOMMA, SUNNY, rollouts)
-    assert first.check == {"type": "not_contains", "phrases": [","]} and (first.passes, first.total) == (2, 4)
+    assert first.check == NotContains(phrases=[","]) and (first.passes, first.total) == (2, 4)
     assert first.source == "prompt" and first.balance == 1.0
     # every rollout already passes (no split), or the reference fails it: nothing to induce
     assert induce_checks(NOCOMMA, SUNNY, ["A warm day.", "Sunny."]) == []
-    assert [c.check["type"] for c in induce_checks(NOCOMMA, "Warm, bright, kind.", rollouts)] == []
+    assert [c.check.type for c in induce_checks(NOCOMMA, "Warm, bright, kind.", rollouts)] == []
     # a check the rubric has already is not proposed again
-    assert all(c.check["type"] != "not_contains" for c in induce_checks(NOCOMMA, SUNNY, rollouts, [first.check]))
+    assert all(c.check.type != "not_contains" for c in induce_checks(NOCOMMA, SUNNY, rollouts, [first.check]))
 
 
 def test_a_saturated_bound_is_tightened_to_what_the_reference_meets():
     rollouts = ["one two three four five six", "one two three", "one two three four five six seven eight"]
-    assert tightened_bound({"type": "word_count", "max": 80}, "one two three four", rollouts) == {
-        "type": "word_count",
-        "max": 6,
-    }
-    assert tightened_bound({"type": "word_count", "max": 5}, "one two three four five six", rollouts) is None
-    assert tightened_bound({"type": "contains", "phrases": ["x"]}, None, rollouts) is None
+    tight = tightened_bound(WordCount(max=80), "one two three four", rollouts)
+    assert tight == WordCount(max=6) and tight.written() == {"type": "word_count", "max": 6}
+    assert tightened_bound(WordCount(max=5), "one two three four five six", rollouts) is None
+    assert tightened_bound(Contains(phrases=["x"]), None, rollouts) is None
 
 
 def _lax(texts) -> ProposalEvidence:

@@ -86,8 +86,9 @@ def _added(update: Mapping[str, Any], task_id: str) -> list[Criterion]:
 
 def misfire_counts(run: Any) -> dict[str, int] | None:
     """The three misfire counts of a run (:data:`MISFIRES`); None when its training tasks cannot be read."""
+    from harnessrl.data.checks import read_check
     from harnessrl.data.schema import prompt_text
-    from harnessrl.interfaces.induction import reference_terms, requirement_key, stated_keys
+    from harnessrl.interfaces.induction import reference_terms, stated_keys
 
     tasks = _run_tasks(run.record.config)
     if tasks is None:
@@ -122,8 +123,8 @@ def misfire_counts(run: Any) -> dict[str, int] | None:
                     task = tasks[tid]
                     if any(str(c.get("id", "")).startswith("reference_term_") for c in added[tid]):
                         continue
-                    checks = [c.check.model_dump(mode="json", exclude_none=True) for c in task.rubric if c.check]
-                    checks += [c["check"] for c in added[tid] if isinstance(c.get("check"), dict)]
+                    checks = [c.check for c in task.rubric if c.check]
+                    checks += [ch for c in added[tid] if (ch := read_check(c.get("check"))) is not None]
                     if task.reference_answer and reference_terms(
                         prompt_text(task.prompt), task.reference_answer, (), checks
                     ):
@@ -137,6 +138,8 @@ def misfire_counts(run: Any) -> dict[str, int] | None:
                 task = tasks[tid]
                 stated = stated_keys(prompt_text(task.prompt))
                 removed = [c for c in _added(original, tid) if c.get("id") in u["remove"]]
-                if any(isinstance(c.get("check"), dict) and requirement_key(c["check"]) in stated for c in removed):
+                if any(
+                    (ch := read_check(c.get("check"))) is not None and ch.requirement_key() in stated for c in removed
+                ):
                     counts["stated_check_reverts"] += 1
     return counts

@@ -4,7 +4,9 @@ Everything formal about a response (length, required or forbidden phrases, a pat
 is checked here rather than asked of a judge: the answer is exact, free and never missing. Each
 check is a pydantic model tagged by ``type``; a criterion carries one in its ``check`` field, e.g.
 ``{"type": "word_count", "max": 80}``. ``evaluate`` returns 1.0 when the response passes and
-0.0 when it does not.
+0.0 when it does not; ``requirement_key`` names the kind of requirement the check states (the same for a
+native check and the IFEval check that state one requirement). A check travels through the harness as its
+model; :func:`parse_check` is the one place a check written as JSON (a task file, an event) is validated.
 
 The ``ifeval`` check is the exception to "checked here": it names an IFEval or IFBench instruction and
 grades with that benchmark's own verifier (:mod:`harnessrl.data.ifeval`), so a task from those benchmarks
@@ -15,8 +17,9 @@ from __future__ import annotations
 
 import json
 import re
+import typing
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
 
@@ -42,6 +45,8 @@ __all__ = [
     "check_passes",
     "count_bullets",
     "count_words",
+    "parse_check",
+    "read_check",
     "split_sentences",
     "words",
 ]
@@ -90,8 +95,33 @@ def _paragraphs(text: str) -> list[str]:
 class _CheckBase(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    if TYPE_CHECKING:  # each check declares its own tag (a field here would come first in every dump)
+        type: str
+
+    def model_post_init(self, context: Any, /) -> None:
+        # the tag is written with every check, also one built in code (``WordCount(max=80)``): a rubric edit's
+        # criteria are dumped with the fields set, and a check without its ``type`` would not load back
+        self.__pydantic_fields_set__.add("type")
+
     def evaluate(self, response: str) -> float:  # pragma: no cover - every subclass overrides
         raise NotImplementedError
+
+    def passes(self, response: str) -> bool:
+        """Whether ``response`` passes the check."""
+        return self.evaluate(response) >= 1
+
+    def requirement_key(self) -> str:
+        """What the check requires, without the task's own values: two checks with one key ask the same *kind* of
+        thing (no commas; at most N words; begins with a phrase), each with its own numbers or phrases. It is the
+        signature a stated-requirement repair covers (every task whose prompt states a requirement of the key) and
+        how a requirement is found already checked by a rubric. This one: the check's type (a check of one kind of
+        requirement whatever its values)."""
+        return self.type
+
+    def written(self) -> dict[str, Any]:
+        """The check as a rubric's ``check`` object writes it: its ``type`` first, then the fields it was given."""
+        fields = self.model_dump(mode="json", exclude_unset=True)
+        return {"type": fields.pop("type"), **fields}
 
 
 class _Range(_CheckBase):
@@ -103,9 +133,9 @@ class _Range(_CheckBase):
     @model_validator(mode="after")
     def _bounds(self):
         if self.min is None and self.max is None:
-            raise ValueError(f"check {self.type!r} needs 'min', 'max' or both")  # type: ignore[attr-defined]
+            raise ValueError(f"check {self.type!r} needs 'min', 'max' or both")
         if self.min is not None and self.max is not None and self.min > self.max:
-            raise ValueError(f"check {self.type!r} has min {self.min} > max {self.max}")  # type: ignore[attr-defined]
+            raise ValueError(f"check {self.type!r} has min {self.min} > max {self.max}")
         return self
 
     def _count(self, response: str) -> int:  # pragma: no cover - every subclass overrides
@@ -115,6 +145,11 @@ class _Range(_CheckBase):
         n = self._count(response)
         ok = (self.min is None or n >= self.min) and (self.max is None or n <= self.max)
         return float(ok)
+
+    def requirement_key(self) -> str:
+        """The type and the bounds it sets, without their values: ``word_count:max``, ``sentence_count:min,max``."""
+        bounds = [name for name, bound in (("min", self.min), ("max", self.max)) if bound is not None]
+        return f"{self.type}:{','.join(bounds)}"
 
 
 class WordCount(_Range):
@@ -178,6 +213,13 @@ class _Phrases(_CheckBase):
             return [p in response for p in self.phrases]
         low = response.casefold()
         return [p.casefold() in low for p in self.phrases]
+
+    def requirement_key(self) -> str:
+        """Punctuation the check requires or forbids is part of the key (no commas is not no semicolons:
+        ``not_contains:[',']``); words are not (each task forbids its own: ``not_contains:words``)."""
+        if not any(ch.isalnum() for p in self.phrases for ch in p):
+            return f"{self.type}:{sorted(self.phrases)}"
+        return f"{self.type}:words"
 
 
 class Contains(_Phrases):
@@ -309,6 +351,27 @@ class LetterCase(_CheckBase):
             return 0.0
         return float(all(c.islower() for c in letters) if self.case == "lower" else all(c.isupper() for c in letters))
 
+    def requirement_key(self) -> str:
+        return f"letter_case:{self.case}"
+
+
+_IFEVAL_NATIVE = {
+    # an IFEval id and the key of the native check that states the same requirement
+    "punctuation:no_comma": "not_contains:[',']",
+    "change_case:english_lowercase": "letter_case:lower",
+    "change_case:english_capital": "letter_case:upper",
+    "detectable_format:json_format": "json",
+    "startend:end_checker": "ends_with",
+    "detectable_format:number_bullet_lists": "bullet_count:min,max",
+    "keywords:existence": "contains:words",
+    "keywords:forbidden_words": "not_contains:words",
+}
+_IFEVAL_BOUND = {
+    # an IFEval id whose relation is a bound: "less than" an upper bound, "at least" a lower one
+    "length_constraints:number_words": ("word_count", "relation"),
+    "length_constraints:number_sentences": ("sentence_count", "relation"),
+}
+
 
 class InstructionFollowing(_CheckBase):
     """An IFEval or IFBench instruction, graded by that benchmark's own verifier (package ``if-verifiable``):
@@ -333,6 +396,19 @@ class InstructionFollowing(_CheckBase):
     def evaluate(self, response: str) -> float:
         return float(ifeval.follows(ifeval.verifier(self.instruction_id, self.kwargs), response, self.loose))
 
+    def requirement_key(self) -> str:
+        """The key of the native check that states the same requirement, where one does (a word bound "less than"
+        is ``word_count:max``; a keyword required at least once ``contains:words``, less than once
+        ``not_contains:words``), else ``ifeval:<instruction id>``."""
+        iid, kwargs = self.instruction_id, self.kwargs
+        if iid in _IFEVAL_BOUND:
+            native, relation = _IFEVAL_BOUND[iid]
+            less = str(kwargs.get(relation, "")).startswith("less")
+            return f"{native}:max" if less else f"{native}:min"
+        if iid == "keywords:frequency" and str(kwargs.get("frequency")) in ("1", "1.0"):
+            return "not_contains:words" if str(kwargs.get("relation", "")).startswith("less") else "contains:words"
+        return _IFEVAL_NATIVE.get(iid, f"ifeval:{iid}")
+
 
 Check = Annotated[
     WordCount
@@ -354,31 +430,33 @@ Check = Annotated[
 """Any programmatic check, told apart by its ``type`` field."""
 
 CHECK_TYPES: dict[str, type[_CheckBase]] = {
-    cls.model_fields["type"].default: cls
-    for cls in (
-        WordCount,
-        SentenceCount,
-        ParagraphCount,
-        CharCount,
-        BulletCount,
-        Contains,
-        NotContains,
-        Regex,
-        JsonFormat,
-        MarkdownFormat,
-        StartsWith,
-        EndsWith,
-        LetterCase,
-        InstructionFollowing,
-    )
+    cls.model_fields["type"].default: cls for cls in typing.get_args(typing.get_args(Check)[0])
 }
-"""The valid ``type`` names, each with its model."""
+"""The valid ``type`` names, each with its model, read from :data:`Check` (a check kind is named once, there)."""
+
+
+_CHECK_ADAPTER: TypeAdapter[Check] = TypeAdapter(Check)
+"""The one validator of a check written as JSON: every check read from a file or an event goes through it."""
+
+
+def parse_check(check: Mapping[str, Any]) -> Check:
+    """The check written as a rubric's ``check`` object (a task file, an event), validated (raises ValueError,
+    pydantic's ValidationError, when the object is no valid check)."""
+    return _CHECK_ADAPTER.validate_python(dict(check))
+
+
+def read_check(check: object) -> Check | None:
+    """The check an event or a payload wrote, or None when ``check`` is none (absent, not an object, no valid check):
+    for readers of records that skip what is not a check rather than stop."""
+    if not isinstance(check, Mapping):
+        return None
+    try:
+        return parse_check(check)
+    except ValueError:
+        return None
 
 
 def check_passes(check: Mapping[str, Any], text: str) -> bool:
     """Whether ``text`` passes the check written as a rubric's ``check`` object (raises ValueError when the object
-    is no valid check)."""
-    return _CHECK_ADAPTER.validate_python(dict(check)).evaluate(text) >= 1
-
-
-_CHECK_ADAPTER: TypeAdapter = TypeAdapter(Check)
+    is no valid check); a check already built is asked directly (:meth:`passes`)."""
+    return parse_check(check).passes(text)

@@ -6,7 +6,7 @@ for a failure to be detected: before the first step it reads every training task
 answer, and lists each *stated requirement* (:func:`~harnessrl.interfaces.induction.stated_requirements`: "without
 any commas", "in at most 20 words", "begin with ...") that the task's rubric does not check and its reference
 answer meets. Tasks whose prompts state requirements of one kind
-(:func:`~harnessrl.interfaces.induction.requirement_key`) form one **finding**, whatever their family or domain:
+(a check's ``requirement_key()``, :mod:`harnessrl.data.checks`) form one **finding**, whatever their family or domain:
 the data need no family tags.
 
 A finding is not a repair. It is offered to the evolver as a failure of kind ``unchecked_requirement`` as soon as
@@ -24,9 +24,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from harnessrl.data.checks import check_passes
 from harnessrl.data.schema import Criterion, Task, prompt_text
-from harnessrl.interfaces.induction import requirement_key, stated_requirements
+from harnessrl.interfaces.induction import stated_requirements
 from harnessrl.records.event_payloads import AuditFindingView
 from harnessrl.records.evidence import UncheckedRequirementEvidence
 from harnessrl.records.failures import Failure
@@ -37,8 +36,8 @@ KIND = "unchecked_requirement"
 
 
 def checked_keys(criteria: Sequence[Criterion]) -> set[str]:
-    """The requirements a rubric checks exactly (:func:`requirement_key` of each programmatic check)."""
-    return {requirement_key(c.check.model_dump(mode="json", exclude_none=True)) for c in criteria if c.check}
+    """The requirements a rubric checks exactly (the ``requirement_key()`` of each programmatic check)."""
+    return {c.check.requirement_key() for c in criteria if c.check}
 
 
 @dataclass
@@ -86,17 +85,17 @@ class RubricAudit:
             checked = checked_keys(self.rubric(task.id))
             seen: set[str] = set()
             for check, text in stated_requirements(prompt_text(task.prompt)):
-                key = requirement_key(check)
+                key = check.requirement_key()
                 if key in checked or key in seen:
                     continue
                 seen.add(key)
                 try:
-                    if task.reference_answer is not None and not check_passes(check, task.reference_answer):
+                    if task.reference_answer is not None and not check.passes(task.reference_answer):
                         continue  # the reference answer does not do it: not something a good answer does here
                 except ValueError:
                     continue
                 finding = self.findings.setdefault(key, Finding(key=key, text=text, checks={}))
-                finding.checks[task.id] = check
+                finding.checks[task.id] = check.written()
         return list(self.findings.values())
 
     def open_tasks(self, finding: Finding) -> list[str]:

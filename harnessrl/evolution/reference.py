@@ -18,7 +18,7 @@ each criterion and the suspects among them. Each check is a ``reference_check`` 
 - rollout guidance never builds a hint toward a suspect criterion (:mod:`harnessrl.interfaces.guidance`);
 - :class:`SuspectFindings`: a suspect that is an *exact* check (no judge noise in the verdict) is offered as a
   failure of kind ``reference_fails_criterion`` from the first graded groups of its tasks on, one finding per
-  kind of requirement (:func:`~harnessrl.interfaces.induction.requirement_key`) covering every task whose
+  kind of requirement (``requirement_key()`` of its check) covering every task whose
   reference fails its own criterion of that kind, as the rubric audit offers what prompts state
   (:mod:`harnessrl.evolution.audit`). A judged suspect stays evidence only: the judge's verdict on one text is
   noisy.
@@ -34,7 +34,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from harnessrl.data.schema import Criterion, Task, prompt_text
-from harnessrl.interfaces.induction import requirement_key, stated_keys
+from harnessrl.interfaces.induction import stated_keys
 from harnessrl.records.event_payloads import ReferenceCheckPayload
 from harnessrl.records.evidence import ReferenceFailsEvidence
 from harnessrl.records.failures import Failure
@@ -170,14 +170,14 @@ class ReferenceWitness:
 
 
 def _suspect(criterion: Criterion, verdict: float | None) -> Suspect:
-    check = criterion.check.model_dump(mode="json", exclude_none=True) if criterion.check is not None else None
+    check = criterion.check
     return Suspect(
         criterion_id=criterion.id,
         text=criterion.text,
         weight=criterion.weight,
         verdict=float(verdict or 0.0),
         exact=check is not None,
-        requirement_key=requirement_key(check) if check is not None else None,
+        requirement_key=check.requirement_key() if check is not None else None,
     )
 
 

@@ -71,7 +71,7 @@ logger = logging.getLogger(__name__)
 class Signature(BaseModel):
     """What a repair covers (docs/design.md §4, "Repairs that reach a signature"): every training task that
     shares one stated requirement the rubric does not check (``kind="requirement"``, ``key``: the
-    requirement's :func:`~harnessrl.interfaces.induction.requirement_key`), or one group of the data
+    requirement's kind, its check's ``requirement_key()``), or one group of the data
     (``kind="group"``, ``key``: ``family:<name>``, ``tag:<tag>`` or ``domain:<name>``), or, for the fade of a
     rubric's hint, every task whose rubric states the same requirements as a hint (``kind="hint"``, ``key``: their
     keys), or, for the removal of criteria the tasks' own reference answers fail, every task whose rubric has an exact

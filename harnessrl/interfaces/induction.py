@@ -17,25 +17,33 @@ answer is the reference and the rejected ones are the rollouts the check fails.
 
 The prompt's stated requirements are read by :mod:`harnessrl.interfaces.requirement_reading`
 (:func:`stated_requirements`, a table of small rules, one per kind of requirement), the reference's criteria by
-:mod:`harnessrl.interfaces.reference_criteria` (:func:`reference_terms`, :func:`tightened_bound`), and what kind of
-requirement a check states by :mod:`harnessrl.interfaces.requirement_keys` (:func:`requirement_key`, the same for a
-native check and the IFEval check that state one requirement). Every name is importable from here.
+:mod:`harnessrl.interfaces.reference_criteria` (:func:`reference_terms`, :func:`tightened_bound`). Checks travel as
+the check library's models (:data:`~harnessrl.data.checks.Check`), in and out; what kind of requirement one states is
+its own ``requirement_key()`` (the same for a native check and the IFEval check that state one requirement). Every
+name is importable from here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
-from harnessrl.interfaces.reference_criteria import _reference_bounds, reference_terms, term_stem, tightened_bound
-from harnessrl.interfaces.requirement_keys import InducedCheck, parsed_check, requirement_key
+from harnessrl.data.checks import Check
+from harnessrl.interfaces.induced import Found, InducedCheck
+from harnessrl.interfaces.reference_criteria import (
+    UpperBound,
+    _reference_bounds,
+    reference_terms,
+    term_stem,
+    tightened_bound,
+)
 from harnessrl.interfaces.requirement_reading import stated_keys, stated_requirements
 
 __all__ = [
+    "Found",
     "InducedCheck",
+    "UpperBound",
     "induce_checks",
     "reference_terms",
-    "requirement_key",
     "stated_keys",
     "stated_requirements",
     "term_stem",
@@ -47,7 +55,7 @@ def induce_checks(
     prompt: str,
     reference: str | None,
     rollouts: Sequence[str],
-    existing: Sequence[dict[str, Any]] = (),
+    existing: Sequence[Check] = (),
     *,
     reference_bounds: bool = False,
 ) -> list[InducedCheck]:
@@ -57,18 +65,15 @@ def induce_checks(
     bound the prompt never asked for: for a reward that pays for length)."""
     if not rollouts:
         return []
-    seen = [dict(c) for c in existing]
+    seen = list(existing)
     found: list[InducedCheck] = []
     candidates = [(c, t, "prompt") for c, t in stated_requirements(prompt)]
     if reference and reference_bounds:
         candidates += [(c, t, "reference") for c, t in _reference_bounds(reference)]
     for check, text, source in candidates:
-        if check in seen:
+        if check in seen or (reference is not None and not check.passes(reference)):
             continue
-        parsed = parsed_check(check)
-        if parsed is None or (reference is not None and parsed.evaluate(reference) < 1):
-            continue
-        passes = sum(parsed.evaluate(r) >= 1 for r in rollouts)
+        passes = sum(check.passes(r) for r in rollouts)
         if 0 < passes < len(rollouts):
             seen.append(check)
             found.append(InducedCheck(check, text, source, passes, len(rollouts)))

@@ -11,27 +11,33 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
 
-from harnessrl.data.checks import count_words, split_sentences, words
-from harnessrl.interfaces.requirement_keys import InducedCheck
+from harnessrl.data.checks import (
+    CharCount,
+    Check,
+    Contains,
+    SentenceCount,
+    WordCount,
+    count_words,
+    split_sentences,
+    words,
+)
+from harnessrl.interfaces.induced import Found, InducedCheck
 
-__all__ = ["reference_terms", "term_stem", "tightened_bound"]
+__all__ = ["UpperBound", "reference_terms", "term_stem", "tightened_bound"]
 
 
-def _reference_bounds(reference: str) -> list[tuple[dict[str, Any], str]]:
+def _reference_bounds(reference: str) -> list[Found]:
     """Length bounds the reference answer meets: its words (with a margin) and its sentences."""
     words = count_words(reference)
     sentences = len(split_sentences(reference))
-    out: list[tuple[dict[str, Any], str]] = []
+    out: list[Found] = []
     if words:
         limit = math.ceil(1.5 * words)
-        out.append(({"type": "word_count", "max": limit}, f"Uses at most {limit} words, as concise as the reference"))
+        out.append((WordCount(max=limit), f"Uses at most {limit} words, as concise as the reference"))
     if sentences:
-        out.append(
-            ({"type": "sentence_count", "max": sentences}, f"Uses at most {sentences} sentence(s), as the reference")
-        )
+        out.append((SentenceCount(max=sentences), f"Uses at most {sentences} sentence(s), as the reference"))
     return out
 
 
@@ -58,7 +64,7 @@ def term_stem(word: str) -> str:
 
 
 def reference_terms(
-    prompt: str, reference: str, rollouts: Sequence[str] = (), existing: Sequence[Mapping[str, Any]] = (), n: int = 3
+    prompt: str, reference: str, rollouts: Sequence[str] = (), existing: Sequence[Check] = (), n: int = 3
 ) -> list[InducedCheck]:
     """The content the reference answer states that a lax rubric never asks for, as exact checks (docs/design.md §4,
     "A lax rubric is tightened before a task is retired"): each content word of the reference (four letters or more,
@@ -67,7 +73,7 @@ def reference_terms(
     ``rollouts``, a term every rollout states already is left out, and those that split the rollouts most evenly come
     first (a term no rollout states splits nothing: last); without (another task of the repair's group, never sampled
     yet), the longest words first."""
-    asked = {str(p).lower() for c in existing if c.get("type") == "contains" for p in c.get("phrases") or []}
+    asked = {p.lower() for c in existing if isinstance(c, Contains) for p in c.phrases}
     in_prompt = {term_stem(w) for w in words(prompt)}
     stems: dict[str, str] = {}
     for w in words(reference):
@@ -77,39 +83,37 @@ def reference_terms(
         if stem in asked or any(stem in a or a in stem for a in asked):
             continue
         stems.setdefault(stem, w.lower())
-    found = []
+    found: list[tuple[InducedCheck, str]] = []  # each with its stem
     for stem, word in stems.items():
         passes = sum(stem in r.lower() for r in rollouts)
         if rollouts and passes == len(rollouts):
             continue
-        check = {"type": "contains", "phrases": [stem]}
-        found.append(
-            InducedCheck(
-                check, f"Mentions '{word}' (a key term of the reference answer)", "reference", passes, len(rollouts)
-            )
-        )
-    found.sort(key=lambda c: (-c.balance, -len(c.check["phrases"][0])))
-    return found[:n]
+        text = f"Mentions '{word}' (a key term of the reference answer)"
+        found.append((InducedCheck(Contains(phrases=[stem]), text, "reference", passes, len(rollouts)), stem))
+    found.sort(key=lambda f: (-f[0].balance, -len(f[1])))
+    return [c for c, _ in found[:n]]
 
 
-_COUNTED = {
-    "word_count": count_words,
-    "sentence_count": lambda t: len(split_sentences(t)),
-    "char_count": len,
+UpperBound = WordCount | SentenceCount | CharCount
+"""A check whose ``max`` :func:`tightened_bound` may tighten: a count of words, sentences or characters."""
+
+_COUNTED: dict[type[UpperBound], Callable[[str], int]] = {
+    WordCount: count_words,
+    SentenceCount: lambda t: len(split_sentences(t)),
+    CharCount: len,
 }
 
 
-def tightened_bound(check: dict[str, Any], reference: str | None, rollouts: Sequence[str]) -> dict[str, Any] | None:
+def tightened_bound(check: Check, reference: str | None, rollouts: Sequence[str]) -> UpperBound | None:
     """A saturated upper-bound check (word, sentence or character count) tightened to the bound the reference
     meets and part of the rollouts miss: the larger of the reference's own count and the rollouts' median,
     when that is below the current bound and some rollout exceeds it; None when no such bound exists."""
-    count = _COUNTED.get(str(check.get("type")))
-    current = check.get("max")
-    if count is None or current is None or not rollouts:
+    if not isinstance(check, UpperBound) or check.max is None or not rollouts:
         return None
+    count = _COUNTED[type(check)]
     counts = [count(r) for r in rollouts]
     floor = count(reference) if reference else 0
     bound = max(floor, math.floor(statistics.median(counts)))
-    if bound >= current or not any(c > bound for c in counts):
+    if bound >= check.max or not any(c > bound for c in counts):
         return None
-    return {**check, "max": bound}
+    return check.model_validate({**check.model_dump(mode="json", exclude_none=True), "max": bound})

@@ -9,7 +9,8 @@ a closing phrase, bullets, JSON) and an IFEval check (the benchmark's own verifi
 quotation marks around the answer, repeat the request first, a title in <<>>, sections, placeholders, a language,
 a word or letter used so often, ...); findings that contradict each other are dropped. It is measured on IFEval's
 labelled prompts by ``benchmarks/requirement_reading.py`` (results in ``benchmarks/results/requirement-reading``).
-What kind of requirement each finding states is :func:`~harnessrl.interfaces.requirement_keys.requirement_key`.
+Each finding is a check of the check library (:mod:`harnessrl.data.checks`), built where its rule reads it; what kind
+of requirement it states is its ``requirement_key()``.
 """
 
 from __future__ import annotations
@@ -17,11 +18,26 @@ from __future__ import annotations
 import functools
 import itertools
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harnessrl.interfaces.requirement_keys import Found, parsed_check, requirement_key
+from pydantic import ValidationError
+
+from harnessrl.data.checks import (
+    BulletCount,
+    Check,
+    Contains,
+    EndsWith,
+    InstructionFollowing,
+    JsonFormat,
+    LetterCase,
+    NotContains,
+    SentenceCount,
+    StartsWith,
+    WordCount,
+)
+from harnessrl.interfaces.induced import Found
 
 __all__ = ["stated_keys", "stated_requirements"]
 
@@ -68,8 +84,18 @@ def _nth(text: str, last: int) -> int:
     return _ORDINALS.get(text) or int(re.sub(r"\D", "", text) or 0) or _number(text)
 
 
-def _ifeval(instruction_id: str, **kwargs: Any) -> dict[str, Any]:
-    return {"type": "ifeval", "instruction_id": instruction_id, "kwargs": kwargs}
+def _stated(said: str, kind: Callable[..., Check], /, **fields: Any) -> list[Found]:
+    """The finding ``(kind(**fields), said)``, or none when those fields build no valid check (a bound below zero, an
+    argument IFEval's verifier refuses): a rule reads words, not a check's constraints."""
+    try:
+        return [(kind(**fields), said)]
+    except ValidationError:
+        return []
+
+
+def _ifeval(said: str, instruction_id: str, /, **kwargs: Any) -> list[Found]:
+    """The finding of IFEval's instruction ``instruction_id`` with its arguments (none when they do not build)."""
+    return _stated(said, InstructionFollowing, instruction_id=instruction_id, kwargs=kwargs)
 
 
 def _quoted(words: Sequence[str]) -> str:
@@ -171,7 +197,7 @@ def _no_commas(p: _Prompt) -> list[Found]:
         r"(?:\b(?:no|not|without|never|avoid\w*|refrain from|cannot|nor)\b|n't\b)[^.!?;:]{0,40}?\bcommas?\b"
         r"|\bcommas?\b[^.!?;:]{0,20}?\b(?:not (?:allowed|permitted)|forbidden|prohibited|banned)\b"
     ):
-        return [({"type": "not_contains", "phrases": [","]}, "Uses no commas at all")]
+        return _stated("Uses no commas at all", NotContains, phrases=[","])
     return []
 
 
@@ -197,19 +223,24 @@ def _word_counts(p: _Prompt) -> list[Found]:
     out: list[Found] = []
     if m := p.find(rf"\bbetween {_N} and {_N} words\b"):
         low, high = sorted((_number(m[1]), _number(m[2])))
-        out.append(({"type": "word_count", "max": high}, f"Uses at most {high} words"))
-        check = _ifeval("length_constraints:number_words", num_words=low, relation="at least")
-        return [*out, (check, f"Uses at least {low} words")]
+        out += _stated(f"Uses at most {high} words", WordCount, max=high)
+        return [
+            *out,
+            *_ifeval(
+                f"Uses at least {low} words", "length_constraints:number_words", num_words=low, relation="at least"
+            ),
+        ]
     for pattern, shift in _AT_MOST_WORDS:
         if m := p.find(pattern + _CAPS_WORDS):
             limit = _number(m[1]) + shift
-            out.append(({"type": "word_count", "max": limit}, f"Uses at most {limit} words"))
+            out += _stated(f"Uses at most {limit} words", WordCount, max=limit)
             break
     for pattern, shift in _AT_LEAST_WORDS:
         if m := p.find(pattern + _CAPS_WORDS):
             least = _number(m[1]) + shift
-            check = _ifeval("length_constraints:number_words", num_words=least, relation="at least")
-            out.append((check, f"Uses at least {least} words"))
+            out += _ifeval(
+                f"Uses at least {least} words", "length_constraints:number_words", num_words=least, relation="at least"
+            )
             break
     return out
 
@@ -218,12 +249,12 @@ def _sentence_counts(p: _Prompt) -> list[Found]:
     """Native ``sentence_count`` (IFEval's own sentence count needs NLTK data)."""
     if m := p.find(rf"\bexactly {_N} sentences?\b"):
         n = _number(m[1])
-        return [({"type": "sentence_count", "min": n, "max": n}, f"Writes exactly {n} sentence(s)")]
+        return _stated(f"Writes exactly {n} sentence(s)", SentenceCount, min=n, max=n)
     if m := p.find(rf"\b(?:between )?{_N} (?:to|or|and) {_N} sentences\b"):
         low, high = sorted((_number(m[1]), _number(m[2])))
-        return [({"type": "sentence_count", "min": low, "max": high}, f"Writes {low} to {high} sentences")]
+        return _stated(f"Writes {low} to {high} sentences", SentenceCount, min=low, max=high)
     if p.find(r"\bin (?:one|a single) sentence\b"):
-        return [({"type": "sentence_count", "max": 1}, "Answers in one sentence")]
+        return _stated("Answers in one sentence", SentenceCount, max=1)
     out: list[Found] = []
     for pattern, shift in (
         (rf"\b(?:less than|fewer than|under) (?:a total of )?{_N} sentences\b", -1),
@@ -231,11 +262,11 @@ def _sentence_counts(p: _Prompt) -> list[Found]:
     ):
         if m := p.find(pattern):
             n = _number(m[1]) + shift
-            out.append(({"type": "sentence_count", "max": n}, f"Writes at most {n} sentence(s)"))
+            out += _stated(f"Writes at most {n} sentence(s)", SentenceCount, max=n)
             break
     if m := p.find(rf"\b(?:at least|no less than|no fewer than) {_N} sentences\b|\b{_N} or more sentences\b"):
         n = _number(m[1] or m[2])
-        out.append(({"type": "sentence_count", "min": n}, f"Writes at least {n} sentences"))
+        out += _stated(f"Writes at least {n} sentences", SentenceCount, min=n)
     return out
 
 
@@ -266,8 +297,8 @@ def _letter_case(p: _Prompt) -> list[Found]:
     if lower == upper:
         return []
     if lower:
-        return [({"type": "letter_case", "case": "lower"}, "Writes every letter in lowercase")]
-    return [({"type": "letter_case", "case": "upper"}, "Writes every letter in capitals")]
+        return _stated("Writes every letter in lowercase", LetterCase, case="lower")
+    return _stated("Writes every letter in capitals", LetterCase, case="upper")
 
 
 def _opening(p: _Prompt) -> list[Found]:
@@ -277,10 +308,10 @@ def _opening(p: _Prompt) -> list[Found]:
         rf"|\b(?:answer|reply|response) (?:should|must) (?:start|begin) with {_Q}"
     ):
         text = m[1] or m[2]
-        return [({"type": "starts_with", "text": text}, f"Begins with '{text}'")]
+        return _stated(f"Begins with '{text}'", StartsWith, text=text)
     if (m := p.find(r"\bin the form ['\"‘“]([^'\"’”<]{1,40})<")) and m[1].strip():
         prefix = m[1].strip()
-        return [({"type": "starts_with", "text": prefix}, f"Begins with '{prefix}' in the form the prompt asks")]
+        return _stated(f"Begins with '{prefix}' in the form the prompt asks", StartsWith, text=prefix)
     return []
 
 
@@ -305,12 +336,12 @@ def _ending(p: _Prompt) -> list[Found]:
         else:
             continue
         if any(ch.isalnum() for ch in phrase):  # not "starting and ending with '*'"
-            return [({"type": "ends_with", "text": phrase}, f"Ends with '{phrase}'")]
+            return _stated(f"Ends with '{phrase}'", EndsWith, text=phrase)
     return []
 
 
 def _json(p: _Prompt) -> list[Found]:
-    return [({"type": "json"}, "Answers with valid JSON")] if p.find(r"\bjson\b") else []
+    return _stated("Answers with valid JSON", JsonFormat) if p.find(r"\bjson\b") else []
 
 
 def _bullets(p: _Prompt) -> list[Found]:
@@ -318,7 +349,7 @@ def _bullets(p: _Prompt) -> list[Found]:
     adjectives = r"(?:(?:markdown|very|short|distinct|separate|different)\s+)*"
     if m := p.find(rf"\b(?:exactly )?{_N} {adjectives}bullet(?:[ -]?points?|s)?\b"):
         n = _number(m[1])
-        return [({"type": "bullet_count", "min": n, "max": n}, f"Lists exactly {n} bullet points")]
+        return _stated(f"Lists exactly {n} bullet points", BulletCount, min=n, max=n)
     return []
 
 
@@ -342,12 +373,17 @@ def _word_frequencies(p: _Prompt) -> list[Found]:
             continue
         (word,), (relation, n) = words, how
         if (relation, n) == ("at least", 1):
-            out.append(({"type": "contains", "phrases": [word]}, f"Uses '{word}'"))
+            out += _stated(f"Uses '{word}'", Contains, phrases=[word])
         elif (relation, n) == ("less than", 1):
-            out.append(({"type": "not_contains", "phrases": [word]}, f"Does not use '{word}'"))
+            out += _stated(f"Does not use '{word}'", NotContains, phrases=[word])
         else:
-            check = _ifeval("keywords:frequency", keyword=word, frequency=n, relation=relation)
-            out.append((check, f"Uses '{word}' {_times(relation, n)}"))
+            out += _ifeval(
+                f"Uses '{word}' {_times(relation, n)}",
+                "keywords:frequency",
+                keyword=word,
+                frequency=n,
+                relation=relation,
+            )
     return out
 
 
@@ -381,8 +417,9 @@ def _forbidden_words(p: _Prompt) -> list[Found]:
             forbidden += [w for w in words if w not in forbidden]
     if not forbidden:
         return []
-    check = _ifeval("keywords:forbidden_words", forbidden_words=forbidden)
-    return [(check, f"Does not use the word(s) {_quoted(forbidden)}")]
+    return _ifeval(
+        f"Does not use the word(s) {_quoted(forbidden)}", "keywords:forbidden_words", forbidden_words=forbidden
+    )
 
 
 _REQUIRING = (
@@ -413,7 +450,7 @@ def _required_words(p: _Prompt) -> list[Found]:
         stated = words and re.match(_REQUIRED_AFTER, p.text[end:], flags=re.IGNORECASE)
         if stated and not _how_often(p.sentence_after(end, 50)):
             required += [w for w in words if w not in required]
-    return [({"type": "contains", "phrases": required}, f"Uses {_quoted(required)}")] if required else []
+    return _stated(f"Uses {_quoted(required)}", Contains, phrases=required) if required else []
 
 
 _LETTER = r"\bletter\s+['\"‘“]?([A-Za-z])['\"’”]?(?!\w)"
@@ -432,14 +469,9 @@ def _letters(p: _Prompt) -> list[Found]:
     ):
         counts.setdefault(m[1].lower(), ("less than", 1))
     for letter, (relation, n) in counts.items():
-        check = _ifeval("keywords:letter_frequency", letter=letter, let_frequency=n, let_relation=relation)
         never = (relation, n) == ("less than", 1)
-        out.append(
-            (
-                check,
-                f"Never uses the letter '{letter}'" if never else f"Uses the letter '{letter}' {_times(relation, n)}",
-            )
-        )
+        said = f"Never uses the letter '{letter}'" if never else f"Uses the letter '{letter}' {_times(relation, n)}"
+        out += _ifeval(said, "keywords:letter_frequency", letter=letter, let_frequency=n, let_relation=relation)
     return out
 
 
@@ -449,19 +481,19 @@ def _quotation(p: _Prompt) -> list[Found]:
         sentence = p.clause_before(m.start(), 120) + p.sentence_after(m.start(), 80)
         wrapped = re.search(r"\b(?:wrap\w*|put|enclos\w*|surround\w*|around)\b", sentence, flags=re.IGNORECASE)
         if wrapped and (m[1] or re.search(r"\b(?:entire|whole|full)\b", sentence, flags=re.IGNORECASE)):
-            return [(_ifeval("startend:quotation"), "Wraps the whole response in double quotation marks")]
+            return _ifeval("Wraps the whole response in double quotation marks", "startend:quotation")
     return []
 
 
 def _title(p: _Prompt) -> list[Found]:
     if p.find(r"double angular brackets|<<[^<>]{1,80}>>"):
-        return [(_ifeval("detectable_format:title"), "Gives a title in double angular brackets, <<like this>>")]
+        return _ifeval("Gives a title in double angular brackets, <<like this>>", "detectable_format:title")
     return []
 
 
 def _two_responses(p: _Prompt) -> list[Found]:
     if p.find(r"(?<!\*)\*{6,7}(?!\*)|\b(?:6|six) asterisks?\b|\btwo different responses\b"):
-        return [(_ifeval("combination:two_responses"), "Gives two different responses separated by ******")]
+        return _ifeval("Gives two different responses separated by ******", "combination:two_responses")
     return []
 
 
@@ -494,30 +526,41 @@ def _sections(p: _Prompt) -> list[Found]:
         if not (counted := _counts(p, rf"{re.escape(spliter)}s?|sections?|parts?")):
             return []
         n = _number(counted[0][1])
-        check = _ifeval("detectable_format:multiple_sections", section_spliter=spliter, num_sections=n)
-        return [(check, f"Has {n} sections, each marked '{spliter} X'")]
+        return _ifeval(
+            f"Has {n} sections, each marked '{spliter} X'",
+            "detectable_format:multiple_sections",
+            section_spliter=spliter,
+            num_sections=n,
+        )
     paragraphs = _counts(p, "paragraphs?")
     if (nth := p.find(_NTH_FIRST_WORD)) and paragraphs:
         n = _number(paragraphs[0][1])
         index = _nth(nth[1] or nth[2] or nth[5] or nth[6], last=n)
         word = (nth[3] or nth[4] or nth[7] or nth[8]).strip()
-        check = _ifeval(
-            "length_constraints:nth_paragraph_first_word", num_paragraphs=n, nth_paragraph=index, first_word=word
+        return _ifeval(
+            f"Writes {n} paragraphs, paragraph {index} beginning with '{word}'",
+            "length_constraints:nth_paragraph_first_word",
+            num_paragraphs=n,
+            nth_paragraph=index,
+            first_word=word,
         )
-        return [(check, f"Writes {n} paragraphs, paragraph {index} beginning with '{word}'")]
     blocks = _counts(p, "paragraphs?|sections?")
     if blocks and p.find(r"(?<!\*)\*{3}(?!\*)|\* \* \*|markdown divider|\b(?:3|three) asterisks?\b"):
         n = _number(blocks[0][1])
-        check = _ifeval("length_constraints:number_paragraphs", num_paragraphs=n)
-        return [(check, f"Writes {n} paragraphs separated by ***")]
+        return _ifeval(
+            f"Writes {n} paragraphs separated by ***", "length_constraints:number_paragraphs", num_paragraphs=n
+        )
     return []
 
 
 def _placeholders(p: _Prompt) -> list[Found]:
     if m := p.find(rf"\b{_N} (?:\w+ )?placeholders?\b"):
         n = _number(m[1])
-        check = _ifeval("detectable_content:number_placeholders", num_placeholders=n)
-        return [(check, f"Has at least {n} placeholder(s) in square brackets, like [name]")]
+        return _ifeval(
+            f"Has at least {n} placeholder(s) in square brackets, like [name]",
+            "detectable_content:number_placeholders",
+            num_placeholders=n,
+        )
     return []
 
 
@@ -526,8 +569,11 @@ def _highlights(p: _Prompt) -> list[Found]:
     m = m or p.find(rf"\b(?:at least )?{_N} (?:\w+ ){{0,2}}?(?:italic|highlighted|italicized|bold)")
     if m:
         n = _number(m[1])
-        check = _ifeval("detectable_format:number_highlighted_sections", num_highlights=n)
-        return [(check, f"Highlights at least {n} section(s) with markdown, *like this*")]
+        return _ifeval(
+            f"Highlights at least {n} section(s) with markdown, *like this*",
+            "detectable_format:number_highlighted_sections",
+            num_highlights=n,
+        )
     return []
 
 
@@ -582,15 +628,15 @@ def _language(p: _Prompt) -> list[Found]:
                 flags=re.IGNORECASE,
             )
         if only:
-            check = _ifeval("language:response_language", language=_LANGUAGES[name])
-            return [(check, f"Answers only in {name}")]
+            return _ifeval(f"Answers only in {name}", "language:response_language", language=_LANGUAGES[name])
     return []
 
 
 def _constrained(p: _Prompt) -> list[Found]:
     if len({m[1].lower() for m in p.finditer(r"\bmy answer is (yes|no|maybe)\b")}) >= 2:
-        check = _ifeval("detectable_format:constrained_response")
-        return [(check, "Answers with one of the given options ('My answer is yes.', ...)")]
+        return _ifeval(
+            "Answers with one of the given options ('My answer is yes.', ...)", "detectable_format:constrained_response"
+        )
     return []
 
 
@@ -603,8 +649,11 @@ def _postscript(p: _Prompt) -> list[Found]:
             flags=re.IGNORECASE,
         ):
             marker = "P.P.S" if m[1] else "P.S."  # the two markers IFEval's verifier knows by name
-            check = _ifeval("detectable_content:postscript", postscript_marker=marker)
-            return [(check, f"Ends with a postscript starting with {marker}")]
+            return _ifeval(
+                f"Ends with a postscript starting with {marker}",
+                "detectable_content:postscript",
+                postscript_marker=marker,
+            )
     return []
 
 
@@ -651,8 +700,9 @@ def _repeat(p: _Prompt) -> list[Found]:
     request = request.strip()
     if not request:
         return []
-    check = _ifeval("combination:repeat_prompt", prompt_to_repeat=request)
-    return [(check, "First repeats the request word for word, then answers")]
+    return _ifeval(
+        "First repeats the request word for word, then answers", "combination:repeat_prompt", prompt_to_repeat=request
+    )
 
 
 _RULES: tuple[Callable[[_Prompt], list[Found]], ...] = (
@@ -682,36 +732,42 @@ _RULES: tuple[Callable[[_Prompt], list[Found]], ...] = (
 """The rules, in the order their findings are listed."""
 
 
-def _forbids(check: Mapping[str, Any]) -> set[str]:
-    if check["type"] == "not_contains":
-        return {str(w).casefold() for w in check["phrases"]}
-    if check.get("instruction_id") == "keywords:forbidden_words":
-        return {str(w).casefold() for w in check["kwargs"]["forbidden_words"]}
+def _forbids(check: Check) -> set[str]:
+    if isinstance(check, NotContains):
+        return {w.casefold() for w in check.phrases}
+    if isinstance(check, InstructionFollowing) and check.instruction_id == "keywords:forbidden_words":
+        return {str(w).casefold() for w in check.kwargs["forbidden_words"]}
     return set()
 
 
 def _consistent(found: list[Found]) -> list[Found]:
-    """The findings without repeats, without checks that do not build, and without contradictions: a word both
-    required and forbidden is dropped from the required ones; a lower and an upper word bound no answer meets are
-    both dropped."""
+    """The findings without repeats and without contradictions: a word both required and forbidden is dropped from
+    the required ones; a lower and an upper word bound no answer meets are both dropped."""
     banned = set().union(*(_forbids(c) for c, _ in found))
     out: list[Found] = []
     for check, text in found:
-        if check["type"] == "contains" and any(str(w).casefold() in banned for w in check["phrases"]):
-            kept = [w for w in check["phrases"] if str(w).casefold() not in banned]
+        if isinstance(check, Contains) and any(w.casefold() in banned for w in check.phrases):
+            kept = [w for w in check.phrases if w.casefold() not in banned]
             if not kept:
                 continue
-            check, text = {**check, "phrases": kept}, f"Uses {_quoted(kept)}"
-        if all(check != c for c, _ in out) and parsed_check(check) is not None:
+            check, text = check.model_copy(update={"phrases": kept}), f"Uses {_quoted(kept)}"
+        if all(check != c for c, _ in out):
             out.append((check, text))
-    most = next((c["max"] for c, _ in out if requirement_key(c) == "word_count:max"), None)
-    least = next((c["kwargs"]["num_words"] for c, _ in out if requirement_key(c) == "word_count:min"), None)
+    most = next((c.max for c, _ in out if isinstance(c, WordCount) and c.requirement_key() == "word_count:max"), None)
+    least = next(
+        (
+            c.kwargs["num_words"]
+            for c, _ in out
+            if isinstance(c, InstructionFollowing) and c.requirement_key() == "word_count:min"
+        ),
+        None,
+    )
     if most is not None and least is not None and least > most:
-        out = [(c, t) for c, t in out if not requirement_key(c).startswith("word_count:")]
+        out = [(c, t) for c, t in out if not c.requirement_key().startswith("word_count:")]
     return out
 
 
-def stated_requirements(prompt: str) -> list[tuple[dict[str, Any], str]]:
+def stated_requirements(prompt: str) -> list[Found]:
     """The formal requirements a prompt states, as (check, criterion text): each rule of :data:`_RULES` reads one
     kind ("without using any commas", "in at most 20 words", "include the keywords 'a' and 'b'", "wrap your
     entire response with double quotation marks", "first repeat the request word for word", ...). A check is
@@ -724,6 +780,6 @@ def stated_requirements(prompt: str) -> list[tuple[dict[str, Any], str]]:
 @functools.lru_cache(maxsize=4096)
 def stated_keys(prompt: str) -> frozenset[str]:
     """The kinds of requirement a prompt states (each :func:`stated_requirements` check's
-    :func:`~harnessrl.interfaces.requirement_keys.requirement_key`): what a check must match to be one the prompt
-    asks for. Cached: the audit, the rubric, the reference witness and the analysis ask it of the same prompts."""
-    return frozenset(requirement_key(check) for check, _ in stated_requirements(prompt))
+    ``requirement_key()``): what a check must match to be one the prompt asks for. Cached: the audit, the rubric, the
+    reference witness and the analysis ask it of the same prompts."""
+    return frozenset(check.requirement_key() for check, _ in stated_requirements(prompt))

@@ -335,7 +335,7 @@ class RubricCriteria(Interface):
     def widen(self, update: EditRubric) -> EditRubric:
         """An edit that only adds criteria, extended to every other training task that shares its signature
         (docs/design.md §4): when each added criterion is an exact check of a requirement the task's prompt
-        states, every task whose prompt states requirements of the same kinds (:func:`requirement_key`) that
+        states, every task whose prompt states requirements of the same kinds (a check's ``requirement_key()``) that
         its rubric does not check yet, each with its own instance (its own numbers and phrases), kept only
         where its reference answer passes it; else, for a remedy with a group instance (a length or padding
         pitfall), the tasks of the same group of the data (:func:`~harnessrl.data.schema.task_group`). Any

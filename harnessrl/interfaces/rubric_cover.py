@@ -2,8 +2,8 @@
 
 :meth:`RubricCriteria.widen <harnessrl.interfaces.rubric.RubricCriteria.widen>` computes it here, afresh
 (:func:`widen_edit`; docs/design.md §4): an edit that adds exact checks of requirements its task's prompt states
-reaches every task whose prompt states requirements of the same kinds (:func:`requirement_key`) that its rubric does
-not check yet, each with its own numbers and phrases, where its own reference answer passes it (signature
+reaches every task whose prompt states requirements of the same kinds (a check's ``requirement_key()``) that its
+rubric does not check yet, each with its own numbers and phrases, where its own reference answer passes it (signature
 ``requirement``); a remedy with a group instance (a length or padding pitfall, a reference term) reaches the tasks
 of the same group of the data (``group``, :data:`_GROUP_INSTANCES`); a removal of criteria the reference fails
 reaches every task whose rubric has an exact criterion of the same requirement its own reference fails too
@@ -17,10 +17,10 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
-from harnessrl.data.checks import check_passes
+from harnessrl.data.checks import WordCount
 from harnessrl.data.schema import Criterion, Task, prompt_text, task_group
 from harnessrl.interfaces.base import Signature
-from harnessrl.interfaces.induction import reference_terms, requirement_key, stated_keys, stated_requirements
+from harnessrl.interfaces.induction import reference_terms, stated_keys, stated_requirements
 from harnessrl.interfaces.rubric_edit import CoveredEdit, EditRubric, criterion_requirement, new_criterion
 
 __all__ = ["CoverSource", "widen_edit"]
@@ -82,7 +82,7 @@ def _hint_cover(rubric: CoverSource, update: EditRubric) -> EditRubric | None:
 
 def _suspect_cover(rubric: CoverSource, update: EditRubric) -> EditRubric | None:
     """A removal of criteria the task's own reference fails (``drop_suspect``), extended to every training task
-    whose current rubric has an exact criterion of the same requirement (:func:`requirement_key`) that its own
+    whose current rubric has an exact criterion of the same requirement (a check's ``requirement_key()``) that its own
     reference answer fails too (pitfalls: commits), each removing its own. Only exact criteria reach other tasks:
     a judged verdict on one text is the judge's, and another task's reference was not graded by this edit."""
     if update.add or update.reword or update.reweight or not update.remove:
@@ -126,14 +126,14 @@ def _requirement_cover(rubric: CoverSource, update: EditRubric) -> EditRubric | 
     for task in sorted(rubric.tasks.values(), key=lambda t: t.id):
         if task.id == source.id:
             continue
-        own = {requirement_key(ch): (ch, text) for ch, text in reversed(stated_requirements(prompt_text(task.prompt)))}
+        own = {ch.requirement_key(): (ch, text) for ch, text in reversed(stated_requirements(prompt_text(task.prompt)))}
         checked = {k for c in rubric.current(task.id).criteria if (k := criterion_requirement(c)) is not None}
         add = []
         for crit, key in added:
             if key in checked or key not in own:
                 continue
             check, text = own[key]
-            if task.reference_answer is not None and not check_passes(check, task.reference_answer):
+            if task.reference_answer is not None and not check.passes(task.reference_answer):
                 continue
             add.append(new_criterion(crit.id, text, crit.weight, check))
         if add:
@@ -172,19 +172,19 @@ def _stated_keys(version: VersionView) -> list[str]:
 def _length_instance(crit: Criterion, source: Task, task: Task) -> Criterion | None:
     """A length pitfall (``word_count`` with a ``min``) for ``task``: the limit its prompt states, else the source's
     limit scaled by the two reference answers' lengths."""
-    check = crit.check.model_dump(mode="json", exclude_none=True) if crit.check is not None else {}
-    if check.get("type") != "word_count" or check.get("min") is None:
+    check = crit.check
+    if not isinstance(check, WordCount) or check.min is None:
         return None
-    stated = [c["max"] for c, _ in stated_requirements(prompt_text(task.prompt)) if c.get("type") == "word_count"]
+    stated = [c.max for c, _ in stated_requirements(prompt_text(task.prompt)) if isinstance(c, WordCount)]
     if stated and stated[0] is not None:
-        limit = int(stated[0])
+        limit = stated[0]
     else:
         src_words, own_words = len((source.reference_answer or "").split()), len((task.reference_answer or "").split())
         if not src_words or not own_words:
             return None
-        limit = math.ceil((int(check["min"]) - 1) * own_words / src_words)
+        limit = math.ceil((check.min - 1) * own_words / src_words)
     text = f"The response is longer than {limit} words (padding instead of substance)."
-    return new_criterion(crit.id, text, crit.weight, {"type": "word_count", "min": limit + 1})
+    return new_criterion(crit.id, text, crit.weight, WordCount(min=limit + 1))
 
 
 def _same_instance(crit: Criterion, source: Task, task: Task) -> Criterion | None:
@@ -201,7 +201,7 @@ def _reference_term_instance(crit: Criterion, source: Task, task: Task) -> Crite
         k = int(crit.id.rsplit("_", 1)[1]) - 1
     except ValueError:
         return None
-    existing = [c.check.model_dump(mode="json", exclude_none=True) for c in task.rubric if c.check is not None]
+    existing = [c.check for c in task.rubric if c.check is not None]
     found = reference_terms(prompt_text(task.prompt), task.reference_answer, (), existing)
     if k >= len(found):
         return None

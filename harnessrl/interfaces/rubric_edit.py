@@ -8,13 +8,13 @@ for each failure kind are :mod:`harnessrl.interfaces.rubric_remedies`.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
+from harnessrl.data.checks import Check
 from harnessrl.data.schema import Criterion
 from harnessrl.interfaces.base import InterfaceUpdate
-from harnessrl.interfaces.induction import requirement_key
 
 __all__ = [
     "MAX_EDIT_CRITERION_CHARS",
@@ -144,16 +144,13 @@ class EditRubric(InterfaceUpdate):
         return self
 
 
-def new_criterion(cid: str, text: str, weight: float, check: dict[str, Any] | None = None) -> Criterion:
+def new_criterion(cid: str, text: str, weight: float, check: Check | None = None) -> Criterion:
     """A criterion to add: judged, or programmatic with ``check`` (validated like a dataset's)."""
-    data: dict[str, Any] = {"id": cid, "text": text, "weight": weight}
-    if check is not None:
-        data.update(kind="programmatic", check=check)
-    return Criterion.model_validate(data)
+    if check is None:
+        return Criterion(id=cid, text=text, weight=weight)
+    return Criterion(id=cid, text=text, weight=weight, kind="programmatic", check=check)
 
 
 def criterion_requirement(criterion: Criterion) -> str | None:
     """The requirement a criterion's exact check asks (None: a judged criterion)."""
-    if criterion.check is None:
-        return None
-    return requirement_key(criterion.check.model_dump(mode="json", exclude_none=True))
+    return criterion.check.requirement_key() if criterion.check is not None else None

@@ -16,14 +16,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from harnessrl.critic.power import mostly_broken
-from harnessrl.data.checks import check_passes, count_bullets, words
+from harnessrl.data.checks import BulletCount, Check, Contains, Regex, WordCount, count_bullets, read_check, words
 from harnessrl.data.schema import Criterion
 from harnessrl.interfaces.base import Suggestion, suggestions
 from harnessrl.interfaces.evidence import ProposalEvidence, as_sentence, clip_text, excerpt, number, round_weight
 from harnessrl.interfaces.induction import (
     InducedCheck,
+    UpperBound,
     reference_terms,
-    requirement_key,
     stated_requirements,
     tightened_bound,
 )
@@ -143,8 +143,8 @@ def _prompt_word_limit(e: ProposalEvidence) -> int | None:
     if not e.settings.induced_criteria:
         return None
     for check, _ in stated_requirements(e.prompt or ""):
-        if check["type"] == "word_count":
-            return int(check["max"])
+        if isinstance(check, WordCount) and check.max is not None:
+            return check.max
     return None
 
 
@@ -179,7 +179,7 @@ def _reachable(e: ProposalEvidence, limit: int) -> tuple[int, str]:
 
 def _length_pitfall_edit(e: ProposalEvidence, limit: int, weight: float, why: str) -> EditRubric:
     text = f"The response is longer than {limit} words (padding instead of substance)."
-    pitfall = new_criterion("length_pitfall", text, -round_weight(weight), {"type": "word_count", "min": limit + 1})
+    pitfall = new_criterion("length_pitfall", text, -round_weight(weight), WordCount(min=limit + 1))
     return EditRubric(task_id=e.task_id, add=[pitfall], rationale=why)
 
 
@@ -207,9 +207,9 @@ def _length_pitfall(e: ProposalEvidence, margin: float | None = None) -> EditRub
 def _previous_limit(e: ProposalEvidence) -> int | None:
     for a in reversed(e.attempts_with("edit_rubric")):
         for c in a.payload.get("add") or []:
-            check = (c.get("check") if isinstance(c, dict) else None) or {}
-            if check.get("type") == "word_count" and number(check.get("min")):
-                return int(check["min"]) - 1
+            check = read_check(c.get("check")) if isinstance(c, dict) else None
+            if isinstance(check, WordCount) and check.min:
+                return check.min - 1
     return None
 
 
@@ -262,18 +262,18 @@ def _feature_pitfall(e: ProposalEvidence, heavier: bool = False) -> EditRubric |
         ref_bullets = count_bullets(e.reference or "") if e.reference else None
         if ref_bullets == 0:
             text = "The response is a list (two or more bullet lines) where a good answer is prose."
-            crit = new_criterion("bullet_pitfall", text, weight, {"type": "bullet_count", "min": 2})
+            crit = new_criterion("bullet_pitfall", text, weight, BulletCount(min=2))
         else:
             n = max((ref_bullets or 0) + 2, 4)
             text = f"The response uses more than {n - 1} bullet lines (list padding)."
-            crit = new_criterion("bullet_pitfall", text, weight, {"type": "bullet_count", "min": n})
+            crit = new_criterion("bullet_pitfall", text, weight, BulletCount(min=n))
     elif feature == "exclamations":
         if e.reference and "!" not in e.reference:  # none where the reference has none
             text = "The response uses an exclamation mark where a good answer states it calmly."
-            check = {"type": "regex", "pattern": "!"}
+            check = Regex(pattern="!")
         else:
             text = "The response uses more than one exclamation mark (hype instead of content)."
-            check = {"type": "regex", "pattern": "!.*!", "multiline": False}
+            check = Regex(pattern="!.*!", multiline=False)
         crit = new_criterion("exclamation_pitfall", text, weight, check)
     elif feature:
         cid = f"{re.sub(r'[^a-z0-9_]+', '_', feature.lower())}_pitfall"
@@ -493,12 +493,13 @@ def _induced_candidates(e: ProposalEvidence) -> list[InducedCheck]:
     rollouts = e.completions()
     found: list[InducedCheck] = []
     for check, text in stated_requirements(e.prompt or ""):
-        if requirement_key(check) in checked or any(requirement_key(f.check) == requirement_key(check) for f in found):
+        key = check.requirement_key()
+        if key in checked or any(f.check.requirement_key() == key for f in found):
             continue
         try:
-            if e.reference is not None and not check_passes(check, e.reference):
+            if e.reference is not None and not check.passes(e.reference):
                 continue
-            passes = sum(check_passes(check, r) for r in rollouts)
+            passes = sum(check.passes(r) for r in rollouts)
         except ValueError:
             continue
         found.append(InducedCheck(check, text, "prompt", passes, len(rollouts)))
@@ -515,7 +516,7 @@ def _induced_guided(e: ProposalEvidence) -> EditRubric | None:
     c = next((c for c in _induced_candidates(e) if _is_unmet(c)), None)
     if c is None:
         return None
-    cid = f"induced_{c.check['type']}"
+    cid = f"induced_{c.check.type}"
     if any(x.id == cid for x in e.rubric):
         cid = f"{cid}_{len(e.rubric)}"
     why = f"{c.passes} of the task's {c.total} latest rollouts meet it"
@@ -529,7 +530,7 @@ def _induced(e: ProposalEvidence, rank: int = 0) -> EditRubric | None:
     if len(found) <= rank:
         return None
     c = found[rank]
-    cid = f"induced_{c.check['type']}"
+    cid = f"induced_{c.check.type}"
     if any(x.id == cid for x in e.rubric):
         cid = f"{cid}_{len(e.rubric)}"
     what = "the prompt asks for it" if c.source == "prompt" else "the reference answer meets it"
@@ -547,17 +548,17 @@ def _tightened(e: ProposalEvidence) -> EditRubric | None:
     crit = e.criterion(e.ev.narrow(CriterionStreakEvidence).criterion_id)
     if not e.settings.induced_criteria or crit is None or crit.check is None or crit.weight <= 0:
         return None
-    old = crit.check.model_dump(mode="json", exclude_none=True)
+    old = crit.check
     new = tightened_bound(old, e.reference, e.completions())
-    if new is None:
+    if new is None or not isinstance(old, UpperBound):
         return None
-    text = f"{crit.text.rstrip('.')} (at most {new['max']}, the bound the reference answer meets)"
+    text = f"{crit.text.rstrip('.')} (at most {new.max}, the bound the reference answer meets)"
     return EditRubric(
         task_id=e.task_id,
         remove=[crit.id],
         add=[new_criterion(f"{crit.id}_tight", clip_text(text, 600), round_weight(crit.weight), new)],
-        rationale=f"Every rollout passes the bound of criterion {crit.id} ({old.get('max')}); tightened to "
-        f"{new['max']}, which the reference answer meets and part of the rollouts miss.",
+        rationale=f"Every rollout passes the bound of criterion {crit.id} ({old.max}); tightened to "
+        f"{new.max}, which the reference answer meets and part of the rollouts miss.",
     )
 
 
@@ -575,7 +576,7 @@ def _rarely_met(met: float, total: float, least: int = 4) -> bool:
     return total >= least and met <= UNMET_SHARE * total
 
 
-def _unmet(e: ProposalEvidence, check: dict, key: str) -> str | None:
+def _unmet(e: ProposalEvidence, check: Check, key: str) -> str | None:
     """Why the policy (almost) never meets ``check`` (of requirement ``key``), or None when it does or nothing says:
     at most :data:`UNMET_SHARE` of the task's rollouts the proposer read (at least 4) pass it, or an earlier exact
     check of the same requirement was refused on pooled rollouts of which at most that share passed it, or its
@@ -583,7 +584,7 @@ def _unmet(e: ProposalEvidence, check: dict, key: str) -> str | None:
     ``evolver.graph.revise_unmet_pending``)."""
     rollouts = e.completions()
     try:
-        passes = sum(check_passes(check, r) for r in rollouts)
+        passes = sum(check.passes(r) for r in rollouts)
     except ValueError:
         return None
     if _rarely_met(passes, len(rollouts)):
@@ -593,8 +594,8 @@ def _unmet(e: ProposalEvidence, check: dict, key: str) -> str | None:
         if split is None or not split.rollouts or split.broken is None or a.interface != "rubric_criteria":
             continue
         n, broken = split.rollouts, split.broken
-        adds = [c.get("check") for c in (a.payload.get("add") or []) if isinstance(c, dict)]
-        if not any(isinstance(c, dict) and requirement_key(c) == key for c in adds):
+        adds = [read_check(c.get("check")) for c in (a.payload.get("add") or []) if isinstance(c, dict)]
+        if not any(c is not None and c.requirement_key() == key for c in adds):
             continue
         if a.trial.verdict_kind == "pending" and mostly_broken(broken, n):
             return f"the pooled test of an exact check of it is pending: {n - broken:g} of {n:g} rollouts met it"
@@ -603,15 +604,15 @@ def _unmet(e: ProposalEvidence, check: dict, key: str) -> str | None:
     return None
 
 
-def _stated(e: ProposalEvidence, key: str) -> tuple[dict, str, str] | None:
+def _stated(e: ProposalEvidence, key: str) -> tuple[Check, str, str] | None:
     """The requirement of ``key`` the task's prompt states and its rubric does not check yet: its check, text and a
     free criterion id (None: not stated, or checked already)."""
     for check, text in stated_requirements(e.prompt or ""):
-        if requirement_key(check) != key:
+        if check.requirement_key() != key:
             continue
         if any(criterion_requirement(c) == key for c in e.rubric):
             return None  # checked already (a repair landed since the audit)
-        cid = f"req_{check['type']}"
+        cid = f"req_{check.type}"
         if any(x.id == cid for x in e.rubric):
             cid = f"{cid}_{len(e.rubric)}"
         return check, text, cid
@@ -635,7 +636,7 @@ def _requirement(e: ProposalEvidence) -> EditRubric | None:
     )
 
 
-def _guided(e: ProposalEvidence, check: dict, text: str, cid: str, why: str, what: str) -> EditRubric:
+def _guided(e: ProposalEvidence, check: Check, text: str, cid: str, why: str, what: str) -> EditRubric:
     return EditRubric(
         task_id=e.task_id,
         add=[new_criterion(cid, text, round_weight(e.max_pos), check)],
@@ -713,16 +714,17 @@ def _reference_term(e: ProposalEvidence, rank: int = 0) -> EditRubric | None:
     when no such term is left that the rollouts omit."""
     if not e.settings.induced_criteria or not e.reference:
         return None
-    existing = [c.check.model_dump(mode="json", exclude_none=True) for c in e.rubric if c.check is not None]
+    existing = [c.check for c in e.rubric if c.check is not None]
     found = reference_terms(e.prompt or "", e.reference, e.completions(), existing, n=REFERENCE_TERMS)
     if len(found) <= rank:
         return None
     c = found[rank]
+    term = c.check.phrases[0] if isinstance(c.check, Contains) else c.text  # reference_terms' checks are Contains
     return EditRubric(
         task_id=e.task_id,
         add=[new_criterion(f"reference_term_{rank + 1}", c.text, round_weight(e.max_pos), c.check)],
         rationale=f"Every rollout satisfies the rubric ({e.summary}), but the reference answer states content the "
-        f"rollouts omit: an exact check of its key term '{c.check['phrases'][0]}' ({c.passes} of {c.total} rollouts "
+        f"rollouts omit: an exact check of its key term '{term}' ({c.passes} of {c.total} rollouts "
         "state it) makes the rubric ask for it, so the group tells answers apart again instead of the task being "
         "retired as solved.",
     )

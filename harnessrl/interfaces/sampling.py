@@ -541,7 +541,7 @@ def _retire(e: ProposalEvidence) -> ReweightTasks | None:
     solved task; its remedy is the rubric's ``reference_term``), unless a check of such a term was already measured
     for this failure and refused (the tightened rubric splits nothing either: the task is solved)."""
     if e.reference and e.settings.induced_criteria:
-        existing = [c.check.model_dump(mode="json", exclude_none=True) for c in e.rubric if c.check is not None]
+        existing = [c.check for c in e.rubric if c.check is not None]
         tried = any(
             a.trial is not None and a.trial.accepted is False and a.trial.verdict_kind != "pending"
             and str(a.payload.get("remedy") or "").startswith("reference_term")
