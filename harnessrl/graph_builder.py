@@ -147,7 +147,7 @@ def _given_failure(index: int, failure: GivenFailure) -> GraphFailure:
         return _graph_failure(failure)
     except ValidationError as e:
         raise HarnessRLError(
-            f"the evolver's input failure #{index} is not a failure ({_unreadable(e)}): give Failure models, or "
+            f"the evolver's input failures[{index}] is not a failure ({_unreadable(e)}): give Failure models, or "
             "get_failures' entries (failure_id, kind, step, task_id, domain, summary, evidence)"
         ) from None
 
@@ -164,7 +164,7 @@ async def _get_failures(deps: EvolverDeps, args: dict[str, JsonValue]) -> tuple[
         return [], f"get_failures answered no list of failures: {result_text(message)[:300]}"
     try:
         return [_graph_failure(f) for f in items], None
-    except (ValidationError, TypeError, ValueError) as e:
+    except (TypeError, ValueError) as e:  # pydantic's ValidationError is a ValueError
         why = _unreadable(e) if isinstance(e, ValidationError) else str(e)
         return [], f"get_failures answered an entry that is not a failure ({why})"[:500]
 

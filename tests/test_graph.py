@@ -1258,7 +1258,7 @@ def test_a_get_failures_answer_that_lists_no_failure_ends_the_point_with_why():
 
 def test_a_given_failure_that_is_no_failure_is_an_error_naming_it():
     deps = EvolverDeps(model=ScriptedChatModel(responses=[]), tools=FakeTrainer([]).tools())
-    with pytest.raises(HarnessRLError, match=r"input failure #1 is not a failure \(summary: Field required"):
+    with pytest.raises(HarnessRLError, match=r"input failures\[1\] is not a failure \(summary: Field required"):
         run(deps, failures=[FAIL_LOW, {k: v for k, v in FAIL_HIGH.items() if k != "summary"}])
 
 
