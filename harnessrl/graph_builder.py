@@ -32,29 +32,37 @@ imports the other both ways.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command
-from pydantic import BaseModel
+from pydantic import BaseModel, JsonValue, ValidationError
 
 from harnessrl.agents import attributor, critic_node, proposer
 from harnessrl.agents.tool_loop import call_tool, result_json, result_text
-from harnessrl.errors import ConfigError
-from harnessrl.graph.state import DEPS_KEY, EvolverDeps, EvolverState, FailureOutcome, LLMConfig, get_deps
+from harnessrl.errors import ConfigError, HarnessRLError
+from harnessrl.graph.state import (
+    DEPS_KEY,
+    EvolverDeps,
+    EvolverState,
+    FailureOutcome,
+    GraphFailure,
+    LLMConfig,
+    get_deps,
+)
 from harnessrl.graph.tracing import point_config, point_tracing, traced_node
 from harnessrl.interfaces.evidence import SuggestSettings
-from harnessrl.records.evidence import parse_evidence
-from harnessrl.records.failures import failure_id
+from harnessrl.records.event_payloads import DeferredPayload, GiveUpPayload
+from harnessrl.records.failures import Failure, failure_id
 
 __all__ = ["build_graph", "defer", "evolve", "fetch_failures", "give_up", "select_failure"]
 
 logger = logging.getLogger(__name__)
 
-_PER_FAILURE_RESET: dict[str, Any] = {
+_PER_FAILURE_RESET: EvolverState = {
     "current": None,
     "attribution": None,
     "candidate": None,
@@ -67,22 +75,34 @@ _PER_FAILURE_RESET: dict[str, Any] = {
 }
 
 
-def _failure_dict(failure: Any) -> dict[str, Any]:
-    """A failure as a plain dict with a ``failure_id`` (a failure given without one gets the id the
-    training memory gives it: :func:`harnessrl.records.failures.failure_id`)."""
+GivenFailure = Failure | BaseModel | Mapping[str, JsonValue]
+"""A failure as the graph may be given it: a detected :class:`~harnessrl.records.failures.Failure`, a tool's
+:class:`~harnessrl.interfaces.evidence.FailureView` (or another model of those fields), or their JSON."""
+
+
+def _graph_failure(failure: GivenFailure) -> GraphFailure:
+    """A failure as the graph holds it, with a ``failure_id`` (a failure given without one gets the id the
+    training memory gives it: :func:`harnessrl.records.failures.failure_id`). Raises ValidationError when it has
+    not the fields of a failure."""
+    if isinstance(failure, GraphFailure):
+        return failure
     d = failure.model_dump(mode="json") if isinstance(failure, BaseModel) else dict(failure)
     if not d.get("failure_id"):
         d["failure_id"] = failure_id(d)
-    return d
+    return GraphFailure.model_validate(d)
 
 
-def _dedupe(failures: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _unreadable(e: ValidationError) -> str:
+    return "; ".join(f"{'.'.join(map(str, err['loc'])) or '(failure)'}: {err['msg']}" for err in e.errors())
+
+
+def _dedupe(failures: list[GraphFailure]) -> list[GraphFailure]:
     """One failure per (kind, task, criterion or feature): a standing failure is reported at every step
     while it lasts; the latest report is kept, in the order the failures came."""
-    latest: dict[tuple[Any, ...], dict[str, Any]] = {}
+    latest: dict[tuple[str, str, str | None], GraphFailure] = {}
     for f in failures:
-        key = (f.get("kind"), f.get("task_id"), parse_evidence(f.get("kind"), f.get("evidence")).subject or None)
-        if key not in latest or (f.get("step") or 0) >= (latest[key].get("step") or 0):
+        key = (f.kind, f.task_id, f.evidence.subject or None)
+        if key not in latest or f.step >= latest[key].step:
             latest[key] = f
     keep = {id(f) for f in latest.values()}
     return [f for f in failures if id(f) in keep]
@@ -96,16 +116,18 @@ async def fetch_failures(state: EvolverState, config: RunnableConfig) -> Command
     given = state.get("failures")
     stop_reason = None
     if given is None:
-        args: dict[str, Any] = {"limit": max(cfg.fetch_limit, cfg.max_failures)}
+        args: dict[str, JsonValue] = {"limit": max(cfg.fetch_limit, cfg.max_failures)}
         if cfg.since_step is not None:
             args["since_step"] = cfg.since_step
         if cfg.failure_kinds:
             args["kinds"] = list(cfg.failure_kinds)
-        given, error = await _get_failures(deps, args)
+        listed, error = await _get_failures(deps, args)
         if error is not None:
             logger.warning("get_failures failed, nothing to evolve: %s", error)
             stop_reason = f"get_failures failed: {error}"
-    failures = _dedupe([_failure_dict(f) for f in given or []])[: cfg.max_failures]
+    else:
+        listed = [_given_failure(i, f) for i, f in enumerate(given)]
+    failures = _dedupe(listed)[: cfg.max_failures]
     return Command(
         goto="select_failure",
         update={
@@ -118,24 +140,44 @@ async def fetch_failures(state: EvolverState, config: RunnableConfig) -> Command
     )
 
 
-async def _get_failures(deps: EvolverDeps, args: dict[str, Any]) -> tuple[list[Any], str | None]:
-    """The ``get_failures`` tool's list for ``args``, and None; or an empty list and why the call failed."""
+def _given_failure(index: int, failure: GivenFailure) -> GraphFailure:
+    """The ``index``-th failure of the graph's input, as the graph holds it; one that is not a failure is an error
+    naming it and what it lacks."""
+    try:
+        return _graph_failure(failure)
+    except ValidationError as e:
+        raise HarnessRLError(
+            f"the evolver's input failures[{index}] is not a failure ({_unreadable(e)}): give Failure models, or "
+            "get_failures' entries (failure_id, kind, step, task_id, domain, summary, evidence)"
+        ) from None
+
+
+async def _get_failures(deps: EvolverDeps, args: dict[str, JsonValue]) -> tuple[list[GraphFailure], str | None]:
+    """The ``get_failures`` tool's list for ``args``, and None; or an empty list and why the call failed (an answer
+    that lists something other than failures included)."""
     message = await call_tool(deps.require_tool("get_failures"), args)
     data = result_json(message) if message.status != "error" else None
     if data is None:
         return [], result_text(message)[:500]
-    return (data.get("failures", []) if isinstance(data, dict) else data), None
+    items = data.get("failures", []) if isinstance(data, dict) else data
+    if not isinstance(items, list):
+        return [], f"get_failures answered no list of failures: {result_text(message)[:300]}"
+    try:
+        return [_graph_failure(f) for f in items], None
+    except (TypeError, ValueError) as e:  # pydantic's ValidationError is a ValueError
+        why = _unreadable(e) if isinstance(e, ValidationError) else str(e)
+        return [], f"get_failures answered an entry that is not a failure ({why})"[:500]
 
 
-async def _still_open(deps: EvolverDeps, failure: dict[str, Any]) -> bool:
+async def _still_open(deps: EvolverDeps, failure: GraphFailure) -> bool:
     """Whether ``get_failures`` still lists ``failure``: a commit earlier in the point may have handled it (a repair
     of its signature covers it). When the question cannot be asked, it is taken as open (the service refuses a
     commit for a closed failure all the same)."""
-    listed, error = await _get_failures(deps, {"limit": 200, "task_id": failure.get("task_id")})
+    listed, error = await _get_failures(deps, {"limit": 200, "task_id": failure.task_id})
     if error is not None:
-        logger.warning("get_failures failed; %s taken as open: %s", failure.get("failure_id"), error[:300])
+        logger.warning("get_failures failed; %s taken as open: %s", failure.failure_id, error[:300])
         return True
-    return failure.get("failure_id") in {f.get("failure_id") for f in listed if isinstance(f, dict)}
+    return failure.failure_id in {f.failure_id for f in listed}
 
 
 async def select_failure(
@@ -156,7 +198,7 @@ async def select_failure(
     if state.get("listed") and committed and not await _still_open(deps, failures[cursor]):
         # a repair committed at this point covers it (gold-bench seed 3 at ef48919: nocomma-06's uniformly-high group,
         # covered by the family's no-comma check, was then retired as solved on the lax rubric's grades)
-        logger.info("failure %s was handled earlier in this point; next", failures[cursor].get("failure_id"))
+        logger.info("failure %s was handled earlier in this point; next", failures[cursor].failure_id)
         return Command(goto="select_failure", update={"cursor": cursor + 1})
     return Command(goto="attributor", update={**_PER_FAILURE_RESET, "current": failures[cursor], "cursor": cursor + 1})
 
@@ -167,29 +209,29 @@ async def _end_failure(
     """Record how the current failure ended without a commit (an event of kind ``event``, and its outcome) and go
     on with the next one."""
     deps = get_deps(config)
-    failure = state.get("current") or {}
+    failure = state.get("current")
     attribution = state.get("attribution")
     reason = state.get("give_up_reason") or default_reason
-    candidate = state.get("candidate") or {}
-    payload = {
-        "failure_id": failure.get("failure_id"),
-        "task_id": failure.get("task_id"),
-        "failure_kind": failure.get("kind"),
-        "interface": attribution.interface if attribution else None,
-        "candidate_id": candidate.get("candidate_id"),
-        "revisions": state.get("revision", 0),
-        "candidates": [a.get("candidate_id") for a in state.get("attempts") or []],
-        "reason": reason,
-    }
-    await deps.emit(event, payload)
+    candidate = state.get("candidate")
+    payload = (GiveUpPayload if event == "give_up" else DeferredPayload)(
+        failure_id=failure.failure_id if failure else None,
+        task_id=failure.task_id if failure else None,
+        failure_kind=failure.kind if failure else None,
+        interface=attribution.interface if attribution else None,
+        candidate_id=candidate.candidate_id if candidate else None,
+        revisions=state.get("revision", 0),
+        candidates=[a.candidate_id for a in state.get("attempts") or []],
+        reason=reason,
+    )
+    await deps.emit(payload)
     outcome = FailureOutcome(
-        failure_id=str(failure.get("failure_id")),
-        task_id=failure.get("task_id"),
-        kind=failure.get("kind"),
+        failure_id=str(payload.failure_id),
+        task_id=payload.task_id,
+        kind=payload.failure_kind,
         status="gave_up" if event == "give_up" else "deferred",
-        interface=payload["interface"],
-        candidate_id=payload["candidate_id"],
-        revisions=payload["revisions"],
+        interface=payload.interface,
+        candidate_id=payload.candidate_id,
+        revisions=state.get("revision", 0),
         reason=reason,
     )
     return Command(goto="select_failure", update={"outcomes": [outcome], "give_up_reason": None})
@@ -258,13 +300,19 @@ def make_evolver_model(
 
 
 async def evolve(
-    deps: EvolverDeps, failures: list[Any] | None = None, *, run_dir: str | Path | None = None, step: int | None = None
+    deps: EvolverDeps,
+    failures: list[GivenFailure] | None = None,
+    *,
+    run_dir: str | Path | None = None,
+    step: int | None = None,
 ) -> EvolverState:
     """Run one evolution point: handle ``failures`` (default: ask ``get_failures``); returns the final state.
 
     With LangSmith's variables set the point is one trace (:mod:`harnessrl.graph.tracing`) whose runs carry
     ``run_dir`` and ``step`` (the training step it follows) as metadata."""
-    state: dict[str, Any] = {} if failures is None else {"failures": failures}
+    state: EvolverState = (
+        {} if failures is None else {"failures": [_given_failure(i, f) for i, f in enumerate(failures)]}
+    )
     graph = build_graph(deps)
     with point_tracing():
         return await graph.ainvoke(state, config=point_config(run_dir=run_dir, step=step))

@@ -25,10 +25,10 @@ from werkzeug import Request, Response
 
 from harnessrl.agents import RuleBasedChatModel, make_chat_model
 from harnessrl.agents.testing import ScriptedChatModel, tool_call
-from harnessrl.agents.tool_loop import adapt_args
+from harnessrl.agents.tool_loop import adapt_args, data_json
 from harnessrl.data.schema import Task
 from harnessrl.detection.ranks import spearman
-from harnessrl.errors import ConfigError
+from harnessrl.errors import ConfigError, HarnessRLError
 from harnessrl.graph import EvolverDeps, GraphConfig, LLMConfig
 from harnessrl.graph.prompts import load_prompt
 from harnessrl.graph_builder import build_graph, evolve
@@ -717,7 +717,7 @@ def test_failures_are_deduplicated_and_bounded():
     state = run(
         EvolverDeps(model=model, tools=fake.tools(), on_event=events, config=GraphConfig(max_failures=2)),
     )
-    assert [f["failure_id"] for f in state["failures"]] == [FAIL_LOW["failure_id"], FAIL_HIGH["failure_id"]]
+    assert [f.failure_id for f in state["failures"]] == [FAIL_LOW["failure_id"], FAIL_HIGH["failure_id"]]
     assert events.kinds == ["give_up", "give_up"]
     assert "stopped calling tools" in events.of("give_up")[0]["reason"]
     # the nudge reached the model after its first silent answer
@@ -1219,7 +1219,7 @@ def test_evolver_side_imports_no_heavy_stack(first):
 
 
 def test_a_failure_given_without_an_id_gets_the_memory_id():
-    from harnessrl.graph_builder import _failure_dict
+    from harnessrl.graph_builder import _graph_failure
     from harnessrl.memory.store import TrainingMemory
     from harnessrl.records.failures import Failure
 
@@ -1232,7 +1232,34 @@ def test_a_failure_given_without_an_id_gets_the_memory_id():
         summary="all rewards uniformly low",
         interface_hint="rollout_guidance",
     )
-    assert _failure_dict(failure)["failure_id"] == TrainingMemory.failure_id(failure)
+    held = _graph_failure(failure)
+    assert held.failure_id == TrainingMemory.failure_id(failure)
+    # held as given: the failure's own fields in its order, the id after them (what the prompts quote)
+    assert held.model_dump() == {**failure.model_dump(mode="json"), "failure_id": held.failure_id}
+
+
+def test_the_prompt_quotes_the_failure_as_get_failures_listed_it():
+    # the graph holds the failure typed (GraphFailure) and dumps it as it came: its keys, their order, a newer field
+    listed = {"a_newer_field": {"x": [1, 2.5]}, **FAIL_LOW, "occurrences": 2, "first_step": 5}
+    model = ScriptedChatModel(responses=["nothing", "still nothing"])
+    run(EvolverDeps(model=model, tools=FakeTrainer([listed]).tools()))
+    text = model.received[0][1].content
+    assert text.split("```json\n")[1].split("\n```")[0] == data_json({"failure": listed})
+
+
+def test_a_get_failures_answer_that_lists_no_failure_ends_the_point_with_why():
+    fake = FakeTrainer([{k: v for k, v in FAIL_LOW.items() if k != "step"}])
+    state = run(EvolverDeps(model=ScriptedChatModel(responses=[]), tools=fake.tools()))
+    assert state["stop_reason"].startswith(
+        "get_failures failed: get_failures answered an entry that is not a failure (step: Field required"
+    )
+    assert not state.get("outcomes")
+
+
+def test_a_given_failure_that_is_no_failure_is_an_error_naming_it():
+    deps = EvolverDeps(model=ScriptedChatModel(responses=[]), tools=FakeTrainer([]).tools())
+    with pytest.raises(HarnessRLError, match=r"input failures\[1\] is not a failure \(summary: Field required"):
+        run(deps, failures=[FAIL_LOW, {k: v for k, v in FAIL_HIGH.items() if k != "summary"}])
 
 
 # --------------------------------------------------------------------------------------------------

@@ -50,7 +50,7 @@ def test_a_decision_holds_its_trial_and_declares_none_of_its_fields():
     decision = _decision(_answer(trial.model_dump_json()), "f1", trial.candidate_id, revision=1)
     assert decision.trial == trial and decision.accepted and decision.reason == trial.reason
     assert decision.trial_json() == trial.model_dump(mode="json")
-    verdict = decision.verdict_event()
+    verdict = decision.verdict_event().written()  # the event's line: its keys in the order written
     assert list(verdict) == [
         "failure_id", "candidate_id", "accepted", "reason", "measurements",
         "metric", "baseline", "candidate", "improvement", "ci_low", "ci_high", "revision",
@@ -68,6 +68,7 @@ def test_a_failed_or_unreadable_trial_is_a_rejection_with_the_reason():
     assert failed.trial is None and not failed.accepted
     assert failed.reason == "the trial failed: the policy fell over"
     assert failed.trial_json() == {"candidate_id": "c1", "accepted": False, "reason": failed.reason, "measurements": {}}
-    assert failed.verdict_event()["metric"] is None and failed.verdict_event()["measurements"] == {}
+    verdict = failed.verdict_event().written()
+    assert verdict["metric"] is None and verdict["measurements"] == {}
     partial = _decision(_answer(json.dumps({"accepted": True})), "f1", "c1", revision=0)
     assert not partial.accepted and partial.reason.startswith("unreadable trial result: {'accepted': True}")

@@ -21,16 +21,17 @@ from langgraph.types import Command
 
 from harnessrl.agents.tool_loop import context_message, result_json, run_tool_loop
 from harnessrl.graph.prompts import load_prompt
-from harnessrl.graph.state import Attribution, EvolverState, get_deps, interface_menu
+from harnessrl.graph.state import Attribution, EvolverState, GraphFailure, get_deps, interface_menu
 from harnessrl.interfaces.registry import interface_classes
 from harnessrl.interfaces.tools import READ_TOOLS
+from harnessrl.records.event_payloads import AttributionPayload
 
 __all__ = ["SUBMIT_ATTRIBUTION", "attributor", "submit_attribution_tool"]
 
 SUBMIT_ATTRIBUTION = "submit_attribution"
 
 
-def submit_attribution_tool(failure: dict[str, Any], interfaces: Sequence[str] = ()) -> StructuredTool:
+def submit_attribution_tool(failure: GraphFailure, interfaces: Sequence[str] = ()) -> StructuredTool:
     """The final tool of the attributor: validates an :class:`Attribution` of ``failure`` (to one of the
     registered interfaces, plus ``interfaces`` dotted paths) and echoes it."""
     known = list(interface_classes(interfaces))
@@ -41,13 +42,13 @@ def submit_attribution_tool(failure: dict[str, Any], interfaces: Sequence[str] =
             raise ToolException(
                 f"interface {attribution.interface!r} is not one of {known}: submit again with one of them"
             )
-        if attribution.failure_id != failure["failure_id"]:
+        if attribution.failure_id != failure.failure_id:
             raise ToolException(
                 f"failure_id {attribution.failure_id!r} is not the failure you were given: "
-                f"submit again with failure_id {failure['failure_id']!r}"
+                f"submit again with failure_id {failure.failure_id!r}"
             )
-        if failure.get("task_id") and attribution.task_id != failure["task_id"]:
-            raise ToolException(f"task_id must be {failure['task_id']!r}, the task the failure was detected on")
+        if failure.task_id and attribution.task_id != failure.task_id:
+            raise ToolException(f"task_id must be {failure.task_id!r}, the task the failure was detected on")
         return attribution.model_dump_json()
 
     return StructuredTool.from_function(
@@ -71,7 +72,9 @@ async def attributor(state: EvolverState, config: RunnableConfig) -> Command[Lit
     """Attribute the current failure to an interface (tool loop ending in ``submit_attribution``)."""
     deps = get_deps(config)
     cfg = deps.config
-    failure = state["current"] or {}
+    failure = state["current"]
+    if failure is None:
+        return Command(goto="give_up", update={"give_up_reason": "attributor: no failure in hand"})
     if deps.out_of_time(state):
         return Command(goto="give_up", update={"give_up_reason": "time budget exceeded before attribution"})
     tools = [*deps.tools_named(READ_TOOLS), submit_attribution_tool(failure, cfg.interfaces)]
@@ -83,7 +86,7 @@ async def attributor(state: EvolverState, config: RunnableConfig) -> Command[Lit
         context_message(
             f"Attribute the failure in the data below to one interface, then call {SUBMIT_ATTRIBUTION} with its "
             "failure_id and task_id.",
-            {"failure": failure},
+            {"failure": failure.model_dump()},
         ),
     ]
     result = await run_tool_loop(
@@ -101,13 +104,12 @@ async def attributor(state: EvolverState, config: RunnableConfig) -> Command[Lit
     if attribution is None:
         return Command(goto="give_up", update={"give_up_reason": f"attributor: {result.describe()}"})
     await deps.emit(
-        "attribution",
-        {
+        AttributionPayload(
             **attribution.model_dump(),
-            "failure_kind": failure.get("kind"),
-            "failure_step": failure.get("step"),
-            "summary": failure.get("summary"),
-            "iterations": result.iterations,
-        },
+            failure_kind=failure.kind,
+            failure_step=failure.step,
+            summary=failure.summary,
+            iterations=result.iterations,
+        )
     )
     return Command(goto="proposer", update={"attribution": attribution, "attributions": [attribution]})

@@ -23,33 +23,39 @@ of :mod:`harnessrl.critic`.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import logging
+from typing import Literal
 
 from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
-from pydantic import ValidationError
+from pydantic import JsonValue, ValidationError
 
 from harnessrl.agents.tool_loop import call_tool, result_json, result_text
 from harnessrl.critic.power import mostly_broken
 from harnessrl.graph.state import CriticDecision, EvolverState, FailureOutcome, get_deps
+from harnessrl.interfaces.evidence import Attempt
+from harnessrl.records.event_payloads import CommitPayload, TrialPayload
 from harnessrl.records.trials import TrialResult
 
 __all__ = ["commit", "critic", "unmet_split"]
+
+logger = logging.getLogger(__name__)
 
 
 def _decision(message: ToolMessage, failure_id: str, candidate_id: str, revision: int) -> CriticDecision:
     """The trial tool's answer, parsed once into the contract's :class:`~harnessrl.records.trials.TrialResult`;
     an error, or an answer that is no trial result, is a decision without a trial (rejected, with the reason)."""
-    fields: dict[str, Any] = {"failure_id": failure_id, "candidate_id": candidate_id, "revision": revision}
+    trial, error = None, None
     if message.status == "error":
-        return CriticDecision(**fields, error=f"the trial failed: {result_text(message)}")
-    data = result_json(message)
-    try:
-        trial = TrialResult.model_validate(data)
-    except ValidationError:
-        return CriticDecision(**fields, error=f"unreadable trial result: {data!r}")
-    return CriticDecision(**fields, trial=trial)
+        error = f"the trial failed: {result_text(message)}"
+    else:
+        data = result_json(message)
+        try:
+            trial = TrialResult.model_validate(data)
+        except ValidationError:
+            error = f"unreadable trial result: {data!r}"
+    return CriticDecision(failure_id=failure_id, candidate_id=candidate_id, revision=revision, trial=trial, error=error)
 
 
 def unmet_split(trial: TrialResult) -> bool:
@@ -67,27 +73,28 @@ async def critic(
     """Run the candidate's trial and decide: commit, revise, give up, or defer (the trial could not decide yet)."""
     deps = get_deps(config)
     cfg = deps.config
-    failure = state["current"] or {}
-    candidate = state["candidate"] or {}
+    failure, candidate = state["current"], state["candidate"]
+    if failure is None or candidate is None:
+        return Command(goto="give_up", update={"give_up_reason": "critic: no candidate to measure"})
     proposal = state.get("proposal")
     revision = state.get("revision", 0)
-    candidate_id = str(candidate.get("candidate_id"))
+    candidate_id = candidate.candidate_id
     message = await call_tool(deps.require_tool("run_frozen_policy_trial"), {"candidate_id": candidate_id})
-    decision = _decision(message, str(failure.get("failure_id")), candidate_id, revision)
+    decision = _decision(message, failure.failure_id, candidate_id, revision)
     trial = decision.trial_json()
-    await deps.emit("trial", {"failure_id": failure.get("failure_id"), "revision": revision, **trial})
-    await deps.emit("verdict", decision.verdict_event())
-    update: dict[str, Any] = {"trials": [trial], "decisions": [decision]}
+    await deps.emit(TrialPayload.model_validate({"failure_id": failure.failure_id, "revision": revision, **trial}))
+    await deps.emit(decision.verdict_event())
+    update: EvolverState = {"trials": [trial], "decisions": [decision]}
     if decision.accepted:
         return Command(goto="commit", update=update)
-    attempt = {
-        "revision": revision,
-        "candidate_id": candidate_id,
-        "interface": proposal.interface if proposal else candidate.get("interface"),
-        "tool": proposal.tool if proposal else None,
-        "payload": proposal.payload if proposal else candidate.get("payload"),
-        "trial": decision.view().model_dump(exclude_unset=True),
-    }
+    attempt = Attempt(
+        revision=revision,
+        candidate_id=candidate_id,
+        interface=proposal.interface if proposal else candidate.interface,
+        tool=proposal.tool if proposal else None,
+        payload=proposal.payload if proposal else candidate.payload,
+        trial=decision.view(),
+    )
     attempts = [*(state.get("attempts") or []), attempt]
     pending_reason = state.get("pending_reason")
     if decision.trial is not None and decision.trial.pending:
@@ -122,9 +129,10 @@ async def critic(
 async def commit(state: EvolverState, config: RunnableConfig) -> Command[Literal["select_failure", "give_up"]]:
     """Commit the accepted candidate (``commit_update``); it applies from the next training step."""
     deps = get_deps(config)
-    failure = state["current"] or {}
-    candidate = state["candidate"] or {}
-    candidate_id = str(candidate.get("candidate_id"))
+    failure, candidate = state["current"], state["candidate"]
+    if failure is None or candidate is None:
+        return Command(goto="give_up", update={"give_up_reason": "commit: no candidate to commit"})
+    candidate_id = candidate.candidate_id
     message = await call_tool(deps.require_tool("commit_update"), {"candidate_id": candidate_id})
     if message.status == "error":
         return Command(
@@ -132,14 +140,21 @@ async def commit(state: EvolverState, config: RunnableConfig) -> Command[Literal
             update={"give_up_reason": f"commit_update refused candidate {candidate_id}: {result_text(message)}"},
         )
     data = result_json(message)
-    result = data if isinstance(data, dict) else {"candidate_id": candidate_id, "result": result_text(message)}
-    await deps.emit("commit", {"failure_id": failure.get("failure_id"), "task_id": failure.get("task_id"), **result})
+    result: dict[str, JsonValue] = (
+        data if isinstance(data, dict) else {"candidate_id": candidate_id, "result": result_text(message)}
+    )
+    try:
+        event = CommitPayload.model_validate({"failure_id": failure.failure_id, "task_id": failure.task_id, **result})
+    except ValidationError as e:  # committed all the same: the answer is kept with the outcome, not reported
+        logger.warning("commit_update's answer for %s is no commit step (%s); not reported", candidate_id, e)
+    else:
+        await deps.emit(event)
     proposal = state.get("proposal")
     decisions = state.get("decisions") or []
     outcome = FailureOutcome(
-        failure_id=str(failure.get("failure_id")),
-        task_id=failure.get("task_id"),
-        kind=failure.get("kind"),
+        failure_id=failure.failure_id,
+        task_id=failure.task_id,
+        kind=failure.kind,
         status="committed",
         interface=str(result.get("interface") or (proposal.interface if proposal else "")) or None,
         candidate_id=candidate_id,

@@ -19,6 +19,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from pydantic import JsonValue
+
 from harnessrl.config import api_key_from_env
 from harnessrl.errors import ConfigError
 from harnessrl.graph.state import LLMConfig
@@ -49,7 +51,7 @@ def make_chat_model(config: LLMConfig) -> Any:
         "max_retries": config.max_retries,
         "max_tokens": config.max_tokens,
     }
-    kwargs: dict[str, Any] = {}
+    kwargs: dict[str, JsonValue] = {}
     for name, value in settings.items():
         key = names.get(name, "timeout" if name == "timeout_s" else name)
         if key is not None and value is not None:

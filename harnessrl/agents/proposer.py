@@ -10,17 +10,27 @@ reason and the trial's measurements to it.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
-from langchain_core.messages import SystemMessage, ToolMessage
+from langchain_core.messages import BaseMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
+from pydantic import ValidationError
 
-from harnessrl.agents.tool_loop import context_message, flat_args, result_json, run_tool_loop
+from harnessrl.agents.tool_loop import ToolLoopResult, context_message, flat_args, result_json, run_tool_loop
 from harnessrl.graph.prompts import load_prompt
-from harnessrl.graph.state import EvolverState, ProposalRecord, get_deps
+from harnessrl.graph.state import (
+    Attribution,
+    EvolverState,
+    GraphCandidate,
+    GraphConfig,
+    GraphFailure,
+    ProposalRecord,
+    get_deps,
+)
 from harnessrl.interfaces.registry import builder_tools
 from harnessrl.interfaces.tools import READ_TOOLS
+from harnessrl.records.event_payloads import ProposalPayload
 
 __all__ = ["proposer"]
 
@@ -29,10 +39,10 @@ async def proposer(state: EvolverState, config: RunnableConfig) -> Command[Liter
     """Build a candidate (or, on a revision, a revised one) for the current failure."""
     deps = get_deps(config)
     cfg = deps.config
-    failure = state["current"] or {}
+    failure = state["current"]
     attribution = state["attribution"]
     revision = state.get("revision", 0)
-    if attribution is None:
+    if failure is None or attribution is None:
         return Command(goto="give_up", update={"give_up_reason": "proposer: no attribution"})
     if deps.out_of_time(state):
         return Command(goto="give_up", update={"give_up_reason": f"time budget exceeded before revision {revision}"})
@@ -54,11 +64,17 @@ async def proposer(state: EvolverState, config: RunnableConfig) -> Command[Liter
     builder_names = [t.name for t in builders]
     messages = _conversation(state, cfg, failure, attribution, revision, builder_names)
 
-    def final(name: str, message: ToolMessage) -> dict[str, Any] | None:
+    def final(name: str, message: ToolMessage) -> GraphCandidate | None:
+        """The builder's answer as a candidate (None: no builder call, or no candidate in its answer)."""
         if name not in builder_names:
             return None
         data = result_json(message)
-        return data if isinstance(data, dict) and data.get("candidate_id") else None
+        if not (isinstance(data, dict) and data.get("candidate_id")):
+            return None
+        try:
+            return GraphCandidate.model_validate(data)
+        except ValidationError:
+            return None
 
     result = await run_tool_loop(
         deps.model,
@@ -81,14 +97,15 @@ async def proposer(state: EvolverState, config: RunnableConfig) -> Command[Liter
                 "proposer_messages": result.messages,
             },
         )
+    candidate: GraphCandidate = result.final_value
     record = _record(failure, attribution, revision, result, tool_of)
     await deps.emit(
-        "proposal", {**record.model_dump(), "candidate": result.final_value, "iterations": result.iterations}
+        ProposalPayload(**record.model_dump(), candidate=candidate.model_dump(), iterations=result.iterations)
     )
     return Command(
         goto="critic",
         update={
-            "candidate": result.final_value,
+            "candidate": candidate,
             "proposal": record,
             "proposals": [record],
             "proposer_messages": result.messages,
@@ -96,7 +113,14 @@ async def proposer(state: EvolverState, config: RunnableConfig) -> Command[Liter
     )
 
 
-def _conversation(state, cfg, failure: dict[str, Any], attribution, revision: int, builder_names: list[str]) -> list:
+def _conversation(
+    state: EvolverState,
+    cfg: GraphConfig,
+    failure: GraphFailure,
+    attribution: Attribution,
+    revision: int,
+    builder_names: list[str],
+) -> list[BaseMessage]:
     """The proposer's conversation: a new one (the failure, the attribution), or the kept one with the
     critic's reason and the trial's measurements added for a revision."""
     messages = list(state.get("proposer_messages") or [])
@@ -106,7 +130,7 @@ def _conversation(state, cfg, failure: dict[str, Any], attribution, revision: in
             context_message(
                 f"Propose one candidate update for this failure with {' or '.join(builder_names)}.",
                 {
-                    "failure": failure,
+                    "failure": failure.model_dump(),
                     "attribution": attribution.model_dump(),
                     "revision": 0,
                     "max_revisions": cfg.max_revisions,
@@ -114,7 +138,7 @@ def _conversation(state, cfg, failure: dict[str, Any], attribution, revision: in
                 },
             ),
         ]
-    attempts = state.get("attempts") or []
+    attempts = [a.model_dump(exclude_unset=True) for a in state.get("attempts") or []]
     last = attempts[-1] if attempts else {}
     trial = last.get("trial") or {}
     messages.append(
@@ -133,18 +157,19 @@ def _conversation(state, cfg, failure: dict[str, Any], attribution, revision: in
     return messages
 
 
-def _record(failure: dict[str, Any], attribution, revision: int, result, tool_of: dict[str, str]) -> ProposalRecord:
+def _record(
+    failure: GraphFailure, attribution: Attribution, revision: int, result: ToolLoopResult, tool_of: dict[str, str]
+) -> ProposalRecord:
     """What the proposal was: the builder call that made the candidate, as the events record it."""
-    candidate: dict[str, Any] = result.final_value
+    candidate: GraphCandidate = result.final_value
     call = result.final_call or {}
     payload = flat_args(call.get("args") or {})
     return ProposalRecord(
-        failure_id=str(failure.get("failure_id")),
-        task_id=failure.get("task_id"),
-        candidate_id=str(candidate["candidate_id"]),
+        failure_id=failure.failure_id,
+        task_id=failure.task_id,
+        candidate_id=candidate.candidate_id,
         interface=str(
-            candidate.get("interface")
-            or {t: i for i, t in tool_of.items()}.get(call.get("name", ""), attribution.interface)
+            candidate.interface or {t: i for i, t in tool_of.items()}.get(call.get("name", ""), attribution.interface)
         ),
         tool=call.get("name", ""),
         payload=payload,

@@ -55,10 +55,10 @@ from typing import Any, TypeVar
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolCall, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.utils.function_calling import convert_to_openai_tool
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, JsonValue, ValidationError
 
 from harnessrl.agents.tool_loop import flat_args, result_json, result_text
 from harnessrl.interfaces.base import Interface, Suggestion
@@ -94,7 +94,7 @@ _JSON_BLOCK = re.compile(r"```json\s*\n(.*?)\n```", re.DOTALL)
 _M = TypeVar("_M", bound=BaseModel)
 
 
-def _parsed(model: type[_M], data: Any) -> _M | None:
+def _parsed(model: type[_M], data: JsonValue) -> _M | None:
     """``data`` (a tool result or a context entry) as the tool contract's ``model``; None when it is not one."""
     if data is None:
         return None
@@ -111,9 +111,9 @@ def _parsed(model: type[_M], data: Any) -> _M | None:
 @dataclass
 class _Result:
     name: str
-    args: dict[str, Any]
+    args: dict[str, JsonValue]
     ok: bool
-    data: Any
+    data: JsonValue
     text: str
 
 
@@ -121,9 +121,9 @@ class _History:
     """The facts of a conversation: the merged JSON blocks of its task messages and every tool result."""
 
     def __init__(self, messages: Sequence[BaseMessage]):
-        self.context: dict[str, Any] = {}
+        self.context: dict[str, JsonValue] = {}
         self.results: list[_Result] = []
-        calls: dict[str, dict[str, Any]] = {}
+        calls: dict[str, ToolCall] = {}
         for m in messages:
             if isinstance(m, HumanMessage):
                 text = m.content if isinstance(m.content, str) else json.dumps(m.content)
@@ -138,25 +138,25 @@ class _History:
                 for c in m.tool_calls:
                     calls[c.get("id") or ""] = c
             elif isinstance(m, ToolMessage):
-                c = calls.get(m.tool_call_id, {})
+                c = calls.get(m.tool_call_id)
                 ok = m.status != "error"
                 self.results.append(
                     _Result(
-                        name=c.get("name") or m.name or "",
-                        args=flat_args(c.get("args") or {}),
+                        name=(c["name"] if c else None) or m.name or "",
+                        args=flat_args(c["args"] if c else {}),
                         ok=ok,
                         data=result_json(m) if ok else None,
                         text=result_text(m),
                     )
                 )
 
-    def _match(self, name: str, match: dict[str, Any]) -> list[_Result]:
+    def _match(self, name: str, match: dict[str, JsonValue]) -> list[_Result]:
         return [r for r in self.results if r.name == name and all(r.args.get(k) == v for k, v in match.items())]
 
-    def called(self, name: str, **match: Any) -> bool:
+    def called(self, name: str, **match: JsonValue) -> bool:
         return bool(self._match(name, match))
 
-    def latest(self, name: str, **match: Any) -> Any:
+    def latest(self, name: str, **match: JsonValue) -> JsonValue:
         ok = [r.data for r in self._match(name, match) if r.ok and r.data is not None]
         return ok[-1] if ok else None
 
@@ -164,7 +164,7 @@ class _History:
         return [r for r in self.results if not r.ok and (name is None or r.name == name)]
 
     # the tool contract's models
-    def memory(self, mode: str) -> list[dict[str, Any]]:
+    def memory(self, mode: str) -> list[dict[str, JsonValue]]:
         result = _parsed(MemoryResult, self.latest("query_memory", mode=mode))
         return [] if result is None else result.items
 
@@ -232,7 +232,7 @@ class RuleBasedChatModel(BaseChatModel):
         remedies: the settings of the interfaces' remedies (park_steps, length_margin, induced_criteria).
     """
 
-    tool_specs: list[dict[str, Any]] = Field(default_factory=list)
+    tool_specs: list[dict[str, JsonValue]] = Field(default_factory=list)
     interfaces: list[str] = Field(default_factory=list, description="Dotted paths of interfaces beyond the registered.")
     remedies: SuggestSettings = Field(default_factory=SuggestSettings)
 
@@ -283,7 +283,7 @@ class RuleBasedChatModel(BaseChatModel):
         return AIMessage(content=f"RuleBasedChatModel has no rule for the tools {sorted(names)}.")
 
     @staticmethod
-    def _calls(calls: list[tuple[str, dict[str, Any]]], content: str = "") -> AIMessage:
+    def _calls(calls: list[tuple[str, dict[str, JsonValue]]], content: str = "") -> AIMessage:
         return AIMessage(
             content=content,
             tool_calls=[{"name": name, "args": args, "id": f"call_{uuid.uuid4().hex[:16]}"} for name, args in calls],
@@ -305,7 +305,7 @@ class RuleBasedChatModel(BaseChatModel):
                 return self._calls([("get_failures", {"limit": 1})])
             return AIMessage(content="No failure to attribute.")
         summary = failure.summary or failure.kind.replace("_", " ")
-        reads: list[tuple[str, dict[str, Any]]] = []
+        reads: list[tuple[str, dict[str, JsonValue]]] = []
         if "query_memory" in names:
             if not h.called("query_memory", mode="what_worked"):
                 reads.append(("query_memory", {"mode": "what_worked", "text": summary, "kind": failure.kind, "n": 5}))
@@ -411,7 +411,7 @@ class RuleBasedChatModel(BaseChatModel):
         seed 4 at ef48919 retired a `nocomma` task as solved after the family's no-comma check ended so at 2 of 12
         pooled rollouts broken, and the same check was accepted six steps later at 4 of 16)."""
 
-        def last_kind(item: Mapping[str, Any]) -> Any:
+        def last_kind(item: Mapping[str, JsonValue]) -> JsonValue:
             trials = item.get("trials")
             last = trials[-1] if isinstance(trials, list) and trials else None
             return last.get("verdict_kind") if isinstance(last, Mapping) else None
@@ -447,7 +447,7 @@ class RuleBasedChatModel(BaseChatModel):
         failure = self._failure(h)
         if failure is None:
             return AIMessage(content="No failure to propose for.")
-        reads: list[tuple[str, dict[str, Any]]] = []
+        reads: list[tuple[str, dict[str, JsonValue]]] = []
         if "inspect_rollouts" in names and not h.called("inspect_rollouts"):
             reads.append(("inspect_rollouts", {"task_id": failure.task_id, "steps": 2, "limit": 16}))
         if "get_harness_state" in names and not h.called("get_harness_state"):

@@ -23,14 +23,16 @@ from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackMana
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
-from pydantic import Field
+from pydantic import Field, JsonValue
 
 __all__ = ["ScriptedChatModel", "malformed_tool_call", "tool_call"]
 
 Scripted = AIMessage | str | Callable[[list[BaseMessage]], AIMessage | str]
 
 
-def tool_call(name: str, args: dict[str, Any] | None = None, *, id: str | None = None, content: str = "") -> AIMessage:
+def tool_call(
+    name: str, args: dict[str, JsonValue] | None = None, *, id: str | None = None, content: str = ""
+) -> AIMessage:
     """An AIMessage that calls one tool (pass several to :class:`AIMessage` yourself for parallel calls)."""
     return AIMessage(
         content=content,

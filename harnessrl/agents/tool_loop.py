@@ -35,9 +35,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolCall, ToolMessage
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
+from pydantic import JsonValue
 
 __all__ = [
     "DATA_NOTE",
@@ -58,17 +59,17 @@ logger = logging.getLogger(__name__)
 StopReason = Literal["final", "max_iterations", "deadline", "no_tool_call", "model_error"]
 
 
-def tool_parameters(tool: BaseTool | dict[str, Any]) -> dict[str, Any]:
+def tool_parameters(tool: BaseTool | dict[str, JsonValue]) -> dict[str, JsonValue]:
     """The JSON schema of a tool's arguments (a BaseTool, or an OpenAI-format tool dict)."""
     spec = tool if isinstance(tool, dict) else convert_to_openai_tool(tool)
     return (spec.get("function") or spec).get("parameters") or {}
 
 
-def _is_object_schema(schema: dict[str, Any]) -> bool:
+def _is_object_schema(schema: dict[str, JsonValue]) -> bool:
     return schema.get("type") == "object" or any(k in schema for k in ("$ref", "properties", "allOf", "anyOf"))
 
 
-def adapt_args(parameters: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
+def adapt_args(parameters: dict[str, JsonValue], args: dict[str, JsonValue]) -> dict[str, JsonValue]:
     """``args`` in the shape the tool with these ``parameters`` expects (wrapped or flat; see the module doc)."""
     props = parameters.get("properties") or {}
     if len(props) == 1 and args:
@@ -80,7 +81,7 @@ def adapt_args(parameters: dict[str, Any], args: dict[str, Any]) -> dict[str, An
     return args
 
 
-def flat_args(args: dict[str, Any]) -> dict[str, Any]:
+def flat_args(args: dict[str, JsonValue]) -> dict[str, JsonValue]:
     """A tool call's arguments with an ``{"args": {...}}`` wrapper removed (for records and events)."""
     if set(args) == {"args"} and isinstance(args["args"], dict):
         return dict(args["args"])
@@ -101,7 +102,7 @@ def result_text(message: ToolMessage) -> str:
     return "".join(parts)
 
 
-def result_json(message: ToolMessage) -> Any:
+def result_json(message: ToolMessage) -> JsonValue:
     """A successful tool result as JSON (the MCP structured content when there is one); None if it is not JSON."""
     artifact = message.artifact
     if isinstance(artifact, dict) and isinstance(artifact.get("structured_content"), dict):
@@ -131,13 +132,13 @@ def data_json(data: Any) -> str:
     return text.replace("<", "\\u003c").replace("`", "\\u0060")
 
 
-def context_message(text: str, data: dict[str, Any]) -> HumanMessage:
+def context_message(text: str, data: dict[str, JsonValue]) -> HumanMessage:
     """A task message for an agent: instructions, then the facts as one fenced JSON block, delimited by
     ``<data>`` tags and labelled as data (:data:`DATA_NOTE`, :func:`data_json`)."""
     return HumanMessage(content=f"{text}\n\n{DATA_NOTE}\n<data>\n```json\n{data_json(data)}\n```\n</data>")
 
 
-def _unknown_args(parameters: dict[str, Any], args: dict[str, Any]) -> list[str]:
+def _unknown_args(parameters: dict[str, JsonValue], args: dict[str, JsonValue]) -> list[str]:
     """The arguments a tool with these ``parameters`` does not take (none when its schema allows any)."""
     props = parameters.get("properties")
     if not isinstance(props, dict) or parameters.get("additionalProperties") not in (None, False):
@@ -149,7 +150,7 @@ def _error(call_id: str, name: str, text: str) -> ToolMessage:
     return ToolMessage(content=text, tool_call_id=call_id, name=name, status="error")
 
 
-async def call_tool(tool: BaseTool, args: dict[str, Any], call_id: str | None = None) -> ToolMessage:
+async def call_tool(tool: BaseTool, args: dict[str, JsonValue], call_id: str | None = None) -> ToolMessage:
     """Call ``tool`` and return its ToolMessage; any failure (a tool error, invalid arguments, a broken
     connection) comes back as a ToolMessage with ``status="error"`` instead of an exception."""
     call_id = call_id or f"call_{uuid.uuid4().hex[:16]}"
@@ -180,7 +181,7 @@ class ToolLoopResult:
     messages: list[BaseMessage]
     stop_reason: StopReason
     iterations: int
-    final_call: dict[str, Any] | None = None
+    final_call: ToolCall | None = None
     final_message: ToolMessage | None = None
     final_value: Any = None
     error: str | None = None
@@ -244,7 +245,7 @@ async def run_tool_loop(
             messages.append(HumanMessage(content=nudge))
             continue
         silent = 0
-        final: tuple[dict[str, Any], ToolMessage, Any] | None = None
+        final: tuple[ToolCall, ToolMessage, Any] | None = None
         for n, call in enumerate(answer.tool_calls):
             tool = by_name.get(call["name"])
             call_id = call.get("id") or f"call_{uuid.uuid4().hex[:16]}"

@@ -30,13 +30,14 @@ import json
 import logging
 from typing import Any
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import JsonValue, TypeAdapter, ValidationError
 
 from harnessrl.errors import HarnessRLError
 
 __all__ = [
     "ARGUMENT_TYPES",
     "NLTK_DATA",
+    "Arguments",
     "argument_names",
     "benchmark_of",
     "check_instruction",
@@ -70,6 +71,10 @@ checked by tests/test_ifeval_checks.py on every id), each with the resources it 
 grades with what the installed packages ship."""
 
 _DOWNLOAD_NAMES = {_PUNKT: "punkt_tab", _STOPWORDS: "stopwords", _TAGGER: "averaged_perceptron_tagger_eng"}
+
+Arguments = dict[str, JsonValue]
+"""An instruction's arguments (its ``kwargs``) as JSON: as a dataset gives them, or typed by :func:`check_instruction`
+(whole numbers, text, lists of text)."""
 
 _INT, _STR, _STRS = TypeAdapter(int), TypeAdapter(str), TypeAdapter(list[str])
 ARGUMENT_TYPES: dict[str, TypeAdapter] = {
@@ -203,7 +208,7 @@ def missing_nltk_data(instruction_id: str) -> list[str]:
     return missing
 
 
-def _typed_arguments(instruction_id: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+def _typed_arguments(instruction_id: str, kwargs: Arguments) -> Arguments:
     names = argument_names(instruction_id)
     given = {k: v for k, v in kwargs.items() if v is not None}  # the benchmarks' convention: None is absent
     unknown = sorted(set(given) - set(names))
@@ -216,7 +221,7 @@ def _typed_arguments(instruction_id: str, kwargs: dict[str, Any]) -> dict[str, A
             f"{instruction_id!r} needs argument(s) {', '.join(missing)} ({takes}); "
             "without them its verifier would draw them at random"
         )
-    typed: dict[str, Any] = {}
+    typed: Arguments = {}
     for name, value in given.items():
         adapter = ARGUMENT_TYPES.get(name)
         if adapter is None:  # pragma: no cover - tests check every verifier argument has a type
@@ -248,7 +253,7 @@ def _built(instruction_id: str, kwargs_json: str) -> tuple[Any, str]:
     return checker, str(description or instruction_id)
 
 
-def check_instruction(instruction_id: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+def check_instruction(instruction_id: str, kwargs: Arguments) -> Arguments:
     """The instruction's arguments, typed, once everything its grading needs is known to be there.
 
     Raises:
@@ -268,12 +273,12 @@ def check_instruction(instruction_id: str, kwargs: dict[str, Any]) -> dict[str, 
     return typed
 
 
-def verifier(instruction_id: str, kwargs: dict[str, Any]) -> Any:
+def verifier(instruction_id: str, kwargs: Arguments) -> Any:
     """The id's verifier built with arguments :func:`check_instruction` returned (one object per instruction)."""
     return _built(instruction_id, json.dumps(kwargs, sort_keys=True))[0]
 
 
-def describe(instruction_id: str, kwargs: dict[str, Any]) -> str | None:
+def describe(instruction_id: str, kwargs: Arguments) -> str | None:
     """The instruction in the benchmark's own words (its ``build_description``), or None if it does not build."""
     try:
         typed = _typed_arguments(instruction_id, kwargs)

@@ -30,9 +30,9 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
-from pydantic import ValidationError
+from pydantic import JsonValue, ValidationError
 
 from harnessrl.data import ifeval
 from harnessrl.data.checks import CHECK_TYPES
@@ -43,8 +43,11 @@ __all__ = [
     "FILE_FORMATS",
     "FORMATS",
     "PRESETS",
+    "DataSummary",
     "DetectedFormat",
     "Preset",
+    "Row",
+    "TaskFields",
     "ValidationReport",
     "detect_format",
     "load_hf_dataset",
@@ -54,6 +57,34 @@ __all__ = [
     "validate_file",
     "validate_rows",
 ]
+
+Row = dict[str, JsonValue]
+"""A dataset row as read, before it is validated into a :class:`~harnessrl.data.schema.Task`: a JSON line, or a parquet
+or ``datasets`` row (its columns as Python reads them from Arrow)."""
+
+TaskFields = dict[str, JsonValue]
+"""A row's task fields (``id``, ``domain``, ``prompt``, ``rubric``, ...) as its layout maps them, for
+:class:`~harnessrl.data.schema.Task` to validate."""
+
+
+class CriteriaPerTask(TypedDict):
+    min: int
+    mean: float
+    max: int
+
+
+class DataSummary(TypedDict):
+    """What :meth:`ValidationReport.summary` counts."""
+
+    tasks: int
+    domains: dict[str, int]
+    criteria: int
+    criteria_per_task: CriteriaPerTask
+    pitfall_share: float
+    programmatic_share: float
+    with_reference: int
+    with_gold_rubric: int
+
 
 _TASK_FIELDS = ("id", "domain", "prompt", "reference_answer", "rubric", "gold_rubric", "metadata")
 _RUBRIC_FIELDS = ("rubric", "gold_rubric")
@@ -80,7 +111,7 @@ class ValidationReport:
             raise DataValidationError(self.source, self.errors, check_command, note=self.format_note)
         return self.tasks
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> DataSummary:
         """Tasks per domain, criteria per task, share of pitfalls and of programmatic criteria."""
         crits = [c for t in self.tasks for c in t.rubric]
         per_task = [len(t.rubric) for t in self.tasks]
@@ -100,7 +131,7 @@ class ValidationReport:
         }
 
 
-def read_rows(path: str | Path) -> tuple[list[tuple[int, dict[str, Any]]], list[RowError]]:
+def read_rows(path: str | Path) -> tuple[list[tuple[int, Row]], list[RowError]]:
     """Read raw rows with their 1-based line numbers (row numbers for parquet)."""
     path = Path(path)
     if not path.exists():
@@ -116,7 +147,7 @@ def read_rows(path: str | Path) -> tuple[list[tuple[int, dict[str, Any]]], list[
         if not rows:
             return [], [RowError(0, "file is empty: it holds no tasks")]
         return list(enumerate(rows, start=1)), []
-    rows: list[tuple[int, dict[str, Any]]] = []
+    rows: list[tuple[int, Row]] = []
     errors: list[RowError] = []
     try:  # utf-8-sig: a leading byte-order mark (Windows editors write one) is read as nothing
         text = path.read_text(encoding="utf-8-sig")
@@ -142,7 +173,7 @@ def read_rows(path: str | Path) -> tuple[list[tuple[int, dict[str, Any]]], list[
     return rows, errors
 
 
-def _drop_arrow_nulls(row: Any) -> Any:
+def _drop_arrow_nulls(row: JsonValue) -> JsonValue:
     """Undo Arrow's struct unification: a key one criterion (or check, or metadata) lacks comes back as None.
 
     Parquet and ``datasets`` store a list of dicts as one struct type, so ``{"id", "text", "weight"}``
@@ -170,7 +201,7 @@ def _drop_arrow_nulls(row: Any) -> Any:
     return row
 
 
-def _rar_criteria(rubric_in: Any, name: str = "rubric") -> list[Any]:
+def _rar_criteria(rubric_in: JsonValue, name: str = "rubric") -> list[JsonValue]:
     """RaR's ``[{title, description, weight}]`` as our criteria (an item with an ``id`` or a ``check`` is
     already in our schema and passes through)."""
     if rubric_in is None:
@@ -194,8 +225,8 @@ def _rar_criteria(rubric_in: Any, name: str = "rubric") -> list[Any]:
     return rubric
 
 
-def _from_mapping(row: Mapping[str, Any], index: int, mapping: Mapping[str, str], default_domain: str | None):
-    out: dict[str, Any] = {}
+def _from_mapping(row: Mapping[str, JsonValue], index: int, mapping: Mapping[str, str], default_domain: str | None):
+    out: TaskFields = {}
     for ours in _TASK_FIELDS:
         theirs = mapping.get(ours, ours)
         if theirs in row:
@@ -227,7 +258,7 @@ class _MissingColumn(_RowProblem):
         self.field, self.columns, self.what = field, columns, what
 
 
-def _columns_of(row: Mapping[str, Any], limit: int = 20) -> str:
+def _columns_of(row: Mapping[str, JsonValue], limit: int = 20) -> str:
     """The columns a row has, as a message lists them (the first ``limit``)."""
     names = [repr(str(k)) for k in row]
     more = f" and {len(names) - limit} more" if len(names) > limit else ""
@@ -235,7 +266,7 @@ def _columns_of(row: Mapping[str, Any], limit: int = 20) -> str:
 
 
 def _missing_column_text(
-    reader: str, columns: tuple[str, ...], row: Mapping[str, Any], known: Iterable[str] = ()
+    reader: str, columns: tuple[str, ...], row: Mapping[str, JsonValue], known: Iterable[str] = ()
 ) -> str:
     """Why a field is missing: the column(s) ``reader`` (``the rar format``) reads it from, the row's columns, and
     the closest of them to what was asked, when one is close (``rubrics`` for ``rubric``) and is not a column the
@@ -261,7 +292,7 @@ class Preset:
 
     name: str
     columns: Mapping[str, str]
-    convert: Callable[[dict[str, Any], Mapping[str, Any]], dict[str, Any]]
+    convert: Callable[[TaskFields, Mapping[str, JsonValue]], TaskFields]
     domain: str = "general"
     markers: frozenset[str] = frozenset()
     item_keys: frozenset[str] = frozenset()
@@ -272,7 +303,7 @@ def _known_columns(preset: Preset) -> set[str]:
     return {*preset.columns.values(), *preset.markers}
 
 
-def _from_preset(preset: Preset, row: Mapping[str, Any], index: int, default_domain: str | None) -> dict[str, Any]:
+def _from_preset(preset: Preset, row: Mapping[str, JsonValue], index: int, default_domain: str | None) -> TaskFields:
     out = {ours: row[theirs] for ours, theirs in preset.columns.items() if row.get(theirs) is not None}
     out["domain"] = out.get("domain") or default_domain
     out = preset.convert(out, row)
@@ -281,7 +312,7 @@ def _from_preset(preset: Preset, row: Mapping[str, Any], index: int, default_dom
     return out
 
 
-def _from_rar(out: dict[str, Any], row: Mapping[str, Any]) -> dict[str, Any]:
+def _from_rar(out: TaskFields, row: Mapping[str, JsonValue]) -> TaskFields:
     """RaR (RaR-Medicine, RaR-Science, arXiv 2507.17746; their dataset cards): ``question``, ``reference_answer``,
     ``question_source`` (the domain of a row that names none), ``rubric`` (``[{title, description, weight}]``:
     the text is the description, the title when it is empty; the titles kept in ``metadata.criterion_titles``),
@@ -290,7 +321,7 @@ def _from_rar(out: dict[str, Any], row: Mapping[str, Any]) -> dict[str, Any]:
     out["rubric"] = _rar_criteria(rubric_in)
     source = row.get("question_source") or None
     out["domain"] = out.get("domain") or source
-    meta: dict[str, Any] = {"question_source": source} if source else {}
+    meta: dict[str, JsonValue] = {"question_source": source} if source else {}
     titles = [it.get("title") for it in rubric_in or [] if isinstance(it, dict)]
     if any(titles):
         meta["criterion_titles"] = titles
@@ -300,7 +331,7 @@ def _from_rar(out: dict[str, Any], row: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _criteria_list(value: Any, name: str, shape: str, columns: tuple[str, ...] = ()) -> list[Any]:
+def _criteria_list(value: JsonValue, name: str, shape: str, columns: tuple[str, ...] = ()) -> list[JsonValue]:
     """A rubric column as a list (JSON text of one is read); ``columns``: where the layout reads it from."""
     if isinstance(value, str):
         try:
@@ -315,8 +346,8 @@ def _criteria_list(value: Any, name: str, shape: str, columns: tuple[str, ...] =
 
 
 def _points_criteria(
-    rubric_in: Any, name: str, columns: tuple[str, ...] = ()
-) -> tuple[list[dict[str, Any]], list[Any]]:
+    rubric_in: JsonValue, name: str, columns: tuple[str, ...] = ()
+) -> tuple[list[TaskFields], list[JsonValue]]:
     """``[{criterion, points, tags}]`` (HealthBench, RubricHub) as our criteria: the points are the weight as they
     are (negative points: a criterion the response must not meet, the schema's pitfall), the criterion is the
     text; the tags come back apart, one entry per criterion, for the task's metadata."""
@@ -331,7 +362,7 @@ def _points_criteria(
     return criteria, tags
 
 
-def _from_rubrichub(out: dict[str, Any], row: Mapping[str, Any]) -> dict[str, Any]:
+def _from_rubrichub(out: TaskFields, row: Mapping[str, JsonValue]) -> TaskFields:
     """RubricHub (sojuL/RubricHub_v1, arXiv 2601.08430; its ``RuRL/rurbichub_v1_*.parquet`` files, in verl's
     layout): ``prompt`` (chat messages), ``Rubrics`` (``[{criterion, points}]``), mirrored with each criterion's
     ``tags`` (``{verifier, function, parameters}``) under ``reward_model.rubrics``, read first; ``ability`` and
@@ -344,7 +375,7 @@ def _from_rubrichub(out: dict[str, Any], row: Mapping[str, Any]) -> dict[str, An
     out["rubric"], tags = _points_criteria(rubric, "Rubrics", ("reward_model.rubrics", "Rubrics"))
     if isinstance(reward.get("ground_truth"), str) and reward["ground_truth"].strip():
         out["reference_answer"] = reward["ground_truth"]
-    meta: dict[str, Any] = {"data_source": row["data_source"]} if row.get("data_source") else {}
+    meta: dict[str, JsonValue] = {"data_source": row["data_source"]} if row.get("data_source") else {}
     if any(tags):
         meta["criterion_tags"] = tags
     out["metadata"] = meta
@@ -355,7 +386,7 @@ _RUBRIC_LINE = re.compile(r"^\s*(?:\d+[.)]|[-*•])\s+(?P<text>\S.*?)\s*$")
 _RUBRIC_KIND = re.compile(r"\s*\[(?P<kind>[^\[\]]+)\]\s*$")
 
 
-def _from_openrubrics(out: dict[str, Any], row: Mapping[str, Any]) -> dict[str, Any]:
+def _from_openrubrics(out: TaskFields, row: Mapping[str, JsonValue]) -> TaskFields:
     """OpenRubrics (OpenRubrics/OpenRubrics and OpenRubric-v2, arXiv 2510.07743; the dataset cards and the
     repository's scripts): ``instruction`` (the prompt), ``rubric`` (text: one numbered criterion a line, each
     ending in its kind, ``[Hard Rule]`` or ``[Principle]``; lines that continue an item are joined to it),
@@ -388,14 +419,14 @@ def _from_openrubrics(out: dict[str, Any], row: Mapping[str, Any]) -> dict[str, 
         criteria.append({"id": f"c{i}", "text": item[: kind.start()] if kind else item, "weight": 1})
     out["rubric"] = criteria
     out["domain"] = out.get("domain") or row.get("source")
-    meta: dict[str, Any] = {"source": row["source"]} if row.get("source") else {}
+    meta: dict[str, JsonValue] = {"source": row["source"]} if row.get("source") else {}
     if any(kinds):
         meta["criterion_tags"] = kinds
     out["metadata"] = meta
     return out
 
 
-def _from_healthbench(out: dict[str, Any], row: Mapping[str, Any]) -> dict[str, Any]:
+def _from_healthbench(out: TaskFields, row: Mapping[str, JsonValue]) -> TaskFields:
     """HealthBench (openai/simple-evals ``healthbench_eval.py`` and its JSONL files): ``prompt_id``, ``prompt``
     (chat messages ending with the user's turn), ``rubrics`` (``[{criterion, points, tags}]``; points may be
     negative), ``example_tags`` (``theme:…``, ``physician_agreed_category:…``), ``ideal_completions_data``
@@ -405,7 +436,7 @@ def _from_healthbench(out: dict[str, Any], row: Mapping[str, Any]) -> dict[str, 
     ``metadata.criterion_tags``."""
     out["rubric"], tags = _points_criteria(out.get("rubric"), "rubrics")
     ideal = row.get("ideal_completions_data")
-    meta: dict[str, Any] = {}
+    meta: dict[str, JsonValue] = {}
     if isinstance(ideal, Mapping):
         out["reference_answer"] = ideal.get("ideal_completion")
         if ideal.get("ideal_completions_group"):
@@ -418,7 +449,7 @@ def _from_healthbench(out: dict[str, Any], row: Mapping[str, Any]) -> dict[str, 
     return out
 
 
-def _ifeval_ground_truth(value: Any) -> list[tuple[str, Any]]:
+def _ifeval_ground_truth(value: JsonValue) -> list[tuple[str, JsonValue]]:
     """open-instruct's ground truth as (instruction id, kwargs) pairs."""
     if isinstance(value, str):
         try:
@@ -428,7 +459,7 @@ def _ifeval_ground_truth(value: Any) -> list[tuple[str, Any]]:
                 value = ast.literal_eval(value)  # open-instruct writes some labels as Python literals
             except (ValueError, SyntaxError):
                 raise _RowProblem("ground_truth is text but neither JSON nor a Python literal") from None
-    pairs: list[tuple[str, Any]] = []
+    pairs: list[tuple[str, JsonValue]] = []
     for item in value if isinstance(value, list) else [value]:
         if isinstance(item, str):
             try:
@@ -455,7 +486,7 @@ def _ifeval_ground_truth(value: Any) -> list[tuple[str, Any]]:
     return pairs
 
 
-def _from_rlvr_ifeval(out: dict[str, Any], row: Mapping[str, Any]) -> dict[str, Any]:
+def _from_rlvr_ifeval(out: TaskFields, row: Mapping[str, JsonValue]) -> TaskFields:
     """Prompts whose ground truth is IFEval or IFBench instructions, in open-instruct's layout (allenai/open-instruct
     ``ground_truth_utils.IFEvalVerifier``; e.g. allenai/IF_multi_constraints_upto5): ``messages`` (chat messages;
     or ``prompt``, text), ``ground_truth`` (JSON or Python-literal text of ``[{"instruction_id": [...], "kwargs":
@@ -563,7 +594,7 @@ class DetectedFormat:
         )
 
 
-def detect_format(row: Mapping[str, Any]) -> DetectedFormat:
+def detect_format(row: Mapping[str, JsonValue]) -> DetectedFormat:
     """The layout a row's columns point to: ours when they are all our task fields; else the preset with the most
     evidence, a column only it has counting 1 and criteria with its keys 2, when that comes to 2 or more (one
     column alone is too little to read a file by); else ours, unsure."""
@@ -587,7 +618,7 @@ def detect_format(row: Mapping[str, Any]) -> DetectedFormat:
     return DetectedFormat(name, evidence) if score >= 2 else DetectedFormat("harnessrl", sure=False)
 
 
-def _loc_name(loc: tuple[Any, ...], raw: Mapping[str, Any]) -> str:
+def _loc_name(loc: tuple[Any, ...], raw: Mapping[str, JsonValue]) -> str:
     parts: list[str] = []
     i = 0
     while i < len(loc):
@@ -610,7 +641,7 @@ def _loc_name(loc: tuple[Any, ...], raw: Mapping[str, Any]) -> str:
     return " ".join(parts) if parts else "row"
 
 
-def _explain(err: ValidationError, raw: Mapping[str, Any], columns: Mapping[str, str] | None = None) -> str:
+def _explain(err: ValidationError, raw: Mapping[str, JsonValue], columns: Mapping[str, str] | None = None) -> str:
     """One readable sentence per pydantic error, joined: what is wrong and where. ``columns``: where each of our
     fields is read from in the user's layout (a preset's or a mapping's), named beside a missing field."""
     msgs: list[str] = []
@@ -646,7 +677,7 @@ def _explain(err: ValidationError, raw: Mapping[str, Any], columns: Mapping[str,
 
 
 def row_to_task(
-    row: Mapping[str, Any],
+    row: Mapping[str, JsonValue],
     index: int,
     fmt: str = "harnessrl",
     mapping: Mapping[str, str] | None = None,
@@ -680,7 +711,7 @@ def row_to_task(
 
 
 def validate_rows(
-    rows: Iterable[tuple[int, Mapping[str, Any]]],
+    rows: Iterable[tuple[int, Mapping[str, JsonValue]]],
     source: str,
     fmt: Format = "auto",
     mapping: Mapping[str, str] | None = None,

@@ -12,11 +12,14 @@ from __future__ import annotations
 import inspect
 import json
 import logging
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pydantic import JsonValue
+
 from harnessrl.graph.state import GraphConfig
+from harnessrl.interfaces.tools import HoldState
+from harnessrl.records.events import EventCallback
 
 __all__ = ["run_evolution_point"]
 
@@ -28,7 +31,7 @@ async def run_evolution_point(
     token: str,
     model,
     graph_config: GraphConfig,
-    on_event: Callable[[str, dict[str, Any]], Any] | None = None,
+    on_event: EventCallback | None = None,
     hold_s: float | None = None,
     *,
     run_dir: str | Path | None = None,
@@ -60,7 +63,7 @@ async def run_evolution_point(
         tools = await load_mcp_tools(session)
         record = next((t for t in tools if t.name == "record_event"), None)
 
-        async def report(kind: str, payload: dict[str, Any]) -> None:
+        async def report(kind: str, payload: dict[str, JsonValue]) -> None:
             if record is not None:
                 await record.ainvoke({"kind": kind, "payload": payload})
             if on_event is not None:
@@ -74,14 +77,14 @@ async def run_evolution_point(
             return await evolve(deps, run_dir=run_dir, step=step)
         with untraced():  # the plumbing around the point stays out of its trace
             held = _hold_state(await by_name["hold_training"].ainvoke({"seconds": hold_s, "wait_s": hold_s}))
-        if step is None and isinstance(held.get("step"), int):
-            step = held["step"]
-        if not held.get("held") and held.get("training") is not False:
+        if step is None and held is not None:
+            step = held.step
+        if held is None or (not held.held and held.training):
             # no frozen policy to measure on: a trial now would race the training step, so the graph does not run
-            reason = f"training was not held ({held.get('note') or 'hold_training did not say held'})"
+            reason = f"training was not held ({(held.note if held else None) or 'hold_training did not say held'})"
             logger.warning("no evolution point: %s", reason)
             return {"outcomes": [], "stop_reason": f"not held: {reason}", "held": False}
-        if not held.get("held"):  # no training runs there: nothing moves the policy, nothing to release
+        if not held.held:  # no training runs there: nothing moves the policy, nothing to release
             return await evolve(deps, run_dir=run_dir, step=step)
         try:
             return await evolve(deps, run_dir=run_dir, step=step)
@@ -90,15 +93,16 @@ async def run_evolution_point(
                 await by_name["release_training"].ainvoke({})
 
 
-def _hold_state(result: Any) -> dict[str, Any]:
-    """``hold_training``'s answer (a HoldState; it comes as MCP content blocks) as a dict ({} if unreadable)."""
+def _hold_state(result: Any) -> HoldState | None:
+    """``hold_training``'s answer (it comes as MCP content blocks) as the contract's :class:`HoldState`; None when no
+    block is one."""
     blocks = result if isinstance(result, list) else [result]
     for block in blocks:
         text = block.get("text") if isinstance(block, dict) else block
         try:
             data = json.loads(text) if isinstance(text, str) else None
-        except ValueError:
+            if isinstance(data, dict) and "held" in data:
+                return HoldState.model_validate(data)
+        except ValueError:  # not JSON, or not a HoldState (pydantic's ValidationError is a ValueError)
             continue
-        if isinstance(data, dict) and "held" in data:
-            return data
-    return {}
+    return None

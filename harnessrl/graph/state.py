@@ -3,10 +3,12 @@
 Layout after LangGraph's ``open_deep_research``: the state every node reads and partially updates
 (:class:`EvolverState`), the pydantic models that cross the LLM boundary (:class:`Attribution` is
 the argument model of the attributor's final ``submit_attribution`` tool, so its docstring is the
-instruction the LLM reads), the records the graph keeps of each step (:class:`ProposalRecord`,
-:class:`CriticDecision`, :class:`FailureOutcome`), the settings (:class:`GraphConfig`, :class:`LLMConfig`) and the
-dependencies (:class:`EvolverDeps`: chat model, tools, event callback) that ``build_graph`` hands to
-the nodes through the run's ``configurable``.
+instruction the LLM reads), what the graph holds of the tools' answers (:class:`GraphFailure`,
+:class:`GraphCandidate`: the tool contract's models, dumped as they were answered, so a prompt and an event quote
+them unchanged), the records the graph keeps of each step (:class:`ProposalRecord`, :class:`CriticDecision`,
+:class:`FailureOutcome`; an earlier attempt is the interfaces' :class:`~harnessrl.interfaces.evidence.Attempt`), the
+settings (:class:`GraphConfig`, :class:`LLMConfig`) and the dependencies (:class:`EvolverDeps`: chat model, tools,
+event callback) that ``build_graph`` hands to the nodes through the run's ``configurable``.
 
 Nothing here imports torch, trl or chromadb: the evolver side imports fast and runs without a GPU stack.
 """
@@ -20,19 +22,22 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypedDict
+from typing import Annotated, Literal, TypedDict
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AnyMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
-from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, computed_field, model_validator
 from pydantic_core import to_jsonable_python
 
 from harnessrl.errors import ConfigError
-from harnessrl.interfaces.evidence import SuggestSettings, TrialView
+from harnessrl.interfaces.evidence import Attempt, FailureView, SuggestSettings, TrialView
 from harnessrl.interfaces.registry import interface_classes
 from harnessrl.interfaces.sampling import TaskSampling
+from harnessrl.interfaces.tools import Candidate
+from harnessrl.records.as_written import AsWritten
+from harnessrl.records.event_payloads import EventPayload, VerdictPayload
 from harnessrl.records.events import EventCallback
 from harnessrl.records.trials import TrialMeasurements, TrialResult
 
@@ -43,7 +48,9 @@ __all__ = [
     "EvolverDeps",
     "EvolverState",
     "FailureOutcome",
+    "GraphCandidate",
     "GraphConfig",
+    "GraphFailure",
     "LLMConfig",
     "ProposalRecord",
     "get_deps",
@@ -77,6 +84,17 @@ class Attribution(BaseModel):
     )
 
 
+class GraphFailure(AsWritten, FailureView):
+    """A failure as the graph holds it: the read tools' :class:`~harnessrl.interfaces.evidence.FailureView` (its
+    evidence the model of its kind), dumped as it was listed or given (:class:`~harnessrl.records.as_written.AsWritten`:
+    the keys it came with, in their order), so the prompts and events quote it unchanged."""
+
+
+class GraphCandidate(AsWritten, Candidate):
+    """A candidate as a builder tool answered it (the tool contract's :class:`~harnessrl.interfaces.tools.Candidate`),
+    dumped as it was answered (the proposal event quotes it)."""
+
+
 class ProposalRecord(BaseModel):
     """A candidate the proposer built through a builder tool (nothing applied yet)."""
 
@@ -85,7 +103,7 @@ class ProposalRecord(BaseModel):
     candidate_id: str
     interface: str
     tool: str = Field(description="The builder tool that made it.")
-    payload: dict[str, Any] = Field(default_factory=dict, description="The arguments of the builder call.")
+    payload: dict[str, JsonValue] = Field(default_factory=dict, description="The arguments of the builder call.")
     rationale: str = ""
     revision: int = Field(default=0, description="0 for the first proposal for a failure, n for the n-th revision.")
 
@@ -114,7 +132,7 @@ class CriticDecision(BaseModel):
             return self.error or "rejected"
         return self.trial.reason or ("accepted" if self.trial.accepted else "rejected")
 
-    def trial_json(self) -> dict[str, Any]:
+    def trial_json(self) -> dict[str, JsonValue]:
         """The trial as the graph keeps and reports it: the tool's result as JSON, or for a failed trial its
         candidate, verdict and reason."""
         if self.trial is not None:
@@ -128,18 +146,20 @@ class CriticDecision(BaseModel):
             return TrialView(accepted=False, reason=self.reason, measurements=TrialMeasurements())
         return TrialView.model_validate(self.trial.model_dump(include=set(TrialView.model_fields)))
 
-    def verdict_event(self) -> dict[str, Any]:
+    def verdict_event(self) -> VerdictPayload:
         """The ``verdict`` step the graph reports: the decision, and its trial's metric, numbers and measurements."""
         numbers = self.trial.model_dump(include=set(_NUMBERS)) if self.trial else dict.fromkeys(_NUMBERS)
-        return {
-            "failure_id": self.failure_id,
-            "candidate_id": self.candidate_id,
-            "accepted": self.accepted,
-            "reason": self.reason,
-            "measurements": self.trial.measurements.model_dump() if self.trial else {},
-            **{k: numbers[k] for k in _NUMBERS},
-            "revision": self.revision,
-        }
+        return VerdictPayload.model_validate(
+            {
+                "failure_id": self.failure_id,
+                "candidate_id": self.candidate_id,
+                "accepted": self.accepted,
+                "reason": self.reason,
+                "measurements": self.trial.measurements.model_dump() if self.trial else {},
+                **{k: numbers[k] for k in _NUMBERS},
+                "revision": self.revision,
+            }
+        )
 
 
 _NUMBERS = ("metric", "baseline", "candidate", "improvement", "ci_low", "ci_high")
@@ -157,7 +177,7 @@ class FailureOutcome(BaseModel):
     candidate_id: str | None = None
     revisions: int = 0
     reason: str = ""
-    commit: dict[str, Any] | None = None
+    commit: dict[str, JsonValue] | None = Field(default=None, description="commit_update's answer (committed).")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -174,25 +194,25 @@ class EvolverState(TypedDict, total=False):
     trial, for the proposer's revisions) and ``proposer_messages`` (the proposer's conversation, kept
     across revisions)."""
 
-    failures: list[dict[str, Any]]
+    failures: list[GraphFailure]
     listed: bool
     cursor: int
     started_at: float
     stop_reason: str | None
 
-    current: dict[str, Any] | None
+    current: GraphFailure | None
     attribution: Attribution | None
-    candidate: dict[str, Any] | None
+    candidate: GraphCandidate | None
     proposal: ProposalRecord | None
     revision: int
-    attempts: list[dict[str, Any]]
+    attempts: list[Attempt]
     proposer_messages: list[AnyMessage]
     give_up_reason: str | None
     pending_reason: str | None  # the pending verdict a revision was asked after (revise_unmet_pending)
 
     attributions: Annotated[list[Attribution], operator.add]
     proposals: Annotated[list[ProposalRecord], operator.add]
-    trials: Annotated[list[dict[str, Any]], operator.add]
+    trials: Annotated[list[dict[str, JsonValue]], operator.add]  # each trial as JSON (CriticDecision.trial_json)
     decisions: Annotated[list[CriticDecision], operator.add]
     outcomes: Annotated[list[FailureOutcome], operator.add]
 
@@ -303,7 +323,9 @@ class LLMConfig(BaseModel):
     timeout_s: float = Field(default=120.0, gt=0, description="Seconds per request.")
     max_retries: int = Field(default=2, ge=0, description="Retries of a failed request, with backoff.")
     max_tokens: int | None = Field(default=2048, ge=16, description="Completion tokens per turn; null: the server's.")
-    extra: dict[str, Any] = Field(default_factory=dict, description="More keyword arguments for the model's class.")
+    extra: dict[str, JsonValue] = Field(
+        default_factory=dict, description="More keyword arguments for the model's class."
+    )
 
     @model_validator(mode="after")
     def _names_a_model(self):
@@ -356,9 +378,11 @@ class EvolverDeps:
     def out_of_time(self, state: EvolverState) -> bool:
         return self.clock() >= self.deadline(state)
 
-    async def emit(self, kind: str, payload: dict[str, Any]) -> None:
-        """Report one step to ``on_event`` (a failing callback is logged, never fatal to the evolver)."""
-        payload = to_jsonable_python(payload, fallback=str)
+    async def emit(self, event: EventPayload) -> None:
+        """Report one step (its kind's payload model) to ``on_event`` (a failing callback is logged, never fatal to
+        the evolver)."""
+        kind = event.KIND
+        payload = to_jsonable_python(event.written(), fallback=str)
         logger.info("evolver %s: %s", kind, {k: payload[k] for k in list(payload)[:6]})
         if self.on_event is None:
             return

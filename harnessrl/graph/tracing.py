@@ -34,7 +34,9 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import var_child_runnable_config
-from pydantic import BaseModel
+from pydantic import JsonValue
+
+from harnessrl.graph.state import CriticDecision, EvolverState, FailureOutcome, ProposalRecord
 
 __all__ = ["POINT_RUN_NAME", "TAG", "flush", "point_config", "point_tracing", "reset", "traced_node", "untraced"]
 
@@ -201,73 +203,76 @@ def _quiet_upload_errors() -> None:
 
 
 # --------------------------------------------------------------------------------------------- the nodes
-def _dump(value: Any) -> dict[str, Any]:
-    if isinstance(value, BaseModel):
-        return value.model_dump()
-    return dict(value) if isinstance(value, Mapping) else {}
+Metadata = dict[str, JsonValue]
+"""A run's metadata: what the graph's state says, by name."""
 
 
-def _last(values: Any) -> dict[str, Any]:
-    return _dump(values[-1]) if isinstance(values, list) and values else {}
-
-
-def _state_annotations(node: str, state: Mapping[str, Any]) -> dict[str, Any]:
+def _state_annotations(node: str, state: EvolverState) -> Metadata:
     """What the state says about the failure ``node`` works on, before it runs."""
-    failure = _dump(state.get("current"))
-    if not failure:
+    failure = state.get("current")
+    if failure is None:
         return {}
-    attribution = _dump(state.get("attribution"))
-    meta: dict[str, Any] = {
-        "failure_id": failure.get("failure_id"),
-        "task_id": failure.get("task_id"),
-        "failure_kind": failure.get("kind"),
-        "failure_step": failure.get("step"),
-        "interface": attribution.get("interface"),
-        "attributed_interface": attribution.get("interface"),
-        "revision": state.get("revision", 0) if attribution else None,
+    attribution = state.get("attribution")
+    attributed = attribution.interface if attribution is not None else None
+    meta: Metadata = {
+        "failure_id": failure.failure_id,
+        "task_id": failure.task_id,
+        "failure_kind": failure.kind,
+        "failure_step": failure.step,
+        "interface": attributed,
+        "attributed_interface": attributed,
+        "revision": state.get("revision", 0) if attribution is not None else None,
     }
     if node == "proposer":  # its candidate's interface is known when it is built (a revision may use another)
         meta["interface"] = None
     else:
-        proposal = _dump(state.get("proposal"))
-        candidate = _dump(state.get("candidate"))
-        meta["candidate_id"] = proposal.get("candidate_id") or candidate.get("candidate_id")
-        meta["interface"] = proposal.get("interface") or meta["interface"]
+        proposal, candidate = state.get("proposal"), state.get("candidate")
+        meta["candidate_id"] = (proposal.candidate_id if proposal else None) or (
+            candidate.candidate_id if candidate else None
+        )
+        meta["interface"] = (proposal.interface if proposal else None) or attributed
     return meta
 
 
-def _update_annotations(update: Any) -> dict[str, Any]:
+def _update_annotations(update: object) -> Metadata:
     """What a node's state update adds: the attribution, the candidate, the verdict and trial cost, the outcome."""
     if not isinstance(update, Mapping):
         return {}
-    meta: dict[str, Any] = {}
-    if attribution := _last(update.get("attributions")):
-        meta["interface"] = meta["attributed_interface"] = attribution.get("interface")
-    if proposal := _last(update.get("proposals")):
-        meta.update(candidate_id=proposal.get("candidate_id"), interface=proposal.get("interface"))
-        meta.update(revision=proposal.get("revision"), builder_tool=proposal.get("tool"))
-    if decision := _last(update.get("decisions")):
-        trial = decision.get("trial") or {}
-        meta["verdict"] = "accepted" if decision.get("accepted") else "rejected"
-        meta["verdict_reason"] = decision.get("reason")
-        meta.update({f"trial_{k}": trial.get(k) for k in ("metric", "baseline", "candidate", "improvement")})
-    if trial := _last(update.get("trials")):
-        cost = trial.get("cost") if isinstance(trial.get("cost"), Mapping) else {}
+    meta: Metadata = {}
+    if attributions := update.get("attributions"):
+        meta["interface"] = meta["attributed_interface"] = attributions[-1].interface
+    if proposals := update.get("proposals"):
+        proposal: ProposalRecord = proposals[-1]
+        meta.update(candidate_id=proposal.candidate_id, interface=proposal.interface)
+        meta.update(revision=proposal.revision, builder_tool=proposal.tool)
+    if decisions := update.get("decisions"):
+        decision: CriticDecision = decisions[-1]
+        trial = decision.trial
+        meta["verdict"] = "accepted" if decision.accepted else "rejected"
+        meta["verdict_reason"] = decision.reason
+        numbers = trial.model_dump(include=set(_TRIAL_NUMBERS)) if trial is not None else {}
+        cost = trial.cost.model_dump() if trial is not None else {}
+        meta.update({f"trial_{k}": numbers.get(k) for k in _TRIAL_NUMBERS})
         meta.update({f"trial_{k}": cost.get(k) for k in ("rollouts", "judge_calls", "seconds")})
-    if outcome := _last(update.get("outcomes")):
-        meta["outcome"] = outcome.get("status")
-        meta["outcome_reason"] = outcome.get("reason")
+    if outcomes := update.get("outcomes"):
+        outcome: FailureOutcome = outcomes[-1]
+        meta["outcome"] = outcome.status
+        meta["outcome_reason"] = outcome.reason
     elif update.get("give_up_reason"):
         meta["give_up_reason"] = update["give_up_reason"]
     return meta
 
 
-def _tags(meta: Mapping[str, Any]) -> list[str]:
+_TRIAL_NUMBERS = ("metric", "baseline", "candidate", "improvement")
+"""The trial's metric and numbers a critic run is annotated with."""
+
+
+def _tags(meta: Metadata) -> list[str]:
     """The tags a run gets from its metadata: the failure kind, the interface, the verdict, the outcome."""
     return [str(meta[k]) for k in ("failure_kind", "interface", "verdict", "outcome") if meta.get(k)]
 
 
-def _annotate(run: Any, meta: Mapping[str, Any]) -> dict[str, Any]:
+def _annotate(run: Any, meta: Metadata) -> Metadata:
     meta = {k: v for k, v in meta.items() if v is not None}
     if meta:
         run.add_metadata(meta)

@@ -276,7 +276,7 @@ class LocalLMJudge:
         for r, x in enumerate(batch):
             input_ids[r, width - len(x) :] = torch.tensor(x, dtype=torch.long)
             mask[r, width - len(x) :] = 1
-        kwargs: dict[str, Any] = {"input_ids": input_ids.to(device), "attention_mask": mask.to(device)}
+        kwargs: dict[str, torch.Tensor | int] = {"input_ids": input_ids.to(device), "attention_mask": mask.to(device)}
         if self._position_ids:  # positions count real tokens only, so padding changes nothing
             kwargs["position_ids"] = (mask.cumsum(-1) - 1).clamp(min=0).to(device)
         if self._logits_to_keep:

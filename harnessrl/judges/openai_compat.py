@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
-from pydantic import BaseModel, Field, ValidationError, WithJsonSchema, field_validator
+from pydantic import BaseModel, Field, JsonValue, ValidationError, WithJsonSchema, field_validator
 
 from harnessrl.config import api_key_from_env
 from harnessrl.errors import JudgeError
@@ -163,7 +163,7 @@ def _make_strict(node: Any) -> Any:
     return node
 
 
-def verdicts_json_schema() -> dict[str, Any]:
+def verdicts_json_schema() -> dict[str, JsonValue]:
     """The strict JSON schema of :class:`RubricVerdicts` (``response_format`` type ``json_schema``)."""
     return _make_strict(RubricVerdicts.model_json_schema())
 
@@ -318,7 +318,7 @@ class OpenAICompatibleJudge:
         return f"OpenAICompatibleJudge(model={self.model!r}, base_url={self.base_url!r})"
 
     @staticmethod
-    def _make_response_format(mode: str) -> dict[str, Any] | None:
+    def _make_response_format(mode: str) -> dict[str, JsonValue] | None:
         if mode == "json_schema":
             return {
                 "type": "json_schema",
@@ -457,7 +457,7 @@ class OpenAICompatibleJudge:
         """One chat completion with timeouts and retries; ``None`` when it could not be had."""
         import openai
 
-        kwargs: dict[str, Any] = {
+        kwargs: dict[str, JsonValue] = {  # the request's body, as JSON
             "model": self.model,
             "messages": messages,
             "temperature": self.config.temperature,

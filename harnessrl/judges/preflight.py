@@ -14,13 +14,24 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TypedDict
 
 from harnessrl.data.schema import Task
 from harnessrl.errors import JudgeError
 from harnessrl.judges.rubric_judge import RubricJudge, RubricRequest
 
-__all__ = ["preflight_judge"]
+__all__ = ["PreflightCheck", "preflight_judge"]
+
+
+class PreflightCheck(TypedDict):
+    """What a preflight checked, for the run's records: the tasks graded, the judged verdicts asked of the judge and
+    those missing, the seconds it took."""
+
+    tasks: int
+    judged: int
+    missing: int
+    seconds: float
+
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +56,7 @@ class _Said(logging.Handler):
 
 def preflight_judge(
     judge: RubricJudge, tasks: Sequence[Task], *, n: int = 3, setting: str = "judge", where: str = ""
-) -> dict[str, Any]:
+) -> PreflightCheck:
     """Grade the reference answers of the first ``n`` tasks that have a judged criterion; raise
     :class:`~harnessrl.errors.JudgeError` when the judge gave a verdict on none of their judged criteria.
 
@@ -65,8 +76,12 @@ def preflight_judge(
         judges_log.removeHandler(said)
     verdicts = [v for r in results for v in r.verdicts if v.source != "programmatic"]
     missing = sum(v.value is None for v in verdicts)
-    checked = {"tasks": len(chosen), "judged": len(verdicts), "missing": missing}
-    checked["seconds"] = round(time.perf_counter() - t0, 3)
+    checked: PreflightCheck = {
+        "tasks": len(chosen),
+        "judged": len(verdicts),
+        "missing": missing,
+        "seconds": round(time.perf_counter() - t0, 3),
+    }
     if verdicts and missing == len(verdicts):
         ids = ", ".join(t.id for t in chosen)
         why = "; ".join(said.messages[-3:]) or "it returned no verdict, and said nothing about why"

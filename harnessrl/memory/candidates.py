@@ -15,7 +15,7 @@ from pydantic import BaseModel
 
 from harnessrl.errors import HarnessRLError
 from harnessrl.memory.chroma import ChromaCollections
-from harnessrl.memory.codec import as_dict, chroma_metadata, dumps, jsonable, loads, similarity_of
+from harnessrl.memory.codec import Metadata, as_dict, chroma_metadata, dumps, jsonable, loads, similarity_of
 from harnessrl.memory.entries import CandidateEntry
 from harnessrl.memory.filters import MetaFilter, equals, is_in, not_equal
 from harnessrl.records.failures import failure_id
@@ -115,7 +115,7 @@ class CandidateMemory(ChromaCollections):
         got = col.get(ids=[candidate_id], include=["metadatas"])
         if not got["ids"]:
             raise HarnessRLError(f"no update candidate {candidate_id!r} in the training memory")
-        md: dict[str, Any] = {}
+        md: Metadata = {}
         if verdict is not None:
             md["verdict"] = verdict
         if trials is not None:

@@ -20,7 +20,7 @@ from urllib.parse import urlparse
 import numpy as np
 
 from harnessrl.errors import ConfigError, HarnessRLError
-from harnessrl.memory.codec import chroma_metadata
+from harnessrl.memory.codec import Metadata, chroma_metadata
 from harnessrl.memory.embedding_function import MiniLMEmbeddingFunction
 from harnessrl.memory.filters import MetaFilter
 
@@ -148,7 +148,7 @@ class ChromaCollections:
         n: int,
         where: MetaFilter,
         distinct: str | None = None,
-    ) -> list[tuple[str, str | None, dict[str, Any], float]]:
+    ) -> list[tuple[str, str | None, Metadata, float]]:
         """The ``n`` records of collection ``kind`` nearest to ``text`` that satisfy ``where`` (at most
         one per value of metadata key ``distinct``), best first, as (id, document, metadata, distance).
 
@@ -164,7 +164,7 @@ class ChromaCollections:
         if total == 0 or n <= 0:
             return []
         (qv,) = self.ef.embed_query([text])
-        picked: list[tuple[str, str | None, dict[str, Any], float]] = []
+        picked: list[tuple[str, str | None, Metadata, float]] = []
         seen: set[Any] = set()
         full = ["documents", "metadatas", "distances"]
 
@@ -230,11 +230,9 @@ class ChromaCollections:
         step = self._max_batch
         for i in range(0, len(ids), step):
             sl = slice(i, i + step)
-            kwargs: dict[str, Any] = {
-                "ids": ids[sl],
-                "documents": docs[sl],
-                "metadatas": [chroma_metadata(m) for m in mds[sl]],
-            }
-            if embeddings is not None:
-                kwargs["embeddings"] = np.asarray(embeddings[sl], dtype=np.float32)
-            col.upsert(**kwargs)
+            col.upsert(
+                ids=ids[sl],
+                documents=docs[sl],
+                metadatas=[chroma_metadata(m) for m in mds[sl]],
+                embeddings=None if embeddings is None else np.asarray(embeddings[sl], dtype=np.float32),
+            )

@@ -11,7 +11,24 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel
 
-__all__ = ["as_dict", "chroma_metadata", "dumps", "finite", "jsonable", "loads", "scalar", "similarity_of"]
+__all__ = [
+    "Metadata",
+    "MetadataValue",
+    "as_dict",
+    "chroma_metadata",
+    "dumps",
+    "finite",
+    "jsonable",
+    "loads",
+    "scalar",
+    "similarity_of",
+]
+
+MetadataValue = str | int | float | bool | list[str] | None
+"""A Chroma metadata value: a scalar or a non-empty list of strings (nested values are JSON text); None in an upsert
+removes the key."""
+Metadata = dict[str, MetadataValue]
+"""One record's Chroma metadata."""
 
 
 def finite(x: Any) -> float | None:
@@ -25,7 +42,7 @@ def dumps(x: Any) -> str:
     return json.dumps(x, sort_keys=True, default=str)
 
 
-def scalar(v: Any) -> Any:
+def scalar(v: object) -> MetadataValue:
     """A Chroma metadata value (str/int/float/bool or a non-empty list of one of them), or None (= absent)."""
     if v is None or isinstance(v, bool | str):
         return v
@@ -40,7 +57,7 @@ def scalar(v: Any) -> Any:
     return dumps(v)
 
 
-def chroma_metadata(d: Mapping[str, Any]) -> dict[str, Any]:
+def chroma_metadata(d: Mapping[str, object]) -> Metadata:
     """Metadata for Chroma. ``None`` values are kept on purpose: in an upsert they *remove* a key an
     earlier version of the record had, so a re-written record never keeps stale values."""
     return {k: scalar(v) for k, v in d.items()}

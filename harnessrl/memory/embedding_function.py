@@ -10,11 +10,11 @@ elsewhere without it rebuilds this one from the persisted configuration. (The mo
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 from chromadb.api.types import Documents, EmbeddingFunction, Embeddings
 from chromadb.utils.embedding_functions import register_embedding_function
+from pydantic import JsonValue
 
 __all__ = ["MiniLMEmbeddingFunction"]
 
@@ -49,11 +49,11 @@ class MiniLMEmbeddingFunction(EmbeddingFunction[Documents]):
     def name() -> str:
         return "harnessrl-minilm-l6-v2"
 
-    def get_config(self) -> dict[str, Any]:
+    def get_config(self) -> dict[str, JsonValue]:
         return {"device": self.device}
 
     @staticmethod
-    def build_from_config(config: dict[str, Any]) -> MiniLMEmbeddingFunction:
+    def build_from_config(config: dict[str, JsonValue]) -> MiniLMEmbeddingFunction:
         return MiniLMEmbeddingFunction(device=str(config.get("device", "cpu")))
 
     def default_space(self) -> str:

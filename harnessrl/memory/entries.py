@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, JsonValue
 
 from harnessrl.records.trials import CandidateStatus
 
@@ -52,8 +50,8 @@ class FailureEntry(BaseModel):
     domain: str | None = None
     interface: str | None = None
     summary: str = ""
-    evidence: dict[str, Any] = Field(default_factory=dict)
-    extra: dict[str, Any] = Field(default_factory=dict, description="Other fields the detector recorded.")
+    evidence: dict[str, JsonValue] = Field(default_factory=dict)
+    extra: dict[str, JsonValue] = Field(default_factory=dict, description="Other fields the detector recorded.")
     similarity: float | None = None
 
 
@@ -74,9 +72,9 @@ class CandidateEntry(BaseModel):
     failure_text: str = ""
     attribution: str = Field(default="", description="Why the failure was blamed on this interface.")
     rationale: str = Field(default="", description="Why this update should fix it.")
-    payload: dict[str, Any] = Field(default_factory=dict)
-    trials: Any = None
-    outcome: dict[str, Any] | None = None
+    payload: dict[str, JsonValue] = Field(default_factory=dict)
+    trials: JsonValue = None
+    outcome: dict[str, JsonValue] | None = None
     revision: int = 0
     parent_id: str | None = None
     applied_step: int | None = None

@@ -14,7 +14,7 @@ import numpy as np
 
 from harnessrl.errors import HarnessRLError
 from harnessrl.memory.chroma import ChromaCollections
-from harnessrl.memory.codec import as_dict, dumps, loads, similarity_of
+from harnessrl.memory.codec import Metadata, as_dict, dumps, loads, similarity_of
 from harnessrl.memory.entries import FailureEntry
 from harnessrl.memory.filters import MetaFilter, at_least, equals, not_equal
 from harnessrl.records.failures import failure_id as _failure_id
@@ -31,7 +31,7 @@ class FailureMemory(ChromaCollections):
         return _failure_id(failure)
 
     @staticmethod
-    def _failure_record(failure: Any, interface: str | None) -> tuple[str, dict[str, Any]]:
+    def _failure_record(failure: Any, interface: str | None) -> tuple[str, Metadata]:
         d = as_dict(failure)
         kind = str(d.get("kind") or "failure")
         summary = str(d.get("summary") or d.get("description") or "")
@@ -40,7 +40,7 @@ class FailureMemory(ChromaCollections):
         doc = f"{kind.replace('_', ' ')}: {summary}" if summary else kind.replace("_", " ") + f" {dumps(evidence)}"
         known = {"id", "kind", "step", "task_id", "domain", "summary", "description", "evidence", "interface"}
         extra = {k: v for k, v in d.items() if k not in known}
-        md = {
+        md: Metadata = {
             "kind": kind,
             "step": int(d.get("step") if d.get("step") is not None else -1),
             "task_id": d.get("task_id"),

@@ -12,11 +12,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
-__all__ = ["Condition", "MetaFilter", "at_least", "equals", "is_in", "not_equal"]
+from pydantic import JsonValue
+
+from harnessrl.memory.codec import MetadataValue
+
+__all__ = ["Condition", "MetaFilter", "Where", "at_least", "equals", "is_in", "not_equal"]
 
 Operator = Literal["$eq", "$ne", "$in", "$gte"]
+
+Where = dict[str, JsonValue]
+"""A filter in Chroma's ``where`` syntax: ``{key: value}``, ``{key: {op: value}}`` or ``{"$and": [...]}``."""
 
 
 @dataclass(frozen=True)
@@ -25,18 +32,18 @@ class Condition:
 
     key: str
     op: Operator
-    value: Any
+    value: JsonValue
 
     @property
     def excludes(self) -> bool:
         """An exclusion (``$ne``): it matches a record that lacks the key, and cannot narrow a search."""
         return self.op == "$ne"
 
-    def where(self) -> dict[str, Any]:
+    def where(self) -> Where:
         """This condition in Chroma's ``where`` syntax."""
         return {self.key: self.value} if self.op == "$eq" else {self.key: {self.op: self.value}}
 
-    def matches(self, md: Mapping[str, Any]) -> bool:
+    def matches(self, md: Mapping[str, MetadataValue]) -> bool:
         """Whether one record's metadata satisfies it, as Chroma decides (``$ne`` matches an absent key; the
         other operators do not)."""
         if self.op == "$ne":
@@ -51,19 +58,19 @@ class Condition:
         return have >= self.value
 
 
-def equals(key: str, value: Any) -> Condition:
+def equals(key: str, value: JsonValue) -> Condition:
     return Condition(key, "$eq", value)
 
 
-def not_equal(key: str, value: Any) -> Condition:
+def not_equal(key: str, value: JsonValue) -> Condition:
     return Condition(key, "$ne", value)
 
 
-def is_in(key: str, values: Sequence[Any]) -> Condition:
+def is_in(key: str, values: Sequence[JsonValue]) -> Condition:
     return Condition(key, "$in", list(values))
 
 
-def at_least(key: str, value: Any) -> Condition:
+def at_least(key: str, value: JsonValue) -> Condition:
     return Condition(key, "$gte", value)
 
 
@@ -81,14 +88,14 @@ class MetaFilter:
     def __bool__(self) -> bool:
         return bool(self.conditions)
 
-    def where(self) -> dict[str, Any] | None:
+    def where(self) -> Where | None:
         """The filter in Chroma's ``where`` syntax (None: no filter)."""
         parts = [c.where() for c in self.conditions]
         if not parts:
             return None
         return parts[0] if len(parts) == 1 else {"$and": parts}
 
-    def matches(self, md: Mapping[str, Any]) -> bool:
+    def matches(self, md: Mapping[str, MetadataValue]) -> bool:
         return all(c.matches(md) for c in self.conditions)
 
     def positive(self) -> MetaFilter:

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from harnessrl.memory.chroma import ChromaCollections
-from harnessrl.memory.codec import dumps, finite, loads, similarity_of
+from harnessrl.memory.codec import Metadata, dumps, finite, loads, similarity_of
 from harnessrl.memory.entries import StepEntry
 from harnessrl.memory.filters import MetaFilter, at_least, equals, not_equal
 from harnessrl.records.steps import GroupRecord, StepRecord
@@ -38,14 +38,14 @@ class StepMemory(ChromaCollections):
         return ids
 
     @staticmethod
-    def _step_record(g: GroupRecord, failures: Sequence[str], task_text: str | None) -> tuple[str, dict[str, Any]]:
+    def _step_record(g: GroupRecord, failures: Sequence[str], task_text: str | None) -> tuple[str, Metadata]:
         kinds = sorted(dict.fromkeys(failures))
         doc = g.summary()
         if kinds:
             doc += "; failures: " + ", ".join(k.replace("_", " ") for k in kinds)
         if task_text:
             doc += f"; task: {task_text.strip()[:1000]}"
-        md: dict[str, Any] = {
+        md: Metadata = {
             "step": int(g.step),
             "task_id": g.task_id,
             "domain": g.domain,
