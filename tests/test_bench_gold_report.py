@@ -688,3 +688,23 @@ def test_a_run_that_just_started_adds_no_false_notes(tmp_path):
     assert "oracle/seed1 (incomplete)" in notes
     started_fig = next(f for f in res["runs"] if f["method"] == "oracle" and f["seed"] == 1)
     assert started_fig["rollouts_spent"] is None and started_fig["test_at_equal_rollouts"] is None  # not ended yet
+
+
+def test_the_best_baseline_is_chosen_on_the_seeds_every_baseline_has():
+    """A baseline run on fewer seeds is compared on those: one mean over seeds 0-3 beside another over 0-1 would let
+    a hard seed 3 decide (the unstated suite at 4 seeds named ODF, 2 seeds, over fixed GRPO this way)."""
+    from harnessrl.analysis.aggregates import MethodAggregate, SeedFigures, stat
+    from harnessrl.analysis.results import best_baseline, best_baseline_choice
+
+    def agg_of(vals):
+        return MethodAggregate(
+            seeds=list(vals),
+            validation_best=stat(list(vals.values())),
+            per_seed={str(s): SeedFigures(validation_best=v) for s, v in vals.items()},
+        )
+
+    agg = {"fixed": agg_of({0: 0.45, 1: 0.42, 2: 0.46, 3: 0.33}), "odf": agg_of({0: 0.43, 1: 0.43})}
+    assert agg["odf"].validation_best.mean > agg["fixed"].validation_best.mean  # on all their seeds: odf
+    assert best_baseline_choice(agg) == ("fixed", pytest.approx(0.435), [0, 1]) and best_baseline(agg) == "fixed"
+    agg["dapo"] = agg_of({5: 0.9})  # no seed shared by all: each on its own seeds
+    assert best_baseline_choice(agg) == ("dapo", pytest.approx(0.9), [0, 1, 2, 3, 5])

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from harnessrl.analysis.aggregates import Aggregates, PairedScore, Stat
 from harnessrl.analysis.report_format import _interval, _num, _stat, _table
-from harnessrl.analysis.results import baselines
+from harnessrl.analysis.results import baselines, best_baseline_choice
 from harnessrl.analysis.results_file import (
     Ablation,
     Bootstrap,
@@ -162,9 +162,11 @@ def _best_baseline_lines(comps: list[Comparison], agg: Aggregates, best: str, on
         if on == "validation_best"
         else "highest mean test score at the best-validation checkpoint "
     )
-    lines = [
-        f"**Best baseline: {best}** ({chosen}among {', '.join(baselines(agg))}: {_num(agg[best].figure(on).mean)})."
-    ]
+    choice = best_baseline_choice(agg) if on == "validation_best" else None
+    score, seeds = (choice[1], choice[2]) if choice and choice[0] == best else (agg[best].figure(on).mean, [])
+    fewer = any(len(agg[m].per_seed) > len(seeds) for m in baselines(agg)) and seeds
+    over = f" over seeds {', '.join(map(str, seeds))}, the ones every baseline has" if fewer else ""
+    lines = [f"**Best baseline: {best}** ({chosen}among {', '.join(baselines(agg))}{over}: {_num(score)})."]
     for c in (c for c in comps if c.baseline == best):
         v = c.validation_best
         if v is not None and v.mean is not None:

@@ -325,14 +325,33 @@ def baselines(agg: Aggregates) -> list[str]:
 
 
 def best_baseline(agg: Aggregates) -> str | None:
-    """The baseline with the highest mean best validation score: arms are chosen on validation, never on test
-    (docs/design.md section 8). Runs without a validation figure (older reports' rows) fall back to the test score
-    at the best-validation checkpoint. None: no baseline has either."""
+    """The baseline with the highest mean best validation score, over the seeds every baseline has
+    (:func:`best_baseline_choice`): arms are chosen on validation, never on test (docs/design.md section 8). Runs
+    without a validation figure (older reports' rows) fall back to the test score at the best-validation checkpoint.
+    None: no baseline has either."""
+    choice = best_baseline_choice(agg)
+    return None if choice is None else choice[0]
+
+
+def best_baseline_choice(agg: Aggregates) -> tuple[str, float, list[int]] | None:
+    """The best baseline, the mean it won with and the seeds that mean is over: the seeds every scored baseline
+    has the figure on (a baseline run on fewer seeds is compared on those, never one mean over other seeds beside
+    another's: a seed can be easier for every method); all seeds where they share none, and for a report that chose
+    on test (older rows, as it was made). None: no baseline is scored."""
     key = best_baseline_figure(agg)
     if key is None:
         return None
     scored = [m for m in baselines(agg) if agg[m].figure(key).mean is not None]
-    return max(scored, key=lambda m: agg[m].figure(key).mean or 0.0)
+    has = {m: {int(s) for s, f in agg[m].per_seed.items() if getattr(f, key, None) is not None} for m in scored}
+    shared = sorted(set.intersection(*has.values())) if has and key == "validation_best" else []
+
+    def mean(m: str) -> float:
+        if not shared:
+            return agg[m].figure(key).mean or 0.0
+        return statistics.fmean(getattr(agg[m].per_seed[str(s)], key) for s in shared)
+
+    best = max(scored, key=mean)
+    return best, mean(best), shared or sorted(set.union(*has.values()))
 
 
 def best_baseline_figure(agg: Aggregates) -> str | None:
