@@ -51,6 +51,7 @@ __all__ = [
     "Scores",
     "SplitSummary",
     "SummaryExtra",
+    "TestAtBest",
     "finite_number",
     "last_logged_step",
     "read_best",
@@ -176,14 +177,32 @@ class EvalRow(Scores):
         return "rubric" if v is None else v
 
 
-class BestCheckpoint(_View):
-    """``best.json``: the step with the best validation score, that score, and the checkpoint saved there."""
+class TestAtBest(AsWritten):
+    """``best.json``'s ``test``: the test split's scores at the best step (reported, never used to choose), and its
+    ``proxy`` (the same completions graded with rubric version 0) as the same kind of record, without per-task
+    scores."""
+
+    overall: float | None = None
+    per_domain: dict[str, float | None] = Field(default_factory=dict)
+    per_family: dict[str, float | None] = Field(default_factory=dict)
+    no_score_reason: str | None = None
+    sampling_se: float | None = None
+    proxy: TestAtBest | None = None
+
+
+class BestCheckpoint(AsWritten):
+    """``best.json``: the step with the best validation score, that score, and the checkpoint saved there. The
+    evaluation callback (:class:`~harnessrl.trainer.callbacks.EvalCallback`) builds it and writes it as it was set;
+    every reader reads it back here (``summary.json``'s ``best`` is the same record)."""
 
     step: int
     overall: float
     split: str = Field("held-out", description="The split that chose it (validation; held-out: one set).")
     graded_with: str = "rubric"
-    test: Scores | None = Field(None, description="The test scores at that step (also in eval.jsonl).")
+    per_domain: dict[str, float | None] = Field(default_factory=dict)
+    per_family: dict[str, float | None] = Field(default_factory=dict)
+    proxy: float | None = Field(None, description="The validation score graded with rubric version 0 (gold runs).")
+    test: TestAtBest | None = Field(None, description="The test scores at that step (also in eval.jsonl).")
     checkpoint: str | None = None
 
 
@@ -260,7 +279,7 @@ class RunSummaryRecord(_View):
     timings: dict[str, float] = Field(default_factory=dict)
     eval_before: float | None = None
     eval_after: float | None = None
-    best: dict[str, JsonValue] | None = Field(None, description="best.json as it was at the end (None: none).")
+    best: BestCheckpoint | None = Field(None, description="best.json as it was at the end (None: none).")
     reward_first: float | None = None
     reward_last: float | None = None
     extra: SummaryExtra = Field(default_factory=SummaryExtra)

@@ -72,10 +72,10 @@ def print_summary(summary: RunSummaryRecord, console: Console) -> None:
     proxy = f" (proxy, rubric v0: {fmt(test_eval.final_proxy)} at the end)" if graded == "gold" else ""
     t.add_row(f"test score ({graded}) before → after", f"{fmt(summary.eval_before)} → {fmt(summary.eval_after)}{proxy}")
     if summary.best:
-        test = (summary.best.get("test") or {}).get("overall")
+        test = summary.best.test.overall if summary.best.test is not None else None
         t.add_row(
             "best validation score",
-            f"{summary.best['overall']:.3f} at step {summary.best['step']} (test there: {fmt(test)})",
+            f"{summary.best.overall:.3f} at step {summary.best.step} (test there: {fmt(test)})",
         )
     acc = summary.accounting
     if acc.model_dump():
