@@ -20,7 +20,7 @@ from harnessrl.data.schema import Task
 from harnessrl.judges.rubric_judge import RubricJudge
 from harnessrl.records.event_payloads import EvaluationPayload
 from harnessrl.records.run_dir import RunDir, write_atomic
-from harnessrl.records.run_record import BestCheckpoint, Missing, TestAtBest, read_best
+from harnessrl.records.run_record import BestCheckpoint, Missing, TestAtBest, read_best, read_evaluations
 from harnessrl.trainer.evaluation import EvalResult, EvalSplit, GradeWith, evaluate_policy
 
 if TYPE_CHECKING:
@@ -159,9 +159,7 @@ class EvalCallback(TrainerCallback):
         }
         self.console = console
         # rows written by `harnessrl eval` (they carry a "source") are not part of the training curve
-        self.results: list[EvalResult] = [
-            EvalResult.model_validate(r) for r in run_dir.read("eval.jsonl") if "source" not in r
-        ]
+        self.results: list[EvalResult] = list(read_evaluations(run_dir.path))
         best = read_best(run_dir.path)  # one that is not a BestCheckpoint (no score) is replaced by the next best
         self.best: BestCheckpoint | None = None if isinstance(best, Missing) else best
         self.trainer = None  # set by the run, for saving the best model

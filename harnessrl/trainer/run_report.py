@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from harnessrl.errors import HarnessRLError
+from harnessrl.records.evaluations import EvalResult
 from harnessrl.records.event_payloads import (
     AttributionPayload,
     AuditProbePayload,
@@ -33,7 +34,6 @@ from harnessrl.records.event_payloads import (
 from harnessrl.records.events import Event
 from harnessrl.records.run_record import (
     BestCheckpoint,
-    EvalRow,
     GroupRow,
     MetricRow,
     Missing,
@@ -524,11 +524,11 @@ def _best_line(best: BestCheckpoint) -> str:
     )
 
 
-def _evaluation_section(evals: list[EvalRow]) -> str:
+def _evaluation_section(evals: list[EvalResult]) -> str:
     """Each evaluation: its grading, the score and the proxy beside a gold one, per family (else per domain)."""
     by = "per_family" if any(e.per_family for e in evals) else "per_domain"
 
-    def scores(e: EvalRow) -> dict[str, float | None]:
+    def scores(e: EvalResult) -> dict[str, float]:
         return e.per_family if by == "per_family" else e.per_domain
 
     groups = sorted({d for e in evals for d in scores(e)})
