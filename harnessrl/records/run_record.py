@@ -8,7 +8,7 @@ report, its totals over every process, resume. Each reads it here, through :meth
   detectors' bounds, the step and completion budgets);
 - ``metrics.jsonl``: :class:`MetricRow` per logged step (:meth:`RunRecord.series` reads one metric), and
   ``rolled_back/metrics.jsonl``: the rows of steps a killed process logged past its last checkpoint;
-- ``steps.jsonl``: :class:`GroupRow` per trained task group;
+- ``steps.jsonl``: :class:`~harnessrl.records.steps.GroupRecord` per trained task group;
 - ``eval.jsonl``: :class:`~harnessrl.records.evaluations.EvalResult` per evaluation (``evaluations``: the
   training's own, not ``harnessrl eval``'s; :func:`read_evaluations`);
 - ``best.json``: :class:`BestCheckpoint`;
@@ -39,12 +39,12 @@ from harnessrl.records.as_written import AsWritten, Number
 from harnessrl.records.evaluations import EvalResult
 from harnessrl.records.events import Event
 from harnessrl.records.run_dir import read_json_file, read_jsonl, read_tail
+from harnessrl.records.steps import GroupRecord
 
 __all__ = [
     "Accounting",
     "BestCheckpoint",
     "EvolverSummary",
-    "GroupRow",
     "MetricRow",
     "Missing",
     "RunConfigView",
@@ -132,20 +132,6 @@ class MetricRow(BaseModel):
     def value(self, key: str) -> float | None:
         """A logged number (None: not logged in this row, or not a finite number)."""
         return finite_number((self.model_extra or {}).get(key))
-
-
-class GroupRow(_View):
-    """One line of ``steps.jsonl``: a task group of a training step (see :class:`~harnessrl.records.GroupRecord`)."""
-
-    step: int
-    task_id: str | None = None
-    rewards: list[float | None] = Field(default_factory=list)
-    mean: float | None = None
-    std: float | None = None
-    flat: bool | None = None
-    lengths: list[float] = Field(default_factory=list)
-    rubric_version: int | None = None
-    guided: int | None = None
 
 
 class TestAtBest(AsWritten):
@@ -342,7 +328,7 @@ class RunRecord:
     path: Path
     config: RunConfigView
     metrics: tuple[MetricRow, ...]
-    groups: tuple[GroupRow, ...]
+    groups: tuple[GroupRecord, ...]
     evaluations: tuple[EvalResult, ...]
     """The training's own evaluations (rows of ``harnessrl eval`` are not part of the curve; a row whose grading
     failed has no ``overall``)."""
@@ -368,7 +354,7 @@ class RunRecord:
             path=path,
             config=config,
             metrics=read_metrics(path),
-            groups=tuple(_rows(path / "steps.jsonl", GroupRow)),
+            groups=tuple(_rows(path / "steps.jsonl", GroupRecord)),
             evaluations=read_evaluations(path),
             events=read_events(path),
             best=best,

@@ -34,13 +34,13 @@ from harnessrl.records.event_payloads import (
 from harnessrl.records.events import Event
 from harnessrl.records.run_record import (
     BestCheckpoint,
-    GroupRow,
     MetricRow,
     Missing,
     RunRecord,
     RunSummaryRecord,
     SplitSummary,
 )
+from harnessrl.records.steps import GroupRecord
 
 __all__ = ["print_summary", "update_stories", "write_report", "write_run_plots"]
 
@@ -182,13 +182,13 @@ def _story_task(failure_id: str, events: Sequence[EventPayload]) -> str | None:
     return parts[1] if len(parts) > 2 else None
 
 
-def _effect(groups: Sequence[GroupRow], task_ids: list[str], from_step: int) -> str:
+def _effect(groups: Sequence[GroupRecord], task_ids: list[str], from_step: int) -> str:
     """The learning signal of the tasks an update changed, before vs after it (their groups' std and flat share)."""
     mine = [g for g in groups if g.task_id in task_ids and g.std is not None]
     before = [g for g in mine if g.step < from_step]
     after = [g for g in mine if g.step >= from_step]
 
-    def desc(gs: list[GroupRow]) -> str:
+    def desc(gs: list[GroupRecord]) -> str:
         if not gs:
             return "no groups"
         std = sum(g.std or 0.0 for g in gs) / len(gs)
@@ -270,7 +270,7 @@ def _without_verdict(reason: str) -> str:
     return reason
 
 
-def update_stories(events: Sequence[Event], groups: Sequence[GroupRow]) -> str:
+def update_stories(events: Sequence[Event], groups: Sequence[GroupRecord]) -> str:
     """One readable story per handled failure: the failure and its evidence, the attribution, each
     candidate with its trial numbers and verdict, the commit, and the task's signal afterwards."""
     by_failure: dict[str, list[Event]] = {}
@@ -344,7 +344,7 @@ def _trial_line(r: dict) -> str:
     )
 
 
-def _committed_line(e: Event, task: str | None, groups: Sequence[GroupRow]) -> str:
+def _committed_line(e: Event, task: str | None, groups: Sequence[GroupRecord]) -> str:
     """A story's commit, with the signal of the tasks it covers before and after it."""
     committed = e.payload_as(CommitPayload)
     start = committed.applies_from_step if committed.applies_from_step is not None else (e.step or 0) + 1
