@@ -50,9 +50,9 @@ __all__ = [
     "RunConfigView",
     "RunRecord",
     "RunSummaryRecord",
+    "ScoresAtBest",
     "SplitSummary",
     "SummaryExtra",
-    "TestAtBest",
     "finite_number",
     "last_logged_step",
     "read_best",
@@ -134,7 +134,7 @@ class MetricRow(BaseModel):
         return finite_number((self.model_extra or {}).get(key))
 
 
-class TestAtBest(AsWritten):
+class ScoresAtBest(AsWritten):
     """``best.json``'s ``test``: the test split's scores at the best step (reported, never used to choose), and its
     ``proxy`` (the same completions graded with rubric version 0) as the same kind of record, without per-task
     scores."""
@@ -144,7 +144,7 @@ class TestAtBest(AsWritten):
     per_family: dict[str, float | None] = Field(default_factory=dict)
     no_score_reason: str | None = None
     sampling_se: float | None = None
-    proxy: TestAtBest | None = None
+    proxy: ScoresAtBest | None = None
 
 
 class BestCheckpoint(AsWritten):
@@ -159,7 +159,7 @@ class BestCheckpoint(AsWritten):
     per_domain: dict[str, float | None] = Field(default_factory=dict)
     per_family: dict[str, float | None] = Field(default_factory=dict)
     proxy: float | None = Field(None, description="The validation score graded with rubric version 0 (gold runs).")
-    test: TestAtBest | None = Field(None, description="The test scores at that step (also in eval.jsonl).")
+    test: ScoresAtBest | None = Field(None, description="The test scores at that step (also in eval.jsonl).")
     checkpoint: str | None = None
 
 

@@ -20,7 +20,7 @@ from harnessrl.data.schema import Task
 from harnessrl.judges.rubric_judge import RubricJudge
 from harnessrl.records.event_payloads import EvaluationPayload
 from harnessrl.records.run_dir import RunDir, write_atomic
-from harnessrl.records.run_record import BestCheckpoint, Missing, TestAtBest, read_best, read_evaluations
+from harnessrl.records.run_record import BestCheckpoint, Missing, ScoresAtBest, read_best, read_evaluations
 from harnessrl.trainer.evaluation import EvalResult, EvalSplit, GradeWith, evaluate_policy
 
 if TYPE_CHECKING:
@@ -96,13 +96,13 @@ class ProgressCallback(TrainerCallback):
             self.progress = None
 
 
-def _test_at_best(test: EvalResult) -> TestAtBest:
+def _scores_at_best(test: EvalResult) -> ScoresAtBest:
     proxy = test.proxy.model_dump(exclude={"per_task"}) if test.proxy is not None else None
-    return TestAtBest(
+    return ScoresAtBest(
         overall=test.overall,
         per_domain=test.per_domain,
         per_family=test.per_family,
-        proxy=TestAtBest.model_validate(proxy) if proxy is not None else None,
+        proxy=ScoresAtBest.model_validate(proxy) if proxy is not None else None,
     )
 
 
@@ -250,7 +250,7 @@ class EvalCallback(TrainerCallback):
                 per_domain=val.per_domain,
                 per_family=val.per_family,
                 proxy=val.proxy.overall if val.proxy is not None else None,
-                test=_test_at_best(test) if test else None,
+                test=_scores_at_best(test) if test else None,
             )
             if self.trainer is not None and step > 0:
                 self._save_best(str(self.run_dir.checkpoints / "best"))
