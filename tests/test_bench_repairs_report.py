@@ -317,7 +317,7 @@ def test_a_reverted_rubric_probation_reaches_only_the_groups_it_graded(tmp_path)
     were graded by them, those from 6 by the rubric before them (a later version, the same criteria), so reach
     counts the first three only; the family's figures say it was a probation and that it ended reverted."""
     from harnessrl.analysis.repairs import run_family_repairs
-    from harnessrl.records.run_record import GroupRow
+    from harnessrl.records.steps import GroupRecord
 
     revert = {"interface": "rubric_criteria", "task_id": "a1", "remove": ["no_commas"], "remedy": "revert"}
     events = [
@@ -343,7 +343,7 @@ def test_a_reverted_rubric_probation_reaches_only_the_groups_it_graded(tmp_path)
         ),
     ]
     version = {1: 0, 2: 0, 3: 1, 4: 1, 5: 1, 6: 2, 7: 2}
-    groups = tuple(GroupRow(step=s, task_id="a1", rubric_version=v, guided=0) for s, v in version.items())
+    groups = tuple(GroupRecord(step=s, task_id="a1", rubric_version=v, guided=0) for s, v in version.items())
     none = Missing("not written by this test")
     record = RunRecord(tmp_path, RunConfigView(), (), groups, (), tuple(map(_e, events)), none, none, none)
     run = RunData(method="harnessrl", seed=0, record=record, train_tasks={"a1": {"family": "lax"}})

@@ -295,7 +295,7 @@ def test_best_checkpoint_is_chosen_on_validation_alone(tmp_path, monkeypatch):
     assert [e["split"] for e in events] == ["validation", "test"] * 3
     # a resumed callback reads the rows back and evaluates nothing twice
     again = EvalCallback(run, splits, None, every_steps=2, before_training=True, max_new_tokens=4, batch_size=2)
-    assert again._evaluated(4) and again.best == best
+    assert again._evaluated(4) and again.best is not None and again.best.model_dump() == best
 
 
 def test_no_validation_split_chooses_no_best(tmp_path, monkeypatch):

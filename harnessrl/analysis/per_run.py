@@ -20,7 +20,8 @@ from harnessrl.analysis.misfires import misfire_counts
 from harnessrl.detection.config import FLAT_HIGH, FLAT_LOW
 from harnessrl.errors import HarnessRLError
 from harnessrl.records.bench_files import ManifestRun
-from harnessrl.records.run_record import EvalRow, Missing, RunConfigView, RunRecord, Scores, finite_number
+from harnessrl.records.evaluations import EvalResult, ScoreSet
+from harnessrl.records.run_record import Missing, RunConfigView, RunRecord, finite_number
 
 __all__ = [
     "DETECTOR_DEFAULTS",
@@ -105,7 +106,7 @@ class RunData:
         return self.record.path
 
     @property
-    def scored(self) -> list[EvalRow]:
+    def scored(self) -> list[EvalResult]:
         """The run's evaluations that have a score."""
         return [e for e in self.record.evaluations if e.overall is not None]
 
@@ -114,7 +115,7 @@ class RunData:
         """Whether the run evaluates a validation and a test split (newer runs) or one held-out set."""
         return any(e.split is not None for e in self.scored)
 
-    def eval_rows(self, split: str) -> list[EvalRow]:
+    def eval_rows(self, split: str) -> list[EvalResult]:
         """Scored evaluation rows of ``validation`` or ``test``, one per step (the last), in step order; a run
         without splits answers its held-out rows for both."""
         has_split = self.has_split
@@ -157,18 +158,18 @@ def _mean(values: Iterable[float]) -> float | None:
     return sum(vals) / len(vals) if vals else None
 
 
-def _per(scores: Scores | None, key: str = "per_family") -> dict[str, float]:
+def _per(scores: ScoreSet | EvalResult | None, key: str = "per_family") -> dict[str, float]:
     """The numbers of a score set's ``per_family`` (or ``per_task``...): unscored entries dropped."""
     d: dict[str, float | None] = getattr(scores, key) if scores is not None else {}
     return {str(k): v for k, v in ((k, finite_number(v)) for k, v in d.items()) if v is not None}
 
 
-def _proxy(row: EvalRow | None) -> Scores | None:
+def _proxy(row: EvalResult | None) -> ScoreSet | None:
     """The proxy (rubric version 0) score set beside a gold score, None when there is none."""
     return row.proxy if row is not None else None
 
 
-def _overall(scores: Scores | None) -> float | None:
+def _overall(scores: ScoreSet | None) -> float | None:
     return scores.overall if scores is not None else None
 
 
@@ -197,7 +198,7 @@ class _GoldFigures(TypedDict):
     test_per_task: dict[int, dict[str, float]]
 
 
-def _gold_figures(run: RunData, test: list[EvalRow], best_row: EvalRow | None) -> _GoldFigures:
+def _gold_figures(run: RunData, test: list[EvalResult], best_row: EvalResult | None) -> _GoldFigures:
     """Per-family main scores, the proxy beside them, the test curve, and the eval's clipped share."""
     end = test[-1] if test else None
     start = test[0] if test and test[0].step == 0 else None
@@ -325,7 +326,7 @@ def harness_decisions(run: RunData) -> dict[str, FamilyDecisions]:
     return dict(sorted(out.items()))
 
 
-def _best(run: RunData, test: list[EvalRow]) -> tuple[int | None, float | None, EvalRow | None]:
+def _best(run: RunData, test: list[EvalResult]) -> tuple[int | None, float | None, EvalResult | None]:
     """The best-validation step and score (``best.json``), and the test evaluation at that step."""
     best = run.record.best
     if isinstance(best, Missing):

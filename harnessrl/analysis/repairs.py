@@ -49,7 +49,8 @@ from harnessrl.analysis.results_file import (
     UnnecessaryCommits,
 )
 from harnessrl.interfaces.rubric import RubricCriteria
-from harnessrl.records.run_record import GroupRow, finite_number
+from harnessrl.records.run_record import finite_number
+from harnessrl.records.steps import GroupRecord
 
 __all__ = [
     "REPAIR_FIGURES",
@@ -107,7 +108,7 @@ def _rubric_in_force(run: RunData) -> dict[str, list[tuple[int, bool]]]:
     return {t: sorted(v) for t, v in out.items()}
 
 
-def _repaired(group: GroupRow, in_force: dict[str, list[tuple[int, bool]]]) -> bool:
+def _repaired(group: GroupRecord, in_force: dict[str, list[tuple[int, bool]]]) -> bool:
     """Whether a trained group was graded by a repaired rubric (a version after the task's first, unless the
     latest rubric change at its step was a probation's revert) or trained under a committed guidance."""
     latest = [on for step, on in in_force.get(group.task_id, ()) if step <= group.step]

@@ -8,8 +8,9 @@ report, its totals over every process, resume. Each reads it here, through :meth
   detectors' bounds, the step and completion budgets);
 - ``metrics.jsonl``: :class:`MetricRow` per logged step (:meth:`RunRecord.series` reads one metric), and
   ``rolled_back/metrics.jsonl``: the rows of steps a killed process logged past its last checkpoint;
-- ``steps.jsonl``: :class:`GroupRow` per trained task group;
-- ``eval.jsonl``: :class:`EvalRow` per evaluation (``evaluations``: the training's own, not ``harnessrl eval``'s);
+- ``steps.jsonl``: :class:`~harnessrl.records.steps.GroupRecord` per trained task group;
+- ``eval.jsonl``: :class:`~harnessrl.records.evaluations.EvalResult` per evaluation (``evaluations``: the
+  training's own, not ``harnessrl eval``'s; :func:`read_evaluations`);
 - ``best.json``: :class:`BestCheckpoint`;
 - ``events.jsonl``: :class:`~harnessrl.records.events.Event` per line;
 - ``harness.json``: the interfaces' state and history, as written (:func:`read_harness_file`; typed by
@@ -25,35 +26,37 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from harnessrl.errors import HarnessRLError
 from harnessrl.records.as_written import AsWritten, Number
+from harnessrl.records.evaluations import EvalResult
 from harnessrl.records.events import Event
 from harnessrl.records.run_dir import read_json_file, read_jsonl, read_tail
+from harnessrl.records.steps import GroupRecord
 
 __all__ = [
     "Accounting",
     "BestCheckpoint",
-    "EvalRow",
     "EvolverSummary",
-    "GroupRow",
     "MetricRow",
     "Missing",
     "RunConfigView",
     "RunRecord",
     "RunSummaryRecord",
-    "Scores",
+    "ScoresAtBest",
     "SplitSummary",
     "SummaryExtra",
     "finite_number",
     "last_logged_step",
     "read_best",
+    "read_evaluations",
     "read_events",
     "read_harness_file",
     "read_metrics",
@@ -131,59 +134,32 @@ class MetricRow(BaseModel):
         return finite_number((self.model_extra or {}).get(key))
 
 
-class GroupRow(_View):
-    """One line of ``steps.jsonl``: a task group of a training step (see :class:`~harnessrl.records.GroupRecord`)."""
-
-    step: int
-    task_id: str | None = None
-    rewards: list[float | None] = Field(default_factory=list)
-    mean: float | None = None
-    std: float | None = None
-    flat: bool | None = None
-    lengths: list[float] = Field(default_factory=list)
-    rubric_version: int | None = None
-    guided: int | None = None
-
-
-class Scores(_View):
-    """A score set: overall, per domain, per family and per task (unscored entries are None)."""
+class ScoresAtBest(AsWritten):
+    """``best.json``'s ``test``: the test split's scores at the best step (reported, never used to choose), and its
+    ``proxy`` (the same completions graded with rubric version 0) as the same kind of record, without per-task
+    scores."""
 
     overall: float | None = None
     per_domain: dict[str, float | None] = Field(default_factory=dict)
     per_family: dict[str, float | None] = Field(default_factory=dict)
-    per_task: dict[str, float | None] = Field(default_factory=dict)
-    sampling_se: float | None = Field(None, description="The standard error of overall from sampling the answers.")
+    no_score_reason: str | None = None
+    sampling_se: float | None = None
+    proxy: ScoresAtBest | None = None
 
 
-class EvalRow(Scores):
-    """One line of ``eval.jsonl``: an evaluation at a step, on one split."""
-
-    step: int
-    split: Literal["validation", "test"] | None = Field(None, description="None: a run from before the split.")
-    graded_with: str = Field("rubric", description="gold or rubric (rows from before gold grading: rubric).")
-    proxy: Scores | None = Field(None, description="The same completions graded with rubric version 0 (gold).")
-    clipped_share: float | None = None
-    clipped_per_family: dict[str, float | None] = Field(default_factory=dict)
-    source: str | None = Field(None, description="Who wrote it: None the training, 'harnessrl eval' the command.")
-    completions_per_task: int = Field(1, description="1: the greedy answer; k > 1: the mean reward of k sampled ones.")
-    selection: dict[str, list[str]] | None = Field(
-        None, description="`harnessrl eval --family/--domain`: the families and domains kept; None: the whole split."
-    )
-
-    @field_validator("graded_with", mode="before")
-    @classmethod
-    def _rubric_when_unsaid(cls, v: Any) -> Any:
-        return "rubric" if v is None else v
-
-
-class BestCheckpoint(_View):
-    """``best.json``: the step with the best validation score, that score, and the checkpoint saved there."""
+class BestCheckpoint(AsWritten):
+    """``best.json``: the step with the best validation score, that score, and the checkpoint saved there. The
+    evaluation callback (:class:`~harnessrl.trainer.callbacks.EvalCallback`) builds it and writes it as it was set;
+    every reader reads it back here (``summary.json``'s ``best`` is the same record)."""
 
     step: int
     overall: float
     split: str = Field("held-out", description="The split that chose it (validation; held-out: one set).")
     graded_with: str = "rubric"
-    test: Scores | None = Field(None, description="The test scores at that step (also in eval.jsonl).")
+    per_domain: dict[str, float | None] = Field(default_factory=dict)
+    per_family: dict[str, float | None] = Field(default_factory=dict)
+    proxy: float | None = Field(None, description="The validation score graded with rubric version 0 (gold runs).")
+    test: ScoresAtBest | None = Field(None, description="The test scores at that step (also in eval.jsonl).")
     checkpoint: str | None = None
 
 
@@ -260,7 +236,7 @@ class RunSummaryRecord(_View):
     timings: dict[str, float] = Field(default_factory=dict)
     eval_before: float | None = None
     eval_after: float | None = None
-    best: dict[str, JsonValue] | None = Field(None, description="best.json as it was at the end (None: none).")
+    best: BestCheckpoint | None = Field(None, description="best.json as it was at the end (None: none).")
     reward_first: float | None = None
     reward_last: float | None = None
     extra: SummaryExtra = Field(default_factory=SummaryExtra)
@@ -271,10 +247,13 @@ class RunSummaryRecord(_View):
     accounting: Accounting = Field(default_factory=Accounting)
 
 
-def _rows(path: Path, model: type[_M]) -> list[_M]:
-    """Every line of a JSONL file that is a ``model`` (others skipped with a warning naming the line)."""
+def _rows(path: Path, model: type[_M], keep: Callable[[dict[str, JsonValue]], bool] = lambda row: True) -> list[_M]:
+    """Every line of a JSONL file that is a ``model`` (others skipped with a warning naming the line), of those
+    ``keep`` keeps."""
     out = []
     for i, row in enumerate(read_jsonl(path), start=1):
+        if isinstance(row, dict) and not keep(row):
+            continue
         try:
             out.append(model.model_validate(row))
         except ValidationError as e:
@@ -302,6 +281,12 @@ def read_summary(run_dir: str | Path) -> RunSummaryRecord | Missing:
 def read_events(run_dir: str | Path) -> tuple[Event, ...]:
     """A run's ``events.jsonl`` alone, typed (what a resumed run replays while its process is still starting)."""
     return tuple(_rows(Path(run_dir) / "events.jsonl", Event))
+
+
+def read_evaluations(run_dir: str | Path) -> tuple[EvalResult, ...]:
+    """A run's ``eval.jsonl``: the training's own evaluations, in the order written (the rows ``harnessrl eval``
+    appended, which carry a ``source``, are not part of the training's curve)."""
+    return tuple(_rows(Path(run_dir) / "eval.jsonl", EvalResult, keep=lambda row: row.get("source") is None))
 
 
 def read_metrics(run_dir: str | Path) -> tuple[MetricRow, ...]:
@@ -343,8 +328,8 @@ class RunRecord:
     path: Path
     config: RunConfigView
     metrics: tuple[MetricRow, ...]
-    groups: tuple[GroupRow, ...]
-    evaluations: tuple[EvalRow, ...]
+    groups: tuple[GroupRecord, ...]
+    evaluations: tuple[EvalResult, ...]
     """The training's own evaluations (rows of ``harnessrl eval`` are not part of the curve; a row whose grading
     failed has no ``overall``)."""
     events: tuple[Event, ...]
@@ -369,8 +354,8 @@ class RunRecord:
             path=path,
             config=config,
             metrics=read_metrics(path),
-            groups=tuple(_rows(path / "steps.jsonl", GroupRow)),
-            evaluations=tuple(e for e in _rows(path / "eval.jsonl", EvalRow) if e.source is None),
+            groups=tuple(_rows(path / "steps.jsonl", GroupRecord)),
+            evaluations=read_evaluations(path),
             events=read_events(path),
             best=best,
             summary=summary,

@@ -58,21 +58,24 @@ class RolloutRecord(BaseModel):
 
 
 class GroupRecord(BaseModel):
-    """One task's group at one step."""
+    """One task's group at one step: one line of ``steps.jsonl`` (or ``discarded_groups.jsonl``), written whole by
+    the :class:`Recorder` and read back by every reader of the run
+    (:attr:`~harnessrl.records.run_record.RunRecord.groups`). The recorder sets every field; the defaults are what
+    a line that lacks one reads as."""
 
     step: int
     task_id: str
-    domain: str
-    rubric_version: int
+    domain: str = Field("", description="The task's domain ('': a line that does not name one).")
+    rubric_version: int = 0
     guidance: str | None = None
     guided: int = 0
     temperature: float = 1.0
-    rewards: list[float | None]
-    mean: float | None
-    std: float | None
-    flat: bool = Field(description="std below harness.detectors.eps: the group teaches nothing")
-    lengths: list[int]
-    criterion_means: dict[str, float | None]
+    rewards: list[float | None] = Field(default_factory=list)
+    mean: float | None = None
+    std: float | None = None
+    flat: bool = Field(False, description="std below harness.detectors.eps: the group teaches nothing")
+    lengths: list[int] = Field(default_factory=list)
+    criterion_means: dict[str, float | None] = Field(default_factory=dict)
     hinted: list[str] = Field(
         default_factory=list,
         description="The criteria the rubric stated as a hint to the guided members (an edit with guide_fraction).",

@@ -20,6 +20,7 @@ from harnessrl.data.schema import Task
 from harnessrl.judges.rubric_judge import RubricJudge
 from harnessrl.records.event_payloads import EvaluationPayload
 from harnessrl.records.run_dir import RunDir, write_atomic
+from harnessrl.records.run_record import BestCheckpoint, Missing, ScoresAtBest, read_best, read_evaluations
 from harnessrl.trainer.evaluation import EvalResult, EvalSplit, GradeWith, evaluate_policy
 
 if TYPE_CHECKING:
@@ -95,13 +96,14 @@ class ProgressCallback(TrainerCallback):
             self.progress = None
 
 
-def _best_test(test: EvalResult) -> dict:
-    return {
-        "overall": test.overall,
-        "per_domain": test.per_domain,
-        "per_family": test.per_family,
-        "proxy": test.proxy.model_dump(exclude={"per_task"}) if test.proxy is not None else None,
-    }
+def _scores_at_best(test: EvalResult) -> ScoresAtBest:
+    proxy = test.proxy.model_dump(exclude={"per_task"}) if test.proxy is not None else None
+    return ScoresAtBest(
+        overall=test.overall,
+        per_domain=test.per_domain,
+        per_family=test.per_family,
+        proxy=ScoresAtBest.model_validate(proxy) if proxy is not None else None,
+    )
 
 
 class EvalCallback(TrainerCallback):
@@ -157,11 +159,9 @@ class EvalCallback(TrainerCallback):
         }
         self.console = console
         # rows written by `harnessrl eval` (they carry a "source") are not part of the training curve
-        self.results: list[EvalResult] = [
-            EvalResult.model_validate(r) for r in run_dir.read("eval.jsonl") if "source" not in r
-        ]
-        best = run_dir.read_json("best.json")
-        self.best: dict | None = best
+        self.results: list[EvalResult] = list(read_evaluations(run_dir.path))
+        best = read_best(run_dir.path)  # one that is not a BestCheckpoint (no score) is replaced by the next best
+        self.best: BestCheckpoint | None = None if isinstance(best, Missing) else best
         self.trainer = None  # set by the run, for saving the best model
         # set by the run when it generates through vLLM: evaluation samples through that engine (None: transformers)
         self.sampler: PolicySampler | None = None
@@ -240,26 +240,22 @@ class EvalCallback(TrainerCallback):
             done = next((r for r in self.results if r.split == split and r.step == step), None)
             out[split] = done or self._evaluate(model, tokenizer, split, step)
         val = out.get("validation")
-        if (
-            val is not None
-            and val.overall is not None
-            and (self.best is None or self.best.get("overall") is None or val.overall > self.best["overall"])
-        ):
+        if val is not None and val.overall is not None and (self.best is None or val.overall > self.best.overall):
             test = out.get("test")
-            self.best = {
-                "step": step,
-                "split": "validation",
-                "graded_with": val.graded_with,
-                "overall": val.overall,
-                "per_domain": val.per_domain,
-                "per_family": val.per_family,
-                "proxy": val.proxy.overall if val.proxy is not None else None,
-                "test": _best_test(test) if test else None,
-            }
+            self.best = BestCheckpoint(
+                step=step,
+                split="validation",
+                graded_with=val.graded_with,
+                overall=val.overall,
+                per_domain=val.per_domain,
+                per_family=val.per_family,
+                proxy=val.proxy.overall if val.proxy is not None else None,
+                test=_scores_at_best(test) if test else None,
+            )
             if self.trainer is not None and step > 0:
                 self._save_best(str(self.run_dir.checkpoints / "best"))
-                self.best["checkpoint"] = str(self.run_dir.checkpoints / "best")
-            self.run_dir.write_json("best.json", self.best)
+                self.best.checkpoint = str(self.run_dir.checkpoints / "best")
+            self.run_dir.write_json("best.json", self.best.model_dump())
         return out
 
     def _save_best(self, path: str) -> None:

@@ -29,13 +29,13 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Literal, TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
-from pydantic import BaseModel, Field
 
 from harnessrl.data.schema import Task
 from harnessrl.judges.rubric_judge import RubricJudge, RubricRequest
+from harnessrl.records.evaluations import EvalResult, EvalSplit, GradeWith, ScoreSet
 
 if TYPE_CHECKING:
     from harnessrl.critic.trials import PolicySampler
@@ -56,13 +56,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 
-EvalSplit = Literal["validation", "test"]
-"""Validation chooses the best checkpoint; test is only reported."""
-
-GradeWith = Literal["gold", "rubric"]
-"""What an evaluation's main score is graded with: the tasks' gold rubrics, or their rubric version 0."""
-
-
 def resolve_grade_with(setting: str, splits: Mapping[str, Sequence[Task]]) -> GradeWith:
     """``eval.grade_with`` for these evaluation tasks: ``auto`` is gold when every one has a gold rubric.
 
@@ -81,73 +74,6 @@ def resolve_grade_with(setting: str, splits: Mapping[str, Sequence[Task]]) -> Gr
     if setting == "auto":
         return "gold" if tasks and not without else "rubric"
     return setting  # type: ignore[return-value]
-
-
-class ScoreSet(BaseModel):
-    """One grading of an evaluation's completions: overall (mean over tasks), per domain, per family, per task.
-
-    ``overall`` is None when no task could be scored (``no_score_reason`` says why), never NaN."""
-
-    overall: float | None
-    per_domain: dict[str, float]
-    per_family: dict[str, float] = Field(default_factory=dict, description="By metadata.family; empty: no families.")
-    per_task: dict[str, float | None]
-    no_score_reason: str | None = None
-    sampling_se: float | None = Field(
-        default=None,
-        description="The standard error of `overall` from sampling the answers (the checkpoint and tasks held): "
-        "sqrt(sum of each task's answer-reward variance over its answers) / tasks; None below 2 answers a task.",
-    )
-
-
-class EvalResult(BaseModel):
-    """Scores on one evaluation split, graded with ``graded_with`` (overall, per domain, per family, per
-    task), the proxy beside a gold score, and the share of completions cut at the token budget."""
-
-    step: int
-    split: EvalSplit | None = Field(default=None, description="None: a row from before the splits existed.")
-    overall: float | None
-    per_domain: dict[str, float]
-    per_task: dict[str, float | None]
-    tasks: int
-    seconds: float
-    samples: list[dict] = Field(default_factory=list, description="A few (task, response, reward) examples.")
-    completions_per_task: int = Field(default=1, description="1: greedy; k > 1: mean reward of k sampled completions.")
-    graded_with: GradeWith = Field(default="rubric", description="gold: the gold rubrics; rubric: rubric version 0.")
-    per_family: dict[str, float] = Field(default_factory=dict)
-    no_score_reason: str | None = None
-    sampling_se: float | None = Field(
-        default=None, description="The standard error of `overall` from sampling the answers (ScoreSet)."
-    )
-    proxy: ScoreSet | None = Field(
-        default=None, description="Graded with rubric version 0 when the main score is gold (the proxy)."
-    )
-    clipped_share: float | None = Field(
-        default=None, description="Share of completions whose length reached the token budget (cut, not ended)."
-    )
-    clipped_per_family: dict[str, float] = Field(default_factory=dict)
-
-    @property
-    def gold(self) -> ScoreSet | None:
-        """The gold scores (None when graded with the rubric)."""
-        return self.scores if self.graded_with == "gold" else None
-
-    @property
-    def scores(self) -> ScoreSet:
-        """The main grading as a :class:`ScoreSet`."""
-        return ScoreSet(
-            overall=self.overall,
-            per_domain=self.per_domain,
-            per_family=self.per_family,
-            per_task=self.per_task,
-            no_score_reason=self.no_score_reason,
-            sampling_se=self.sampling_se,
-        )
-
-    @property
-    def rubric_scores(self) -> ScoreSet:
-        """Graded with rubric version 0 (the proxy), whatever the main grading."""
-        return self.proxy if self.proxy is not None else self.scores
 
 
 class EvalDecoding(TypedDict):

@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from harnessrl.errors import HarnessRLError
+from harnessrl.records.evaluations import EvalResult
 from harnessrl.records.event_payloads import (
     AttributionPayload,
     AuditProbePayload,
@@ -33,14 +34,13 @@ from harnessrl.records.event_payloads import (
 from harnessrl.records.events import Event
 from harnessrl.records.run_record import (
     BestCheckpoint,
-    EvalRow,
-    GroupRow,
     MetricRow,
     Missing,
     RunRecord,
     RunSummaryRecord,
     SplitSummary,
 )
+from harnessrl.records.steps import GroupRecord
 
 __all__ = ["print_summary", "update_stories", "write_report", "write_run_plots"]
 
@@ -72,10 +72,10 @@ def print_summary(summary: RunSummaryRecord, console: Console) -> None:
     proxy = f" (proxy, rubric v0: {fmt(test_eval.final_proxy)} at the end)" if graded == "gold" else ""
     t.add_row(f"test score ({graded}) before → after", f"{fmt(summary.eval_before)} → {fmt(summary.eval_after)}{proxy}")
     if summary.best:
-        test = (summary.best.get("test") or {}).get("overall")
+        test = summary.best.test.overall if summary.best.test is not None else None
         t.add_row(
             "best validation score",
-            f"{summary.best['overall']:.3f} at step {summary.best['step']} (test there: {fmt(test)})",
+            f"{summary.best.overall:.3f} at step {summary.best.step} (test there: {fmt(test)})",
         )
     acc = summary.accounting
     if acc.model_dump():
@@ -182,13 +182,13 @@ def _story_task(failure_id: str, events: Sequence[EventPayload]) -> str | None:
     return parts[1] if len(parts) > 2 else None
 
 
-def _effect(groups: Sequence[GroupRow], task_ids: list[str], from_step: int) -> str:
+def _effect(groups: Sequence[GroupRecord], task_ids: list[str], from_step: int) -> str:
     """The learning signal of the tasks an update changed, before vs after it (their groups' std and flat share)."""
     mine = [g for g in groups if g.task_id in task_ids and g.std is not None]
     before = [g for g in mine if g.step < from_step]
     after = [g for g in mine if g.step >= from_step]
 
-    def desc(gs: list[GroupRow]) -> str:
+    def desc(gs: list[GroupRecord]) -> str:
         if not gs:
             return "no groups"
         std = sum(g.std or 0.0 for g in gs) / len(gs)
@@ -270,7 +270,7 @@ def _without_verdict(reason: str) -> str:
     return reason
 
 
-def update_stories(events: Sequence[Event], groups: Sequence[GroupRow]) -> str:
+def update_stories(events: Sequence[Event], groups: Sequence[GroupRecord]) -> str:
     """One readable story per handled failure: the failure and its evidence, the attribution, each
     candidate with its trial numbers and verdict, the commit, and the task's signal afterwards."""
     by_failure: dict[str, list[Event]] = {}
@@ -344,7 +344,7 @@ def _trial_line(r: dict) -> str:
     )
 
 
-def _committed_line(e: Event, task: str | None, groups: Sequence[GroupRow]) -> str:
+def _committed_line(e: Event, task: str | None, groups: Sequence[GroupRecord]) -> str:
     """A story's commit, with the signal of the tasks it covers before and after it."""
     committed = e.payload_as(CommitPayload)
     start = committed.applies_from_step if committed.applies_from_step is not None else (e.step or 0) + 1
@@ -524,11 +524,11 @@ def _best_line(best: BestCheckpoint) -> str:
     )
 
 
-def _evaluation_section(evals: list[EvalRow]) -> str:
+def _evaluation_section(evals: list[EvalResult]) -> str:
     """Each evaluation: its grading, the score and the proxy beside a gold one, per family (else per domain)."""
     by = "per_family" if any(e.per_family for e in evals) else "per_domain"
 
-    def scores(e: EvalRow) -> dict[str, float | None]:
+    def scores(e: EvalResult) -> dict[str, float]:
         return e.per_family if by == "per_family" else e.per_domain
 
     groups = sorted({d for e in evals for d in scores(e)})

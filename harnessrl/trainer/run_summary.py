@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from harnessrl.records.run_record import (
     Accounting,
+    BestCheckpoint,
     EvolverSummary,
     Missing,
     RunRecord,
@@ -113,7 +114,7 @@ def _whole_run(r: RunState, memory_counts: dict[str, int]) -> RunSummary:
         reward_last=rewards[-1] if rewards else None,
         method=config.method,
         evolver_enabled=config.runs_evolver,
-        steps_to_best=best["step"] if best else None,
+        steps_to_best=best.step if best else None,
         eval=_eval_summary(eval_cb, best) if eval_cb else {},
         accounting=accounting,
         extra=SummaryExtra(
@@ -133,7 +134,7 @@ def _whole_run(r: RunState, memory_counts: dict[str, int]) -> RunSummary:
     )
 
 
-def _eval_summary(eval_cb, best: dict | None) -> dict[str, SplitSummary]:
+def _eval_summary(eval_cb, best: BestCheckpoint | None) -> dict[str, SplitSummary]:
     """Per split: the score before training, at the end, and (test) at the best-validation step."""
     out: dict[str, SplitSummary] = {}
     for split in eval_cb.splits:
@@ -153,10 +154,10 @@ def _eval_summary(eval_cb, best: dict | None) -> dict[str, SplitSummary]:
         if final.overall is None:
             entry.final_no_score_reason = final.no_score_reason
         if split == "validation":
-            entry.best = best["overall"] if best else None
-            entry.best_step = best["step"] if best else None
+            entry.best = best.overall if best else None
+            entry.best_step = best.step if best else None
         elif best is not None:
-            at = next((r for r in rows if r.step == best["step"]), None)
+            at = next((r for r in rows if r.step == best.step), None)
             entry.at_best = at.overall if at else None
             entry.at_best_per_domain = at.per_domain if at else None
             entry.at_best_per_family = at.per_family if at else None
