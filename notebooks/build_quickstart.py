@@ -342,8 +342,9 @@ CELLS: list[tuple[str, str]] = [
         from harnessrl.trainer.run_report import update_stories
 
         if story is not None:
-            mine = [e for e in events if e.get("failure_id") == story.id]
-            display(HTML(update_stories(mine, RunRecord.load(RUN_DIR).groups)))
+            record = RunRecord.load(RUN_DIR)  # the run, typed: each event's fields are its kind's model
+            mine = [e for e in record.events if getattr(e.payload(), "failure_id", None) == story.id]
+            display(HTML(update_stories(mine, record.groups)))
         """,
     ),
     (
