@@ -235,7 +235,9 @@ CELLS: list[tuple[str, str]] = [
     (
         "code",
         """
-        harness = json.loads(run.harness.read_text())
+        from harnessrl.records.run_record import read_harness_file
+
+        harness = read_harness_file(run.harness)  # the run's files are read through harnessrl.records
         print("versions:", harness["versions"])
         history = [
             {
