@@ -45,10 +45,10 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 import yaml
-from pydantic import Field, JsonValue, ValidationError
+from pydantic import BaseModel, Field, JsonValue, ValidationError
 
 from harnessrl.errors import HarnessRLError
 from harnessrl.records.as_written import AsWritten, Number
@@ -71,12 +71,15 @@ __all__ = [
     "read_json_file",
     "read_jsonl",
     "read_jsonl_lines",
+    "read_jsonl_models",
     "read_tail",
     "stale_lock_message",
     "write_atomic",
 ]
 
 logger = logging.getLogger(__name__)
+
+_M = TypeVar("_M", bound=BaseModel)
 
 LOCK_NAME = ".lock"
 """The run directory's lock file (see :func:`lock_run_dir`)."""
@@ -357,6 +360,22 @@ def read_jsonl(path: str | Path) -> list[dict[str, JsonValue]]:
         except json.JSONDecodeError:
             logger.warning("%s line %d is not whole JSON (killed mid-write?); skipped", path, lineno)
     return rows
+
+
+def read_jsonl_models(
+    path: str | Path, model: type[_M], keep: Callable[[dict[str, JsonValue]], bool] = lambda row: True
+) -> list[_M]:
+    """Every line of a JSONL file that is a ``model`` (a torn line, or one that is not the model, skipped with a
+    warning naming the line), of those ``keep`` keeps."""
+    out = []
+    for i, row in enumerate(read_jsonl(path), start=1):
+        if isinstance(row, dict) and not keep(row):
+            continue
+        try:
+            out.append(model.model_validate(row))
+        except ValidationError as e:
+            logger.warning("%s row %d is not a %s (%s); skipped", path, i, model.__name__, e.errors()[0]["msg"])
+    return out
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -38,7 +37,7 @@ from harnessrl.errors import HarnessRLError
 from harnessrl.records.as_written import AsWritten, Number
 from harnessrl.records.evaluations import EvalResult
 from harnessrl.records.events import Event
-from harnessrl.records.run_dir import read_json_file, read_jsonl, read_tail
+from harnessrl.records.run_dir import read_json_file, read_jsonl_models, read_tail
 from harnessrl.records.steps import GroupRecord
 
 __all__ = [
@@ -247,20 +246,6 @@ class RunSummaryRecord(_View):
     accounting: Accounting = Field(default_factory=Accounting)
 
 
-def _rows(path: Path, model: type[_M], keep: Callable[[dict[str, JsonValue]], bool] = lambda row: True) -> list[_M]:
-    """Every line of a JSONL file that is a ``model`` (others skipped with a warning naming the line), of those
-    ``keep`` keeps."""
-    out = []
-    for i, row in enumerate(read_jsonl(path), start=1):
-        if isinstance(row, dict) and not keep(row):
-            continue
-        try:
-            out.append(model.model_validate(row))
-        except ValidationError as e:
-            logger.warning("%s row %d is not a %s (%s); skipped", path, i, model.__name__, e.errors()[0]["msg"])
-    return out
-
-
 def _file(path: Path, model: type[_M], why: str) -> _M | Missing:
     data = read_json_file(path)
     if data is None:
@@ -280,18 +265,19 @@ def read_summary(run_dir: str | Path) -> RunSummaryRecord | Missing:
 
 def read_events(run_dir: str | Path) -> tuple[Event, ...]:
     """A run's ``events.jsonl`` alone, typed (what a resumed run replays while its process is still starting)."""
-    return tuple(_rows(Path(run_dir) / "events.jsonl", Event))
+    return tuple(read_jsonl_models(Path(run_dir) / "events.jsonl", Event))
 
 
 def read_evaluations(run_dir: str | Path) -> tuple[EvalResult, ...]:
     """A run's ``eval.jsonl``: the training's own evaluations, in the order written (the rows ``harnessrl eval``
     appended, which carry a ``source``, are not part of the training's curve)."""
-    return tuple(_rows(Path(run_dir) / "eval.jsonl", EvalResult, keep=lambda row: row.get("source") is None))
+    path = Path(run_dir) / "eval.jsonl"
+    return tuple(read_jsonl_models(path, EvalResult, keep=lambda row: row.get("source") is None))
 
 
 def read_metrics(run_dir: str | Path) -> tuple[MetricRow, ...]:
     """A run's ``metrics.jsonl`` alone, typed (where a resumed trainer's counters go on from)."""
-    return tuple(_rows(Path(run_dir) / "metrics.jsonl", MetricRow))
+    return tuple(read_jsonl_models(Path(run_dir) / "metrics.jsonl", MetricRow))
 
 
 def read_harness_file(path: str | Path) -> dict[str, JsonValue] | Missing:
@@ -354,13 +340,13 @@ class RunRecord:
             path=path,
             config=config,
             metrics=read_metrics(path),
-            groups=tuple(_rows(path / "steps.jsonl", GroupRecord)),
+            groups=tuple(read_jsonl_models(path / "steps.jsonl", GroupRecord)),
             evaluations=read_evaluations(path),
             events=read_events(path),
             best=best,
             summary=summary,
             harness=harness,
-            rolled_back=tuple(_rows(path / "rolled_back" / "metrics.jsonl", MetricRow)),
+            rolled_back=tuple(read_jsonl_models(path / "rolled_back" / "metrics.jsonl", MetricRow)),
         )
 
     @property

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel, Field
 
-from harnessrl.records.run_dir import open_append
+from harnessrl.records.run_dir import open_append, read_jsonl_models
 
 __all__ = [
     "GroupRecord",
@@ -183,16 +183,9 @@ def rollout_files(run_dir: Path) -> list[tuple[int, Path]]:
 
 def read_group_records(path: str | Path) -> dict[int, list[GroupRecord]]:
     """The group records of a ``steps.jsonl``-shaped file (``steps.jsonl``, ``discarded_groups.jsonl``), by step; a
-    torn or unreadable line is passed over, a missing file has none."""
-    path = Path(path)
+    torn or unreadable line is passed over with a warning, a missing file has none."""
     by_step: dict[int, list[GroupRecord]] = defaultdict(list)
-    if not path.exists():
-        return by_step
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            group = GroupRecord.model_validate_json(line)
-        except ValueError:
-            continue
+    for group in read_jsonl_models(path, GroupRecord):
         by_step[group.step].append(group)
     return by_step
 
