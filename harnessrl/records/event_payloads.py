@@ -6,11 +6,11 @@ own fields. Those fields are the kind's model here (:data:`EVENT_PAYLOADS`): a w
 (or :meth:`~harnessrl.records.events.Event.payload_as` where it knows the kind), and reads attributes, never ``.get``
 on a dict, as the failures' evidence is read (:mod:`harnessrl.records.evidence`).
 
-Serialised as written (:class:`~harnessrl.records.as_written.AsWritten`): a model dumps the fields its writer set, in
-the order it declares them (the order its writer wrote them, so a line is byte for byte what it was), and any key it
-does not know, kept as read. Every field is optional: a run written before a field existed still loads, and a field
-one writer of a kind leaves out (a recovered commit has no ``covers``) stays absent. Numbers that were written as
-either int or float are :data:`~harnessrl.records.as_written.Number`, so an int is never dumped back as a float.
+Serialised as written (:class:`~harnessrl.records.as_written.AsWritten`): a model dumps the fields its writer set and
+any key it does not know, in the order they were set or read (so a line read back is byte for byte what it was).
+Every field is optional: a run written before a field existed still loads, and a field one writer of a kind leaves
+out (a recovered commit has no ``covers``) stays absent. Numbers that were written as either int or float are
+:data:`~harnessrl.records.as_written.Number`, so an int is never dumped back as a float.
 
 Adding an event kind: its name in :data:`~harnessrl.records.events.EventKind`, its model here (a subclass of
 :class:`EventPayload` with ``KIND``, listed in :data:`EVENT_PAYLOADS`), its writer building that model, its readers
@@ -77,7 +77,7 @@ class EventPayload(AsWritten, BaseModel):  # BaseModel named: ruff reads the fie
     """The event kind this model is the payload of."""
 
     def written(self) -> dict[str, Any]:
-        """The fields as the event's line holds them: those set, in declaration order, then the unknown ones."""
+        """The fields as the event's line holds them: those set and the unknown ones, in the order they were set."""
         return self.model_dump()
 
 
