@@ -1,5 +1,5 @@
-"""The package's shape in figures: lines per package, the longest functions, the biggest modules, and how much
-of the run analysis reads untyped dicts.
+"""The package's shape in figures: lines per package, the longest functions, the biggest classes and modules, and
+how much of the package and of its run analysis reads untyped dicts.
 
     python benchmarks/code_shape.py                 # the working tree
     python benchmarks/code_shape.py --rev 0c14720   # a commit (read with git show, nothing checked out)
@@ -69,6 +69,13 @@ def _functions(path: str, text: str) -> list[tuple[int, str]]:
     return out
 
 
+def _classes(path: str, text: str) -> list[tuple[int, str]]:
+    """(lines, module:name) of every class, nested ones too."""
+    short = path.removeprefix(PACKAGE + "/")
+    nodes = (n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.ClassDef))
+    return [(n.end_lineno - n.lineno + 1, f"{short}:{n.name}") for n in nodes]
+
+
 def shape(repo: Path, rev: str | None) -> str:
     sources = _sources(repo, rev)
     lines = {p: t.count("\n") for p, t in sources.items()}
@@ -88,9 +95,14 @@ def shape(repo: Path, rev: str | None) -> str:
     out += [f"| {k} | {v:,} | {v / total:.1%} |" for k, v in sorted(per_package.items(), key=lambda kv: -kv[1])]
     out += ["", "Ten longest functions:", "", "| function | lines |", "|---|---:|"]
     out += [f"| `{name}` | {n} |" for n, name in functions[:10]]
+    classes = sorted((c for p, t in sources.items() for c in _classes(p, t)), reverse=True)
+    out += ["", "Five biggest classes:", "", "| class | lines |", "|---|---:|"]
+    out += [f"| `{name}` | {n} |" for n, name in classes[:5]]
     out += ["", "Ten biggest modules:", "", "| module | lines |", "|---|---:|"]
     biggest = sorted(lines.items(), key=lambda kv: -kv[1])[:10]
     out += [f"| `{p.removeprefix(PACKAGE + '/')}` | {n:,} |" for p, n in biggest]
+    out += ["", "Across the package:", "", "| pattern | count |", "|---|---:|"]
+    out += [f"| `{k}` | {sum(len(rx.findall(t)) for t in sources.values())} |" for k, rx in PATTERNS.items()]
     analysis = {p: t for p, t in sources.items() if _package(p) in ANALYSIS}
     out += [
         "",
