@@ -705,6 +705,9 @@ def test_the_best_baseline_is_chosen_on_the_seeds_every_baseline_has():
 
     agg = {"fixed": agg_of({0: 0.45, 1: 0.42, 2: 0.46, 3: 0.33}), "odf": agg_of({0: 0.43, 1: 0.43})}
     assert agg["odf"].validation_best.mean > agg["fixed"].validation_best.mean  # on all their seeds: odf
-    assert best_baseline_choice(agg) == ("fixed", pytest.approx(0.435), [0, 1]) and best_baseline(agg) == "fixed"
+    choice = best_baseline_choice(agg)
+    assert (choice.method, choice.score, choice.seeds) == ("fixed", pytest.approx(0.435), [0, 1])
+    assert best_baseline(agg) == "fixed"
     agg["dapo"] = agg_of({5: 0.9})  # no seed shared by all: each on its own seeds
-    assert best_baseline_choice(agg) == ("dapo", pytest.approx(0.9), [0, 1, 2, 3, 5])
+    choice = best_baseline_choice(agg)
+    assert (choice.method, choice.score, choice.seeds) == ("dapo", pytest.approx(0.9), [0, 1, 2, 3, 5])

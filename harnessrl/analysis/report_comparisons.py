@@ -163,7 +163,7 @@ def _best_baseline_lines(comps: list[Comparison], agg: Aggregates, best: str, on
         else "highest mean test score at the best-validation checkpoint "
     )
     choice = best_baseline_choice(agg) if on == "validation_best" else None
-    score, seeds = (choice[1], choice[2]) if choice and choice[0] == best else (agg[best].figure(on).mean, [])
+    score, seeds = (choice.score, choice.seeds) if choice and choice.method == best else (agg[best].figure(on).mean, [])
     fewer = any(len(agg[m].per_seed) > len(seeds) for m in baselines(agg)) and seeds
     over = f" over seeds {', '.join(map(str, seeds))}, the ones every baseline has" if fewer else ""
     lines = [f"**Best baseline: {best}** ({chosen}among {', '.join(baselines(agg))}{over}: {_num(score)})."]

@@ -30,6 +30,7 @@ import math
 import random
 import statistics
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from harnessrl.analysis.aggregates import (
@@ -71,6 +72,7 @@ from harnessrl.trainer.methods import METHOD_TABLE, RENAMED_METHODS, MethodSpec,
 __all__ = [
     "FIXED_METHOD",
     "ORACLE_METHOD",
+    "BaselineChoice",
     "RunData",
     "RunFigures",
     "SameBenchmark",
@@ -78,6 +80,7 @@ __all__ = [
     "agree",
     "baselines",
     "best_baseline",
+    "best_baseline_choice",
     "compare",
     "fault_check",
     "is_harness_arm",
@@ -330,10 +333,19 @@ def best_baseline(agg: Aggregates) -> str | None:
     without a validation figure (older reports' rows) fall back to the test score at the best-validation checkpoint.
     None: no baseline has either."""
     choice = best_baseline_choice(agg)
-    return None if choice is None else choice[0]
+    return None if choice is None else choice.method
 
 
-def best_baseline_choice(agg: Aggregates) -> tuple[str, float, list[int]] | None:
+@dataclass(frozen=True)
+class BaselineChoice:
+    """The best baseline (:func:`best_baseline_choice`): its method, the mean it won with and the seeds of that mean."""
+
+    method: str
+    score: float
+    seeds: list[int]
+
+
+def best_baseline_choice(agg: Aggregates) -> BaselineChoice | None:
     """The best baseline, the mean it won with and the seeds that mean is over: the seeds every scored baseline
     has the figure on (a baseline run on fewer seeds is compared on those, never one mean over other seeds beside
     another's: a seed can be easier for every method); all seeds where they share none, and for a report that chose
@@ -351,7 +363,7 @@ def best_baseline_choice(agg: Aggregates) -> tuple[str, float, list[int]] | None
         return statistics.fmean(getattr(agg[m].per_seed[str(s)], key) for s in shared)
 
     best = max(scored, key=mean)
-    return best, mean(best), shared or sorted(set.union(*has.values()))
+    return BaselineChoice(best, mean(best), shared or sorted(set.union(*has.values())))
 
 
 def best_baseline_figure(agg: Aggregates) -> str | None:
