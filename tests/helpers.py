@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import shutil
 import socket
@@ -11,6 +12,7 @@ import sys
 import threading
 import time
 import traceback
+import types
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -449,3 +451,14 @@ class FakeChatServer:
         finally:
             with self._lock:
                 self.in_flight -= 1
+
+
+def load_script(path: Path) -> types.ModuleType:
+    """A script that is not a package module (a benchmark, an example), imported under its file's stem and registered
+    in ``sys.modules`` (dataclasses and pickles look their module up there)."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None, f"cannot import {path}"
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module
+    spec.loader.exec_module(module)
+    return module

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from helpers import load_script
 
 from harnessrl.errors import HarnessRLError
 from harnessrl.records.run_dir import RunDir
@@ -18,11 +17,7 @@ SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "eval_precision.py
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("eval_precision", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["eval_precision"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT)
 
 
 def _run(root: Path, method: str, seed: int, bench4: float, precise16: float | None) -> Path:

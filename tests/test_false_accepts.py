@@ -3,13 +3,11 @@ model), and placebo candidates measured by the critic on a tiny in-memory world 
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import record_group
+from helpers import load_script, record_group
 
 from harnessrl.critic.config import TrialConfig
 from harnessrl.critic.trials import FrozenPolicyTrials
@@ -24,11 +22,7 @@ SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "false_accepts.py"
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("false_accepts", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["false_accepts"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT)
 
 
 def test_the_rule_rarely_accepts_a_check_that_splits_too_few_groups_and_has_power_when_pooled(bench):

@@ -3,13 +3,13 @@ embedded architecture, built from the prepared config and tokenizer files)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from helpers import load_script
 
 from harnessrl.records.run_dir import RunDir
 
@@ -18,10 +18,7 @@ SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_check.py"
 
 @pytest.fixture(scope="module")
 def gpu_check():
-    spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["gpu_check"] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
+    module = load_script(SCRIPT)
     yield module
     sys.modules.pop("gpu_check", None)
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
+
+from helpers import load_script
 
 from harnessrl.data.schema import Task
 from harnessrl.judges import GradeResult, Verdict
@@ -13,11 +13,7 @@ SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "reference_witness
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("reference_witness", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["reference_witness"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT)
 
 
 class _Judge:

@@ -5,11 +5,10 @@ written (a rubric's ``check`` object, as the audit's event writes it)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
+from helpers import load_script
 
 from harnessrl.data.checks import InstructionFollowing, parse_check
 from harnessrl.interfaces.induction import stated_requirements
@@ -19,11 +18,7 @@ SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "requirement_readi
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("requirement_reading", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["requirement_reading"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT)
 
 
 def checks(prompt: str) -> list[dict]:

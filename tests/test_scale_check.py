@@ -4,13 +4,13 @@ reads a run directory's step time, trial and evaluation cost and the ranks' agre
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from argparse import Namespace
 from pathlib import Path
 
 import pytest
+from helpers import load_script
 
 from harnessrl.trainer.train_config import TrainConfig
 
@@ -19,10 +19,7 @@ SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "scale_check.py"
 
 @pytest.fixture(scope="module")
 def scale_check():
-    spec = importlib.util.spec_from_file_location("scale_check", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["scale_check"] = module
-    spec.loader.exec_module(module)
+    module = load_script(SCRIPT)
     yield module
     sys.modules.pop("scale_check", None)
     sys.modules.pop("gpu_check", None)

@@ -4,13 +4,11 @@ something that is not a HarnessGRPOTrainer)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
-from helpers import WORD_CHECKS, task_row
+from helpers import WORD_CHECKS, load_script, task_row
 
 import harnessrl
 from harnessrl.errors import ConfigError
@@ -19,11 +17,7 @@ EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "trl_script.py"
 
 
 def _example():
-    spec = importlib.util.spec_from_file_location("trl_script", EXAMPLE)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return load_script(EXAMPLE)
 
 
 def _jsonl(path: Path, rows: list[dict]) -> Path:

@@ -1,0 +1,163 @@
+"""Would the spurious-length detector fire earlier if it pooled the groups of several tasks?
+
+The unstated suite's `wordy` family (a judged rubric that pays length) was repaired late by the harness (first
+detection at steps 11-29, docs/design.md section 8): the detector pools one task's last `window` groups, and a task
+recurs about every ten steps with most rollouts at the token cap. This script replays the detector's length test
+offline on the trained groups of finished runs (`steps.jsonl`: rewards and token lengths), step by step, under:
+
+- `task, raw`: one task's window (the default, `harness.detectors`: window 4, min_points 8, rho > 0.6, p < 0.05);
+- `task, centred`: the same with reward and length centred on each group's mean (`corr_within_group`);
+- `judged, centred`: the last `--pool-window` groups of every task whose rubric has a judged criterion (no exact
+  check; the length a judge pays is a property of the judge on such criteria), centred per group, since tasks differ
+  in level;
+- `all tasks, centred`: the last `--pool-window` groups of every task, centred: the false alarms of pooling blindly.
+
+Runs of a baseline (fixed GRPO) are the clean counterfactual: their rubrics never change, so no repair moves what the
+detector sees. A firing on a family with no length-paying criterion is a false alarm. It prints, per variant and run,
+the first step it fires on each family and the count of (step, task) firings per family; then, per family over all
+the runs, what a length test can see at all: the share of groups whose every rollout stopped at the token cap
+(`grpo.max_completion_length`, from each run's config: tied lengths, no ranking) and the median within-group Spearman
+rho of reward on length where it is defined.
+
+    python benchmarks/detector_pooling.py --runs /work/runs/us-base/fixed/seed* --data harnessrl/data/bench_unstated
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import defaultdict, deque
+from pathlib import Path
+
+import numpy as np
+
+from harnessrl.detection.ranks import p_one_sided, spearman
+from harnessrl.records.steps import GroupRecord, read_group_records
+from harnessrl.trainer.train_config import load_run_config
+
+VARIANTS = ("task, raw", "task, centred", "judged, centred", "all tasks, centred")
+
+
+def _tasks(data: Path) -> dict[str, dict]:
+    out = {}
+    for split in ("train", "validation", "test"):
+        path = data / f"{split}.jsonl"
+        if path.exists():
+            for line in path.read_text().splitlines():
+                if line.strip():
+                    row = json.loads(line)
+                    out[row["id"]] = row
+    return out
+
+
+def _fires(groups: list[GroupRecord], centred: bool, threshold: float, max_p: float, min_points: int) -> bool:
+    rewards, lengths = [], []
+    for g in groups:
+        pairs = [(r, x) for r, x in zip(g.rewards, g.lengths, strict=False) if r is not None]
+        if len(pairs) < (2 if centred else 1):
+            continue
+        r = np.array([p[0] for p in pairs], dtype=float)
+        x = np.array([p[1] for p in pairs], dtype=float)
+        rewards.append(r - r.mean() if centred else r)
+        lengths.append(x - x.mean() if centred else x)
+    if not rewards:
+        return False
+    r, x = np.concatenate(rewards), np.concatenate(lengths)
+    if r.size < min_points:
+        return False
+    rho = spearman(r, x)
+    if rho is None or not rho > threshold:
+        return False
+    p = p_one_sided(rho, int(r.size))
+    return p is not None and p < max_p
+
+
+def replay(run: Path, tasks: dict[str, dict], args: argparse.Namespace) -> dict[str, dict[str, list[int]]]:
+    """Per variant, per family: the steps at which a (step, task) firing happened."""
+    by_step = read_group_records(run / "steps.jsonl")
+    judged = {tid for tid, t in tasks.items() if any(not c.get("check") for c in t.get("rubric", []))}
+    per_task: dict[str, deque] = defaultdict(lambda: deque(maxlen=args.window))
+    pools = {"judged, centred": deque(maxlen=args.pool_window), "all tasks, centred": deque(maxlen=args.pool_window)}
+    fired: dict[str, dict[str, list[int]]] = {v: defaultdict(list) for v in VARIANTS}
+    for step in sorted(by_step):
+        groups = [g for g in by_step[step] if g.rubric_version == 0]
+        for g in groups:
+            per_task[g.task_id].append(g)
+            pools["all tasks, centred"].append(g)
+            if g.task_id in judged:
+                pools["judged, centred"].append(g)
+        for g in groups:
+            family = tasks.get(g.task_id, {}).get("metadata", {}).get("family", "?")
+            window = list(per_task[g.task_id])
+            for name, centred in (("task, raw", False), ("task, centred", True)):
+                if _fires(window, centred, args.threshold, args.max_p, args.min_points):
+                    fired[name][family].append(step)
+            for name, pool in pools.items():
+                if name == "judged, centred" and g.task_id not in judged:
+                    continue
+                if _fires(list(pool), True, args.threshold, args.max_p, args.min_points):
+                    fired[name][family].append(step)
+    return fired
+
+
+def visibility(runs: list[Path], tasks: dict[str, dict]) -> dict[str, tuple[int, int, float | None]]:
+    """Per family over the runs: groups, groups with every rollout at the token cap, median within-group rho."""
+    groups: dict[str, int] = defaultdict(int)
+    capped: dict[str, int] = defaultdict(int)
+    rhos: dict[str, list[float]] = defaultdict(list)
+    for run in runs:
+        cap = load_run_config(run / "config.yaml").grpo.max_completion_length
+        for records in read_group_records(run / "steps.jsonl").values():
+            for g in records:
+                if g.rubric_version != 0:
+                    continue
+                family = tasks.get(g.task_id, {}).get("metadata", {}).get("family", "?")
+                groups[family] += 1
+                capped[family] += bool(g.lengths) and all(n >= cap for n in g.lengths)
+                pairs = [(r, n) for r, n in zip(g.rewards, g.lengths, strict=False) if r is not None]
+                rho = spearman([r for r, _ in pairs], [n for _, n in pairs]) if len(pairs) > 2 else None
+                if rho is not None:
+                    rhos[family].append(rho)
+    return {f: (groups[f], capped[f], float(np.median(rhos[f])) if rhos[f] else None) for f in sorted(groups)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", nargs="+", type=Path, required=True, help="run folders with a steps.jsonl")
+    ap.add_argument("--data", type=Path, required=True, help="the suite's folder (train/validation/test.jsonl)")
+    ap.add_argument("--window", type=int, default=4, help="a task's groups pooled (harness.detectors.window)")
+    ap.add_argument("--pool-window", type=int, default=12, help="groups pooled across tasks")
+    ap.add_argument("--min-points", type=int, default=8)
+    ap.add_argument("--threshold", type=float, default=0.6)
+    ap.add_argument("--max-p", type=float, default=0.05)
+    args = ap.parse_args()
+    tasks = _tasks(args.data)
+    families = sorted({t.get("metadata", {}).get("family", "?") for t in tasks.values()})
+    print(
+        f"window {args.window}, pool window {args.pool_window}, min points {args.min_points}, "
+        f"rho > {args.threshold}, p < {args.max_p}"
+    )
+    print("cells: first step fired / (step, task) firings; '-' never\n")
+    print("| variant | run | " + " | ".join(families) + " |")
+    print("|---|---|" + "---:|" * len(families))
+    for run in args.runs:
+        if not (run / "steps.jsonl").exists():
+            print(f"skipped {run}: no steps.jsonl")
+            continue
+        fired = replay(run, tasks, args)
+        for variant in VARIANTS:
+            cells = [
+                f"{min(fired[variant][f])} / {len(fired[variant][f])}" if fired[variant].get(f) else "-"
+                for f in families
+            ]
+            print(f"| {variant} | {run.parent.name}/{run.name} | " + " | ".join(cells) + " |")
+    runs = [r for r in args.runs if (r / "steps.jsonl").exists()]
+    print(f"\nWhat a length test sees, over the {len(runs)} runs (rubric version 0 groups):\n")
+    print("| family | groups | every rollout at the cap | median within-group rho (groups where defined) |")
+    print("|---|---:|---:|---:|")
+    for family, (n, capped, rho) in visibility(runs, tasks).items():
+        print(f"| {family} | {n} | {capped} ({capped / n:.0%}) | " + ("-" if rho is None else f"{rho:+.2f}") + " |")
+
+
+if __name__ == "__main__":
+    main()
