@@ -31,6 +31,7 @@ from typing import Any
 from harnessrl.analysis.results import stat, t_interval
 from harnessrl.errors import HarnessRLError
 from harnessrl.records.run_dir import read_json_file, read_jsonl
+from harnessrl.trainer.checkpoint_eval import BASE_CHECKPOINT
 from harnessrl.trainer.run import evaluate_run
 from harnessrl.trainer.train_config import load_run_config
 
@@ -64,7 +65,9 @@ def bench_score(run: Path) -> dict[str, Any]:
     return {
         **_scores(best["test"]),
         "step": best["step"],
-        "checkpoint": best.get("checkpoint") or str(run / "checkpoints/best"),
+        # best at step 0 with no checkpoint saved: the untrained policy was the best (`harnessrl eval`'s "base")
+        "checkpoint": best.get("checkpoint")
+        or (BASE_CHECKPOINT if best["step"] == 0 else str(run / "checkpoints/best")),
     }
 
 

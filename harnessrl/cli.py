@@ -514,7 +514,11 @@ def train_cmd(
 def eval_cmd(
     run_dir: Annotated[Path, typer.Option("--run-dir", "-r", help="A run directory made by `harnessrl train`.")],
     checkpoint: Annotated[
-        str | None, typer.Option(help="best | final | checkpoint-N | a path (default: best, else final).")
+        str | None,
+        typer.Option(
+            help="best | final | checkpoint-N | base (the policy before training) | a path (default: best; base "
+            "where the untrained policy scored best; else final)."
+        ),
     ] = None,
     completions: Annotated[
         int | None,

@@ -81,6 +81,19 @@ def test_pairs_by_seed_at_both_sizes_and_reads_back_what_was_graded(bench, tmp_p
     assert "harnessrl − dapo" in md and "| harnessrl | 0 | 40 | 0.600 | 0.550 | -0.050 |" in md
 
 
+def test_a_run_whose_best_was_the_untrained_policy_is_read_at_base(bench, tmp_path):
+    """Validation never rose above step 0: best.json names no checkpoint, and the best is the policy before training
+    (`harnessrl eval --checkpoint base`), whose row is read back by that name."""
+    run = RunDir(_run(tmp_path, "odf", 3, 0.40, None))
+    best = json.loads((run.path / "best.json").read_text())
+    (run.path / "best.json").write_text(json.dumps({**best, "step": 0, "checkpoint": None}))
+    row = {"split": "test", "source": "harnessrl eval", "checkpoint": "base", "selection": None, "step": 0}
+    run.append("eval.jsonl", {**row, "overall": 0.41, "per_family": {"brief": 0.41}, "completions_per_task": 16})
+    scored = bench.bench_score(run.path)
+    assert scored["step"] == 0 and scored["checkpoint"] == "base"
+    assert bench.precise_score(run.path, scored["checkpoint"], 16)["overall"] == 0.41  # read back, not graded
+
+
 def test_errors_say_what_is_missing(bench, tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(HarnessRLError, match="no finished run"):

@@ -22,6 +22,7 @@ from harnessrl.errors import ConfigError, HarnessRLError
 from harnessrl.interfaces import EditRubric, Harness
 from harnessrl.records.run_dir import RunDir, read_jsonl
 from harnessrl.records.run_record import RunRecord
+from harnessrl.trainer.checkpoint_eval import BASE_CHECKPOINT, default_checkpoint
 from harnessrl.trainer.evaluation import (
     EvalResult,
     eval_decoding,
@@ -272,6 +273,28 @@ def test_eval_run_defaults_to_final_then_best(run_dir):
     out = evaluate_run(run_dir.path, str(run_dir.checkpoints / "final"))  # a path works too
     assert Path(out["checkpoint"]) == run_dir.checkpoints / "final"
     assert len(run_dir.read("eval.jsonl")) == 4 * 2  # a row per split
+
+
+def test_eval_run_scores_the_untrained_policy_where_it_was_the_best(run_dir):
+    """best.json at step 0 with no checkpoint: training never beat the untrained policy on validation, so the best
+    is the run's model before training (`base`), not the final weights."""
+    (run_dir.path / "best.json").write_text(json.dumps({"step": 0, "overall": 0.3, "checkpoint": None}))
+    assert default_checkpoint(run_dir.path) == BASE_CHECKPOINT
+    out = evaluate_run(run_dir.path, splits=["test"])
+    assert out["checkpoint"] == BASE_CHECKPOINT and out["result"].step == 0
+    # the run's model is the weights the final checkpoint copies here: the same scores
+    final = evaluate_run(run_dir.path, "final", splits=["test"])["result"]
+    assert out["result"].per_task == pytest.approx(final.per_task)
+    assert [r["checkpoint"] for r in run_dir.read("eval.jsonl")] == [
+        BASE_CHECKPOINT,
+        str(run_dir.checkpoints / "final"),
+    ]
+    # a best checkpoint saved later wins; with neither, the final weights
+    shutil.copytree(run_dir.checkpoints / "final", run_dir.checkpoints / "best")
+    assert default_checkpoint(run_dir.path) == "best"
+    shutil.rmtree(run_dir.checkpoints / "best")
+    (run_dir.path / "best.json").write_text(json.dumps({"step": 3, "overall": 0.3, "checkpoint": None}))
+    assert default_checkpoint(run_dir.path) == "final"
 
 
 def test_eval_run_prefers_the_run_checkpoint_over_the_cwd(run_dir, tmp_path, monkeypatch):

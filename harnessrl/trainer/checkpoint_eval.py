@@ -16,20 +16,25 @@ from harnessrl.data import Task
 from harnessrl.errors import HarnessRLError
 from harnessrl.records.checkpoints import step_of_checkpoint
 from harnessrl.records.run_dir import RunDir
+from harnessrl.records.run_record import BestCheckpoint, read_best
 from harnessrl.trainer.run_tasks import load_run_tasks
 from harnessrl.trainer.trl_config import judge_on_device, resolve_device
 
 if TYPE_CHECKING:
     from harnessrl.trainer.evaluation import EvalResult
 
-__all__ = ["CheckpointEvaluation", "evaluate_run"]
+__all__ = ["BASE_CHECKPOINT", "CheckpointEvaluation", "default_checkpoint", "evaluate_run"]
+
+BASE_CHECKPOINT = "base"
+"""The checkpoint name of the policy before training: the run's ``model`` (with no adapter), step 0. A run whose best
+validation score was the untrained policy's (``best.json`` at step 0) saved no checkpoint of it; this is its best."""
 
 
 class CheckpointEvaluation(TypedDict):
     """What :func:`evaluate_run` scored: the checkpoint, each split's result, and the headline one."""
 
     checkpoint: str
-    """The checkpoint's folder."""
+    """The checkpoint's folder, or ``base`` (the policy before training)."""
     results: dict[str, EvalResult]
     """By split (validation, test)."""
     result: EvalResult | None
@@ -75,18 +80,25 @@ def evaluate_run(
         )
     eval_splits = _select_eval_tasks(run.path, splits_all, splits, families, domains)
     if checkpoint is None:
-        checkpoint = "best" if (run.checkpoints / "best").exists() else "final"
-    # a name under the run's checkpoints/ first: a stray ./best or ./final must not be picked up instead
-    path = run.checkpoints / checkpoint
-    if not path.exists():
-        path = Path(checkpoint)
-    if not path.exists():
-        found = sorted(p.name for p in run.checkpoints.iterdir()) if run.checkpoints.exists() else []
-        raise HarnessRLError(f"no checkpoint {checkpoint!r} in {run.checkpoints}; found: {found or 'none'}")
+        checkpoint = default_checkpoint(run.path)
     device = resolve_device(config)
-    model, tokenizer = load_causal_lm(str(path), device=device)
-    step = step_of_checkpoint(path)
-    step = -1 if step is None else step  # best, final or a path: no step of training
+    if checkpoint == BASE_CHECKPOINT:
+        model, tokenizer = load_causal_lm(config.model, device=device)
+        label, step = BASE_CHECKPOINT, 0
+    else:
+        # a name under the run's checkpoints/ first: a stray ./best or ./final must not be picked up instead
+        path = run.checkpoints / checkpoint
+        if not path.exists():
+            path = Path(checkpoint)
+        if not path.exists():
+            found = sorted(p.name for p in run.checkpoints.iterdir()) if run.checkpoints.exists() else []
+            raise HarnessRLError(
+                f"no checkpoint {checkpoint!r} in {run.checkpoints}; found: {found or 'none'} (or "
+                f"{BASE_CHECKPOINT!r}: the policy before training)"
+            )
+        model, tokenizer = load_causal_lm(str(path), device=device)
+        label, found_step = str(path), step_of_checkpoint(path)
+        step = -1 if found_step is None else found_step  # best, final or a path: no step of training
     judge = build_judge(judge_on_device(config.eval_judge, device))
     # the grading the run's evaluations use, decided on all its held-out tasks (not on the subset kept)
     grade_with = resolve_grade_with(config.eval.grade_with, splits_all)
@@ -106,12 +118,24 @@ def evaluate_run(
             grade_with=grade_with,
             **decoding,
         )
-        row = {**result.model_dump(), "checkpoint": str(path), "source": "harnessrl eval", "selection": selection}
+        row = {**result.model_dump(), "checkpoint": label, "source": "harnessrl eval", "selection": selection}
         run.append("eval.jsonl", row)
         results[split] = result
     return CheckpointEvaluation(
-        checkpoint=str(path), results=results, result=results.get("test") or results.get("validation")
+        checkpoint=label, results=results, result=results.get("test") or results.get("validation")
     )
+
+
+def default_checkpoint(run_dir: str | Path) -> str:
+    """The checkpoint ``harnessrl eval`` scores when none is named: ``best`` where it was saved; ``base`` where the
+    best validation score was the untrained policy's (``best.json`` at step 0, no checkpoint saved); else ``final``."""
+    run = RunDir(run_dir, create=False)
+    if (run.checkpoints / "best").exists():
+        return "best"
+    best = read_best(run.path)
+    if isinstance(best, BestCheckpoint) and best.step == 0 and not best.checkpoint:
+        return BASE_CHECKPOINT
+    return "final"
 
 
 def _select_eval_tasks(
