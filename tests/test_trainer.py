@@ -272,7 +272,11 @@ def test_real_trainer_rows(trained):
 def test_evaluate_run_on_a_run(trained):
     run = trained.run
     n_before = len(run.read("eval.jsonl"))
-    default = "best" if (run.checkpoints / "best").exists() else "final"
+    best = json.loads((run.path / "best.json").read_text())
+    if (run.checkpoints / "best").exists():
+        default = "best"
+    else:  # the untrained policy scored best on validation (no checkpoint of it): `base`, the run's model
+        default = "base" if best["step"] == 0 and not best.get("checkpoint") else "final"
     out = evaluate_run(run.path)
     assert Path(out["checkpoint"]).name == default
     assert out["result"].tasks == 2 and 0.0 <= out["result"].overall <= 1.0
