@@ -25,78 +25,71 @@ rho of reward on length where it is defined.
 from __future__ import annotations
 
 import argparse
-import json
-from collections import defaultdict, deque
+from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
 
-from harnessrl.detection.ranks import p_one_sided, spearman
-from harnessrl.records.steps import GroupRecord, read_group_records
+from harnessrl.detection.config import DetectorConfig
+from harnessrl.detection.detectors import SpuriousCorrelationDetector
+from harnessrl.detection.failure_detector import FailureDetector
+from harnessrl.detection.ranks import spearman
+from harnessrl.records.run_dir import read_jsonl
+from harnessrl.records.steps import GroupRecord, StepRecord, read_group_records
 from harnessrl.trainer.train_config import load_run_config
 
 VARIANTS = ("task, raw", "task, centred", "judged, centred", "all tasks, centred")
 
 
 def _tasks(data: Path) -> dict[str, dict]:
-    out = {}
-    for split in ("train", "validation", "test"):
-        path = data / f"{split}.jsonl"
-        if path.exists():
-            for line in path.read_text().splitlines():
-                if line.strip():
-                    row = json.loads(line)
-                    out[row["id"]] = row
-    return out
+    return {row["id"]: row for split in ("train", "validation", "test") for row in read_jsonl(data / f"{split}.jsonl")}
 
 
-def _fires(groups: list[GroupRecord], centred: bool, threshold: float, max_p: float, min_points: int) -> bool:
-    rewards, lengths = [], []
-    for g in groups:
-        pairs = [(r, x) for r, x in zip(g.rewards, g.lengths, strict=False) if r is not None]
-        if len(pairs) < (2 if centred else 1):
-            continue
-        r = np.array([p[0] for p in pairs], dtype=float)
-        x = np.array([p[1] for p in pairs], dtype=float)
-        rewards.append(r - r.mean() if centred else r)
-        lengths.append(x - x.mean() if centred else x)
-    if not rewards:
-        return False
-    r, x = np.concatenate(rewards), np.concatenate(lengths)
-    if r.size < min_points:
-        return False
-    rho = spearman(r, x)
-    if rho is None or not rho > threshold:
-        return False
-    p = p_one_sided(rho, int(r.size))
-    return p is not None and p < max_p
+def _length_test(args: argparse.Namespace, window: int, centred: bool) -> FailureDetector:
+    """The harness's own spurious-length test (SpuriousCorrelationDetector through FailureDetector) at these
+    settings, with no other detector and no surface feature but length."""
+    cfg = DetectorConfig(
+        window=window,
+        min_points=args.min_points,
+        corr_threshold=args.threshold,
+        corr_max_p=args.max_p,
+        corr_within_group=centred,
+        features=[],
+    )
+    return FailureDetector(cfg, detectors=[SpuriousCorrelationDetector(cfg)])
+
+
+def _fired(detector: FailureDetector, step: int, groups: list[GroupRecord]) -> list[str]:
+    """The task ids the length test fires on at ``step``, given the step's groups."""
+    found = detector.observe(StepRecord(step=step, groups=groups), regrade=False)
+    return [f.task_id for f in found if f.kind == "spurious_length"]
 
 
 def replay(run: Path, tasks: dict[str, dict], args: argparse.Namespace) -> dict[str, dict[str, list[int]]]:
-    """Per variant, per family: the steps at which a (step, task) firing happened."""
+    """Per variant, per family: the steps at which a (step, task) firing happened. A pool is one history of the
+    detector (its groups relabelled with the pool's name), so its firing counts once for each group it pooled at
+    that step."""
     by_step = read_group_records(run / "steps.jsonl")
     judged = {tid for tid, t in tasks.items() if any(not c.get("check") for c in t.get("rubric", []))}
-    per_task: dict[str, deque] = defaultdict(lambda: deque(maxlen=args.window))
-    pools = {"judged, centred": deque(maxlen=args.pool_window), "all tasks, centred": deque(maxlen=args.pool_window)}
+    family = {tid: t.get("metadata", {}).get("family", "?") for tid, t in tasks.items()}
+    per_task = {
+        "task, raw": _length_test(args, args.window, False),
+        "task, centred": _length_test(args, args.window, True),
+    }
+    pools = {name: _length_test(args, args.pool_window, True) for name in ("judged, centred", "all tasks, centred")}
     fired: dict[str, dict[str, list[int]]] = {v: defaultdict(list) for v in VARIANTS}
     for step in sorted(by_step):
         groups = [g for g in by_step[step] if g.rubric_version == 0]
-        for g in groups:
-            per_task[g.task_id].append(g)
-            pools["all tasks, centred"].append(g)
-            if g.task_id in judged:
-                pools["judged, centred"].append(g)
-        for g in groups:
-            family = tasks.get(g.task_id, {}).get("metadata", {}).get("family", "?")
-            window = list(per_task[g.task_id])
-            for name, centred in (("task, raw", False), ("task, centred", True)):
-                if _fires(window, centred, args.threshold, args.max_p, args.min_points):
-                    fired[name][family].append(step)
-            for name, pool in pools.items():
-                if name == "judged, centred" and g.task_id not in judged:
-                    continue
-                if _fires(list(pool), True, args.threshold, args.max_p, args.min_points):
-                    fired[name][family].append(step)
+        if not groups:
+            continue
+        for name, detector in per_task.items():
+            for task_id in _fired(detector, step, groups):
+                fired[name][family.get(task_id, "?")].append(step)
+        for name, detector in pools.items():
+            members = [g for g in groups if name != "judged, centred" or g.task_id in judged]
+            if members and _fired(detector, step, [g.model_copy(update={"task_id": name}) for g in members]):
+                for g in members:
+                    fired[name][family.get(g.task_id, "?")].append(step)
     return fired
 
 
