@@ -31,7 +31,7 @@ from typing import Any
 from harnessrl.analysis.results import stat, t_interval
 from harnessrl.errors import HarnessRLError
 from harnessrl.records.run_dir import read_json_file, read_jsonl
-from harnessrl.trainer.checkpoint_eval import BASE_CHECKPOINT
+from harnessrl.trainer.checkpoint_eval import best_checkpoint
 from harnessrl.trainer.run import evaluate_run
 from harnessrl.trainer.train_config import load_run_config
 
@@ -65,9 +65,8 @@ def bench_score(run: Path) -> dict[str, Any]:
     return {
         **_scores(best["test"]),
         "step": best["step"],
-        # best at step 0 with no checkpoint saved: the untrained policy was the best (`harnessrl eval`'s "base")
-        "checkpoint": best.get("checkpoint")
-        or (BASE_CHECKPOINT if best["step"] == 0 else str(run / "checkpoints/best")),
+        # the untrained policy where it scored best (no checkpoint saved); "best" left to fail loudly if missing
+        "checkpoint": best.get("checkpoint") or best_checkpoint(run) or str(run / "checkpoints/best"),
     }
 
 

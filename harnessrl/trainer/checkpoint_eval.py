@@ -23,7 +23,7 @@ from harnessrl.trainer.trl_config import judge_on_device, resolve_device
 if TYPE_CHECKING:
     from harnessrl.trainer.evaluation import EvalResult
 
-__all__ = ["BASE_CHECKPOINT", "CheckpointEvaluation", "default_checkpoint", "evaluate_run"]
+__all__ = ["BASE_CHECKPOINT", "CheckpointEvaluation", "best_checkpoint", "default_checkpoint", "evaluate_run"]
 
 BASE_CHECKPOINT = "base"
 """The checkpoint name of the policy before training: the run's ``model`` (with no adapter), step 0. A run whose best
@@ -79,26 +79,9 @@ def evaluate_run(
             f"{run.path}: the run has no held-out data (data.validation and data.test are null): nothing to evaluate on"
         )
     eval_splits = _select_eval_tasks(run.path, splits_all, splits, families, domains)
-    if checkpoint is None:
-        checkpoint = default_checkpoint(run.path)
+    source, label, step = _checkpoint_source(run, checkpoint or default_checkpoint(run.path), config.model)
     device = resolve_device(config)
-    if checkpoint == BASE_CHECKPOINT:
-        model, tokenizer = load_causal_lm(config.model, device=device)
-        label, step = BASE_CHECKPOINT, 0
-    else:
-        # a name under the run's checkpoints/ first: a stray ./best or ./final must not be picked up instead
-        path = run.checkpoints / checkpoint
-        if not path.exists():
-            path = Path(checkpoint)
-        if not path.exists():
-            found = sorted(p.name for p in run.checkpoints.iterdir()) if run.checkpoints.exists() else []
-            raise HarnessRLError(
-                f"no checkpoint {checkpoint!r} in {run.checkpoints}; found: {found or 'none'} (or "
-                f"{BASE_CHECKPOINT!r}: the policy before training)"
-            )
-        model, tokenizer = load_causal_lm(str(path), device=device)
-        label, found_step = str(path), step_of_checkpoint(path)
-        step = -1 if found_step is None else found_step  # best, final or a path: no step of training
+    model, tokenizer = load_causal_lm(source, device=device)
     judge = build_judge(judge_on_device(config.eval_judge, device))
     # the grading the run's evaluations use, decided on all its held-out tasks (not on the subset kept)
     grade_with = resolve_grade_with(config.eval.grade_with, splits_all)
@@ -126,16 +109,41 @@ def evaluate_run(
     )
 
 
-def default_checkpoint(run_dir: str | Path) -> str:
-    """The checkpoint ``harnessrl eval`` scores when none is named: ``best`` where it was saved; ``base`` where the
-    best validation score was the untrained policy's (``best.json`` at step 0, no checkpoint saved); else ``final``."""
+def best_checkpoint(run_dir: str | Path) -> str | None:
+    """The name of a run's best checkpoint: ``best`` where it was saved; ``base`` where the best validation score was
+    the untrained policy's (``best.json`` at step 0, no checkpoint saved); None where neither says."""
     run = RunDir(run_dir, create=False)
     if (run.checkpoints / "best").exists():
         return "best"
     best = read_best(run.path)
     if isinstance(best, BestCheckpoint) and best.step == 0 and not best.checkpoint:
         return BASE_CHECKPOINT
-    return "final"
+    return None
+
+
+def default_checkpoint(run_dir: str | Path) -> str:
+    """The checkpoint ``harnessrl eval`` scores when none is named: the best (:func:`best_checkpoint`), else
+    ``final``."""
+    return best_checkpoint(run_dir) or "final"
+
+
+def _checkpoint_source(run: RunDir, checkpoint: str, base_model: str) -> tuple[str, str, int]:
+    """What to load for ``checkpoint`` (a model name or folder), the label its rows carry, and its step of training
+    (-1 for best, final or a path). A name under the run's checkpoints/ comes first: a stray ./best or ./final must
+    not be picked up instead."""
+    if checkpoint == BASE_CHECKPOINT:
+        return base_model, BASE_CHECKPOINT, 0
+    path = run.checkpoints / checkpoint
+    if not path.exists():
+        path = Path(checkpoint)
+    if not path.exists():
+        found = sorted(p.name for p in run.checkpoints.iterdir()) if run.checkpoints.exists() else []
+        raise HarnessRLError(
+            f"no checkpoint {checkpoint!r} in {run.checkpoints}; found: {found or 'none'} (or "
+            f"{BASE_CHECKPOINT!r}: the policy before training)"
+        )
+    step = step_of_checkpoint(path)
+    return str(path), str(path), -1 if step is None else step
 
 
 def _select_eval_tasks(
